@@ -1,0 +1,447 @@
+//! Clocks: where a generator gets the time, in Unix milliseconds.
+//!
+//! - [`MonotonicClock`] (the default): quanta's TSC clock plus the wall-clock time captured
+//!   once per process. Never moves back, whatever happens to the wall clock.
+//! - [`CoarseClock`]: quanta's "recent" time, kept fresh by a background upkeep thread. A
+//!   ~2 ns read, for timestamps up to one upkeep interval late.
+//! - [`ManualClock`]: set by hand, for tests.
+
+use crate::error::Error;
+use crate::sync::{Arc, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A source of Unix time in milliseconds for a [`Generator`](crate::Generator).
+///
+/// A clock may move back (a [`ManualClock`] does when told to): the generator then keeps
+/// minting in the last tick it used, so IDs still never repeat or decrease.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Clock, Generator, Layout};
+///
+/// /// A clock stuck at one instant: fine for a test, the sequence still advances.
+/// struct Frozen(u64);
+///
+/// impl Clock for Frozen {
+///     fn unix_ms(&self) -> u64 {
+///         self.0
+///     }
+/// }
+///
+/// let generator = Generator::with_clock(Layout::TWITTER, 1, Frozen(1_700_000_000_000))?;
+/// let (a, b) = (generator.try_next_id()?, generator.try_next_id()?);
+/// assert_eq!(Layout::TWITTER.decode(b).sequence, Layout::TWITTER.decode(a).sequence + 1);
+/// # Ok::<(), atomflake::Error>(())
+/// ```
+pub trait Clock {
+    /// Milliseconds since 1970-01-01T00:00:00Z. Called once per minted ID: keep it cheap.
+    fn unix_ms(&self) -> u64;
+
+    /// An up-to-date read, for the generator's waiting path. A clock whose
+    /// [`unix_ms`](Self::unix_ms) may lag (such as [`CoarseClock`]) overrides this with a
+    /// precise read, so that a generator waiting for the next tick never depends on a
+    /// background thread being scheduled.
+    fn precise_unix_ms(&self) -> u64 {
+        self.unix_ms()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    #[inline]
+    fn unix_ms(&self) -> u64 {
+        (**self).unix_ms()
+    }
+
+    #[inline]
+    fn precise_unix_ms(&self) -> u64 {
+        (**self).precise_unix_ms()
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
+    #[inline]
+    fn unix_ms(&self) -> u64 {
+        (**self).unix_ms()
+    }
+
+    #[inline]
+    fn precise_unix_ms(&self) -> u64 {
+        (**self).precise_unix_ms()
+    }
+}
+
+/// The process-wide quanta clock and the wall-clock time it was anchored to.
+///
+/// Built once per process: quanta's first calibration can take up to ~200 ms.
+#[derive(Debug)]
+struct Anchor {
+    clock: quanta::Clock,
+    /// `clock.raw()` at the anchor.
+    raw: u64,
+    /// `clock.scaled(raw)`, for the coarse clock's `recent()` instants.
+    instant: quanta::Instant,
+    /// Whole Unix ms at the anchor.
+    unix_ms: u64,
+    /// Nanoseconds past `unix_ms` at the anchor (`< 1_000_000`).
+    sub_ms_ns: u64,
+}
+
+static ANCHOR: OnceLock<Anchor> = OnceLock::new();
+
+impl Anchor {
+    fn get() -> &'static Anchor {
+        ANCHOR.get_or_init(|| {
+            let clock = quanta::Clock::new();
+            let raw = clock.raw();
+            // A system clock set before 1970 reads as 1970: generators then report the
+            // clock as before their layout's epoch instead of panicking here.
+            let wall = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or(Duration::ZERO);
+            let unix_ms = u64::try_from(wall.as_millis()).unwrap_or(u64::MAX);
+            Anchor {
+                instant: clock.scaled(raw),
+                clock,
+                raw,
+                unix_ms,
+                sub_ms_ns: u64::from(wall.subsec_nanos() % 1_000_000),
+            }
+        })
+    }
+
+    /// Unix ms for `elapsed_ns` nanoseconds after the anchor.
+    #[inline]
+    fn unix_ms_after(&self, elapsed_ns: u64) -> u64 {
+        self.unix_ms + (self.sub_ms_ns + elapsed_ns) / 1_000_000
+    }
+
+    #[inline]
+    fn precise_unix_ms(&self) -> u64 {
+        self.unix_ms_after(self.clock.delta_as_nanos(self.raw, self.clock.raw()))
+    }
+}
+
+/// The default clock: quanta's monotonic TSC clock, anchored once to the wall clock.
+///
+/// The first `MonotonicClock` in a process calibrates quanta and reads `SystemTime` once;
+/// later ones share that anchor, so creating one is cheap and every generator in the
+/// process agrees on the time. After the anchor, time only moves forward at the TSC's
+/// rate: an NTP step or a manual change of the wall clock does not move it back (nor
+/// forward: a process that started with a wrong wall clock keeps that offset until it
+/// restarts).
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Clock, MonotonicClock};
+///
+/// let clock = MonotonicClock::new();
+/// let (a, b) = (clock.unix_ms(), clock.unix_ms());
+/// assert!(b >= a);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct MonotonicClock {
+    anchor: &'static Anchor,
+}
+
+impl MonotonicClock {
+    /// The process's monotonic clock (anchored on first use).
+    pub fn new() -> MonotonicClock {
+        MonotonicClock {
+            anchor: Anchor::get(),
+        }
+    }
+}
+
+impl Default for MonotonicClock {
+    fn default() -> MonotonicClock {
+        MonotonicClock::new()
+    }
+}
+
+impl Clock for MonotonicClock {
+    #[inline]
+    fn unix_ms(&self) -> u64 {
+        self.anchor.precise_unix_ms()
+    }
+}
+
+/// The interval of the process's one quanta upkeep thread, once started.
+///
+/// The thread is started by the first [`CoarseClock`] and then runs for the life of the
+/// process: stopping it when the last clock drops would race with a new clock starting one
+/// (quanta refuses a second thread while the first is still winding down).
+static UPKEEP: Mutex<Option<Duration>> = Mutex::new(None);
+
+/// A clock that reads quanta's "recent" time: one atomic load, for timestamps up to one
+/// upkeep interval late.
+///
+/// The time is kept fresh by quanta's upkeep thread, started by the first `CoarseClock`
+/// and kept for the life of the process. There is one upkeep thread per process, so all
+/// `CoarseClock`s share one interval. Timestamps share [`MonotonicClock`]'s anchor.
+///
+/// A generator that has spent its tick's sequence reads the time precisely
+/// ([`Clock::precise_unix_ms`]) while it waits, so it never waits on the upkeep thread.
+///
+/// If an upkeep thread was started outside atomflake, `CoarseClock` uses it as it is.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{CoarseClock, Generator, Layout};
+///
+/// let generator = Generator::with_clock(Layout::TWITTER, 1, CoarseClock::new()?)?;
+/// let id = generator.next_id();
+/// # let _ = id;
+/// # Ok::<(), atomflake::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct CoarseClock {
+    anchor: &'static Anchor,
+    interval: Duration,
+}
+
+impl CoarseClock {
+    /// The upkeep interval of [`CoarseClock::new`].
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(1);
+    /// The shortest upkeep interval: shorter ones would keep a core busy.
+    pub const MIN_INTERVAL: Duration = Duration::from_micros(100);
+    /// The longest upkeep interval.
+    pub const MAX_INTERVAL: Duration = Duration::from_secs(1);
+
+    /// A coarse clock refreshed every millisecond.
+    ///
+    /// # Errors
+    ///
+    /// As [`with_interval`](Self::with_interval).
+    pub fn new() -> Result<CoarseClock, Error> {
+        CoarseClock::with_interval(CoarseClock::DEFAULT_INTERVAL)
+    }
+
+    /// A coarse clock refreshed every `interval`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UpkeepIntervalOutOfRange`] outside
+    /// [`MIN_INTERVAL`](Self::MIN_INTERVAL)`..=`[`MAX_INTERVAL`](Self::MAX_INTERVAL);
+    /// [`Error::UpkeepIntervalConflict`] when the process's upkeep thread already runs at
+    /// another interval; [`Error::UpkeepSpawn`] when the thread cannot start.
+    pub fn with_interval(interval: Duration) -> Result<CoarseClock, Error> {
+        if !(CoarseClock::MIN_INTERVAL..=CoarseClock::MAX_INTERVAL).contains(&interval) {
+            return Err(Error::UpkeepIntervalOutOfRange {
+                interval,
+                min: CoarseClock::MIN_INTERVAL,
+                max: CoarseClock::MAX_INTERVAL,
+            });
+        }
+        let anchor = Anchor::get();
+        // A poisoned lock only means another thread panicked while holding it; the value
+        // inside is still right.
+        let mut running = UPKEEP.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match *running {
+            Some(running) if running != interval => {
+                return Err(Error::UpkeepIntervalConflict {
+                    running,
+                    requested: interval,
+                });
+            }
+            Some(_) => {}
+            None => {
+                match quanta::Upkeep::new_with_clock(interval, anchor.clock.clone()).start() {
+                    // Never dropped: the thread runs for the life of the process.
+                    Ok(handle) => core::mem::forget(handle),
+                    Err(quanta::Error::UpkeepRunning) => {}
+                    Err(quanta::Error::FailedToSpawnUpkeepThread(e)) => {
+                        return Err(Error::UpkeepSpawn { kind: e.kind() });
+                    }
+                }
+                *running = Some(interval);
+            }
+        }
+        Ok(CoarseClock { anchor, interval })
+    }
+
+    /// The interval of the upkeep thread this clock relies on.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+}
+
+impl Clock for CoarseClock {
+    #[inline]
+    fn unix_ms(&self) -> u64 {
+        let recent = self.anchor.clock.recent();
+        let elapsed = recent.saturating_duration_since(self.anchor.instant);
+        // `as_nanos` of a u64-nanosecond duration fits u64 again.
+        self.anchor
+            .unix_ms_after(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    #[inline]
+    fn precise_unix_ms(&self) -> u64 {
+        self.anchor.precise_unix_ms()
+    }
+}
+
+/// A clock set by hand, for tests and simulations. Clones share one time.
+///
+/// Under `--cfg loom` its time is a loom atomic, so loom models can advance and rewind it
+/// from a model thread.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Clock, ManualClock};
+///
+/// let clock = ManualClock::new(1_700_000_000_000);
+/// clock.advance(5);
+/// clock.rewind(2);
+/// assert_eq!(clock.unix_ms(), 1_700_000_000_003);
+/// clock.set(7);
+/// assert_eq!(clock.unix_ms(), 7);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    unix_ms: Arc<AtomicU64>,
+}
+
+// The clock's value orders nothing else: a generator's uniqueness never depends on which
+// time it reads, only on its own state word. So every access is `Relaxed`.
+impl ManualClock {
+    /// A clock at `unix_ms`.
+    pub fn new(unix_ms: u64) -> ManualClock {
+        ManualClock {
+            unix_ms: Arc::new(AtomicU64::new(unix_ms)),
+        }
+    }
+
+    /// Sets the time (it may move back).
+    pub fn set(&self, unix_ms: u64) {
+        self.unix_ms.store(unix_ms, Ordering::Relaxed);
+    }
+
+    /// Moves the time forward by `ms`, saturating at `u64::MAX`.
+    pub fn advance(&self, ms: u64) {
+        // Relaxed RMW: the new value is all that matters.
+        let _ = self
+            .unix_ms
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                Some(t.saturating_add(ms))
+            });
+    }
+
+    /// Moves the time back by `ms`, saturating at 0.
+    pub fn rewind(&self, ms: u64) {
+        // Relaxed RMW: the new value is all that matters.
+        let _ = self
+            .unix_ms
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |t| {
+                Some(t.saturating_sub(ms))
+            });
+    }
+}
+
+impl Clock for ManualClock {
+    #[inline]
+    fn unix_ms(&self) -> u64 {
+        self.unix_ms.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn wall_ms() -> u64 {
+        u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
+    }
+
+    #[test]
+    fn monotonic_clock_tracks_the_wall_clock() {
+        let before = wall_ms();
+        let t = MonotonicClock::new().unix_ms();
+        let after = wall_ms();
+        // Anchored once, then advanced by the TSC: within a few ms of the wall clock.
+        assert!(t + 50 >= before && t <= after + 50, "{before} <= {t} <= {after}");
+    }
+
+    #[test]
+    fn monotonic_clock_never_moves_back() {
+        let clock = MonotonicClock::new();
+        let mut last = clock.unix_ms();
+        for _ in 0..100_000 {
+            let now = clock.unix_ms();
+            assert!(now >= last);
+            last = now;
+        }
+    }
+
+    #[test]
+    fn monotonic_clocks_share_one_anchor() {
+        assert!(core::ptr::eq(
+            MonotonicClock::new().anchor,
+            MonotonicClock::default().anchor
+        ));
+    }
+
+    #[test]
+    fn coarse_clock_lags_the_precise_read_by_at_most_its_interval() {
+        let coarse = CoarseClock::new().unwrap();
+        assert_eq!(coarse.interval(), CoarseClock::DEFAULT_INTERVAL);
+        let precise_before = coarse.precise_unix_ms();
+        let recent = coarse.unix_ms();
+        let precise_after = coarse.precise_unix_ms();
+        assert!(recent <= precise_after, "{recent} > {precise_after}");
+        // Generous: the upkeep thread may be descheduled on a busy machine.
+        assert!(recent + 200 >= precise_before, "{recent} lags {precise_before}");
+        // A second clock shares the upkeep thread; another interval is refused.
+        assert!(CoarseClock::with_interval(CoarseClock::DEFAULT_INTERVAL).is_ok());
+        assert_eq!(
+            CoarseClock::with_interval(Duration::from_millis(2)).unwrap_err(),
+            Error::UpkeepIntervalConflict {
+                running: CoarseClock::DEFAULT_INTERVAL,
+                requested: Duration::from_millis(2)
+            }
+        );
+    }
+
+    #[test]
+    fn coarse_clock_interval_bounds() {
+        for bad in [
+            Duration::ZERO,
+            Duration::from_micros(99),
+            Duration::from_millis(1001),
+        ] {
+            assert_eq!(
+                CoarseClock::with_interval(bad).unwrap_err(),
+                Error::UpkeepIntervalOutOfRange {
+                    interval: bad,
+                    min: CoarseClock::MIN_INTERVAL,
+                    max: CoarseClock::MAX_INTERVAL
+                }
+            );
+        }
+        assert_eq!(
+            CoarseClock::with_interval(Duration::ZERO)
+                .unwrap_err()
+                .to_string(),
+            "upkeep interval 0ns is out of range: allowed 100µs..=1s"
+        );
+    }
+
+    #[test]
+    fn manual_clock_moves_both_ways_and_saturates() {
+        let clock = ManualClock::new(10);
+        let shared = clock.clone();
+        shared.advance(5);
+        assert_eq!(clock.unix_ms(), 15);
+        clock.rewind(20);
+        assert_eq!(shared.unix_ms(), 0);
+        clock.set(u64::MAX - 1);
+        clock.advance(5);
+        assert_eq!(clock.unix_ms(), u64::MAX);
+        assert_eq!(clock.precise_unix_ms(), u64::MAX);
+    }
+}

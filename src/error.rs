@@ -1,0 +1,236 @@
+//! The one error type of the crate.
+//!
+//! Every variant names the bad value and the range it had to be in. Whether an error is
+//! *transient* (the same call can succeed later) or *permanent* (it never will, for the
+//! same input) is said on each variant; only [`Error::SequenceExhausted`] is transient.
+
+use core::fmt;
+use std::time::Duration;
+
+/// A field of an ID, as named in [`Error::FieldOutOfRange`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// The node (machine, worker, shard) field.
+    Node,
+    /// The per-tick sequence field.
+    Sequence,
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Field::Node => "node",
+            Field::Sequence => "sequence",
+        })
+    }
+}
+
+/// Everything that can go wrong in atomflake.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Error, Field, Generator, Layout};
+///
+/// let err = Generator::new(Layout::TWITTER, 1024).unwrap_err();
+/// assert_eq!(err, Error::FieldOutOfRange { field: Field::Node, value: 1024, max: 1023 });
+/// assert_eq!(err.to_string(), "node 1024 is out of range: the layout allows 0..=1023");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// A layout's fields need more than the 64 bits of an ID. Permanent.
+    LayoutTooWide {
+        /// Width of the timestamp field.
+        timestamp_bits: u32,
+        /// Width of the node field.
+        node_bits: u32,
+        /// Width of the sequence field.
+        sequence_bits: u32,
+    },
+    /// A layout with a 0-bit timestamp: every ID would carry the same time. Permanent.
+    NoTimestampBits,
+    /// A layout with a tick of 0 ms. Permanent.
+    ZeroTick,
+    /// A layout whose last tick ends beyond `u64::MAX` Unix milliseconds. Permanent.
+    SpanOverflow {
+        /// The layout's epoch, Unix ms.
+        epoch_ms: u64,
+        /// The layout's tick length, ms.
+        tick_ms: u64,
+        /// The layout's timestamp width: the span is `2^timestamp_bits` ticks.
+        timestamp_bits: u32,
+    },
+    /// A node or sequence value that does not fit its field. Permanent.
+    FieldOutOfRange {
+        /// Which field.
+        field: Field,
+        /// The value given.
+        value: u64,
+        /// The largest value the field holds.
+        max: u64,
+    },
+    /// A time (from a clock or given to `encode`) before the layout's epoch. Permanent for
+    /// `encode`; from a generator it means the clock is set before the epoch.
+    TimeBeforeEpoch {
+        /// The time, Unix ms.
+        unix_ms: u64,
+        /// The layout's epoch, Unix ms.
+        epoch_ms: u64,
+    },
+    /// A time at or after the end of the layout's timestamp span. Permanent: the layout has
+    /// run out of timestamps.
+    TimePastEnd {
+        /// The time, Unix ms.
+        unix_ms: u64,
+        /// The first Unix ms the layout cannot express.
+        end_ms: u64,
+    },
+    /// A raw ID with bits set above the layout's width (for example Twitter's always-zero
+    /// top bit). Permanent.
+    IdOutOfLayout {
+        /// The raw ID.
+        id: u64,
+        /// The largest ID the layout can hold.
+        max: u64,
+    },
+    /// Every sequence value of the current tick is taken. **Transient**: IDs are available
+    /// again after `retry_after`.
+    SequenceExhausted {
+        /// The tick (since the epoch) at which IDs are available again.
+        tick: u64,
+        /// How long until that tick starts, by the generator's clock.
+        retry_after: Duration,
+    },
+    /// Text to parse as an ID was empty. Permanent.
+    EmptyId,
+    /// Text to parse as an ID held something other than the digits 0-9. Permanent.
+    InvalidDigit {
+        /// The character found.
+        found: char,
+        /// Its byte offset in the text.
+        index: usize,
+    },
+    /// Text to parse as an ID started with a sign; IDs are unsigned and written bare. Permanent.
+    SignedId {
+        /// The sign, `+` or `-`.
+        sign: char,
+    },
+    /// Text to parse as an ID holds a number above `u64::MAX`. Permanent.
+    IdOverflow,
+    /// An ID above `i64::MAX` does not fit a signed `BIGINT`. Permanent.
+    IdAboveI64 {
+        /// The ID.
+        id: u64,
+    },
+    /// A negative `i64` is not an ID. Permanent.
+    NegativeId {
+        /// The value given.
+        value: i64,
+    },
+    /// A [`CoarseClock`](crate::CoarseClock) upkeep interval outside the allowed range. Permanent.
+    UpkeepIntervalOutOfRange {
+        /// The interval asked for.
+        interval: Duration,
+        /// The shortest interval allowed.
+        min: Duration,
+        /// The longest interval allowed.
+        max: Duration,
+    },
+    /// A [`CoarseClock`](crate::CoarseClock) asked for an upkeep interval other than the one the
+    /// process's running upkeep thread uses (there is one per process). Permanent while that
+    /// clock lives.
+    UpkeepIntervalConflict {
+        /// The interval of the running upkeep thread.
+        running: Duration,
+        /// The interval asked for.
+        requested: Duration,
+    },
+    /// The upkeep thread of a [`CoarseClock`](crate::CoarseClock) could not be spawned.
+    /// Transient if the system was out of threads.
+    UpkeepSpawn {
+        /// What the operating system reported.
+        kind: std::io::ErrorKind,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Error::LayoutTooWide {
+                timestamp_bits,
+                node_bits,
+                sequence_bits,
+            } => write!(
+                f,
+                "layout needs {} bits ({timestamp_bits} timestamp + {node_bits} node + \
+                 {sequence_bits} sequence): an id holds at most 64",
+                u64::from(timestamp_bits) + u64::from(node_bits) + u64::from(sequence_bits),
+            ),
+            Error::NoTimestampBits => {
+                f.write_str("timestamp width 0 is out of range: a layout needs 1..=64 timestamp bits")
+            }
+            Error::ZeroTick => f.write_str("tick length 0 ms is out of range: a tick is at least 1 ms"),
+            Error::SpanOverflow {
+                epoch_ms,
+                tick_ms,
+                timestamp_bits,
+            } => write!(
+                f,
+                "layout span overflows: epoch {epoch_ms} ms + 2^{timestamp_bits} ticks of \
+                 {tick_ms} ms is past u64::MAX ms"
+            ),
+            Error::FieldOutOfRange { field, value, max } => {
+                write!(f, "{field} {value} is out of range: the layout allows 0..={max}")
+            }
+            Error::TimeBeforeEpoch { unix_ms, epoch_ms } => write!(
+                f,
+                "time {unix_ms} ms is before the layout's epoch: the layout allows \
+                 {epoch_ms} ms and later"
+            ),
+            Error::TimePastEnd { unix_ms, end_ms } => write!(
+                f,
+                "time {unix_ms} ms is past the layout's end: the layout allows times \
+                 before {end_ms} ms"
+            ),
+            Error::IdOutOfLayout { id, max } => {
+                write!(f, "id {id} is out of range: the layout allows 0..={max}")
+            }
+            Error::SequenceExhausted { tick, retry_after } => write!(
+                f,
+                "sequence exhausted: ids are available again at tick {tick}, in {retry_after:?}"
+            ),
+            Error::EmptyId => f.write_str("cannot parse an id from empty text"),
+            Error::InvalidDigit { found, index } => write!(
+                f,
+                "invalid character {found:?} at byte {index} in id: ids are written with \
+                 the digits 0-9 only"
+            ),
+            Error::SignedId { sign } => {
+                write!(
+                    f,
+                    "sign {sign:?} in id: ids are unsigned, written with the digits 0-9 only"
+                )
+            }
+            Error::IdOverflow => write!(f, "id is out of range: ids allow 0..={}", u64::MAX),
+            Error::IdAboveI64 { id } => {
+                write!(f, "id {id} is out of range for i64: i64 allows 0..={}", i64::MAX)
+            }
+            Error::NegativeId { value } => {
+                write!(f, "{value} is out of range for an id: ids allow 0..={}", u64::MAX)
+            }
+            Error::UpkeepIntervalOutOfRange { interval, min, max } => write!(
+                f,
+                "upkeep interval {interval:?} is out of range: allowed {min:?}..={max:?}"
+            ),
+            Error::UpkeepIntervalConflict { running, requested } => write!(
+                f,
+                "upkeep interval {requested:?} conflicts with the running upkeep thread's \
+                 {running:?}: one upkeep thread serves the whole process"
+            ),
+            Error::UpkeepSpawn { kind } => write!(f, "could not spawn the upkeep thread: {kind}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

@@ -1,0 +1,532 @@
+//! [`Generator`]: one state word advanced by a lock-free CAS loop.
+
+use crate::clock::{Clock, MonotonicClock};
+use crate::error::{Error, Field};
+use crate::id::Id;
+use crate::layout::{Layout, SlotPacker};
+use crate::state::{StateWord, Step};
+use crate::sync::{self, AtomicU64, Ordering};
+use core::fmt;
+use crossbeam_utils::CachePadded;
+use std::time::Duration;
+
+/// A lock-free Snowflake ID generator for one node.
+///
+/// Shared by `&` (or `Arc`) across threads: `Generator` is `Send + Sync` when its clock is.
+/// Each mint is one successful compare-and-swap on a single `AtomicU64` (see `state.rs`
+/// for the word), so two mints never get the same ID and IDs from one generator strictly
+/// increase in the order the CASes take effect, whatever the clock does.
+///
+/// Uniqueness *across* generators needs a distinct node ID for each live generator of a
+/// layout; that is the user's to arrange. A generator is deliberately not `Clone`: a copy
+/// would mint the same IDs as the original.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Generator, Layout};
+///
+/// let generator = Generator::new(Layout::TWITTER, 7)?;
+/// let (a, b) = (generator.next_id(), generator.next_id());
+/// assert!(b > a);
+/// assert_eq!(Layout::TWITTER.decode(a).node, 7);
+/// # Ok::<(), atomflake::Error>(())
+/// ```
+///
+/// ```compile_fail
+/// # use atomflake::{Generator, Layout};
+/// let generator = Generator::new(Layout::TWITTER, 7).unwrap();
+/// let copy = generator.clone(); // a copy would mint duplicates: not Clone
+/// ```
+///
+/// # Atomic orderings
+///
+/// The state word orders nothing but itself: no other memory is published through it, and
+/// an ID is built from the value a CAS won. Uniqueness and per-generator order follow from
+/// the atomic's single modification order, which every ordering (`Relaxed` included)
+/// respects: each successful CAS reads the value the previous one wrote and writes a
+/// larger one. So every operation is `Relaxed`.
+pub struct Generator<C = MonotonicClock> {
+    /// The next free slot (see `state.rs`), on its own cache line so that neighbouring
+    /// data (another generator in a `Vec`, say) does not share its cache traffic.
+    state: CachePadded<AtomicU64>,
+    word: StateWord,
+    packer: SlotPacker,
+    layout: Layout,
+    node: u64,
+    clock: C,
+}
+
+/// Why [`Generator::mint_at`] minted nothing.
+enum Refusal {
+    /// The tick of `unix_ms` is spent; the next free slot is in `tick`.
+    Spent { tick: u64, unix_ms: u64 },
+    /// The clock is outside the layout's span.
+    Fatal(Error),
+}
+
+impl Generator<MonotonicClock> {
+    /// A generator for `node` with the process's [`MonotonicClock`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::FieldOutOfRange`] when `node` does not fit the layout's node field.
+    ///
+    /// ```
+    /// use atomflake::{Error, Field, Generator, Layout};
+    ///
+    /// assert_eq!(
+    ///     Generator::new(Layout::SONYFLAKE, 65_536).unwrap_err(),
+    ///     Error::FieldOutOfRange { field: Field::Node, value: 65_536, max: 65_535 },
+    /// );
+    /// ```
+    pub fn new(layout: Layout, node: u64) -> Result<Generator<MonotonicClock>, Error> {
+        Generator::with_clock(layout, node, MonotonicClock::new())
+    }
+}
+
+impl<C: Clock> Generator<C> {
+    /// A generator for `node` that reads `clock`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::FieldOutOfRange`] when `node` does not fit the layout's node field.
+    ///
+    /// ```
+    /// use atomflake::{Generator, Layout, ManualClock, Parts};
+    ///
+    /// let clock = ManualClock::new(1_700_000_000_000);
+    /// let generator = Generator::with_clock(Layout::DISCORD, 1 << 5 | 3, clock.clone())?;
+    /// let id = generator.try_next_id()?;
+    /// assert_eq!(
+    ///     Layout::DISCORD.decode(id),
+    ///     Parts { unix_ms: 1_700_000_000_000, node: 35, sequence: 0 },
+    /// );
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    pub fn with_clock(layout: Layout, node: u64, clock: C) -> Result<Generator<C>, Error> {
+        if node > layout.max_node() {
+            return Err(Error::FieldOutOfRange {
+                field: Field::Node,
+                value: node,
+                max: layout.max_node(),
+            });
+        }
+        Ok(Generator {
+            state: CachePadded::new(AtomicU64::new(0)),
+            word: StateWord::new(layout.timestamp_bits(), layout.sequence_bits()),
+            packer: SlotPacker::new(&layout, node),
+            layout,
+            node,
+            clock,
+        })
+    }
+
+    /// The next ID, waiting only while the current tick's sequence is spent.
+    ///
+    /// The wait spins (with the processor's spin hint), then yields the thread, re-reading
+    /// the clock each time; it never sleeps, so it ends as soon as the next tick starts.
+    ///
+    /// # Panics
+    ///
+    /// When the clock reads before the layout's epoch, or past the end of its span (see
+    /// [`Layout::end_unix_ms`]): a generator then cannot mint a correct ID. With the
+    /// default clock this means the system clock was set before the epoch at startup.
+    /// [`try_next_id`](Self::try_next_id) returns these as errors.
+    #[inline]
+    pub fn next_id(&self) -> Id {
+        match self.mint_at(self.clock.unix_ms()) {
+            Ok(id) => id,
+            Err(refusal) => self.wait_for_id(refusal),
+        }
+    }
+
+    /// The next ID, or an error at once when none can be minted now.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::SequenceExhausted`] (transient) when the current tick's sequence is spent,
+    /// with how long until the next free tick starts; [`Error::TimeBeforeEpoch`] and
+    /// [`Error::TimePastEnd`] when the clock is outside the layout's span.
+    ///
+    /// ```
+    /// use atomflake::{Error, Generator, Layout, ManualClock};
+    /// use std::time::Duration;
+    ///
+    /// let one_per_tick = Layout::builder().timestamp_bits(41).node_bits(10).sequence_bits(0).build()?;
+    /// let clock = ManualClock::new(1_700_000_000_000);
+    /// let generator = Generator::with_clock(one_per_tick, 1, clock.clone())?;
+    /// generator.try_next_id()?;
+    /// assert_eq!(
+    ///     generator.try_next_id(),
+    ///     Err(Error::SequenceExhausted { tick: 1_700_000_000_001, retry_after: Duration::from_millis(1) }),
+    /// );
+    /// clock.advance(1);
+    /// assert!(generator.try_next_id().is_ok());
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    #[inline]
+    pub fn try_next_id(&self) -> Result<Id, Error> {
+        let refusal = match self.mint_at(self.clock.unix_ms()) {
+            Ok(id) => return Ok(id),
+            Err(refusal) => refusal,
+        };
+        // The clock may lag (a coarse clock): ask again with a precise read before
+        // reporting exhaustion.
+        let refusal = match refusal {
+            Refusal::Spent { .. } => match self.mint_at(self.clock.precise_unix_ms()) {
+                Ok(id) => return Ok(id),
+                Err(refusal) => refusal,
+            },
+            fatal @ Refusal::Fatal(_) => fatal,
+        };
+        Err(match refusal {
+            Refusal::Spent { tick, unix_ms } => Error::SequenceExhausted {
+                tick,
+                retry_after: Duration::from_millis(self.layout.unix_ms_of_tick(tick).saturating_sub(unix_ms)),
+            },
+            Refusal::Fatal(error) => error,
+        })
+    }
+
+    /// The generator's layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The generator's node ID.
+    pub fn node(&self) -> u64 {
+        self.node
+    }
+
+    /// The generator's clock.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// One attempt at the time `unix_ms`: the CAS loop.
+    #[inline]
+    fn mint_at(&self, unix_ms: u64) -> Result<Id, Refusal> {
+        let now_tick = self.layout.tick_at(unix_ms).map_err(Refusal::Fatal)?;
+        // Relaxed: only this word's modification order matters (see "Atomic orderings").
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            match self.word.step(state, now_tick) {
+                Step::Mint { slot } => {
+                    // Relaxed on success and failure: winning the CAS is what makes `slot`
+                    // ours; on failure `actual` is a newer state to step from.
+                    match self.state.compare_exchange_weak(
+                        state,
+                        slot + 1,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => return Ok(self.packer.id(slot)),
+                        Err(actual) => state = actual,
+                    }
+                }
+                Step::Wait { tick } => return Err(Refusal::Spent { tick, unix_ms }),
+                Step::End => {
+                    // Every slot is used: the next ID would need a time past the end.
+                    let end_ms = self.layout.end_unix_ms();
+                    return Err(Refusal::Fatal(Error::TimePastEnd {
+                        unix_ms: end_ms,
+                        end_ms,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// The slow path of [`next_id`](Self::next_id): wait for a free slot.
+    #[cold]
+    #[inline(never)]
+    fn wait_for_id(&self, mut refusal: Refusal) -> Id {
+        let mut backoff = Backoff::default();
+        loop {
+            if let Refusal::Fatal(error) = refusal {
+                panic!("atomflake: cannot mint an id: {error}");
+            }
+            backoff.snooze();
+            match self.mint_at(self.clock.precise_unix_ms()) {
+                Ok(id) => return id,
+                Err(again) => refusal = again,
+            }
+        }
+    }
+}
+
+impl<C> fmt::Debug for Generator<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Generator")
+            .field("layout", &self.layout)
+            .field("node", &self.node)
+            .field("state", &self.state.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Waits between attempts: spin hints doubling up to 64, then yields. Never sleeps.
+#[derive(Debug, Default)]
+struct Backoff {
+    step: u32,
+}
+
+impl Backoff {
+    /// After this many doublings (1 + 2 + … + 64 spin hints, a few µs), yield instead.
+    const SPIN_STEPS: u32 = 7;
+
+    fn snooze(&mut self) {
+        if self.step < Backoff::SPIN_STEPS && !cfg!(loom) {
+            for _ in 0..1u32 << self.step {
+                sync::spin_loop();
+            }
+            self.step += 1;
+        } else {
+            sync::yield_now();
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{ManualClock, Parts};
+    use std::sync::Arc;
+
+    const T0: u64 = 1_700_000_000_000;
+
+    fn manual(layout: Layout, node: u64) -> (Generator<ManualClock>, ManualClock) {
+        let clock = ManualClock::new(T0);
+        (Generator::with_clock(layout, node, clock.clone()).unwrap(), clock)
+    }
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn generators_are_send_and_sync() {
+        assert_send_sync::<Generator>();
+        assert_send_sync::<Generator<ManualClock>>();
+        assert_send_sync::<Generator<crate::CoarseClock>>();
+    }
+
+    #[test]
+    fn mints_node_time_and_sequence() {
+        let (g, _) = manual(Layout::TWITTER, 347);
+        for sequence in 0..5 {
+            let id = g.next_id();
+            assert_eq!(
+                Layout::TWITTER.decode(id),
+                Parts {
+                    unix_ms: T0,
+                    node: 347,
+                    sequence
+                }
+            );
+        }
+        assert_eq!((g.layout(), g.node()), (Layout::TWITTER, 347));
+    }
+
+    #[test]
+    fn sonyflake_generator_matches_encode() {
+        let (g, clock) = manual(Layout::SONYFLAKE, 0xBEEF);
+        clock.set(Layout::SONYFLAKE.epoch_ms() + 123);
+        let id = g.next_id();
+        let expected = Layout::SONYFLAKE.encode(Parts {
+            unix_ms: Layout::SONYFLAKE.epoch_ms() + 120,
+            node: 0xBEEF,
+            sequence: 0,
+        });
+        assert_eq!(Ok(id), expected);
+    }
+
+    #[test]
+    fn new_tick_restarts_the_sequence() {
+        let (g, clock) = manual(Layout::TWITTER, 1);
+        let _ = (g.next_id(), g.next_id());
+        clock.advance(1);
+        let parts = Layout::TWITTER.decode(g.next_id());
+        assert_eq!((parts.unix_ms, parts.sequence), (T0 + 1, 0));
+    }
+
+    #[test]
+    fn clock_moving_back_continues_the_last_tick() {
+        let (g, clock) = manual(Layout::TWITTER, 1);
+        clock.advance(10);
+        let before = g.next_id();
+        clock.rewind(1000);
+        let after = g.next_id();
+        assert!(after > before);
+        let parts = Layout::TWITTER.decode(after);
+        assert_eq!((parts.unix_ms, parts.sequence), (T0 + 10, 1));
+    }
+
+    #[test]
+    fn spent_tick_reports_when_ids_return() {
+        let small = Layout::builder()
+            .timestamp_bits(41)
+            .sequence_bits(2)
+            .build()
+            .unwrap();
+        let (g, clock) = manual(small, 0);
+        for _ in 0..4 {
+            let _ = g.try_next_id().unwrap();
+        }
+        assert_eq!(
+            g.try_next_id(),
+            Err(Error::SequenceExhausted {
+                tick: T0 + 1,
+                retry_after: Duration::from_millis(1)
+            })
+        );
+        // After the clock moves back 5 ms, the wait is 6 ms.
+        clock.rewind(5);
+        assert_eq!(
+            g.try_next_id(),
+            Err(Error::SequenceExhausted {
+                tick: T0 + 1,
+                retry_after: Duration::from_millis(6)
+            })
+        );
+        clock.advance(6);
+        assert_eq!(small.decode(g.try_next_id().unwrap()).sequence, 0);
+    }
+
+    #[test]
+    fn retry_after_counts_in_ticks_of_the_layout() {
+        let tiny = Layout::builder()
+            .timestamp_bits(39)
+            .sequence_bits(1)
+            .tick_ms(10)
+            .build()
+            .unwrap();
+        let (g, clock) = manual(tiny, 0);
+        clock.set(1003);
+        let _ = (g.next_id(), g.next_id());
+        assert_eq!(
+            g.try_next_id(),
+            Err(Error::SequenceExhausted {
+                tick: 101,
+                retry_after: Duration::from_millis(7)
+            })
+        );
+    }
+
+    #[test]
+    fn next_id_waits_for_the_clock() {
+        let small = Layout::builder()
+            .timestamp_bits(41)
+            .sequence_bits(1)
+            .build()
+            .unwrap();
+        let clock = ManualClock::new(T0);
+        let g = Arc::new(Generator::with_clock(small, 0, clock.clone()).unwrap());
+        let _ = (g.next_id(), g.next_id());
+        let waiter = {
+            let g = Arc::clone(&g);
+            std::thread::spawn(move || g.next_id())
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!waiter.is_finished(), "minted a third id in a 2-id tick");
+        clock.advance(1);
+        let id = waiter.join().unwrap();
+        assert_eq!(small.decode(id).unix_ms, T0 + 1);
+    }
+
+    #[test]
+    fn clock_outside_the_span_is_an_error() {
+        let (g, clock) = manual(Layout::TWITTER, 1);
+        clock.set(5);
+        assert_eq!(
+            g.try_next_id(),
+            Err(Error::TimeBeforeEpoch {
+                unix_ms: 5,
+                epoch_ms: Layout::TWITTER.epoch_ms()
+            })
+        );
+        let end = Layout::TWITTER.end_unix_ms();
+        clock.set(end);
+        assert_eq!(
+            g.try_next_id(),
+            Err(Error::TimePastEnd {
+                unix_ms: end,
+                end_ms: end
+            })
+        );
+        clock.set(end - 1);
+        let last_tick = Parts {
+            unix_ms: end - 1,
+            node: 1,
+            sequence: 0,
+        };
+        assert_eq!(g.try_next_id(), Layout::TWITTER.encode(last_tick));
+    }
+
+    #[test]
+    #[should_panic(expected = "atomflake: cannot mint an id: time 5 ms is before the layout's epoch")]
+    fn next_id_panics_before_the_epoch() {
+        let (g, clock) = manual(Layout::TWITTER, 1);
+        clock.set(5);
+        let _ = g.next_id();
+    }
+
+    #[test]
+    fn last_slot_of_the_span() {
+        // 2-bit timestamp, 1-bit sequence: 4 ticks of 2 ids.
+        let tiny = Layout::builder()
+            .timestamp_bits(2)
+            .sequence_bits(1)
+            .build()
+            .unwrap();
+        let (g, clock) = manual(tiny, 0);
+        clock.set(3);
+        let _ = (g.next_id(), g.next_id());
+        assert_eq!(
+            g.try_next_id(),
+            Err(Error::TimePastEnd {
+                unix_ms: 4,
+                end_ms: 4
+            })
+        );
+        // A layout filling all 64 bits never mints its very last slot.
+        let full = Layout::builder()
+            .timestamp_bits(62)
+            .sequence_bits(2)
+            .build()
+            .unwrap();
+        let (g, clock) = manual(full, 0);
+        clock.set(full.end_unix_ms() - 1);
+        for sequence in 0..3 {
+            assert_eq!(full.decode(g.try_next_id().unwrap()).sequence, sequence);
+        }
+        let end = full.end_unix_ms();
+        assert_eq!(
+            g.try_next_id(),
+            Err(Error::TimePastEnd {
+                unix_ms: end,
+                end_ms: end
+            })
+        );
+    }
+
+    #[test]
+    fn coarse_clock_mints_current_ids() {
+        let g = Generator::with_clock(Layout::TWITTER, 3, crate::CoarseClock::new().unwrap()).unwrap();
+        let precise = crate::MonotonicClock::new();
+        let before = precise.unix_ms();
+        let id = g.next_id();
+        let t = Layout::TWITTER.decode(id).unix_ms;
+        assert!(t + 200 >= before && t <= precise.unix_ms(), "{t} vs {before}");
+    }
+
+    #[test]
+    fn debug_shows_layout_and_node() {
+        let (g, _) = manual(Layout::MASTODON, 0);
+        let text = format!("{g:?}");
+        assert!(
+            text.starts_with("Generator { layout: Layout { timestamp_bits: 48"),
+            "{text}"
+        );
+        assert!(text.contains("node: 0, state: 0, .."), "{text}");
+    }
+}

@@ -1,0 +1,251 @@
+//! [`Id`], the 64-bit ID, and [`Parts`], its decoded fields.
+
+use crate::error::Error;
+use core::fmt;
+use core::str::FromStr;
+
+/// A Snowflake ID: a `u64` whose high bits are a timestamp.
+///
+/// IDs from one [`Layout`](crate::Layout) order by time. `Display` and `FromStr` use plain
+/// decimal digits; a database `BIGINT` takes [`Id::to_i64`].
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::Id;
+///
+/// let id: Id = "175928847299117063".parse()?;
+/// assert_eq!(id.get(), 175928847299117063);
+/// assert_eq!(id.to_string(), "175928847299117063");
+/// assert_eq!(u64::from(id), 175928847299117063);
+/// assert_eq!(id.to_i64()?, 175928847299117063_i64);
+/// # Ok::<(), atomflake::Error>(())
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(transparent)]
+#[must_use]
+pub struct Id(u64);
+
+impl Id {
+    /// Wraps a raw `u64`.
+    pub const fn new(raw: u64) -> Id {
+        Id(raw)
+    }
+
+    /// The raw `u64`.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The ID as an `i64`, for signed `BIGINT` columns.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::IdAboveI64`] for IDs above `i64::MAX` (possible only for layouts that use
+    /// all 64 bits, such as Discord, Instagram and Mastodon late in their spans).
+    ///
+    /// ```
+    /// use atomflake::{Error, Id};
+    /// assert_eq!(Id::new(u64::MAX).to_i64(), Err(Error::IdAboveI64 { id: u64::MAX }));
+    /// ```
+    pub const fn to_i64(self) -> Result<i64, Error> {
+        if self.0 > i64::MAX as u64 {
+            return Err(Error::IdAboveI64 { id: self.0 });
+        }
+        #[expect(clippy::cast_possible_wrap, reason = "checked against i64::MAX above")]
+        Ok(self.0 as i64)
+    }
+}
+
+impl From<u64> for Id {
+    fn from(raw: u64) -> Id {
+        Id(raw)
+    }
+}
+
+impl From<Id> for u64 {
+    fn from(id: Id) -> u64 {
+        id.0
+    }
+}
+
+impl TryFrom<Id> for i64 {
+    type Error = Error;
+
+    /// See [`Id::to_i64`].
+    fn try_from(id: Id) -> Result<i64, Error> {
+        id.to_i64()
+    }
+}
+
+impl TryFrom<i64> for Id {
+    type Error = Error;
+
+    /// An `i64` read back from a `BIGINT` column.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NegativeId`] for values below 0.
+    fn try_from(value: i64) -> Result<Id, Error> {
+        u64::try_from(value)
+            .map(Id)
+            .map_err(|_| Error::NegativeId { value })
+    }
+}
+
+impl fmt::Debug for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Id({})", self.0)
+    }
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl FromStr for Id {
+    type Err = Error;
+
+    /// Parses plain decimal digits.
+    ///
+    /// Unlike `u64::from_str` this refuses a leading `+`: an ID is written one way only.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyId`], [`Error::SignedId`] for a leading `+` or `-`,
+    /// [`Error::InvalidDigit`] naming the first non-digit and its byte offset,
+    /// [`Error::IdOverflow`] above `u64::MAX`.
+    fn from_str(text: &str) -> Result<Id, Error> {
+        if text.is_empty() {
+            return Err(Error::EmptyId);
+        }
+        let mut value: u64 = 0;
+        let mut overflowed = false;
+        for (index, found) in text.char_indices() {
+            let Some(digit) = found.to_digit(10) else {
+                if index == 0 && (found == '+' || found == '-') {
+                    return Err(Error::SignedId { sign: found });
+                }
+                return Err(Error::InvalidDigit { found, index });
+            };
+            // Keep scanning after an overflow so that a bad character later in the text is
+            // reported as such rather than as an overflow.
+            match value
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(u64::from(digit)))
+            {
+                Some(next) => value = next,
+                None => overflowed = true,
+            }
+        }
+        if overflowed {
+            return Err(Error::IdOverflow);
+        }
+        Ok(Id(value))
+    }
+}
+
+/// The fields of an ID, as [`Layout::decode`](crate::Layout::decode) returns them and
+/// [`Layout::encode`](crate::Layout::encode) takes them.
+///
+/// For Discord, `node` is `worker << 5 | process`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Parts {
+    /// Start of the ID's tick, in milliseconds since 1970-01-01T00:00:00Z.
+    pub unix_ms: u64,
+    /// The node (machine, worker, shard) that minted it.
+    pub node: u64,
+    /// The ID's place within its tick on that node.
+    pub sequence: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_decimal() {
+        assert_eq!("0".parse(), Ok(Id(0)));
+        assert_eq!("007".parse(), Ok(Id(7)));
+        assert_eq!("18446744073709551615".parse(), Ok(Id(u64::MAX)));
+    }
+
+    #[test]
+    fn parse_errors_are_exact() {
+        assert_eq!("".parse::<Id>(), Err(Error::EmptyId));
+        assert_eq!("+1".parse::<Id>(), Err(Error::SignedId { sign: '+' }));
+        assert_eq!("-1".parse::<Id>(), Err(Error::SignedId { sign: '-' }));
+        assert_eq!(
+            "1-".parse::<Id>(),
+            Err(Error::InvalidDigit { found: '-', index: 1 })
+        );
+        assert_eq!(
+            " 1".parse::<Id>(),
+            Err(Error::InvalidDigit { found: ' ', index: 0 })
+        );
+        assert_eq!(
+            "12x".parse::<Id>(),
+            Err(Error::InvalidDigit { found: 'x', index: 2 })
+        );
+        assert_eq!(
+            "1é".parse::<Id>(),
+            Err(Error::InvalidDigit {
+                found: 'é', index: 1
+            })
+        );
+        // Non-ASCII digits are not decimal digits here.
+        assert_eq!(
+            "١".parse::<Id>(),
+            Err(Error::InvalidDigit {
+                found: '١', index: 0
+            })
+        );
+        assert_eq!("18446744073709551616".parse::<Id>(), Err(Error::IdOverflow));
+        assert_eq!("99999999999999999999999".parse::<Id>(), Err(Error::IdOverflow));
+        assert_eq!(
+            "99999999999999999999999z".parse::<Id>(),
+            Err(Error::InvalidDigit {
+                found: 'z',
+                index: 23
+            })
+        );
+    }
+
+    #[test]
+    fn error_messages_name_the_value() {
+        assert_eq!(
+            "12x".parse::<Id>().unwrap_err().to_string(),
+            "invalid character 'x' at byte 2 in id: ids are written with the digits 0-9 only"
+        );
+        assert_eq!(
+            "18446744073709551616".parse::<Id>().unwrap_err().to_string(),
+            "id is out of range: ids allow 0..=18446744073709551615"
+        );
+    }
+
+    #[test]
+    fn display_and_debug() {
+        assert_eq!(Id(42).to_string(), "42");
+        assert_eq!(format!("{:?}", Id(42)), "Id(42)");
+        assert_eq!(format!("{:>5}", Id(42)), "   42");
+    }
+
+    #[test]
+    fn i64_conversions() {
+        assert_eq!(Id(i64::MAX as u64).to_i64(), Ok(i64::MAX));
+        assert_eq!(Id(1 << 63).to_i64(), Err(Error::IdAboveI64 { id: 1 << 63 }));
+        assert_eq!(i64::try_from(Id(5)), Ok(5));
+        assert_eq!(Id::try_from(5_i64), Ok(Id(5)));
+        assert_eq!(Id::try_from(-1_i64), Err(Error::NegativeId { value: -1 }));
+        assert_eq!(Id::from(9_u64), Id(9));
+        assert_eq!(u64::from(Id(9)), 9);
+    }
+
+    #[test]
+    fn orders_as_the_number() {
+        assert!(Id(2) > Id(1));
+        assert!(Id(u64::MAX) > Id(i64::MAX as u64));
+    }
+}

@@ -1,0 +1,87 @@
+//! Lock-free Snowflake-style 64-bit IDs.
+//!
+//! ```
+//! use atomflake::{Generator, Layout};
+//!
+//! let generator = Generator::new(Layout::TWITTER, 7)?;   // node 7 of 0..=1023
+//! let id = generator.next_id();                            // waits only if this ms is spent
+//! let parts = Layout::TWITTER.decode(id);
+//! assert_eq!(parts.node, 7);
+//! println!("{id} was minted at {} ms since 1970", parts.unix_ms);
+//! # Ok::<(), atomflake::Error>(())
+//! ```
+//!
+//! An ID is a `u64`: ticks since an epoch in the high bits, then a node ID and a per-tick
+//! sequence. IDs are unique without coordination (as long as each live generator of a
+//! layout has its own node ID), sort by time, decode back to `(time, node, sequence)` and
+//! fit a `BIGINT`. [`Layout`] has the Twitter, Discord, Instagram, Sonyflake and Mastodon
+//! layouts and builds custom ones.
+//!
+//! # Design
+//!
+//! - [`Generator`] keeps one `AtomicU64`, the next free `(tick, sequence)` slot, and
+//!   advances it with a compare-and-swap loop. Every minted ID is a won CAS on that word,
+//!   so a generator never mints an ID twice and its IDs strictly increase.
+//! - The transition from `(state, now)` to the next state is a pure function (`state.rs`)
+//!   that tests, loom models and fuzzers drive directly; only the generator reads a clock.
+//! - [`MonotonicClock`], the default clock, is quanta's TSC clock anchored once to the
+//!   wall clock, so a wall-clock step back cannot move it back. Any clock may still move
+//!   back ([`ManualClock`], a custom [`Clock`]): the generator then continues the last
+//!   tick's sequence, and IDs still never repeat or decrease.
+//! - All atomics come from one shim (`sync.rs`) that switches to loom under `--cfg loom`,
+//!   so the loom models check this very code.
+//!
+//! # Guarantees
+//!
+//! - From one generator: IDs are unique and strictly increasing, under any number of
+//!   threads and any clock behaviour (including a clock that moves back).
+//! - Across generators: unique as long as no two live generators share a layout and a
+//!   node ID. Choosing node IDs is the user's job.
+//! - Timestamps: an ID's time is the clock's tick when it was minted, or (after the clock
+//!   moved back) the last tick already used, never later than the clock.
+//! - Not yet covered: restarts. A process restarted with the same node ID while its wall
+//!   clock is behind the previous run's last tick can mint IDs the previous run minted.
+//!
+//! # Feature flags
+//!
+//! None yet: the crate depends on `quanta` and `crossbeam-utils` only.
+//!
+//! # Caveats
+//!
+//! - [`Generator::next_id`] panics when the clock is outside the layout's span (before the
+//!   epoch, or after the span ran out); [`Generator::try_next_id`] returns those errors.
+//! - One generator mints at most [`Layout::ids_per_tick`] IDs per tick (4,096 per ms for
+//!   Twitter): 4.096 M IDs/s, about 244 ns per ID at saturation, however fast a single
+//!   mint is.
+//! - The first [`MonotonicClock`] in a process calibrates quanta, which can take up to
+//!   ~200 ms; later ones are free.
+//!
+//! # Performance
+//!
+//! Below the sequence cap a mint costs one clock read plus one uncontended CAS; the
+//! criterion benches in `benches/` compare it with that floor and with peers.
+//!
+//! # Atomic orderings
+//!
+//! Every atomic operation in the crate is `Relaxed`. The generator's state word publishes
+//! no other memory; its uniqueness argument rests only on the word's modification order
+//! (see [`Generator`]). [`ManualClock`]'s value likewise orders nothing else.
+#![forbid(unsafe_code)]
+
+mod clock;
+mod error;
+mod generator;
+mod id;
+mod layout;
+mod state;
+mod sync;
+
+pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
+pub use error::{Error, Field};
+pub use generator::Generator;
+pub use id::{Id, Parts};
+pub use layout::{FieldOrder, Layout, LayoutBuilder};
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,34 @@
+//! The loom shim: every atomic, `Arc` and wait hint the crate uses comes from here.
+//!
+//! Under `--cfg loom` these are loom's models, so the loom models in `loom-tests/` check
+//! the real generator code, not a copy of it. Otherwise they are the standard ones.
+//! Nothing else in the crate may name `core::sync::atomic` or `std::thread`'s yield.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+
+#[cfg(not(loom))]
+pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::Arc;
+
+/// Tells the processor (or loom's scheduler) that this thread is busy-waiting.
+#[inline]
+pub(crate) fn spin_loop() {
+    #[cfg(loom)]
+    loom::hint::spin_loop();
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+}
+
+/// Offers the rest of this thread's time slice to other threads (loom: lets another model
+/// thread run, which is what makes waiting models terminate).
+#[inline]
+pub(crate) fn yield_now() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}
