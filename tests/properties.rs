@@ -1,0 +1,158 @@
+//! Property tests against simple reference models.
+//!
+//! Invariants checked:
+//! - encode/decode round trip: for any valid layout and in-range parts (time at a tick
+//!   start), `decode(encode(parts)) == parts`; out-of-range fields are refused, never masked;
+//! - clock walks: for any sequence of clock moves and mints on a `ManualClock`,
+//!   `try_next_id` does exactly what a plain `(last tick, last sequence)` model says: the
+//!   same ID, or exhaustion in the same tick; IDs strictly increase and decode to a time no
+//!   earlier than any tick already used;
+//! - decimal text: every `u64` round-trips, and parsing any text never panics and succeeds
+//!   only on plain digits.
+
+use atomflake::{Error, FieldOrder, Generator, Id, Layout, ManualClock, Parts};
+use proptest::prelude::*;
+
+fn layouts() -> impl Strategy<Value = Layout> {
+    (1u32..=63, 0u32..=63, 0u32..=63, 1u64..=1000, any::<bool>())
+        .prop_filter("fits 64 bits", |(t, n, s, _, _)| t + n + s <= 64)
+        .prop_flat_map(|(t, n, s, tick, sony)| {
+            // Any epoch that keeps the span inside u64 ms.
+            let span = (1u128 << t) * u128::from(tick);
+            let max_epoch = u64::try_from(u128::from(u64::MAX).saturating_sub(span)).unwrap_or(0);
+            (Just((t, n, s, tick, sony)), 0..=max_epoch)
+        })
+        .prop_filter_map("span fits", |((t, n, s, tick, sony), epoch)| {
+            let order = if sony {
+                FieldOrder::SequenceNode
+            } else {
+                FieldOrder::NodeSequence
+            };
+            Layout::builder()
+                .timestamp_bits(t)
+                .node_bits(n)
+                .sequence_bits(s)
+                .tick_ms(tick)
+                .epoch_ms(epoch)
+                .order(order)
+                .build()
+                .ok()
+        })
+}
+
+proptest! {
+    #[test]
+    fn encode_decode_round_trip(layout in layouts(), tick: u64, node: u64, sequence: u64) {
+        let parts = Parts {
+            unix_ms: layout.epoch_ms() + (tick & layout.max_tick()) * layout.tick_ms(),
+            node: node & layout.max_node(),
+            sequence: sequence & layout.max_sequence(),
+        };
+        let id = layout.encode(parts).unwrap();
+        prop_assert!(id.get() <= layout.max_id());
+        prop_assert_eq!(layout.decode(id), parts);
+        prop_assert_eq!(layout.try_decode(id), Ok(parts));
+    }
+
+    #[test]
+    fn encode_refuses_out_of_range_fields(layout in layouts(), node: u64, sequence: u64) {
+        let parts = Parts { unix_ms: layout.epoch_ms(), node, sequence };
+        let result = layout.encode(parts);
+        if node > layout.max_node() || sequence > layout.max_sequence() {
+            prop_assert!(matches!(result, Err(Error::FieldOutOfRange { .. })), "{result:?}");
+        } else {
+            prop_assert_eq!(result.map(|id| layout.decode(id)), Ok(parts));
+        }
+    }
+
+    #[test]
+    fn decimal_round_trip(raw: u64) {
+        prop_assert_eq!(Id::new(raw).to_string().parse::<Id>(), Ok(Id::new(raw)));
+    }
+
+    #[test]
+    fn parsing_never_panics(text in "\\PC*") {
+        let parsed = text.parse::<Id>();
+        if parsed.is_ok() {
+            prop_assert!(!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()));
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Advance(u64),
+    Rewind(u64),
+    Mint,
+}
+
+fn ops() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(
+        prop_oneof![
+            1 => (0u64..5).prop_map(Op::Advance),
+            1 => (0u64..5).prop_map(Op::Rewind),
+            4 => Just(Op::Mint),
+        ],
+        1..200,
+    )
+}
+
+/// The reference model: the last `(tick, sequence)` minted, in plain terms.
+#[derive(Debug, Default)]
+struct Model {
+    last: Option<(u64, u64)>,
+}
+
+impl Model {
+    /// The `(tick, sequence)` of the next mint at `now_tick`, or the tick to wait for.
+    fn mint(&mut self, now_tick: u64, max_sequence: u64) -> Result<(u64, u64), u64> {
+        let next = match self.last {
+            None => (now_tick, 0),
+            Some((tick, _)) if now_tick > tick => (now_tick, 0),
+            Some((tick, sequence)) if sequence < max_sequence => (tick, sequence + 1),
+            Some((tick, _)) => return Err(tick + 1),
+        };
+        self.last = Some(next);
+        Ok(next)
+    }
+}
+
+proptest! {
+    #[test]
+    fn clock_walks_match_the_model(sequence_bits in 0u32..3, tick_ms in 1u64..4, ops in ops()) {
+        let layout = Layout::builder()
+            .timestamp_bits(40).node_bits(5).sequence_bits(sequence_bits)
+            .tick_ms(tick_ms).epoch_ms(1_000)
+            .build().unwrap();
+        let clock = ManualClock::new(1_000 + 10 * tick_ms);
+        let generator = Generator::with_clock(layout, 9, clock.clone()).unwrap();
+        let mut model = Model::default();
+        let mut now = 1_000 + 10 * tick_ms;
+        let mut previous: Option<Id> = None;
+        for op in ops {
+            match op {
+                Op::Advance(ms) => now += ms,
+                Op::Rewind(ms) => now -= ms.min(now - 1_000),
+                Op::Mint => {
+                    clock.set(now);
+                    let now_tick = (now - 1_000) / tick_ms;
+                    let highest_used = model.last.map(|(tick, _)| tick);
+                    match (model.mint(now_tick, layout.max_sequence()), generator.try_next_id()) {
+                        (Ok((tick, sequence)), Ok(id)) => {
+                            let parts = layout.decode(id);
+                            prop_assert_eq!(parts, Parts { unix_ms: 1_000 + tick * tick_ms, node: 9, sequence });
+                            prop_assert!(previous < Some(id));
+                            prop_assert!(highest_used.is_none_or(|used| tick >= used));
+                            previous = Some(id);
+                        }
+                        (Err(wait_tick), Err(Error::SequenceExhausted { tick, retry_after })) => {
+                            prop_assert_eq!(tick, wait_tick);
+                            prop_assert_eq!(retry_after.as_millis(), u128::from(1_000 + tick * tick_ms - now));
+                        }
+                        (expected, got) => prop_assert!(false, "model {:?}, generator {:?}", expected, got),
+                    }
+                }
+            }
+        }
+    }
+}
