@@ -64,7 +64,7 @@ fn shared_generator_survives_a_clock_moving_both_ways() {
             while !done.load(Ordering::Relaxed) {
                 step += 1;
                 // Two steps forward, one step of 3 ms back.
-                if step % 3 == 0 {
+                if step.is_multiple_of(3) {
                     clock.rewind(3);
                 } else {
                     clock.advance(2);
