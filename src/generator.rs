@@ -3,7 +3,7 @@
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Field};
 use crate::id::Id;
-use crate::layout::{Layout, SlotPacker};
+use crate::layout::{Layout, SlotPacker, Span};
 use crate::state::{StateWord, Step};
 use crate::sync::{self, AtomicU64, Ordering};
 use core::fmt;
@@ -51,6 +51,7 @@ pub struct Generator<C = MonotonicClock> {
     /// data (another generator in a `Vec`, say) does not share its cache traffic.
     state: CachePadded<AtomicU64>,
     word: StateWord,
+    span: Span,
     packer: SlotPacker,
     layout: Layout,
     node: u64,
@@ -115,6 +116,7 @@ impl<C: Clock> Generator<C> {
         Ok(Generator {
             state: CachePadded::new(AtomicU64::new(0)),
             word: StateWord::new(layout.timestamp_bits(), layout.sequence_bits()),
+            span: layout.span(),
             packer: SlotPacker::new(&layout, node),
             layout,
             node,
@@ -207,7 +209,7 @@ impl<C: Clock> Generator<C> {
     /// One attempt at the time `unix_ms`: the CAS loop.
     #[inline]
     fn mint_at(&self, unix_ms: u64) -> Result<Id, Refusal> {
-        let now_tick = self.layout.tick_at(unix_ms).map_err(Refusal::Fatal)?;
+        let now_tick = self.span.tick_at(unix_ms).map_err(Refusal::Fatal)?;
         // Relaxed: only this word's modification order matters (see "Atomic orderings").
         let mut state = self.state.load(Ordering::Relaxed);
         loop {

@@ -258,25 +258,17 @@ impl Layout {
     /// [`Error::TimeBeforeEpoch`] and [`Error::TimePastEnd`] for times outside the span.
     #[inline]
     pub fn tick_at(&self, unix_ms: u64) -> Result<u64, Error> {
-        let Some(since_epoch) = unix_ms.checked_sub(self.epoch_ms) else {
-            return Err(Error::TimeBeforeEpoch {
-                unix_ms,
-                epoch_ms: self.epoch_ms,
-            });
-        };
-        // Most layouts tick in milliseconds: skip the division for them.
-        let tick = if self.tick_ms == 1 {
-            since_epoch
-        } else {
-            since_epoch / self.tick_ms
-        };
-        if tick > self.max_tick() {
-            return Err(Error::TimePastEnd {
-                unix_ms,
-                end_ms: self.end_unix_ms(),
-            });
+        self.span().tick_at(unix_ms)
+    }
+
+    /// The numbers [`tick_at`](Self::tick_at) needs, computed once, for a generator to keep.
+    pub(crate) const fn span(&self) -> Span {
+        Span {
+            epoch_ms: self.epoch_ms,
+            tick_ms: self.tick_ms,
+            max_tick: self.max_tick(),
+            end_ms: self.end_unix_ms(),
         }
-        Ok(tick)
     }
 
     /// The Unix ms at which `tick` starts (saturating at `u64::MAX` for ticks outside the
@@ -366,6 +358,41 @@ impl Layout {
             });
         }
         Ok(self.decode(id))
+    }
+}
+
+/// A layout's timestamp span, precomputed for the minting path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    epoch_ms: u64,
+    tick_ms: u64,
+    max_tick: u64,
+    end_ms: u64,
+}
+
+impl Span {
+    /// See [`Layout::tick_at`].
+    #[inline]
+    pub(crate) fn tick_at(self, unix_ms: u64) -> Result<u64, Error> {
+        let Some(since_epoch) = unix_ms.checked_sub(self.epoch_ms) else {
+            return Err(Error::TimeBeforeEpoch {
+                unix_ms,
+                epoch_ms: self.epoch_ms,
+            });
+        };
+        // Most layouts tick in milliseconds: skip the division for them.
+        let tick = if self.tick_ms == 1 {
+            since_epoch
+        } else {
+            since_epoch / self.tick_ms
+        };
+        if tick > self.max_tick {
+            return Err(Error::TimePastEnd {
+                unix_ms,
+                end_ms: self.end_ms,
+            });
+        }
+        Ok(tick)
     }
 }
 

@@ -79,7 +79,7 @@ impl StateWord {
     /// The sequence value of `slot`.
     #[cfg(test)]
     pub(crate) const fn sequence(self, slot: u64) -> u64 {
-        slot & ((1 << self.sequence_bits) - 1)
+        slot & self.sequence_mask()
     }
 
     /// The step from `state` when the clock reads `now_tick` (which the caller has checked
@@ -87,20 +87,27 @@ impl StateWord {
     #[inline]
     pub(crate) const fn step(self, state: u64, now_tick: u64) -> Step {
         let now_slot = self.first_slot(now_tick);
-        let slot = if state > now_slot { state } else { now_slot };
-        // The newest tick a mint may use: the clock's, or the last tick already used when
-        // the clock is behind it (the state minus one is the last slot handed out).
-        let last_used = self.tick(state.saturating_sub(1));
-        let newest = if last_used > now_tick { last_used } else { now_tick };
-        if slot >= self.end {
+        if state <= now_slot {
+            // The clock reached a tick with no slot used yet: its sequence 0.
+            return Step::Mint { slot: now_slot };
+        }
+        // The state is ahead of the clock's first slot: the same tick, or a clock that
+        // moved back. The state's slot is free to mint unless it is sequence 0 of a tick
+        // no mint has used, which only a spent tick's carry produces (the state minus one
+        // is the last slot handed out); that tick must wait for the clock.
+        if state >= self.end {
             Step::End
-        } else if self.tick(slot) > newest {
+        } else if state & self.sequence_mask() == 0 {
             Step::Wait {
-                tick: self.tick(slot),
+                tick: self.tick(state),
             }
         } else {
-            Step::Mint { slot }
+            Step::Mint { slot: state }
         }
+    }
+
+    const fn sequence_mask(self) -> u64 {
+        (1 << self.sequence_bits) - 1
     }
 }
 

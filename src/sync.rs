@@ -14,6 +14,10 @@ pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::Arc;
 
+/// An atomic for process-wide statics shared with OS threads (the coarse clock's upkeep
+/// thread): always the standard one, since it lives outside any loom model.
+pub(crate) use core::sync::atomic::AtomicU64 as ProcessAtomicU64;
+
 /// Tells the processor (or loom's scheduler) that this thread is busy-waiting.
 #[inline]
 pub(crate) fn spin_loop() {
