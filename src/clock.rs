@@ -431,7 +431,7 @@ mod tests {
                 }
                 let quanta_ns = clock.delta_as_nanos(anchor.raw, low);
                 let start_ns = anchor.unix_ms * 1_000_000
-                    + u64::try_from(anchor.offset * 1_000_000 >> anchor.shift).unwrap();
+                    + u64::try_from((anchor.offset * 1_000_000) >> anchor.shift).unwrap();
                 let expected = (u128::from(start_ns) + u128::from(quanta_ns)) / 1_000_000;
                 let ours = u128::from(anchor.unix_ms_at(low));
                 // Equal, but for rounding right at a millisecond boundary.

@@ -91,7 +91,7 @@ fn unsaturated(c: &mut Criterion) {
         |id| layout.decode(id.into()).unix_ms,
     ) {
         group.bench_function("atomflake Generator (MonotonicClock)", |b| {
-            b.iter(|| monotonic.next_id())
+            b.iter(|| monotonic.next_id());
         });
     }
 
@@ -103,7 +103,7 @@ fn unsaturated(c: &mut Criterion) {
         |id| layout.decode(id.into()).unix_ms,
     ) {
         group.bench_function("atomflake Generator (CoarseClock)", |b| {
-            b.iter(|| coarse.next_id())
+            b.iter(|| coarse.next_id());
         });
     }
 
