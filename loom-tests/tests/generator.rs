@@ -1,0 +1,225 @@
+//! Loom models of [`Generator`]: every interleaving of two or three threads, on the real
+//! generator code (its atomics come from `atomflake`'s `sync` shim, which is loom's under
+//! `--cfg loom`). The clock is a `ManualClock`, whose time is a loom atomic that a model
+//! thread moves.
+#![cfg(loom)]
+
+use atomflake::{Clock, Error, Generator, Id, Layout, ManualClock, Parts};
+use loom::sync::Arc;
+use loom::thread;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const T0: u64 = 1_700_000_000_000;
+
+fn twitter(clock: &ManualClock) -> Arc<Generator<ManualClock>> {
+    Arc::new(Generator::with_clock(Layout::TWITTER, 5, clock.clone()).unwrap())
+}
+
+/// A layout with 2 IDs per tick, so a third mint in a tick must wait.
+fn two_per_tick() -> Layout {
+    Layout::builder()
+        .timestamp_bits(41)
+        .node_bits(10)
+        .sequence_bits(1)
+        .build()
+        .unwrap()
+}
+
+/// Spawns a thread that mints `n` IDs with `next_id`.
+fn minter(generator: &Arc<Generator<ManualClock>>, n: usize) -> thread::JoinHandle<Vec<Id>> {
+    let generator = Arc::clone(generator);
+    thread::spawn(move || (0..n).map(|_| generator.next_id()).collect())
+}
+
+/// Checks each thread's IDs strictly increase and no ID repeats across threads; returns
+/// them all, sorted.
+fn distinct_and_ordered(per_thread: Vec<Vec<Id>>) -> Vec<Id> {
+    for ids in &per_thread {
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "not increasing within a thread: {ids:?}"
+        );
+    }
+    let mut all: Vec<Id> = per_thread.into_iter().flatten().collect();
+    all.sort_unstable();
+    let n = all.len();
+    all.dedup();
+    assert_eq!(all.len(), n, "duplicate ids: {all:?}");
+    all
+}
+
+/// Checks every tick's sequence values are exactly 0, 1, …: a new tick starts at 0 and
+/// no value is skipped or reused.
+fn ticks_start_at_zero(layout: Layout, ids: &[Id]) -> BTreeMap<u64, Vec<u64>> {
+    let mut by_tick: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for &id in ids {
+        let Parts {
+            unix_ms, sequence, ..
+        } = layout.decode(id);
+        by_tick.entry(unix_ms).or_default().push(sequence);
+    }
+    for (tick, sequences) in &mut by_tick {
+        sequences.sort_unstable();
+        let expected: Vec<u64> = (0..sequences.len() as u64).collect();
+        assert_eq!(*sequences, expected, "tick {tick}: sequences {sequences:?}");
+    }
+    by_tick
+}
+
+/// Invariant: two threads × two mints in one tick give four distinct IDs, each thread's
+/// increasing, with sequences 0..4.
+#[test]
+fn two_threads_two_mints_one_tick() {
+    loom::model(|| {
+        let clock = ManualClock::new(T0);
+        let generator = twitter(&clock);
+        let threads = [minter(&generator, 2), minter(&generator, 2)];
+        let all = distinct_and_ordered(threads.into_iter().map(|t| t.join().unwrap()).collect());
+        let ticks = ticks_start_at_zero(Layout::TWITTER, &all);
+        assert_eq!(ticks.keys().copied().collect::<Vec<_>>(), [T0]);
+    });
+}
+
+/// Invariant: with a third thread advancing the clock during the mints, IDs are distinct
+/// and per-thread increasing, and the new tick starts at sequence 0.
+#[test]
+fn clock_advances_during_mints() {
+    loom::model(|| {
+        let clock = ManualClock::new(T0);
+        let generator = twitter(&clock);
+        let mover = {
+            let clock = clock.clone();
+            thread::spawn(move || clock.advance(1))
+        };
+        let threads = [minter(&generator, 2), minter(&generator, 2)];
+        let all = distinct_and_ordered(threads.into_iter().map(|t| t.join().unwrap()).collect());
+        mover.join().unwrap();
+        let ticks = ticks_start_at_zero(Layout::TWITTER, &all);
+        assert!(ticks.keys().all(|&t| t == T0 || t == T0 + 1), "{ticks:?}");
+    });
+}
+
+/// Invariant: with 2 IDs per tick and the tick already spent, a `next_id` waits until
+/// the clock thread advances, while a racing `try_next_id` either reports exhaustion until
+/// that tick or mints in it; whoever opens the new tick (sequence 0) has read the clock
+/// there; no duplicates.
+///
+/// Only one thread waits: loom has no fairness, so two spinning threads could hand the
+/// processor to each other forever without the clock thread running. (Only the opener
+/// is checked against the clock: a thread that continues a tick another thread opened may
+/// not have seen the clock's new value yet, which is fine: the tick was current when
+/// opened.)
+#[test]
+fn spent_tick_waits_for_the_clock() {
+    loom::model(|| {
+        let layout = two_per_tick();
+        let clock = ManualClock::new(T0);
+        let generator = Arc::new(Generator::with_clock(layout, 5, clock.clone()).unwrap());
+        let spent = vec![generator.next_id(), generator.next_id()];
+        let opened_by_a_thread_that_saw_the_clock = {
+            let clock = clock.clone();
+            move |id: Id| {
+                let Parts {
+                    unix_ms, sequence, ..
+                } = layout.decode(id);
+                if sequence == 0 {
+                    assert!(
+                        clock.unix_ms() >= unix_ms,
+                        "opened tick {unix_ms} before the clock got there"
+                    );
+                }
+                id
+            }
+        };
+        let mover = {
+            let clock = clock.clone();
+            thread::spawn(move || clock.advance(1))
+        };
+        let waiter = {
+            let (generator, check) = (
+                Arc::clone(&generator),
+                opened_by_a_thread_that_saw_the_clock.clone(),
+            );
+            thread::spawn(move || vec![check(generator.next_id())])
+        };
+        let trier = {
+            let (generator, check) = (Arc::clone(&generator), opened_by_a_thread_that_saw_the_clock);
+            thread::spawn(move || generator.try_next_id().map(check))
+        };
+        let mut per_thread = vec![spent, waiter.join().unwrap()];
+        match trier.join().unwrap() {
+            Ok(id) => per_thread.push(vec![id]),
+            Err(error) => assert_eq!(
+                error,
+                Error::SequenceExhausted {
+                    tick: T0 + 1,
+                    retry_after: Duration::from_millis(1)
+                }
+            ),
+        }
+        mover.join().unwrap();
+        let all = distinct_and_ordered(per_thread);
+        let ticks = ticks_start_at_zero(layout, &all);
+        assert_eq!(
+            ticks.keys().copied().collect::<Vec<_>>(),
+            [T0, T0 + 1],
+            "{ticks:?}"
+        );
+        assert_eq!(ticks[&T0].len(), 2);
+    });
+}
+
+/// Invariant: `try_next_id` never waits: of four attempts in a 2-ID tick, exactly two
+/// succeed (distinct) and two report exhaustion until the next tick.
+#[test]
+fn try_next_id_reports_exhaustion() {
+    loom::model(|| {
+        let layout = two_per_tick();
+        let clock = ManualClock::new(T0);
+        let generator = Arc::new(Generator::with_clock(layout, 5, clock.clone()).unwrap());
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let generator = Arc::clone(&generator);
+                thread::spawn(move || [generator.try_next_id(), generator.try_next_id()])
+            })
+            .collect();
+        let results: Vec<Result<Id, Error>> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        let mut minted: Vec<Id> = results.iter().filter_map(|r| r.clone().ok()).collect();
+        let exhausted = Error::SequenceExhausted {
+            tick: T0 + 1,
+            retry_after: Duration::from_millis(1),
+        };
+        assert_eq!(
+            results.iter().filter(|r| **r == Err(exhausted.clone())).count(),
+            2,
+            "{results:?}"
+        );
+        minted.sort_unstable();
+        minted.dedup();
+        assert_eq!(minted.len(), 2, "{results:?}");
+    });
+}
+
+/// Invariant: with the clock stepping forward and then back during the mints, no ID
+/// repeats or decreases within a thread, every tick's sequence starts at 0, and no ID is
+/// later than the latest time the clock showed.
+#[test]
+fn clock_moves_back_during_mints() {
+    loom::model(|| {
+        let clock = ManualClock::new(T0);
+        let generator = twitter(&clock);
+        let mover = {
+            let clock = clock.clone();
+            thread::spawn(move || {
+                clock.advance(1);
+                clock.rewind(2);
+            })
+        };
+        let threads = [minter(&generator, 2), minter(&generator, 2)];
+        let all = distinct_and_ordered(threads.into_iter().map(|t| t.join().unwrap()).collect());
+        mover.join().unwrap();
+        let ticks = ticks_start_at_zero(Layout::TWITTER, &all);
+        assert!(ticks.keys().all(|&t| t <= T0 + 1), "{ticks:?}");
+    });
+}
