@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export RUSTFLAGS="--cfg loom ${RUSTFLAGS:-}"
-export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}"
+export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-5}"
 # A target directory of its own: the loom cfg would otherwise rebuild the normal one.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/loom}"
 
