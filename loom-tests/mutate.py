@@ -1,0 +1,33 @@
+#!/usr/bin/env python3
+"""Applies one named mutation (M1..M5, see README.md) to atomflake's source, in place.
+
+Run from the repository root; restore with `git checkout src/`. loom-tests/mutants.sh runs
+the models against each mutation in turn.
+"""
+import sys
+m = sys.argv[1]
+def sub(path, old, new):
+    s = open(path).read()
+    assert old in s, (path, old)
+    open(path, 'w').write(s.replace(old, new, 1))
+G, S = 'src/generator.rs', 'src/state.rs'
+if m == 'M1':  # CAS replaced by a load and a store
+    sub(G, '''                    match self.state.compare_exchange_weak(
+                        state,
+                        slot + 1,
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                    ) {
+                        Ok(_) => return Ok(self.packer.id(slot)),
+                        Err(actual) => state = actual,
+                    }''', '''                    let _ = &mut state;
+                    self.state.store(slot + 1, Ordering::Relaxed);
+                    return Ok(self.packer.id(slot));''')
+elif m == 'M2':  # a new tick keeps the old sequence
+    sub(S, 'return Step::Mint { slot: now_slot };', 'return Step::Mint { slot: now_slot | (state & self.sequence_mask()) };')
+elif m == 'M3':  # a spent tick does not wait: mint into the next tick at once
+    sub(S, '} else if state & self.sequence_mask() == 0 {', '} else if false {')
+elif m == 'M4':  # a clock behind the state restarts at the clock's tick
+    sub(S, 'if state <= now_slot {', 'if state <= now_slot || self.tick(state) > now_tick {')
+elif m == 'M5':  # CAS failure retries with the stale state
+    sub(G, 'Err(actual) => state = actual,', 'Err(_actual) => {}')
