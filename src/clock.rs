@@ -8,6 +8,7 @@
 
 use crate::error::Error;
 use crate::sync::{Arc, AtomicU64, Ordering, ProcessAtomicU64};
+use crossbeam_utils::CachePadded;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -196,8 +197,9 @@ impl Clock for MonotonicClock {
 }
 
 /// The coarse time, Unix ms, written by the upkeep thread. `0` until the first
-/// [`CoarseClock`] starts that thread (which writes it before returning).
-static COARSE_UNIX_MS: ProcessAtomicU64 = ProcessAtomicU64::new(0);
+/// [`CoarseClock`] starts that thread (which writes it before returning). On a cache line
+/// of its own, so that no other static's writes evict it from the minting threads' caches.
+static COARSE_UNIX_MS: CachePadded<ProcessAtomicU64> = CachePadded::new(ProcessAtomicU64::new(0));
 
 /// The interval of the process's one upkeep thread, once started.
 ///

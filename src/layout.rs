@@ -266,7 +266,7 @@ impl Layout {
         Span {
             epoch_ms: self.epoch_ms,
             tick_ms: self.tick_ms,
-            max_tick: self.max_tick(),
+            last_ms_since_epoch: self.end_unix_ms() - self.epoch_ms - 1,
             end_ms: self.end_unix_ms(),
         }
     }
@@ -366,7 +366,8 @@ impl Layout {
 pub(crate) struct Span {
     epoch_ms: u64,
     tick_ms: u64,
-    max_tick: u64,
+    /// `end_ms - epoch_ms - 1`: the last ms of the span, counted from the epoch.
+    last_ms_since_epoch: u64,
     end_ms: u64,
 }
 
@@ -374,25 +375,32 @@ impl Span {
     /// See [`Layout::tick_at`].
     #[inline]
     pub(crate) fn tick_at(self, unix_ms: u64) -> Result<u64, Error> {
-        let Some(since_epoch) = unix_ms.checked_sub(self.epoch_ms) else {
-            return Err(Error::TimeBeforeEpoch {
-                unix_ms,
-                epoch_ms: self.epoch_ms,
-            });
-        };
+        // One comparison checks both ends: a time before the epoch wraps to a huge value.
+        let since_epoch = unix_ms.wrapping_sub(self.epoch_ms);
+        if since_epoch > self.last_ms_since_epoch {
+            return Err(self.out_of_span(unix_ms));
+        }
         // Most layouts tick in milliseconds: skip the division for them.
-        let tick = if self.tick_ms == 1 {
+        Ok(if self.tick_ms == 1 {
             since_epoch
         } else {
             since_epoch / self.tick_ms
-        };
-        if tick > self.max_tick {
-            return Err(Error::TimePastEnd {
+        })
+    }
+
+    #[cold]
+    fn out_of_span(self, unix_ms: u64) -> Error {
+        if unix_ms < self.epoch_ms {
+            Error::TimeBeforeEpoch {
+                unix_ms,
+                epoch_ms: self.epoch_ms,
+            }
+        } else {
+            Error::TimePastEnd {
                 unix_ms,
                 end_ms: self.end_ms,
-            });
+            }
         }
-        Ok(tick)
     }
 }
 
