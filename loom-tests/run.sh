@@ -13,7 +13,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target/loom}"
 start=$(date +%s)
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test -p atomflake-loom-tests --release -- --test-threads=1 2>&1 | tee "$log"
+cargo test -p atomflake-loom-tests --release --test "*" -- --test-threads=1 2>&1 | tee "$log"
 ran=$(grep -Eo '^test result: ok\. [0-9]+ passed' "$log" | awk '{s += $4} END {print s + 0}')
 echo "loom: $ran models passed with LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS in $(( $(date +%s) - start )) s"
 if [ "$ran" -eq 0 ]; then
