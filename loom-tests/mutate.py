@@ -29,5 +29,7 @@ elif m == 'M3':  # a spent tick does not wait: mint into the next tick at once
     sub(S, '} else if state & self.sequence_mask() == 0 {', '} else if false {')
 elif m == 'M4':  # a clock behind the state restarts at the clock's tick
     sub(S, 'if state <= now_slot {', 'if state <= now_slot || self.tick(state) > now_tick {')
+elif m == 'M6':  # a block is not capped at the end of its tick
+    sub(S, 'let room = if rest_of_tick < before_end { rest_of_tick } else { before_end };', 'let room = before_end;')
 elif m == 'M5':  # CAS failure retries with the stale state
     sub(G, 'Err(actual) => state = actual,', 'Err(_actual) => {}')

@@ -137,10 +137,8 @@ impl<C: Clock> Generator<C> {
     /// [`try_next_id`](Self::try_next_id) returns these as errors.
     #[inline]
     pub fn next_id(&self) -> Id {
-        match self.mint_at(self.clock.unix_ms()) {
-            Ok(id) => id,
-            Err(refusal) => self.wait_for_id(refusal),
-        }
+        let (slot, _) = self.reserve(1);
+        self.packer.id(slot)
     }
 
     /// The next ID, or an error at once when none can be minted now.
@@ -169,15 +167,15 @@ impl<C: Clock> Generator<C> {
     /// ```
     #[inline]
     pub fn try_next_id(&self) -> Result<Id, Error> {
-        let refusal = match self.mint_at(self.clock.unix_ms()) {
-            Ok(id) => return Ok(id),
+        let refusal = match self.reserve_at(self.clock.unix_ms(), 1) {
+            Ok((slot, _)) => return Ok(self.packer.id(slot)),
             Err(refusal) => refusal,
         };
         // The clock may lag (a coarse clock): ask again with a precise read before
         // reporting exhaustion.
         let refusal = match refusal {
-            Refusal::Spent { .. } => match self.mint_at(self.clock.precise_unix_ms()) {
-                Ok(id) => return Ok(id),
+            Refusal::Spent { .. } => match self.reserve_at(self.clock.precise_unix_ms(), 1) {
+                Ok((slot, _)) => return Ok(self.packer.id(slot)),
                 Err(refusal) => refusal,
             },
             fatal @ Refusal::Fatal(_) => fatal,
@@ -206,24 +204,98 @@ impl<C: Clock> Generator<C> {
         &self.clock
     }
 
-    /// One attempt at the time `unix_ms`: the CAS loop.
+    /// `n` IDs, reserved a tick at a time with one CAS each, as an iterator that allocates
+    /// nothing.
+    ///
+    /// The first block (up to the rest of the current tick's sequence) is reserved before
+    /// this returns; each later block when the iterator reaches it, waiting for the next
+    /// tick as [`next_id`](Self::next_id) does. So every ID's timestamp is the tick in
+    /// which it was reserved. IDs of a dropped iterator's current block are never minted
+    /// by anyone (a gap, not a duplicate); later blocks are not reserved at all.
+    ///
+    /// # Panics
+    ///
+    /// As [`next_id`](Self::next_id).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{Generator, Layout};
+    ///
+    /// let generator = Generator::new(Layout::TWITTER, 7)?;
+    /// let ids: Vec<_> = generator.next_ids(10_000).collect(); // spans at least 3 ms
+    /// assert_eq!(ids.len(), 10_000);
+    /// assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    pub fn next_ids(&self, n: u64) -> Ids<'_, C> {
+        let (slot, count) = if n == 0 { (0, 0) } else { self.reserve(n) };
+        Ids {
+            generator: self,
+            slot,
+            in_block: count,
+            after_block: n - count,
+        }
+    }
+
+    /// Fills `ids` with new IDs, reserved a tick at a time (see [`next_ids`](Self::next_ids)).
+    ///
+    /// # Panics
+    ///
+    /// As [`next_id`](Self::next_id).
+    ///
+    /// ```
+    /// use atomflake::{Generator, Id, Layout};
+    ///
+    /// let generator = Generator::new(Layout::TWITTER, 7)?;
+    /// let mut buffer = [Id::new(0); 512];
+    /// generator.fill(&mut buffer);
+    /// assert!(buffer.windows(2).all(|w| w[0] < w[1]));
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    pub fn fill(&self, ids: &mut [Id]) {
+        let mut rest = ids;
+        while !rest.is_empty() {
+            let (mut slot, count) = self.reserve(rest.len() as u64);
+            let (block, tail) = rest.split_at_mut(usize::try_from(count).unwrap_or(usize::MAX));
+            for id in block {
+                *id = self.packer.id(slot);
+                slot += 1;
+            }
+            rest = tail;
+        }
+    }
+
+    /// Reserves `1..=want` slots, waiting while the current tick is spent: the first slot
+    /// and how many.
     #[inline]
-    fn mint_at(&self, unix_ms: u64) -> Result<Id, Refusal> {
+    fn reserve(&self, want: u64) -> (u64, u64) {
+        match self.reserve_at(self.clock.unix_ms(), want) {
+            Ok(block) => block,
+            Err(refusal) => self.wait_for_block(refusal, want),
+        }
+    }
+
+    /// One attempt at the time `unix_ms`: the CAS loop. Reserves `1..=want` slots of one
+    /// tick (`want` ≥ 1).
+    #[inline]
+    fn reserve_at(&self, unix_ms: u64, want: u64) -> Result<(u64, u64), Refusal> {
         let now_tick = self.span.tick_at(unix_ms).map_err(Refusal::Fatal)?;
         // Relaxed: only this word's modification order matters (see "Atomic orderings").
         let mut state = self.state.load(Ordering::Relaxed);
         loop {
             match self.word.step(state, now_tick) {
                 Step::Mint { slot } => {
-                    // Relaxed on success and failure: winning the CAS is what makes `slot`
-                    // ours; on failure `actual` is a newer state to step from.
+                    let count = self.word.block(slot, want);
+                    // Relaxed on success and failure: winning the CAS is what makes the
+                    // slots ours; on failure `actual` is a newer state to step from.
                     match self.state.compare_exchange_weak(
                         state,
-                        slot + 1,
+                        slot + count,
                         Ordering::Relaxed,
                         Ordering::Relaxed,
                     ) {
-                        Ok(_) => return Ok(self.packer.id(slot)),
+                        Ok(_) => return Ok((slot, count)),
                         Err(actual) => state = actual,
                     }
                 }
@@ -240,23 +312,64 @@ impl<C: Clock> Generator<C> {
         }
     }
 
-    /// The slow path of [`next_id`](Self::next_id): wait for a free slot.
+    /// The slow path of [`reserve`](Self::reserve): wait for a free slot.
     #[cold]
     #[inline(never)]
-    fn wait_for_id(&self, mut refusal: Refusal) -> Id {
+    fn wait_for_block(&self, mut refusal: Refusal, want: u64) -> (u64, u64) {
         let mut backoff = Backoff::default();
         loop {
             if let Refusal::Fatal(error) = refusal {
                 panic!("atomflake: cannot mint an id: {error}");
             }
             backoff.snooze();
-            match self.mint_at(self.clock.precise_unix_ms()) {
-                Ok(id) => return id,
+            match self.reserve_at(self.clock.precise_unix_ms(), want) {
+                Ok(block) => return block,
                 Err(again) => refusal = again,
             }
         }
     }
 }
+
+/// IDs reserved by [`Generator::next_ids`], a tick's block at a time.
+#[derive(Debug)]
+#[must_use = "the IDs of the first block are reserved: use them or they are lost"]
+pub struct Ids<'a, C> {
+    generator: &'a Generator<C>,
+    /// The next slot of the current block.
+    slot: u64,
+    /// IDs left in the current block.
+    in_block: u64,
+    /// IDs still to reserve after it.
+    after_block: u64,
+}
+
+impl<C: Clock> Iterator for Ids<'_, C> {
+    type Item = Id;
+
+    #[inline]
+    fn next(&mut self) -> Option<Id> {
+        if self.in_block == 0 {
+            if self.after_block == 0 {
+                return None;
+            }
+            (self.slot, self.in_block) = self.generator.reserve(self.after_block);
+            self.after_block -= self.in_block;
+        }
+        let id = self.generator.packer.id(self.slot);
+        self.slot += 1;
+        self.in_block -= 1;
+        Some(id)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = usize::try_from(self.in_block + self.after_block).unwrap_or(usize::MAX);
+        (left, Some(left))
+    }
+}
+
+impl<C: Clock> ExactSizeIterator for Ids<'_, C> {}
+
+impl<C: Clock> core::iter::FusedIterator for Ids<'_, C> {}
 
 impl<C> fmt::Debug for Generator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -519,6 +632,63 @@ mod tests {
         let id = g.next_id();
         let t = Layout::TWITTER.decode(id).unix_ms;
         assert!(t + 200 >= before && t <= precise.unix_ms(), "{t} vs {before}");
+    }
+
+    #[test]
+    fn next_ids_reserves_a_tick_at_a_time() {
+        let small = Layout::builder()
+            .timestamp_bits(41)
+            .sequence_bits(2)
+            .build()
+            .unwrap();
+        let (g, clock) = manual(small, 0);
+        let mut ids = g.next_ids(6);
+        assert_eq!(ids.len(), 6);
+        let first: Vec<Id> = ids.by_ref().take(4).collect();
+        assert!(first.iter().all(|&id| small.decode(id).unix_ms == T0));
+        // The tick is spent: the next block waits for the clock.
+        let rest = std::thread::scope(|s| {
+            let rest = s.spawn(move || ids.collect::<Vec<_>>());
+            std::thread::sleep(Duration::from_millis(20));
+            assert!(!rest.is_finished());
+            clock.advance(1);
+            rest.join().unwrap()
+        });
+        let sequences: Vec<u64> = rest.iter().map(|&id| small.decode(id).sequence).collect();
+        assert_eq!(sequences, [0, 1]);
+        assert!(rest.iter().all(|&id| small.decode(id).unix_ms == T0 + 1));
+        assert!(first.last() < rest.first());
+    }
+
+    #[test]
+    fn dropped_block_is_a_gap_not_a_duplicate() {
+        let (g, _) = manual(Layout::TWITTER, 1);
+        let started = g.next_ids(100);
+        drop(started);
+        assert_eq!(Layout::TWITTER.decode(g.next_id()).sequence, 100);
+        assert_eq!(g.next_ids(0).next(), None);
+    }
+
+    #[test]
+    fn fill_matches_single_mints() {
+        let (g, clock) = manual(Layout::TWITTER, 1);
+        let mut buffer = vec![Id::new(0); 5000];
+        let advancer = std::thread::spawn(move || {
+            for _ in 0..100 {
+                std::thread::sleep(Duration::from_millis(2));
+                clock.advance(1);
+            }
+        });
+        g.fill(&mut buffer);
+        advancer.join().unwrap();
+        assert!(buffer.windows(2).all(|w| w[0] < w[1]));
+        let per_tick = buffer
+            .iter()
+            .filter(|&&id| Layout::TWITTER.decode(id).unix_ms == T0)
+            .count();
+        assert_eq!(per_tick, 4096, "the first tick is filled, then the rest waits");
+        let mut empty: [Id; 0] = [];
+        g.fill(&mut empty);
     }
 
     #[test]

@@ -78,7 +78,7 @@ mod sync;
 
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use error::{Error, Field};
-pub use generator::Generator;
+pub use generator::{Generator, Ids};
 pub use id::{Id, Parts};
 pub use layout::{FieldOrder, Layout, LayoutBuilder};
 

@@ -106,6 +106,20 @@ impl StateWord {
         }
     }
 
+    /// How many slots from `slot` on a block may take, at most `want` (≥ 1): the rest of
+    /// `slot`'s tick, and never the end of the span. At least 1 for a slot `step` minted.
+    #[inline]
+    pub(crate) const fn block(self, slot: u64, want: u64) -> u64 {
+        let rest_of_tick = self.sequence_mask() - (slot & self.sequence_mask()) + 1;
+        let before_end = self.end - slot;
+        let room = if rest_of_tick < before_end {
+            rest_of_tick
+        } else {
+            before_end
+        };
+        if want < room { want } else { room }
+    }
+
     const fn sequence_mask(self) -> u64 {
         (1 << self.sequence_bits) - 1
     }
@@ -161,6 +175,20 @@ mod tests {
         // A clock behind the last used tick waits for the clock: one id per tick.
         assert_eq!(word.step(10, 2), Step::Wait { tick: 10 });
         assert_eq!(word.sequence(3), 0);
+    }
+
+    #[test]
+    fn blocks_stop_at_the_end_of_the_tick_and_of_the_span() {
+        assert_eq!(TWITTER.block(5 << 12, 10), 10);
+        assert_eq!(TWITTER.block(5 << 12, 10_000), 4096);
+        assert_eq!(TWITTER.block((5 << 12) + 4095, 10), 1);
+        assert_eq!(StateWord::new(63, 0).block(9, 5), 1);
+        let full = StateWord::new(62, 2);
+        assert_eq!(
+            full.block(u64::MAX - 3, 9),
+            3,
+            "the last slot of a 64-bit word is the end"
+        );
     }
 
     #[test]

@@ -7,6 +7,9 @@
 //!   `try_next_id` does exactly what a plain `(last tick, last sequence)` model says: the
 //!   same ID, or exhaustion in the same tick; IDs strictly increase and decode to a time no
 //!   earlier than any tick already used;
+//! - block reservation: for any sequence of clock moves and `next_ids(n)` calls, the first
+//!   block of each is exactly the model's: the next free slot and as many after it as the
+//!   tick (and `n`) allow; a dropped iterator's unused IDs are never handed out again;
 //! - decimal text: every `u64` round-trips, and parsing any text never panics and succeeds
 //!   only on plain digits.
 
@@ -106,14 +109,21 @@ struct Model {
 impl Model {
     /// The `(tick, sequence)` of the next mint at `now_tick`, or the tick to wait for.
     fn mint(&mut self, now_tick: u64, max_sequence: u64) -> Result<(u64, u64), u64> {
-        let next = match self.last {
+        self.reserve(now_tick, max_sequence, 1)
+            .map(|(tick, sequence, _)| (tick, sequence))
+    }
+
+    /// The first `(tick, sequence)` and the count of a block of up to `want` IDs.
+    fn reserve(&mut self, now_tick: u64, max_sequence: u64, want: u64) -> Result<(u64, u64, u64), u64> {
+        let (tick, first) = match self.last {
             None => (now_tick, 0),
             Some((tick, _)) if now_tick > tick => (now_tick, 0),
             Some((tick, sequence)) if sequence < max_sequence => (tick, sequence + 1),
             Some((tick, _)) => return Err(tick + 1),
         };
-        self.last = Some(next);
-        Ok(next)
+        let count = want.min(max_sequence - first + 1);
+        self.last = Some((tick, first + count - 1));
+        Ok((tick, first, count))
     }
 }
 
@@ -151,6 +161,45 @@ proptest! {
                         }
                         (expected, got) => prop_assert!(false, "model {:?}, generator {:?}", expected, got),
                     }
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn first_blocks_match_the_model(
+        sequence_bits in 0u32..4,
+        moves in prop::collection::vec((0u64..3, 0u64..3, 1u64..12), 1..60),
+    ) {
+        let layout = Layout::builder()
+            .timestamp_bits(40).node_bits(3).sequence_bits(sequence_bits).epoch_ms(1_000)
+            .build().unwrap();
+        let clock = ManualClock::new(1_100);
+        let generator = Generator::with_clock(layout, 2, clock.clone()).unwrap();
+        let mut model = Model::default();
+        let mut now = 1_100;
+        let mut previous: Option<Id> = None;
+        for (forward, back, want) in moves {
+            now = now + forward - back;
+            clock.set(now);
+            match model.reserve(now - 1_000, layout.max_sequence(), want) {
+                Ok((tick, first, count)) => {
+                    let ids: Vec<Id> = generator.next_ids(want).take(usize::try_from(count).unwrap()).collect();
+                    let expected: Vec<Id> = (first..first + count)
+                        .map(|sequence| layout.encode(Parts { unix_ms: 1_000 + tick, node: 2, sequence }).unwrap())
+                        .collect();
+                    prop_assert_eq!(&ids, &expected);
+                    prop_assert!(previous < ids.first().copied());
+                    previous = ids.last().copied();
+                }
+                Err(wait_tick) => {
+                    let exhausted = generator.try_next_id();
+                    prop_assert!(
+                        matches!(exhausted, Err(Error::SequenceExhausted { tick, .. }) if tick == wait_tick),
+                        "{:?}", exhausted
+                    );
                 }
             }
         }

@@ -86,3 +86,40 @@ fn shared_generator_survives_a_clock_moving_both_ways() {
         "{first}..{last} outside {T0}..={highest_time}"
     );
 }
+
+#[test]
+fn blocks_and_single_mints_share_a_generator_without_duplicates() {
+    let generator = Generator::new(Layout::TWITTER, 9).unwrap();
+    let per_thread: Vec<Vec<Id>> = thread::scope(|s| {
+        let blocks = s.spawn(|| {
+            let mut ids = Vec::with_capacity(PER_THREAD);
+            let mut n = 0;
+            while ids.len() < PER_THREAD {
+                n = n % 5000 + 1;
+                ids.extend(generator.next_ids(n));
+            }
+            ids
+        });
+        let filled = s.spawn(|| {
+            let mut ids = vec![Id::new(0); PER_THREAD];
+            for chunk in ids.chunks_mut(3000) {
+                generator.fill(chunk);
+            }
+            ids
+        });
+        let singles = s.spawn(|| (0..PER_THREAD).map(|_| generator.next_id()).collect::<Vec<_>>());
+        [blocks, filled, singles].map(|h| h.join().unwrap()).into()
+    });
+    let mut all = Vec::new();
+    for ids in per_thread {
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "a thread's ids are not increasing"
+        );
+        all.extend(ids);
+    }
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n, "duplicate ids");
+}

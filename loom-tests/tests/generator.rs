@@ -67,6 +67,24 @@ fn ticks_start_at_zero(layout: Layout, ids: &[Id]) -> BTreeMap<u64, Vec<u64>> {
     by_tick
 }
 
+/// A check for a minting thread: an ID that opens a tick (sequence 0) was minted by a
+/// thread that had read the clock at that tick or later.
+fn opener_check(layout: Layout, clock: &ManualClock) -> impl Fn(Id) -> Id + Clone + use<> {
+    let clock = clock.clone();
+    move |id: Id| {
+        let Parts {
+            unix_ms, sequence, ..
+        } = layout.decode(id);
+        if sequence == 0 {
+            assert!(
+                clock.unix_ms() >= unix_ms,
+                "opened tick {unix_ms} before the clock got there"
+            );
+        }
+        id
+    }
+}
+
 /// Invariant: two threads × two mints in one tick give four distinct IDs, each thread's
 /// increasing, with sequences 0..4.
 #[test]
@@ -221,5 +239,59 @@ fn clock_moves_back_during_mints() {
         mover.join().unwrap();
         let ticks = ticks_start_at_zero(Layout::TWITTER, &all);
         assert!(ticks.keys().all(|&t| t <= T0 + 1), "{ticks:?}");
+    });
+}
+
+/// Invariant: a block reservation racing single mints (and a clock step) hands out every
+/// slot once: distinct IDs, each thread's increasing, each tick's sequences 0, 1, ….
+#[test]
+fn block_reservation_races_single_mints() {
+    loom::model(|| {
+        // 8 IDs per tick: all five fit in whichever tick they land, so nothing waits.
+        let layout = Layout::builder()
+            .timestamp_bits(41)
+            .node_bits(10)
+            .sequence_bits(3)
+            .build()
+            .unwrap();
+        let clock = ManualClock::new(T0);
+        let generator = Arc::new(Generator::with_clock(layout, 5, clock.clone()).unwrap());
+        let mover = {
+            let clock = clock.clone();
+            thread::spawn(move || clock.advance(1))
+        };
+        let block = {
+            let generator = Arc::clone(&generator);
+            thread::spawn(move || generator.next_ids(3).collect::<Vec<_>>())
+        };
+        let single = minter(&generator, 2);
+        let all = distinct_and_ordered(vec![block.join().unwrap(), single.join().unwrap()]);
+        mover.join().unwrap();
+        let ticks = ticks_start_at_zero(layout, &all);
+        assert!(ticks.keys().all(|&t| t == T0 || t == T0 + 1), "{ticks:?}");
+    });
+}
+
+/// Invariant: a block that reaches the end of its tick stops there and reserves the rest
+/// in the next tick only once the clock is there (the opener has read the clock); no
+/// duplicates.
+#[test]
+fn block_stops_at_the_end_of_the_tick() {
+    loom::model(|| {
+        let layout = two_per_tick();
+        let clock = ManualClock::new(T0);
+        let generator = Arc::new(Generator::with_clock(layout, 5, clock.clone()).unwrap());
+        let first = vec![generator.next_id()];
+        let mover = {
+            let clock = clock.clone();
+            thread::spawn(move || clock.advance(1))
+        };
+        let block = {
+            let (generator, check) = (Arc::clone(&generator), opener_check(layout, &clock));
+            thread::spawn(move || generator.next_ids(2).map(check).collect::<Vec<_>>())
+        };
+        let all = distinct_and_ordered(vec![first, block.join().unwrap()]);
+        mover.join().unwrap();
+        ticks_start_at_zero(layout, &all);
     });
 }
