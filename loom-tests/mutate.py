@@ -14,15 +14,15 @@ G, S = 'src/generator.rs', 'src/state.rs'
 if m == 'M1':  # CAS replaced by a load and a store
     sub(G, '''                    match self.state.compare_exchange_weak(
                         state,
-                        slot + 1,
+                        slot + count,
                         Ordering::Relaxed,
                         Ordering::Relaxed,
                     ) {
-                        Ok(_) => return Ok(self.packer.id(slot)),
+                        Ok(_) => return Ok((slot, count)),
                         Err(actual) => state = actual,
                     }''', '''                    let _ = &mut state;
-                    self.state.store(slot + 1, Ordering::Relaxed);
-                    return Ok(self.packer.id(slot));''')
+                    self.state.store(slot + count, Ordering::Relaxed);
+                    return Ok((slot, count));''')
 elif m == 'M2':  # a new tick keeps the old sequence
     sub(S, 'return Step::Mint { slot: now_slot };', 'return Step::Mint { slot: now_slot | (state & self.sequence_mask()) };')
 elif m == 'M3':  # a spent tick does not wait: mint into the next tick at once
@@ -30,6 +30,6 @@ elif m == 'M3':  # a spent tick does not wait: mint into the next tick at once
 elif m == 'M4':  # a clock behind the state restarts at the clock's tick
     sub(S, 'if state <= now_slot {', 'if state <= now_slot || self.tick(state) > now_tick {')
 elif m == 'M6':  # a block is not capped at the end of its tick
-    sub(S, 'let room = if rest_of_tick < before_end { rest_of_tick } else { before_end };', 'let room = before_end;')
+    sub(S, 'let room = if rest_of_tick < before_end {', 'let room = if false {')
 elif m == 'M5':  # CAS failure retries with the stale state
     sub(G, 'Err(actual) => state = actual,', 'Err(_actual) => {}')

@@ -4,6 +4,8 @@
 //!   generator reaches), ns per ID: the floor (one quanta raw read + one uncontended CAS),
 //!   atomflake with `MonotonicClock` and `CoarseClock`, ferroid's `AtomicSnowflakeGenerator`
 //!   with its `MonotonicClock`.
+//! - `blocks`: `next_ids(4096)` on the wide layout, so one CAS and one clock read serve
+//!   4,096 IDs; criterion's throughput line gives the cost per ID.
 //! - `saturated`: one thread, Twitter layout, IDs/s over samples of at least 1 s each; the
 //!   cap is 4.096 M IDs/s.
 //!
@@ -123,6 +125,32 @@ fn unsaturated(c: &mut Criterion) {
     group.finish();
 }
 
+/// Block reservation: 4,096 IDs per `next_ids` call on the wide layout, cost per ID.
+fn blocks(c: &mut Criterion) {
+    const BLOCK: u64 = 4096;
+    let layout = wide();
+    let generator = Generator::new(layout, 0).expect("node 0");
+    let mut group = c.benchmark_group("blocks");
+    group.throughput(Throughput::Elements(BLOCK));
+    if sane(
+        "atomflake next_ids",
+        {
+            let mut ids = std::iter::from_fn(|| Some(generator.next_ids(BLOCK))).flatten();
+            move || ids.next().expect("endless").get()
+        },
+        |id| layout.decode(id.into()).unix_ms,
+    ) {
+        group.bench_function("atomflake Generator::next_ids(4096), per block", |b| {
+            b.iter(|| {
+                for id in generator.next_ids(BLOCK) {
+                    let _ = black_box(id);
+                }
+            });
+        });
+    }
+    group.finish();
+}
+
 fn saturated(c: &mut Criterion) {
     let layout = Layout::TWITTER;
     let generator = Generator::new(layout, 1).expect("node 1");
@@ -152,5 +180,5 @@ fn saturated(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, unsaturated, saturated);
+criterion_group!(benches, unsaturated, blocks, saturated);
 criterion_main!(benches);
