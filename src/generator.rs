@@ -418,6 +418,15 @@ mod tests {
 
     fn assert_send_sync<T: Send + Sync>() {}
 
+    /// A 41-bit ms timestamp since 1970 and a sequence of `bits`, no node.
+    fn sequence_bits(bits: u32) -> Layout {
+        Layout::builder()
+            .timestamp_bits(41)
+            .sequence_bits(bits)
+            .build()
+            .unwrap()
+    }
+
     #[test]
     fn generators_are_send_and_sync() {
         assert_send_sync::<Generator>();
@@ -478,11 +487,7 @@ mod tests {
 
     #[test]
     fn spent_tick_reports_when_ids_return() {
-        let small = Layout::builder()
-            .timestamp_bits(41)
-            .sequence_bits(2)
-            .build()
-            .unwrap();
+        let small = sequence_bits(2);
         let (g, clock) = manual(small, 0);
         for _ in 0..4 {
             let _ = g.try_next_id().unwrap();
@@ -529,11 +534,7 @@ mod tests {
 
     #[test]
     fn next_id_waits_for_the_clock() {
-        let small = Layout::builder()
-            .timestamp_bits(41)
-            .sequence_bits(1)
-            .build()
-            .unwrap();
+        let small = sequence_bits(1);
         let clock = ManualClock::new(T0);
         let g = Arc::new(Generator::with_clock(small, 0, clock.clone()).unwrap());
         let _ = (g.next_id(), g.next_id());
@@ -636,11 +637,7 @@ mod tests {
 
     #[test]
     fn next_ids_reserves_a_tick_at_a_time() {
-        let small = Layout::builder()
-            .timestamp_bits(41)
-            .sequence_bits(2)
-            .build()
-            .unwrap();
+        let small = sequence_bits(2);
         let (g, clock) = manual(small, 0);
         let mut ids = g.next_ids(6);
         assert_eq!(ids.len(), 6);

@@ -12,8 +12,19 @@ use std::time::Duration;
 
 const T0: u64 = 1_700_000_000_000;
 
+/// A generator for node 5 of `layout`, reading `clock`, to share between model threads.
+fn shared(layout: Layout, clock: &ManualClock) -> Arc<Generator<ManualClock>> {
+    Arc::new(Generator::with_clock(layout, 5, clock.clone()).unwrap())
+}
+
 fn twitter(clock: &ManualClock) -> Arc<Generator<ManualClock>> {
-    Arc::new(Generator::with_clock(Layout::TWITTER, 5, clock.clone()).unwrap())
+    shared(Layout::TWITTER, clock)
+}
+
+/// Spawns the clock thread: one step of 1 ms forward.
+fn advance_in_a_thread(clock: &ManualClock) -> thread::JoinHandle<()> {
+    let clock = clock.clone();
+    thread::spawn(move || clock.advance(1))
 }
 
 /// A layout with 2 IDs per tick, so a third mint in a tick must wait.
@@ -106,10 +117,7 @@ fn clock_advances_during_mints() {
     loom::model(|| {
         let clock = ManualClock::new(T0);
         let generator = twitter(&clock);
-        let mover = {
-            let clock = clock.clone();
-            thread::spawn(move || clock.advance(1))
-        };
+        let mover = advance_in_a_thread(&clock);
         let threads = [minter(&generator, 2), minter(&generator, 2)];
         let all = distinct_and_ordered(threads.into_iter().map(|t| t.join().unwrap()).collect());
         mover.join().unwrap();
@@ -133,27 +141,10 @@ fn spent_tick_waits_for_the_clock() {
     loom::model(|| {
         let layout = two_per_tick();
         let clock = ManualClock::new(T0);
-        let generator = Arc::new(Generator::with_clock(layout, 5, clock.clone()).unwrap());
+        let generator = shared(layout, &clock);
         let spent = vec![generator.next_id(), generator.next_id()];
-        let opened_by_a_thread_that_saw_the_clock = {
-            let clock = clock.clone();
-            move |id: Id| {
-                let Parts {
-                    unix_ms, sequence, ..
-                } = layout.decode(id);
-                if sequence == 0 {
-                    assert!(
-                        clock.unix_ms() >= unix_ms,
-                        "opened tick {unix_ms} before the clock got there"
-                    );
-                }
-                id
-            }
-        };
-        let mover = {
-            let clock = clock.clone();
-            thread::spawn(move || clock.advance(1))
-        };
+        let opened_by_a_thread_that_saw_the_clock = opener_check(layout, &clock);
+        let mover = advance_in_a_thread(&clock);
         let waiter = {
             let (generator, check) = (
                 Arc::clone(&generator),
@@ -195,7 +186,7 @@ fn try_next_id_reports_exhaustion() {
     loom::model(|| {
         let layout = two_per_tick();
         let clock = ManualClock::new(T0);
-        let generator = Arc::new(Generator::with_clock(layout, 5, clock.clone()).unwrap());
+        let generator = shared(layout, &clock);
         let threads: Vec<_> = (0..2)
             .map(|_| {
                 let generator = Arc::clone(&generator);
@@ -255,11 +246,8 @@ fn block_reservation_races_single_mints() {
             .build()
             .unwrap();
         let clock = ManualClock::new(T0);
-        let generator = Arc::new(Generator::with_clock(layout, 5, clock.clone()).unwrap());
-        let mover = {
-            let clock = clock.clone();
-            thread::spawn(move || clock.advance(1))
-        };
+        let generator = shared(layout, &clock);
+        let mover = advance_in_a_thread(&clock);
         let block = {
             let generator = Arc::clone(&generator);
             thread::spawn(move || generator.next_ids(3).collect::<Vec<_>>())
@@ -280,12 +268,9 @@ fn block_stops_at_the_end_of_the_tick() {
     loom::model(|| {
         let layout = two_per_tick();
         let clock = ManualClock::new(T0);
-        let generator = Arc::new(Generator::with_clock(layout, 5, clock.clone()).unwrap());
+        let generator = shared(layout, &clock);
         let first = vec![generator.next_id()];
-        let mover = {
-            let clock = clock.clone();
-            thread::spawn(move || clock.advance(1))
-        };
+        let mover = advance_in_a_thread(&clock);
         let block = {
             let (generator, check) = (Arc::clone(&generator), opener_check(layout, &clock));
             thread::spawn(move || generator.next_ids(2).map(check).collect::<Vec<_>>())
