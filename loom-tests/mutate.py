@@ -10,7 +10,7 @@ def sub(path, old, new):
     s = open(path).read()
     assert old in s, (path, old)
     open(path, 'w').write(s.replace(old, new, 1))
-G, S = 'src/generator.rs', 'src/state.rs'
+G, S = 'src/mint.rs', 'src/state.rs'
 if m == 'M1':  # CAS replaced by a load and a store
     sub(G, '''                    match self.state.compare_exchange_weak(
                         state,
