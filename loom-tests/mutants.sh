@@ -3,7 +3,7 @@
 # restores the source. Refuses to run with uncommitted changes under src/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! git diff --quiet -- src/; then
+if [ -n "$(git status --porcelain -- src/)" ]; then
     echo "mutants: src/ has uncommitted changes; commit or stash them first" >&2
     exit 1
 fi

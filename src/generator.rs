@@ -3,12 +3,11 @@
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Field};
 use crate::id::Id;
-use crate::layout::{Layout, SlotPacker, Span};
-use crate::state::{StateWord, Step};
-use crate::sync::{self, AtomicU64, Ordering};
+use crate::layout::{Layout, SlotPacker};
+use crate::mint::{Ids, Minter};
+use crate::sync::{AtomicU64, Ordering};
 use core::fmt;
 use crossbeam_utils::CachePadded;
-use std::time::Duration;
 
 /// A lock-free Snowflake ID generator for one node.
 ///
@@ -45,25 +44,16 @@ use std::time::Duration;
 /// an ID is built from the value a CAS won. Uniqueness and per-generator order follow from
 /// the atomic's single modification order, which every ordering (`Relaxed` included)
 /// respects: each successful CAS reads the value the previous one wrote and writes a
-/// larger one. So every operation is `Relaxed`.
+/// larger one. So every operation is `Relaxed` (the CAS loop is in `mint.rs`).
 pub struct Generator<C = MonotonicClock> {
     /// The next free slot (see `state.rs`), on its own cache line so that neighbouring
     /// data (another generator in a `Vec`, say) does not share its cache traffic.
     state: CachePadded<AtomicU64>,
-    word: StateWord,
-    span: Span,
+    minter: Minter,
     packer: SlotPacker,
     layout: Layout,
     node: u64,
     clock: C,
-}
-
-/// Why [`Generator::mint_at`] minted nothing.
-enum Refusal {
-    /// The tick of `unix_ms` is spent; the next free slot is in `tick`.
-    Spent { tick: u64, unix_ms: u64 },
-    /// The clock is outside the layout's span.
-    Fatal(Error),
 }
 
 impl Generator<MonotonicClock> {
@@ -115,8 +105,7 @@ impl<C: Clock> Generator<C> {
         }
         Ok(Generator {
             state: CachePadded::new(AtomicU64::new(0)),
-            word: StateWord::new(layout.timestamp_bits(), layout.sequence_bits()),
-            span: layout.span(),
+            minter: Minter::new(layout),
             packer: SlotPacker::new(&layout, node),
             layout,
             node,
@@ -137,7 +126,7 @@ impl<C: Clock> Generator<C> {
     /// [`try_next_id`](Self::try_next_id) returns these as errors.
     #[inline]
     pub fn next_id(&self) -> Id {
-        let (slot, _) = self.reserve(1);
+        let (slot, _) = self.minter.reserve(&self.state, &self.clock, 1);
         self.packer.id(slot)
     }
 
@@ -167,26 +156,9 @@ impl<C: Clock> Generator<C> {
     /// ```
     #[inline]
     pub fn try_next_id(&self) -> Result<Id, Error> {
-        let refusal = match self.reserve_at(self.clock.unix_ms(), 1) {
-            Ok((slot, _)) => return Ok(self.packer.id(slot)),
-            Err(refusal) => refusal,
-        };
-        // The clock may lag (a coarse clock): ask again with a precise read before
-        // reporting exhaustion.
-        let refusal = match refusal {
-            Refusal::Spent { .. } => match self.reserve_at(self.clock.precise_unix_ms(), 1) {
-                Ok((slot, _)) => return Ok(self.packer.id(slot)),
-                Err(refusal) => refusal,
-            },
-            fatal @ Refusal::Fatal(_) => fatal,
-        };
-        Err(match refusal {
-            Refusal::Spent { tick, unix_ms } => Error::SequenceExhausted {
-                tick,
-                retry_after: Duration::from_millis(self.layout.unix_ms_of_tick(tick).saturating_sub(unix_ms)),
-            },
-            Refusal::Fatal(error) => error,
-        })
+        self.minter
+            .try_reserve_one(&self.state, &self.clock)
+            .map(|slot| self.packer.id(slot))
     }
 
     /// The generator's layout.
@@ -229,13 +201,7 @@ impl<C: Clock> Generator<C> {
     /// # Ok::<(), atomflake::Error>(())
     /// ```
     pub fn next_ids(&self, n: u64) -> Ids<'_, C> {
-        let (slot, count) = if n == 0 { (0, 0) } else { self.reserve(n) };
-        Ids {
-            generator: self,
-            slot,
-            in_block: count,
-            after_block: n - count,
-        }
+        self.minter.ids(&self.state, &self.clock, self.packer, n)
     }
 
     /// Fills `ids` with new IDs, reserved a tick at a time (see [`next_ids`](Self::next_ids)).
@@ -254,122 +220,9 @@ impl<C: Clock> Generator<C> {
     /// # Ok::<(), atomflake::Error>(())
     /// ```
     pub fn fill(&self, ids: &mut [Id]) {
-        let mut rest = ids;
-        while !rest.is_empty() {
-            let (mut slot, count) = self.reserve(rest.len() as u64);
-            let (block, tail) = rest.split_at_mut(usize::try_from(count).unwrap_or(usize::MAX));
-            for id in block {
-                *id = self.packer.id(slot);
-                slot += 1;
-            }
-            rest = tail;
-        }
-    }
-
-    /// Reserves `1..=want` slots, waiting while the current tick is spent: the first slot
-    /// and how many.
-    #[inline]
-    fn reserve(&self, want: u64) -> (u64, u64) {
-        match self.reserve_at(self.clock.unix_ms(), want) {
-            Ok(block) => block,
-            Err(refusal) => self.wait_for_block(refusal, want),
-        }
-    }
-
-    /// One attempt at the time `unix_ms`: the CAS loop. Reserves `1..=want` slots of one
-    /// tick (`want` ≥ 1).
-    #[inline]
-    fn reserve_at(&self, unix_ms: u64, want: u64) -> Result<(u64, u64), Refusal> {
-        let now_tick = self.span.tick_at(unix_ms).map_err(Refusal::Fatal)?;
-        // Relaxed: only this word's modification order matters (see "Atomic orderings").
-        let mut state = self.state.load(Ordering::Relaxed);
-        loop {
-            match self.word.step(state, now_tick) {
-                Step::Mint { slot } => {
-                    let count = self.word.block(slot, want);
-                    // Relaxed on success and failure: winning the CAS is what makes the
-                    // slots ours; on failure `actual` is a newer state to step from.
-                    match self.state.compare_exchange_weak(
-                        state,
-                        slot + count,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => return Ok((slot, count)),
-                        Err(actual) => state = actual,
-                    }
-                }
-                Step::Wait { tick } => return Err(Refusal::Spent { tick, unix_ms }),
-                Step::End => {
-                    // Every slot is used: the next ID would need a time past the end.
-                    let end_ms = self.layout.end_unix_ms();
-                    return Err(Refusal::Fatal(Error::TimePastEnd {
-                        unix_ms: end_ms,
-                        end_ms,
-                    }));
-                }
-            }
-        }
-    }
-
-    /// The slow path of [`reserve`](Self::reserve): wait for a free slot.
-    #[cold]
-    #[inline(never)]
-    fn wait_for_block(&self, mut refusal: Refusal, want: u64) -> (u64, u64) {
-        let mut backoff = Backoff::default();
-        loop {
-            if let Refusal::Fatal(error) = refusal {
-                panic!("atomflake: cannot mint an id: {error}");
-            }
-            backoff.snooze();
-            match self.reserve_at(self.clock.precise_unix_ms(), want) {
-                Ok(block) => return block,
-                Err(again) => refusal = again,
-            }
-        }
+        self.minter.fill(&self.state, &self.clock, self.packer, ids);
     }
 }
-
-/// IDs reserved by [`Generator::next_ids`], a tick's block at a time.
-#[derive(Debug)]
-#[must_use = "the IDs of the first block are reserved: use them or they are lost"]
-pub struct Ids<'a, C> {
-    generator: &'a Generator<C>,
-    /// The next slot of the current block.
-    slot: u64,
-    /// IDs left in the current block.
-    in_block: u64,
-    /// IDs still to reserve after it.
-    after_block: u64,
-}
-
-impl<C: Clock> Iterator for Ids<'_, C> {
-    type Item = Id;
-
-    #[inline]
-    fn next(&mut self) -> Option<Id> {
-        if self.in_block == 0 {
-            if self.after_block == 0 {
-                return None;
-            }
-            (self.slot, self.in_block) = self.generator.reserve(self.after_block);
-            self.after_block -= self.in_block;
-        }
-        let id = self.generator.packer.id(self.slot);
-        self.slot += 1;
-        self.in_block -= 1;
-        Some(id)
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        let left = usize::try_from(self.in_block + self.after_block).unwrap_or(usize::MAX);
-        (left, Some(left))
-    }
-}
-
-impl<C: Clock> ExactSizeIterator for Ids<'_, C> {}
-
-impl<C: Clock> core::iter::FusedIterator for Ids<'_, C> {}
 
 impl<C> fmt::Debug for Generator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -381,33 +234,12 @@ impl<C> fmt::Debug for Generator<C> {
     }
 }
 
-/// Waits between attempts: spin hints doubling up to 64, then yields. Never sleeps.
-#[derive(Debug, Default)]
-struct Backoff {
-    step: u32,
-}
-
-impl Backoff {
-    /// After this many doublings (1 + 2 + … + 64 spin hints, a few µs), yield instead.
-    const SPIN_STEPS: u32 = 7;
-
-    fn snooze(&mut self) {
-        if self.step < Backoff::SPIN_STEPS && !cfg!(loom) {
-            for _ in 0..1u32 << self.step {
-                sync::spin_loop();
-            }
-            self.step += 1;
-        } else {
-            sync::yield_now();
-        }
-    }
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::{ManualClock, Parts};
     use std::sync::Arc;
+    use std::time::Duration;
 
     const T0: u64 = 1_700_000_000_000;
 

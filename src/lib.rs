@@ -77,14 +77,16 @@ mod error;
 mod generator;
 mod id;
 mod layout;
+mod mint;
 mod state;
 mod sync;
 
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use error::{Error, Field};
-pub use generator::{Generator, Ids};
+pub use generator::Generator;
 pub use id::{Id, Parts};
 pub use layout::{FieldOrder, Layout, LayoutBuilder};
+pub use mint::Ids;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

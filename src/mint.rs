@@ -104,7 +104,7 @@ impl Minter {
                         Ordering::Relaxed,
                     ) {
                         Ok(_) => return Ok((slot, count)),
-                        Err(_actual) => {}
+                        Err(actual) => state = actual,
                     }
                 }
                 Step::Wait { tick } => return Err(Refusal::Spent { tick, unix_ms }),
