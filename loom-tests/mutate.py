@@ -12,7 +12,7 @@ def sub(path, old, new):
     open(path, 'w').write(s.replace(old, new, 1))
 G, S = 'src/mint.rs', 'src/state.rs'
 if m == 'M1':  # CAS replaced by a load and a store
-    sub(G, '''                    match self.state.compare_exchange_weak(
+    sub(G, '''                    match state_word.compare_exchange_weak(
                         state,
                         slot + count,
                         Ordering::Relaxed,
@@ -21,7 +21,7 @@ if m == 'M1':  # CAS replaced by a load and a store
                         Ok(_) => return Ok((slot, count)),
                         Err(actual) => state = actual,
                     }''', '''                    let _ = &mut state;
-                    self.state.store(slot + count, Ordering::Relaxed);
+                    state_word.store(slot + count, Ordering::Relaxed);
                     return Ok((slot, count));''')
 elif m == 'M2':  # a new tick keeps the old sequence
     sub(S, 'return Step::Mint { slot: now_slot };', 'return Step::Mint { slot: now_slot | (state & self.sequence_mask()) };')
