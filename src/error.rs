@@ -70,6 +70,14 @@ pub enum Error {
         /// The largest value the field holds.
         max: u64,
     },
+    /// A [`ShardedGenerator`](crate::ShardedGenerator) given no node IDs. Permanent.
+    NoNodes,
+    /// A [`ShardedGenerator`](crate::ShardedGenerator) given one node ID twice: its two
+    /// shards would mint the same IDs. Permanent.
+    DuplicateNode {
+        /// The repeated node ID.
+        node: u64,
+    },
     /// A time (from a clock or given to `encode`) before the layout's epoch. Permanent for
     /// `encode`; from a generator it means the clock is set before the epoch.
     TimeBeforeEpoch {
@@ -182,6 +190,10 @@ impl fmt::Display for Error {
             ),
             Error::FieldOutOfRange { field, value, max } => {
                 write!(f, "{field} {value} is out of range: the layout allows 0..={max}")
+            }
+            Error::NoNodes => f.write_str("no node ids: a sharded generator needs at least one"),
+            Error::DuplicateNode { node } => {
+                write!(f, "node {node} is given twice: each shard needs its own node id")
             }
             Error::TimeBeforeEpoch { unix_ms, epoch_ms } => write!(
                 f,

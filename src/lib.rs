@@ -78,6 +78,7 @@ mod generator;
 mod id;
 mod layout;
 mod mint;
+mod sharded;
 mod state;
 mod sync;
 
@@ -87,6 +88,7 @@ pub use generator::Generator;
 pub use id::{Id, Parts};
 pub use layout::{FieldOrder, Layout, LayoutBuilder};
 pub use mint::Ids;
+pub use sharded::ShardedGenerator;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -1,6 +1,6 @@
 //! Many threads, one generator: zero duplicates, per-thread strict order.
 
-use atomflake::{Clock, Generator, Id, Layout, ManualClock};
+use atomflake::{Clock, Generator, Id, Layout, ManualClock, ShardedGenerator};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
@@ -122,4 +122,31 @@ fn blocks_and_single_mints_share_a_generator_without_duplicates() {
     all.sort_unstable();
     all.dedup();
     assert_eq!(all.len(), n, "duplicate ids");
+}
+
+#[test]
+fn sharded_generator_mints_no_duplicates_with_more_threads_than_shards() {
+    let generator = ShardedGenerator::new(Layout::TWITTER, [3, 700]).unwrap();
+    let per_thread: Vec<Vec<Id>> = thread::scope(|s| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|_| s.spawn(|| (0..PER_THREAD).map(|_| generator.next_id()).collect::<Vec<_>>()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut all = Vec::new();
+    for ids in per_thread {
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "a thread's ids are not increasing"
+        );
+        let node = Layout::TWITTER.decode(ids[0]).node;
+        assert!(node == 3 || node == 700, "node {node}");
+        assert!(
+            ids.iter().all(|&id| Layout::TWITTER.decode(id).node == node),
+            "a thread changed shards"
+        );
+        all.extend(ids);
+    }
+    all.sort_unstable();
+    assert_no_duplicates(&all);
 }

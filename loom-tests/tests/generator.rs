@@ -4,7 +4,7 @@
 //! thread moves.
 #![cfg(loom)]
 
-use atomflake::{Clock, Error, Generator, Id, Layout, ManualClock, Parts};
+use atomflake::{Clock, Error, Generator, Id, Layout, ManualClock, Parts, ShardedGenerator};
 use loom::sync::Arc;
 use loom::thread;
 use std::collections::BTreeMap;
@@ -278,5 +278,27 @@ fn block_stops_at_the_end_of_the_tick() {
         let all = distinct_and_ordered(vec![first, block.join().unwrap()]);
         mover.join().unwrap();
         ticks_start_at_zero(layout, &all);
+    });
+}
+
+/// Invariant: two threads sharing a shard of a `ShardedGenerator` (loom runs model threads
+/// on one OS thread, so both get the same shard), with a clock step: distinct IDs, each
+/// thread's increasing, all from one node, each tick's sequences 0, 1, ….
+#[test]
+fn sharded_shard_shared_by_two_threads() {
+    loom::model(|| {
+        let clock = ManualClock::new(T0);
+        let generator =
+            Arc::new(ShardedGenerator::with_clock(Layout::TWITTER, [1, 2], clock.clone()).unwrap());
+        let mover = advance_in_a_thread(&clock);
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let generator = Arc::clone(&generator);
+                thread::spawn(move || vec![generator.next_id(), generator.next_id()])
+            })
+            .collect();
+        let all = distinct_and_ordered(threads.into_iter().map(|t| t.join().unwrap()).collect());
+        mover.join().unwrap();
+        ticks_start_at_zero(Layout::TWITTER, &all);
     });
 }
