@@ -1,7 +1,7 @@
 //! [`Generator`]: one state word advanced by a lock-free CAS loop.
 
 use crate::clock::{Clock, MonotonicClock};
-use crate::error::{Error, Field};
+use crate::error::Error;
 use crate::id::Id;
 use crate::layout::{Layout, SlotPacker};
 use crate::mint::{Ids, Minter};
@@ -51,7 +51,6 @@ pub struct Generator<C = MonotonicClock> {
     state: CachePadded<AtomicU64>,
     minter: Minter,
     packer: SlotPacker,
-    layout: Layout,
     node: u64,
     clock: C,
 }
@@ -96,18 +95,10 @@ impl<C: Clock> Generator<C> {
     /// # Ok::<(), atomflake::Error>(())
     /// ```
     pub fn with_clock(layout: Layout, node: u64, clock: C) -> Result<Generator<C>, Error> {
-        if node > layout.max_node() {
-            return Err(Error::FieldOutOfRange {
-                field: Field::Node,
-                value: node,
-                max: layout.max_node(),
-            });
-        }
         Ok(Generator {
             state: CachePadded::new(AtomicU64::new(0)),
             minter: Minter::new(layout),
-            packer: SlotPacker::new(&layout, node),
-            layout,
+            packer: SlotPacker::new(&layout, node)?,
             node,
             clock,
         })
@@ -163,7 +154,7 @@ impl<C: Clock> Generator<C> {
 
     /// The generator's layout.
     pub fn layout(&self) -> Layout {
-        self.layout
+        self.minter.layout()
     }
 
     /// The generator's node ID.
@@ -227,7 +218,7 @@ impl<C: Clock> Generator<C> {
 impl<C> fmt::Debug for Generator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Generator")
-            .field("layout", &self.layout)
+            .field("layout", &self.minter.layout())
             .field("node", &self.node)
             .field("state", &self.state.load(Ordering::Relaxed))
             .finish_non_exhaustive()

@@ -420,18 +420,23 @@ pub(crate) struct SlotPacker {
 }
 
 impl SlotPacker {
-    /// A packer for `node`, which the caller has checked fits the layout.
-    pub(crate) const fn new(layout: &Layout, node: u64) -> SlotPacker {
+    /// A packer for `node`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::FieldOutOfRange`] when `node` does not fit the layout's node field.
+    pub(crate) fn new(layout: &Layout, node: u64) -> Result<SlotPacker, Error> {
+        check_field(Field::Node, node, layout.max_node())?;
         let (high, low) = match layout.order {
             FieldOrder::NodeSequence => (!layout.max_sequence(), layout.max_sequence()),
             FieldOrder::SequenceNode => (u64::MAX, 0),
         };
-        SlotPacker {
+        Ok(SlotPacker {
             high,
             node_bits: layout.node_bits,
             low,
             node: node << layout.node_shift(),
-        }
+        })
     }
 
     /// The ID of `slot`.
@@ -789,7 +794,7 @@ mod tests {
             };
             let slot = 1000 << l.sequence_bits() | parts.sequence;
             assert_eq!(
-                SlotPacker::new(&l, parts.node).id(slot),
+                SlotPacker::new(&l, parts.node).unwrap().id(slot),
                 l.encode(parts).unwrap(),
                 "{name}"
             );

@@ -42,6 +42,11 @@ impl Minter {
         }
     }
 
+    /// The layout this minter serves.
+    pub(crate) fn layout(&self) -> Layout {
+        self.layout
+    }
+
     /// One slot now, or the error `try_next_id` reports: never waits.
     #[inline]
     pub(crate) fn try_reserve_one<C: Clock>(&self, state: &AtomicU64, clock: &C) -> Result<u64, Error> {

@@ -1,7 +1,7 @@
 //! [`ShardedGenerator`]: a generator per node, one state word each, a shard per thread.
 
 use crate::clock::{Clock, MonotonicClock};
-use crate::error::{Error, Field};
+use crate::error::Error;
 use crate::id::Id;
 use crate::layout::{Layout, SlotPacker};
 use crate::mint::{Ids, Minter};
@@ -66,7 +66,6 @@ struct Shard {
 pub struct ShardedGenerator<C = MonotonicClock> {
     shards: Box<[Shard]>,
     minter: Minter,
-    layout: Layout,
     clock: C,
 }
 
@@ -102,19 +101,13 @@ impl<C: Clock> ShardedGenerator<C> {
         let mut seen = std::collections::BTreeSet::new();
         let mut shards = Vec::new();
         for node in nodes {
-            if node > layout.max_node() {
-                return Err(Error::FieldOutOfRange {
-                    field: Field::Node,
-                    value: node,
-                    max: layout.max_node(),
-                });
-            }
+            let packer = SlotPacker::new(&layout, node)?;
             if !seen.insert(node) {
                 return Err(Error::DuplicateNode { node });
             }
             shards.push(Shard {
                 state: CachePadded::new(AtomicU64::new(0)),
-                packer: SlotPacker::new(&layout, node),
+                packer,
                 node,
             });
         }
@@ -124,7 +117,6 @@ impl<C: Clock> ShardedGenerator<C> {
         Ok(ShardedGenerator {
             shards: shards.into_boxed_slice(),
             minter: Minter::new(layout),
-            layout,
             clock,
         })
     }
@@ -194,7 +186,7 @@ impl<C: Clock> ShardedGenerator<C> {
 
     /// The layout.
     pub fn layout(&self) -> Layout {
-        self.layout
+        self.minter.layout()
     }
 
     /// The clock.
@@ -206,7 +198,7 @@ impl<C: Clock> ShardedGenerator<C> {
 impl<C> fmt::Debug for ShardedGenerator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ShardedGenerator")
-            .field("layout", &self.layout)
+            .field("layout", &self.minter.layout())
             .field(
                 "nodes",
                 &self.shards.iter().map(|shard| shard.node).collect::<Vec<_>>(),
@@ -218,7 +210,7 @@ impl<C> fmt::Debug for ShardedGenerator<C> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::ManualClock;
+    use crate::{Field, ManualClock};
 
     const T0: u64 = 1_700_000_000_000;
 
