@@ -47,6 +47,17 @@ pub trait Clock {
     fn precise_unix_ms(&self) -> u64 {
         self.unix_ms()
     }
+
+    /// How long until this clock reads `unix_ms` (zero when it already does), to finer than
+    /// a millisecond; `None` (the default) when the clock cannot tell.
+    ///
+    /// A generator whose tick is spent sleeps for most of this time and spins the rest
+    /// ([`Wait::Sleep`](crate::Wait::Sleep)); with `None` it spins and yields instead. A
+    /// clock that does not advance with real time (a [`ManualClock`]) must return `None`.
+    fn time_until(&self, unix_ms: u64) -> Option<Duration> {
+        let _ = unix_ms;
+        None
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
@@ -59,6 +70,10 @@ impl<C: Clock + ?Sized> Clock for &C {
     fn precise_unix_ms(&self) -> u64 {
         (**self).precise_unix_ms()
     }
+
+    fn time_until(&self, unix_ms: u64) -> Option<Duration> {
+        (**self).time_until(unix_ms)
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
@@ -70,6 +85,10 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     #[inline]
     fn precise_unix_ms(&self) -> u64 {
         (**self).precise_unix_ms()
+    }
+
+    fn time_until(&self, unix_ms: u64) -> Option<Duration> {
+        (**self).time_until(unix_ms)
     }
 }
 
@@ -149,6 +168,22 @@ impl Anchor {
     fn precise_unix_ms(&self) -> u64 {
         self.unix_ms_at(self.clock.raw())
     }
+
+    /// How long from now until the clock reads `unix_ms`, to the nanosecond.
+    fn time_until(&self, unix_ms: u64) -> Duration {
+        let Some(target_ms) = unix_ms.checked_sub(self.unix_ms) else {
+            return Duration::ZERO;
+        };
+        // Both in ms since the anchor's whole ms, `<< shift`, as in `unix_ms_at`.
+        let counts = u128::from(self.clock.raw().saturating_sub(self.raw));
+        let now = self.offset + counts * u128::from(self.scale);
+        let left = (u128::from(target_ms) << self.shift).saturating_sub(now);
+        let whole_ms = u64::try_from(left >> self.shift).unwrap_or(u64::MAX);
+        let fraction = left & ((1 << self.shift) - 1);
+        // `fraction < 2^shift`: times 10^6 fits a u128 for any shift up to 80.
+        let sub_ms_ns = u64::try_from((fraction * 1_000_000) >> self.shift).unwrap_or(0);
+        Duration::from_millis(whole_ms).saturating_add(Duration::from_nanos(sub_ms_ns))
+    }
 }
 
 /// The default clock: quanta's monotonic TSC clock, anchored once to the wall clock.
@@ -193,6 +228,10 @@ impl Clock for MonotonicClock {
     #[inline]
     fn unix_ms(&self) -> u64 {
         self.anchor.precise_unix_ms()
+    }
+
+    fn time_until(&self, unix_ms: u64) -> Option<Duration> {
+        Some(self.anchor.time_until(unix_ms))
     }
 }
 
@@ -319,6 +358,10 @@ impl Clock for CoarseClock {
     fn precise_unix_ms(&self) -> u64 {
         self.anchor.precise_unix_ms()
     }
+
+    fn time_until(&self, unix_ms: u64) -> Option<Duration> {
+        Some(self.anchor.time_until(unix_ms))
+    }
 }
 
 /// A clock set by hand, for tests and simulations. Clones share one time.
@@ -401,6 +444,27 @@ mod tests {
         let after = wall_ms();
         // Anchored once, then advanced by the TSC: within a few ms of the wall clock.
         assert!(t + 50 >= before && t <= after + 50, "{before} <= {t} <= {after}");
+    }
+
+    #[test]
+    fn time_until_counts_down_to_the_millisecond() {
+        for clock in [&MonotonicClock::new() as &dyn Clock, &CoarseClock::new().unwrap()] {
+            let target = clock.precise_unix_ms() + 5;
+            let left = clock.time_until(target).unwrap();
+            assert!(
+                left > Duration::from_millis(3) && left <= Duration::from_millis(5),
+                "{left:?}"
+            );
+            std::thread::sleep(left);
+            assert!(clock.precise_unix_ms() >= target, "woke before {target}");
+            assert_eq!(clock.time_until(target), Some(Duration::ZERO));
+            assert_eq!(clock.time_until(0), Some(Duration::ZERO));
+        }
+        assert_eq!(
+            ManualClock::new(5).time_until(10),
+            None,
+            "a manual clock cannot tell"
+        );
     }
 
     #[test]

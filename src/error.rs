@@ -136,6 +136,17 @@ pub enum Error {
         /// The value given.
         value: i64,
     },
+    /// A borrow-ahead lead ([`Builder::borrow_ahead`](crate::Builder::borrow_ahead)) that is
+    /// not a whole number of the layout's ticks, or longer than the longest allowed.
+    /// Permanent.
+    LeadOutOfRange {
+        /// The lead asked for.
+        lead: Duration,
+        /// The layout's tick, which the lead must be a multiple of.
+        tick_ms: u64,
+        /// The longest lead allowed.
+        max: Duration,
+    },
     /// A [`CoarseClock`](crate::CoarseClock) upkeep interval outside the allowed range. Permanent.
     UpkeepIntervalOutOfRange {
         /// The interval asked for.
@@ -231,6 +242,11 @@ impl fmt::Display for Error {
             Error::NegativeId { value } => {
                 write!(f, "{value} is out of range for an id: ids allow 0..={}", u64::MAX)
             }
+            Error::LeadOutOfRange { lead, tick_ms, max } => write!(
+                f,
+                "borrow-ahead lead {lead:?} is out of range: allowed whole multiples of the \
+                 {tick_ms} ms tick, up to {max:?}"
+            ),
             Error::UpkeepIntervalOutOfRange { interval, min, max } => write!(
                 f,
                 "upkeep interval {interval:?} is out of range: allowed {min:?}..={max:?}"

@@ -1,5 +1,6 @@
 //! [`Generator`]: one state word advanced by a lock-free CAS loop.
 
+use crate::builder::Builder;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::Error;
 use crate::id::Id;
@@ -71,7 +72,13 @@ impl Generator<MonotonicClock> {
     /// );
     /// ```
     pub fn new(layout: Layout, node: u64) -> Result<Generator<MonotonicClock>, Error> {
-        Generator::with_clock(layout, node, MonotonicClock::new())
+        Builder::new(layout).build(node)
+    }
+
+    /// A [`Builder`] for generators of `layout`, for options beyond a node and a clock
+    /// (borrow-ahead, how to wait).
+    pub fn builder(layout: Layout) -> Builder {
+        Builder::new(layout)
     }
 }
 
@@ -95,10 +102,14 @@ impl<C: Clock> Generator<C> {
     /// # Ok::<(), atomflake::Error>(())
     /// ```
     pub fn with_clock(layout: Layout, node: u64, clock: C) -> Result<Generator<C>, Error> {
+        Builder::new(layout).clock(clock).build(node)
+    }
+
+    pub(crate) fn from_parts(minter: Minter, node: u64, clock: C) -> Result<Generator<C>, Error> {
         Ok(Generator {
             state: CachePadded::new(AtomicU64::new(0)),
-            minter: Minter::new(layout),
-            packer: SlotPacker::new(&layout, node)?,
+            packer: SlotPacker::new(&minter.layout(), node)?,
+            minter,
             node,
             clock,
         })
@@ -106,8 +117,8 @@ impl<C: Clock> Generator<C> {
 
     /// The next ID, waiting only while the current tick's sequence is spent.
     ///
-    /// The wait spins (with the processor's spin hint), then yields the thread, re-reading
-    /// the clock each time; it never sleeps, so it ends as soon as the next tick starts.
+    /// How it waits is the generator's [`Wait`](crate::Wait): by default it sleeps until
+    /// shortly before the next tick, then spins, re-reading the clock.
     ///
     /// # Panics
     ///
@@ -117,7 +128,7 @@ impl<C: Clock> Generator<C> {
     /// [`try_next_id`](Self::try_next_id) returns these as errors.
     #[inline]
     pub fn next_id(&self) -> Id {
-        let (slot, _) = self.minter.reserve(&self.state, &self.clock, 1);
+        let (slot, _) = self.minter.reserve(&*self.state, &self.clock, 1);
         self.packer.id(slot)
     }
 
@@ -148,7 +159,7 @@ impl<C: Clock> Generator<C> {
     #[inline]
     pub fn try_next_id(&self) -> Result<Id, Error> {
         self.minter
-            .try_reserve_one(&self.state, &self.clock)
+            .try_reserve_one(&*self.state, &self.clock)
             .map(|slot| self.packer.id(slot))
     }
 
@@ -192,7 +203,7 @@ impl<C: Clock> Generator<C> {
     /// # Ok::<(), atomflake::Error>(())
     /// ```
     pub fn next_ids(&self, n: u64) -> Ids<'_, C> {
-        self.minter.ids(&self.state, &self.clock, self.packer, n)
+        self.minter.ids(&*self.state, &self.clock, self.packer, n)
     }
 
     /// Fills `ids` with new IDs, reserved a tick at a time (see [`next_ids`](Self::next_ids)).
@@ -211,7 +222,7 @@ impl<C: Clock> Generator<C> {
     /// # Ok::<(), atomflake::Error>(())
     /// ```
     pub fn fill(&self, ids: &mut [Id]) {
-        self.minter.fill(&self.state, &self.clock, self.packer, ids);
+        self.minter.fill(&*self.state, &self.clock, self.packer, ids);
     }
 }
 

@@ -72,22 +72,26 @@
 //! (see [`Generator`]). [`ManualClock`]'s value likewise orders nothing else.
 #![forbid(unsafe_code)]
 
+mod builder;
 mod clock;
 mod error;
 mod generator;
 mod id;
 mod layout;
+mod local;
 mod mint;
 mod sharded;
 mod state;
 mod sync;
 
+pub use builder::Builder;
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use error::{Error, Field};
 pub use generator::Generator;
 pub use id::{Id, Parts};
 pub use layout::{FieldOrder, Layout, LayoutBuilder};
-pub use mint::Ids;
+pub use local::LocalGenerator;
+pub use mint::{Ids, Wait, Word};
 pub use sharded::ShardedGenerator;
 
 #[cfg(doctest)]

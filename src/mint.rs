@@ -1,6 +1,9 @@
 //! The minting machinery every generator type shares: the CAS loop over one state word,
 //! the wait for a spent tick, and block reservation.
 //!
+//! The state word lives in a [`Word`]: an atomic for the shared generators, a plain `Cell`
+//! for [`LocalGenerator`](crate::LocalGenerator), so both run the same transition code.
+//!
 //! # Atomic orderings
 //!
 //! A state word orders nothing but itself: no other memory is published through it, and an
@@ -14,15 +17,84 @@ use crate::error::Error;
 use crate::id::Id;
 use crate::layout::{Layout, SlotPacker, Span};
 use crate::state::{StateWord, Step};
-use crate::sync::{self, AtomicU64, Ordering};
-use std::time::Duration;
+use crate::sync::{self, AtomicU64, Ordering, ProcessAtomicU64};
+use std::cell::Cell;
+use std::time::{Duration, Instant};
 
-/// A layout's minting arithmetic, precomputed; the methods take the state word to advance.
+/// Where a generator's state word lives. Sealed: implemented for the crate's atomic (the
+/// shared generators) and for `Cell<u64>` ([`LocalGenerator`](crate::LocalGenerator)).
+pub trait Word: sealed::Sealed {
+    /// The current state.
+    #[doc(hidden)]
+    fn load(&self) -> u64;
+
+    /// Replaces `current` with `new`; fails with the state found when it was not `current`.
+    #[doc(hidden)]
+    fn advance(&self, current: u64, new: u64) -> Result<(), u64>;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::sync::AtomicU64 {}
+    impl Sealed for std::cell::Cell<u64> {}
+}
+
+// Relaxed throughout: only the word's own modification order matters (see "Atomic
+// orderings" in the crate docs). Weak: a spurious failure just goes round the loop again.
+impl Word for AtomicU64 {
+    #[inline]
+    fn load(&self) -> u64 {
+        self.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn advance(&self, current: u64, new: u64) -> Result<(), u64> {
+        self.compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed)
+            .map(drop)
+    }
+}
+
+// One thread owns the cell, so nothing can change it between `load` and `advance`.
+impl Word for Cell<u64> {
+    #[inline]
+    fn load(&self) -> u64 {
+        self.get()
+    }
+
+    #[inline]
+    fn advance(&self, _current: u64, new: u64) -> Result<(), u64> {
+        self.set(new);
+        Ok(())
+    }
+}
+
+/// How a generator waits when the current tick's sequence is spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Wait {
+    /// Sleep until shortly before the next tick starts, then spin the last stretch
+    /// (the default). At saturation a thread then uses a fraction of a core instead of a
+    /// whole one, and still mints at the sequence cap: the margin before the tick is learned
+    /// from how late the operating system's sleeps actually wake.
+    ///
+    /// Clocks that cannot tell the time to better than a millisecond
+    /// ([`Clock::time_until`] returns `None`, as [`ManualClock`](crate::ManualClock)'s does)
+    /// are waited for as with [`Wait::Spin`].
+    #[default]
+    Sleep,
+    /// Spin (with the processor's spin hint), then yield the thread, re-reading the clock
+    /// each time; never sleep. The lowest latency at a tick boundary, for a whole core.
+    Spin,
+}
+
+/// A layout's minting arithmetic, precomputed, and how to wait; the methods take the state
+/// word to advance.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Minter {
     word: StateWord,
     span: Span,
     layout: Layout,
+    wait: Wait,
 }
 
 /// Why [`Minter::reserve_at`] reserved nothing.
@@ -34,11 +106,14 @@ pub(crate) enum Refusal {
 }
 
 impl Minter {
-    pub(crate) fn new(layout: Layout) -> Minter {
+    /// A minter that waits for spent ticks as `wait` says and mints up to `lead` ticks ahead
+    /// of the clock (borrow-ahead; 0: never).
+    pub(crate) fn new(layout: Layout, lead: u64, wait: Wait) -> Minter {
         Minter {
-            word: StateWord::new(layout.timestamp_bits(), layout.sequence_bits()),
+            word: StateWord::new(layout.timestamp_bits(), layout.sequence_bits()).with_lead(lead),
             span: layout.span(),
             layout,
+            wait,
         }
     }
 
@@ -49,7 +124,7 @@ impl Minter {
 
     /// One slot now, or the error `try_next_id` reports: never waits.
     #[inline]
-    pub(crate) fn try_reserve_one<C: Clock>(&self, state: &AtomicU64, clock: &C) -> Result<u64, Error> {
+    pub(crate) fn try_reserve_one<W: Word, C: Clock>(&self, state: &W, clock: &C) -> Result<u64, Error> {
         let refusal = match self.reserve_at(state, clock.unix_ms(), 1) {
             Ok((slot, _)) => return Ok(slot),
             Err(refusal) => refusal,
@@ -77,7 +152,7 @@ impl Minter {
     ///
     /// Panics when the clock is outside the layout's span (the generators' `# Panics`).
     #[inline]
-    pub(crate) fn reserve<C: Clock>(&self, state: &AtomicU64, clock: &C, want: u64) -> (u64, u64) {
+    pub(crate) fn reserve<W: Word, C: Clock>(&self, state: &W, clock: &C, want: u64) -> (u64, u64) {
         match self.reserve_at(state, clock.unix_ms(), want) {
             Ok(block) => block,
             Err(refusal) => self.wait_for_block(state, clock, refusal, want),
@@ -87,28 +162,22 @@ impl Minter {
     /// One attempt at the time `unix_ms`: the CAS loop. Reserves `1..=want` slots of one
     /// tick (`want` ≥ 1).
     #[inline]
-    pub(crate) fn reserve_at(
+    pub(crate) fn reserve_at<W: Word>(
         &self,
-        state_word: &AtomicU64,
+        state_word: &W,
         unix_ms: u64,
         want: u64,
     ) -> Result<(u64, u64), Refusal> {
         let now_tick = self.span.tick_at(unix_ms).map_err(Refusal::Fatal)?;
-        // Relaxed: only this word's modification order matters (see "Atomic orderings").
-        let mut state = state_word.load(Ordering::Relaxed);
+        let mut state = state_word.load();
         loop {
             match self.word.step(state, now_tick) {
                 Step::Mint { slot } => {
                     let count = self.word.block(slot, want);
-                    // Relaxed on success and failure: winning the CAS is what makes the
-                    // slots ours; on failure `actual` is a newer state to step from.
-                    match state_word.compare_exchange_weak(
-                        state,
-                        slot + count,
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                    ) {
-                        Ok(_) => return Ok((slot, count)),
+                    // Winning the CAS is what makes the slots ours; on failure `actual` is
+                    // a newer state to step from.
+                    match state_word.advance(state, slot + count) {
+                        Ok(()) => return Ok((slot, count)),
                         Err(actual) => state = actual,
                     }
                 }
@@ -128,17 +197,25 @@ impl Minter {
     /// The slow path of [`reserve`](Self::reserve): wait for a free slot.
     #[cold]
     #[inline(never)]
-    fn wait_for_block<C: Clock>(
+    fn wait_for_block<W: Word, C: Clock>(
         &self,
-        state: &AtomicU64,
+        state: &W,
         clock: &C,
         mut refusal: Refusal,
         want: u64,
     ) -> (u64, u64) {
         let mut backoff = Backoff::default();
+        // The tick last slept for: sleep once per tick waited for, then spin.
+        let mut napped = None;
         loop {
-            if let Refusal::Fatal(error) = refusal {
-                panic!("atomflake: cannot mint an id: {error}");
+            match refusal {
+                Refusal::Fatal(error) => panic!("atomflake: cannot mint an id: {error}"),
+                Refusal::Spent { tick, .. } => {
+                    if self.wait == Wait::Sleep && napped != Some(tick) {
+                        nap(clock, self.layout.unix_ms_of_tick(tick));
+                        napped = Some(tick);
+                    }
+                }
             }
             backoff.snooze();
             match self.reserve_at(state, clock.precise_unix_ms(), want) {
@@ -149,7 +226,7 @@ impl Minter {
     }
 
     /// Fills `ids` with new IDs, reserved a tick's block at a time.
-    pub(crate) fn fill<C: Clock>(&self, state: &AtomicU64, clock: &C, packer: SlotPacker, ids: &mut [Id]) {
+    pub(crate) fn fill<W: Word, C: Clock>(&self, state: &W, clock: &C, packer: SlotPacker, ids: &mut [Id]) {
         let mut rest = ids;
         while !rest.is_empty() {
             let (mut slot, count) = self.reserve(state, clock, rest.len() as u64);
@@ -163,13 +240,13 @@ impl Minter {
     }
 
     /// `n` IDs as an iterator; the first block is reserved now.
-    pub(crate) fn ids<'a, C: Clock>(
+    pub(crate) fn ids<'a, W: Word, C: Clock>(
         &'a self,
-        state: &'a AtomicU64,
+        state: &'a W,
         clock: &'a C,
         packer: SlotPacker,
         n: u64,
-    ) -> Ids<'a, C> {
+    ) -> Ids<'a, C, W> {
         let (slot, count) = if n == 0 {
             (0, 0)
         } else {
@@ -189,11 +266,14 @@ impl Minter {
 
 /// IDs reserved by `next_ids` ([`Generator::next_ids`](crate::Generator::next_ids) and the
 /// other generators'), a tick's block at a time.
+///
+/// `W` is where the generator keeps its state: the default for the shared generators,
+/// `Cell<u64>` for [`LocalGenerator`](crate::LocalGenerator).
 #[derive(Debug)]
 #[must_use = "the IDs of the first block are reserved: use them or they are lost"]
-pub struct Ids<'a, C> {
+pub struct Ids<'a, C, W = AtomicU64> {
     minter: &'a Minter,
-    state: &'a AtomicU64,
+    state: &'a W,
     clock: &'a C,
     packer: SlotPacker,
     /// The next slot of the current block.
@@ -204,7 +284,7 @@ pub struct Ids<'a, C> {
     after_block: u64,
 }
 
-impl<C: Clock> Iterator for Ids<'_, C> {
+impl<C: Clock, W: Word> Iterator for Ids<'_, C, W> {
     type Item = Id;
 
     #[inline]
@@ -228,9 +308,46 @@ impl<C: Clock> Iterator for Ids<'_, C> {
     }
 }
 
-impl<C: Clock> ExactSizeIterator for Ids<'_, C> {}
+impl<C: Clock, W: Word> ExactSizeIterator for Ids<'_, C, W> {}
 
-impl<C: Clock> core::iter::FusedIterator for Ids<'_, C> {}
+impl<C: Clock, W: Word> core::iter::FusedIterator for Ids<'_, C, W> {}
+
+/// How long before a tick boundary [`nap`] wakes, in ns: learned from how late sleeps
+/// wake. Process-wide, since that lateness belongs to the operating system, not to one
+/// generator.
+static MARGIN_NS: ProcessAtomicU64 = ProcessAtomicU64::new(200_000);
+const MARGIN_MIN: Duration = Duration::from_micros(20);
+const MARGIN_MAX: Duration = Duration::from_millis(1);
+
+/// Sleeps until shortly before `clock` reads `unix_ms`, when the clock can say how long
+/// that is and it is longer than the margin; the caller spins the rest.
+///
+/// The margin tracks about the 90th percentile of how late sleeps wake: up by 9/64 after a
+/// wake later than the margin, down by 1/64 otherwise (including when the wait was too
+/// short to sleep), which settles where one wake in ten is later. A late wake costs
+/// latency, not IDs: the tick's sequence is still there when the thread wakes, unless it
+/// wakes after the whole tick has passed.
+#[cold]
+fn nap<C: Clock>(clock: &C, unix_ms: u64) {
+    let Some(left) = clock.time_until(unix_ms) else {
+        return;
+    };
+    // Relaxed: a tuning value, ordering nothing else.
+    let margin = Duration::from_nanos(MARGIN_NS.load(Ordering::Relaxed));
+    let mut next = margin.saturating_sub(margin / 64);
+    if let Some(sleep) = left.checked_sub(margin).filter(|sleep| !sleep.is_zero()) {
+        let start = Instant::now();
+        std::thread::sleep(sleep);
+        if start.elapsed() > sleep + margin {
+            next = margin + margin * 9 / 64;
+        }
+    }
+    let next = next.clamp(MARGIN_MIN, MARGIN_MAX);
+    MARGIN_NS.store(
+        u64::try_from(next.as_nanos()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
+}
 
 /// Waits between attempts: spin hints doubling up to 64, then yields. Never sleeps.
 #[derive(Debug, Default)]

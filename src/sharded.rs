@@ -1,5 +1,6 @@
 //! [`ShardedGenerator`]: a generator per node, one state word each, a shard per thread.
 
+use crate::builder::Builder;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::Error;
 use crate::id::Id;
@@ -98,6 +99,15 @@ impl<C: Clock> ShardedGenerator<C> {
     /// );
     /// ```
     pub fn with_clock(layout: Layout, nodes: impl IntoIterator<Item = u64>, clock: C) -> Result<Self, Error> {
+        Builder::new(layout).clock(clock).build_sharded(nodes)
+    }
+
+    pub(crate) fn from_parts(
+        minter: Minter,
+        nodes: impl IntoIterator<Item = u64>,
+        clock: C,
+    ) -> Result<Self, Error> {
+        let layout = minter.layout();
         let mut seen = std::collections::BTreeSet::new();
         let mut shards = Vec::new();
         for node in nodes {
@@ -116,7 +126,7 @@ impl<C: Clock> ShardedGenerator<C> {
         }
         Ok(ShardedGenerator {
             shards: shards.into_boxed_slice(),
-            minter: Minter::new(layout),
+            minter,
             clock,
         })
     }
@@ -136,7 +146,7 @@ impl<C: Clock> ShardedGenerator<C> {
     #[inline]
     pub fn next_id(&self) -> Id {
         let shard = self.shard();
-        let (slot, _) = self.minter.reserve(&shard.state, &self.clock, 1);
+        let (slot, _) = self.minter.reserve(&*shard.state, &self.clock, 1);
         shard.packer.id(slot)
     }
 
@@ -149,7 +159,7 @@ impl<C: Clock> ShardedGenerator<C> {
     pub fn try_next_id(&self) -> Result<Id, Error> {
         let shard = self.shard();
         self.minter
-            .try_reserve_one(&shard.state, &self.clock)
+            .try_reserve_one(&*shard.state, &self.clock)
             .map(|slot| shard.packer.id(slot))
     }
 
@@ -161,7 +171,7 @@ impl<C: Clock> ShardedGenerator<C> {
     /// As [`next_id`](Self::next_id).
     pub fn next_ids(&self, n: u64) -> Ids<'_, C> {
         let shard = self.shard();
-        self.minter.ids(&shard.state, &self.clock, shard.packer, n)
+        self.minter.ids(&*shard.state, &self.clock, shard.packer, n)
     }
 
     /// Fills `ids` from this thread's shard; see [`Generator::fill`](crate::Generator::fill).
@@ -171,7 +181,7 @@ impl<C: Clock> ShardedGenerator<C> {
     /// As [`next_id`](Self::next_id).
     pub fn fill(&self, ids: &mut [Id]) {
         let shard = self.shard();
-        self.minter.fill(&shard.state, &self.clock, shard.packer, ids);
+        self.minter.fill(&*shard.state, &self.clock, shard.packer, ids);
     }
 
     /// The node ID this thread mints with.

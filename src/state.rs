@@ -20,7 +20,8 @@
 //! - the state only grows, so no slot (and no ID) is ever handed out twice or out of order;
 //! - a tick later than the state's starts at sequence 0;
 //! - the same or an earlier tick (a clock that moved back) continues the state's sequence;
-//! - a slot whose tick is ahead of the clock means the clock's tick is spent: wait for it.
+//! - a slot whose tick is ahead of the clock means the clock's tick is spent: wait for it,
+//!   unless borrow-ahead allows minting that many ticks ahead of the clock (the `lead`).
 //!
 //! (DESIGN.md's first sketch stored the *last used* slot. Storing the next free one needs
 //! no "nothing minted yet" marker, and the carry into the tick field does the tick change.)
@@ -33,6 +34,8 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct StateWord {
     sequence_bits: u32,
+    /// How many ticks ahead of the clock a spent tick may continue (borrow-ahead; 0: off).
+    lead: u64,
     /// First slot past the span: `2^(timestamp_bits + sequence_bits)`, or `u64::MAX` when
     /// that does not fit (see the module docs).
     end: u64,
@@ -46,9 +49,10 @@ pub(crate) enum Step {
         /// The slot to mint.
         slot: u64,
     },
-    /// The clock's tick is spent: no slot is free before `tick`.
+    /// The clock's tick is spent: no slot may be minted before the clock reaches `tick`.
     Wait {
-        /// The first tick with a free slot.
+        /// The first clock tick at which a slot is free (with borrow-ahead, `lead` ticks
+        /// before the tick of that slot).
         tick: u64,
     },
     /// Every slot of the layout's span is used.
@@ -60,8 +64,14 @@ impl StateWord {
         let width = timestamp_bits + sequence_bits;
         StateWord {
             sequence_bits,
+            lead: 0,
             end: if width >= 64 { u64::MAX } else { 1 << width },
         }
+    }
+
+    /// The same word, minting up to `lead` ticks ahead of the clock when a tick is spent.
+    pub(crate) const fn with_lead(self, lead: u64) -> StateWord {
+        StateWord { lead, ..self }
     }
 
     /// The first slot of `tick`.
@@ -94,15 +104,22 @@ impl StateWord {
         // The state is ahead of the clock's first slot: the same tick, or a clock that
         // moved back. The state's slot is free to mint unless it is sequence 0 of a tick
         // no mint has used, which only a spent tick's carry produces (the state minus one
-        // is the last slot handed out); that tick must wait for the clock.
+        // is the last slot handed out); that tick waits for the clock, or with borrow-ahead
+        // is minted early while it is at most `lead` ticks ahead of the clock.
         if state >= self.end {
-            Step::End
-        } else if state & self.sequence_mask() == 0 {
-            Step::Wait {
-                tick: self.tick(state),
-            }
-        } else {
+            return Step::End;
+        }
+        if state & self.sequence_mask() != 0 {
+            return Step::Mint { slot: state };
+        }
+        // `state > now_slot` and sequence 0: the state's tick is later than the clock's.
+        let tick = self.tick(state);
+        if tick - now_tick <= self.lead {
             Step::Mint { slot: state }
+        } else {
+            Step::Wait {
+                tick: tick - self.lead,
+            }
         }
     }
 
@@ -165,6 +182,22 @@ mod tests {
         assert_eq!(TWITTER.step(state, 5), Step::Wait { tick: 6 });
         assert_eq!(TWITTER.step(state, 4), Step::Wait { tick: 6 });
         assert_eq!(TWITTER.step(state, 6), Step::Mint { slot: 6 << 12 });
+    }
+
+    #[test]
+    fn borrow_ahead_mints_up_to_the_lead_then_waits() {
+        let word = TWITTER.with_lead(2);
+        // Tick 5 spent: ticks 6 and 7 may be borrowed while the clock reads 5.
+        assert_eq!(word.step(6 << 12, 5), Step::Mint { slot: 6 << 12 });
+        assert_eq!(word.step((6 << 12) + 9, 5), Step::Mint { slot: (6 << 12) + 9 });
+        assert_eq!(word.step(7 << 12, 5), Step::Mint { slot: 7 << 12 });
+        // Tick 8 is three ahead: wait until the clock reads 6, two behind it.
+        assert_eq!(word.step(8 << 12, 5), Step::Wait { tick: 6 });
+        assert_eq!(word.step(8 << 12, 6), Step::Mint { slot: 8 << 12 });
+        // The clock catching up ends the lead: minting restarts at the clock's tick.
+        assert_eq!(word.step(8 << 12, 9), Step::Mint { slot: 9 << 12 });
+        // A lead never passes the end of the span.
+        assert_eq!(StateWord::new(2, 1).with_lead(5).step(8, 3), Step::End);
     }
 
     #[test]
