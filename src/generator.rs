@@ -226,6 +226,65 @@ impl<C: Clock> Generator<C> {
     }
 }
 
+/// Async minting (feature `tokio`): waits for a spent tick without blocking the runtime.
+#[cfg(feature = "tokio")]
+impl<C: Clock> Generator<C> {
+    /// The next ID; while the current tick is spent, waits without blocking the runtime
+    /// thread.
+    ///
+    /// Waits of more than 2 ms (a clock that moved back, long ticks) sleep on Tokio's timer,
+    /// which needs the runtime's time driver (`enable_time`); shorter ones yield to the
+    /// runtime between clock reads, so that the task resumes within the next tick instead of
+    /// a whole 1 ms timer tick later. At saturation the task therefore keeps its runtime
+    /// thread busy while other tasks still run.
+    ///
+    /// # Panics
+    ///
+    /// As [`next_id`](Self::next_id).
+    ///
+    /// ```
+    /// use atomflake::{Generator, Layout};
+    ///
+    /// let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+    /// let generator = Generator::new(Layout::TWITTER, 7)?;
+    /// let ids = runtime.block_on(async {
+    ///     let first = generator.next_id_async().await;
+    ///     let more = generator.next_ids_async(10_000).await;
+    ///     (first, more)
+    /// });
+    /// assert!(ids.1.iter().all(|&id| id > ids.0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub async fn next_id_async(&self) -> Id {
+        let (slot, _) = self.minter.reserve_async(&*self.state, &self.clock, 1).await;
+        self.packer.id(slot)
+    }
+
+    /// `n` IDs, reserved a tick at a time, waiting as [`next_id_async`](Self::next_id_async)
+    /// does; one allocation for the whole `Vec`.
+    ///
+    /// # Panics
+    ///
+    /// As [`next_id`](Self::next_id).
+    pub async fn next_ids_async(&self, n: usize) -> Vec<Id> {
+        let mut ids = vec![Id::new(0); n];
+        self.fill_async(&mut ids).await;
+        ids
+    }
+
+    /// Fills `ids` with new IDs, reserved a tick at a time, waiting as
+    /// [`next_id_async`](Self::next_id_async) does.
+    ///
+    /// # Panics
+    ///
+    /// As [`next_id`](Self::next_id).
+    pub async fn fill_async(&self, ids: &mut [Id]) {
+        self.minter
+            .fill_async(&*self.state, &self.clock, self.packer, ids)
+            .await;
+    }
+}
+
 impl<C> fmt::Debug for Generator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Generator")

@@ -155,6 +155,44 @@ impl<C: Clock> LocalGenerator<C> {
     }
 }
 
+/// Async minting (feature `tokio`), as [`Generator`](crate::Generator)'s; the futures
+/// are not `Send` (run them on a `LocalSet` or a current-thread runtime).
+#[cfg(feature = "tokio")]
+impl<C: Clock> LocalGenerator<C> {
+    /// The next ID, waiting as [`Generator::next_id_async`](crate::Generator::next_id_async)
+    /// does.
+    ///
+    /// # Panics
+    ///
+    /// As [`next_id`](Self::next_id).
+    pub async fn next_id_async(&self) -> Id {
+        let (slot, _) = self.minter.reserve_async(&self.state, &self.clock, 1).await;
+        self.packer.id(slot)
+    }
+
+    /// `n` IDs, as [`Generator::next_ids_async`](crate::Generator::next_ids_async).
+    ///
+    /// # Panics
+    ///
+    /// As [`next_id`](Self::next_id).
+    pub async fn next_ids_async(&self, n: usize) -> Vec<Id> {
+        let mut ids = vec![Id::new(0); n];
+        self.fill_async(&mut ids).await;
+        ids
+    }
+
+    /// Fills `ids`, as [`Generator::fill_async`](crate::Generator::fill_async).
+    ///
+    /// # Panics
+    ///
+    /// As [`next_id`](Self::next_id).
+    pub async fn fill_async(&self, ids: &mut [Id]) {
+        self.minter
+            .fill_async(&self.state, &self.clock, self.packer, ids)
+            .await;
+    }
+}
+
 impl<C> fmt::Debug for LocalGenerator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LocalGenerator")

@@ -229,13 +229,52 @@ impl Minter {
     pub(crate) fn fill<W: Word, C: Clock>(&self, state: &W, clock: &C, packer: SlotPacker, ids: &mut [Id]) {
         let mut rest = ids;
         while !rest.is_empty() {
-            let (mut slot, count) = self.reserve(state, clock, rest.len() as u64);
-            let (block, tail) = rest.split_at_mut(usize::try_from(count).unwrap_or(usize::MAX));
-            for id in block {
-                *id = packer.id(slot);
-                slot += 1;
+            let block = self.reserve(state, clock, rest.len() as u64);
+            rest = write_block(packer, block, rest);
+        }
+    }
+
+    /// [`reserve`](Self::reserve) for async code: waits for a spent tick without blocking
+    /// the runtime thread. Waits longer than [`ASYNC_SLEEP_OVER`] sleep on Tokio's timer
+    /// (to within that of the tick); shorter ones yield to the runtime between clock reads,
+    /// since Tokio's timer has a 1 ms resolution and would oversleep a whole tick.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn reserve_async<W: Word, C: Clock>(
+        &self,
+        state: &W,
+        clock: &C,
+        want: u64,
+    ) -> (u64, u64) {
+        let mut unix_ms = clock.unix_ms();
+        loop {
+            match self.reserve_at(state, unix_ms, want) {
+                Ok(block) => return block,
+                Err(Refusal::Fatal(error)) => panic!("atomflake: cannot mint an id: {error}"),
+                Err(Refusal::Spent { tick, .. }) => {
+                    let left = clock.time_until(self.layout.unix_ms_of_tick(tick));
+                    match left.and_then(|left| left.checked_sub(ASYNC_SLEEP_OVER)) {
+                        Some(sleep) if self.wait == Wait::Sleep => tokio::time::sleep(sleep).await,
+                        _ => tokio::task::yield_now().await,
+                    }
+                }
             }
-            rest = tail;
+            unix_ms = clock.precise_unix_ms();
+        }
+    }
+
+    /// [`fill`](Self::fill) with [`reserve_async`](Self::reserve_async).
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn fill_async<W: Word, C: Clock>(
+        &self,
+        state: &W,
+        clock: &C,
+        packer: SlotPacker,
+        ids: &mut [Id],
+    ) {
+        let mut rest = ids;
+        while !rest.is_empty() {
+            let block = self.reserve_async(state, clock, rest.len() as u64).await;
+            rest = write_block(packer, block, rest);
         }
     }
 
@@ -263,6 +302,22 @@ impl Minter {
         }
     }
 }
+
+/// Writes the IDs of the reserved `(first slot, count)` to the start of `ids`; returns the
+/// rest of `ids`.
+fn write_block(packer: SlotPacker, (mut slot, count): (u64, u64), ids: &mut [Id]) -> &mut [Id] {
+    let (block, rest) = ids.split_at_mut(usize::try_from(count).unwrap_or(usize::MAX));
+    for id in block {
+        *id = packer.id(slot);
+        slot += 1;
+    }
+    rest
+}
+
+/// Async waits longer than this sleep on Tokio's timer, which wakes up to 1 ms late; this
+/// much before the tick is left to yielding.
+#[cfg(feature = "tokio")]
+const ASYNC_SLEEP_OVER: Duration = Duration::from_millis(2);
 
 /// IDs reserved by `next_ids` ([`Generator::next_ids`](crate::Generator::next_ids) and the
 /// other generators'), a tick's block at a time.

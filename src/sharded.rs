@@ -205,6 +205,47 @@ impl<C: Clock> ShardedGenerator<C> {
     }
 }
 
+/// Async minting (feature `tokio`), as [`Generator`](crate::Generator)'s. A call takes
+/// the shard of the thread it starts on and keeps it across its awaits, so the IDs of one
+/// call strictly increase even when the task moves between threads.
+#[cfg(feature = "tokio")]
+impl<C: Clock> ShardedGenerator<C> {
+    /// The next ID, waiting as [`Generator::next_id_async`](crate::Generator::next_id_async)
+    /// does.
+    ///
+    /// # Panics
+    ///
+    /// As [`next_id`](Self::next_id).
+    pub async fn next_id_async(&self) -> Id {
+        let shard = self.shard();
+        let (slot, _) = self.minter.reserve_async(&*shard.state, &self.clock, 1).await;
+        shard.packer.id(slot)
+    }
+
+    /// `n` IDs, as [`Generator::next_ids_async`](crate::Generator::next_ids_async).
+    ///
+    /// # Panics
+    ///
+    /// As [`next_id`](Self::next_id).
+    pub async fn next_ids_async(&self, n: usize) -> Vec<Id> {
+        let mut ids = vec![Id::new(0); n];
+        self.fill_async(&mut ids).await;
+        ids
+    }
+
+    /// Fills `ids`, as [`Generator::fill_async`](crate::Generator::fill_async).
+    ///
+    /// # Panics
+    ///
+    /// As [`next_id`](Self::next_id).
+    pub async fn fill_async(&self, ids: &mut [Id]) {
+        let shard = self.shard();
+        self.minter
+            .fill_async(&*shard.state, &self.clock, shard.packer, ids)
+            .await;
+    }
+}
+
 impl<C> fmt::Debug for ShardedGenerator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ShardedGenerator")

@@ -8,13 +8,17 @@
 //!   4,096 IDs; criterion's throughput line gives the cost per ID.
 //! - `saturated`: one thread, Twitter layout, IDs/s over samples of at least 1 s each; the
 //!   cap is 4.096 M IDs/s.
+//! - `local`: `LocalGenerator::next_id` on the wide layout against one quanta
+//!   `Clock::raw()` read, the one cost it cannot avoid.
+//! - `threads`: aggregate time per ID with 1 and 2 threads, for a `ShardedGenerator`
+//!   (41/1/21: two nodes, each thread its own) and for one shared `Generator` (wide).
 //!
 //! Before timing, each generator's IDs are checked: distinct, increasing, and decoding to
 //! the current time. A generator that fails is reported as broken and not timed.
 //!
 //! `cargo bench -p atomflake-benches --bench generator`
 
-use atomflake::{CoarseClock, Generator, Layout, MonotonicClock};
+use atomflake::{CoarseClock, Generator, Layout, LocalGenerator, MonotonicClock, ShardedGenerator};
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -180,5 +184,86 @@ fn saturated(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, unsaturated, blocks, saturated);
+/// `LocalGenerator` against the clock read it cannot avoid.
+fn local(c: &mut Criterion) {
+    let layout = wide();
+    let mut group = c.benchmark_group("local");
+    group.throughput(Throughput::Elements(1));
+    let clock = quanta::Clock::new();
+    group.bench_function("quanta Clock::raw()", |b| b.iter(|| clock.raw()));
+    let local = LocalGenerator::new(layout, 0).expect("node 0");
+    if sane(
+        "atomflake LocalGenerator",
+        || local.next_id().get(),
+        |id| layout.decode(id.into()).unix_ms,
+    ) {
+        group.bench_function("atomflake LocalGenerator", |b| b.iter(|| local.next_id()));
+    }
+    group.finish();
+}
+
+/// Runs `mint` on `threads` threads, `iters` calls in all, and returns the wall time.
+fn on_threads(threads: u64, iters: u64, mint: impl Fn() + Sync) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                for _ in 0..iters / threads {
+                    mint();
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+/// Aggregate time per ID with 1 and 2 threads: sharded (a node per thread) and shared.
+fn threads(c: &mut Criterion) {
+    let mut group = c.benchmark_group("threads");
+    group.throughput(Throughput::Elements(1));
+    // 41/1/21: two nodes, 2,097,152 IDs per ms each, a cap no thread reaches.
+    let two_nodes = Layout::builder()
+        .timestamp_bits(41)
+        .node_bits(1)
+        .sequence_bits(21)
+        .epoch_ms(TWITTER_EPOCH_MS)
+        .build()
+        .expect("41/1/21 fits");
+    let sharded = ShardedGenerator::new(two_nodes, [0, 1]).expect("nodes 0 and 1");
+    if sane(
+        "atomflake ShardedGenerator",
+        || sharded.next_id().get(),
+        |id| two_nodes.decode(id.into()).unix_ms,
+    ) {
+        for n in [1, 2] {
+            group.bench_function(format!("atomflake ShardedGenerator, {n} threads"), |b| {
+                b.iter_custom(|iters| {
+                    on_threads(n, iters, || {
+                        black_box(sharded.next_id());
+                    })
+                });
+            });
+        }
+    }
+    let layout = wide();
+    let shared = Generator::new(layout, 0).expect("node 0");
+    if sane(
+        "atomflake Generator",
+        || shared.next_id().get(),
+        |id| layout.decode(id.into()).unix_ms,
+    ) {
+        for n in [1, 2] {
+            group.bench_function(format!("atomflake Generator shared, {n} threads"), |b| {
+                b.iter_custom(|iters| {
+                    on_threads(n, iters, || {
+                        black_box(shared.next_id());
+                    })
+                });
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, unsaturated, blocks, saturated, local, threads);
 criterion_main!(benches);

@@ -4,7 +4,7 @@
 //! thread moves.
 #![cfg(loom)]
 
-use atomflake::{Clock, Error, Generator, Id, Layout, ManualClock, Parts, ShardedGenerator};
+use atomflake::{Builder, Clock, Error, Generator, Id, Layout, ManualClock, Parts, ShardedGenerator};
 use loom::sync::Arc;
 use loom::thread;
 use std::collections::BTreeMap;
@@ -81,6 +81,17 @@ fn ticks_start_at_zero(layout: Layout, ids: &[Id]) -> BTreeMap<u64, Vec<u64>> {
 /// A check for a minting thread: an ID that opens a tick (sequence 0) was minted by a
 /// thread that had read the clock at that tick or later.
 fn opener_check(layout: Layout, clock: &ManualClock) -> impl Fn(Id) -> Id + Clone + use<> {
+    opener_check_with_lead(layout, clock, 0)
+}
+
+/// [`opener_check`] for borrow-ahead: the opener's clock was at most `lead_ms` behind the
+/// tick it opened. (Later IDs of the tick may be minted by a thread whose clock reads
+/// further behind: it continues the tick, as with a clock that moved back.)
+fn opener_check_with_lead(
+    layout: Layout,
+    clock: &ManualClock,
+    lead_ms: u64,
+) -> impl Fn(Id) -> Id + Clone + use<> {
     let clock = clock.clone();
     move |id: Id| {
         let Parts {
@@ -88,8 +99,8 @@ fn opener_check(layout: Layout, clock: &ManualClock) -> impl Fn(Id) -> Id + Clon
         } = layout.decode(id);
         if sequence == 0 {
             assert!(
-                clock.unix_ms() >= unix_ms,
-                "opened tick {unix_ms} before the clock got there"
+                clock.unix_ms() + lead_ms >= unix_ms,
+                "opened tick {unix_ms} more than {lead_ms} ms before the clock got there"
             );
         }
         id
@@ -300,5 +311,41 @@ fn sharded_shard_shared_by_two_threads() {
         let all = distinct_and_ordered(threads.into_iter().map(|t| t.join().unwrap()).collect());
         mover.join().unwrap();
         ticks_start_at_zero(Layout::TWITTER, &all);
+    });
+}
+
+/// Invariant: with borrow-ahead of one tick and the clock's tick spent, two threads (two
+/// mints and one) on a 2-ID tick borrow the next tick instead of waiting, and the fifth
+/// ID, two ticks ahead, waits
+/// until the clock is one tick behind it (the opener of each tick read a clock at most one
+/// tick behind it); no duplicates, each tick's sequences 0, 1, ….
+#[test]
+fn borrow_ahead_mints_one_tick_ahead_then_waits() {
+    loom::model(|| {
+        let layout = two_per_tick();
+        let clock = ManualClock::new(T0);
+        let generator = Arc::new(
+            Builder::new(layout)
+                .clock(clock.clone())
+                .borrow_ahead(Duration::from_millis(1))
+                .build(5)
+                .unwrap(),
+        );
+        let spent = vec![generator.next_id(), generator.next_id()];
+        let mover = advance_in_a_thread(&clock);
+        // One mint only waits (loom has no fairness: two waiters could spin forever).
+        let threads: Vec<_> = [2, 1]
+            .into_iter()
+            .map(|n| {
+                let (generator, check) = (Arc::clone(&generator), opener_check_with_lead(layout, &clock, 1));
+                thread::spawn(move || (0..n).map(|_| check(generator.next_id())).collect::<Vec<_>>())
+            })
+            .collect();
+        let mut per_thread = vec![spent];
+        per_thread.extend(threads.into_iter().map(|t| t.join().unwrap()));
+        let all = distinct_and_ordered(per_thread);
+        mover.join().unwrap();
+        let ticks = ticks_start_at_zero(layout, &all);
+        assert_eq!(ticks.keys().copied().collect::<Vec<_>>(), [T0, T0 + 1, T0 + 2]);
     });
 }
