@@ -8,7 +8,7 @@ if [ -n "$(git status --porcelain -- src/)" ]; then
     exit 1
 fi
 trap 'git checkout -q -- src/' EXIT
-for m in M1 M2 M3 M4 M5 M6; do
+for m in M1 M2 M3 M4 M5 M6 M7; do
     python3 loom-tests/mutate.py "$m"
     echo "== $m"
     LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-3}" bash loom-tests/run.sh 2>&1 |
