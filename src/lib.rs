@@ -31,6 +31,20 @@
 //! - All atomics come from one shim (`sync.rs`) that switches to loom under `--cfg loom`,
 //!   so the loom models check this very code.
 //!
+//! # Choosing a generator
+//!
+//! | type | for | state |
+//! |---|---|---|
+//! | [`Generator`] | one node shared by `&`/`Arc` across threads | one `AtomicU64`, CAS loop |
+//! | [`ShardedGenerator`] | many threads of one process, a node per shard, no contention | one `AtomicU64` per node, a shard per thread |
+//! | [`LocalGenerator`] | one thread (`thread_local!`, a per-core worker) | a `Cell<u64>`, no atomics |
+//!
+//! All three mint through the same code: `next_id`, `try_next_id`, `next_ids(n)` (a tick's
+//! block per CAS, as an iterator), `fill(&mut [Id])`, and with the `tokio` feature
+//! `next_id_async`, `next_ids_async` and `fill_async`. [`Builder`] sets the options they
+//! share: the clock, borrow-ahead, and how to [`Wait`] for a spent tick (by default: sleep
+//! until shortly before the next tick, then spin).
+//!
 //! # Guarantees
 //!
 //! - From one generator: IDs are unique and strictly increasing, under any number of
@@ -38,13 +52,16 @@
 //! - Across generators: unique as long as no two live generators share a layout and a
 //!   node ID. Choosing node IDs is the user's job.
 //! - Timestamps: an ID's time is the clock's tick when it was minted, or (after the clock
-//!   moved back) the last tick already used, never later than the clock.
+//!   moved back) the last tick already used, never later than the clock. With
+//!   [`Builder::borrow_ahead`], up to the configured lead later than the clock.
 //! - Not yet covered: restarts. A process restarted with the same node ID while its wall
 //!   clock is behind the previous run's last tick can mint IDs the previous run minted.
 //!
 //! # Feature flags
 //!
-//! None yet: the crate depends on `quanta` and `crossbeam-utils` only.
+//! - `tokio`: async minting (`next_id_async` and friends) that waits for a spent tick
+//!   without blocking the runtime thread. Off by default; without it the crate depends on
+//!   `quanta` and `crossbeam-utils` only.
 //!
 //! # Caveats
 //!

@@ -3,18 +3,20 @@
 //! Invariants checked:
 //! - encode/decode round trip: for any valid layout and in-range parts (time at a tick
 //!   start), `decode(encode(parts)) == parts`; out-of-range fields are refused, never masked;
-//! - clock walks: for any sequence of clock moves and mints on a `ManualClock`,
-//!   `try_next_id` does exactly what a plain `(last tick, last sequence)` model says: the
-//!   same ID, or exhaustion in the same tick; IDs strictly increase and decode to a time no
-//!   earlier than any tick already used;
+//! - clock walks: for any sequence of clock moves and mints on a `ManualClock`, with any
+//!   borrow-ahead lead, on a `Generator` or a `LocalGenerator`, `try_next_id` does exactly
+//!   what a plain `(last tick, last sequence)` model says: the same ID, or exhaustion in
+//!   the same tick; IDs strictly increase, decode to a time no earlier than any tick already
+//!   used, and open a tick at most the lead ahead of the clock;
 //! - block reservation: for any sequence of clock moves and `next_ids(n)` calls, the first
 //!   block of each is exactly the model's: the next free slot and as many after it as the
 //!   tick (and `n`) allow; a dropped iterator's unused IDs are never handed out again;
 //! - decimal text: every `u64` round-trips, and parsing any text never panics and succeeds
 //!   only on plain digits.
 
-use atomflake::{Error, FieldOrder, Generator, Id, Layout, ManualClock, Parts};
+use atomflake::{Builder, Error, FieldOrder, Generator, Id, Layout, ManualClock, Parts};
 use proptest::prelude::*;
+use std::time::Duration;
 
 fn layouts() -> impl Strategy<Value = Layout> {
     (1u32..=63, 0u32..=63, 0u32..=63, 1u64..=1000, any::<bool>())
@@ -100,10 +102,12 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
     )
 }
 
-/// The reference model: the last `(tick, sequence)` minted, in plain terms.
+/// The reference model: the last `(tick, sequence)` minted, in plain terms, and how many
+/// ticks ahead of the clock a spent tick may borrow.
 #[derive(Debug, Default)]
 struct Model {
     last: Option<(u64, u64)>,
+    lead: u64,
 }
 
 impl Model {
@@ -119,7 +123,10 @@ impl Model {
             None => (now_tick, 0),
             Some((tick, _)) if now_tick > tick => (now_tick, 0),
             Some((tick, sequence)) if sequence < max_sequence => (tick, sequence + 1),
-            Some((tick, _)) => return Err(tick + 1),
+            // Spent: borrow the next tick if it is within the lead, else wait for the clock
+            // to come within the lead of it.
+            Some((tick, _)) if tick + 1 - now_tick <= self.lead => (tick + 1, 0),
+            Some((tick, _)) => return Err(tick + 1 - self.lead),
         };
         let count = want.min(max_sequence - first + 1);
         self.last = Some((tick, first + count - 1));
@@ -129,14 +136,28 @@ impl Model {
 
 proptest! {
     #[test]
-    fn clock_walks_match_the_model(sequence_bits in 0u32..3, tick_ms in 1u64..4, ops in ops()) {
+    fn clock_walks_match_the_model(
+        sequence_bits in 0u32..3,
+        tick_ms in 1u64..4,
+        lead in 0u64..3,
+        local: bool,
+        ops in ops(),
+    ) {
         let layout = Layout::builder()
             .timestamp_bits(40).node_bits(5).sequence_bits(sequence_bits)
             .tick_ms(tick_ms).epoch_ms(1_000)
             .build().unwrap();
         let clock = ManualClock::new(1_000 + 10 * tick_ms);
-        let generator = Generator::with_clock(layout, 9, clock.clone()).unwrap();
-        let mut model = Model::default();
+        let builder = Builder::new(layout).clock(clock.clone()).borrow_ahead(Duration::from_millis(lead * tick_ms));
+        // The shared and the local generator run the same minting code on different cells.
+        let try_next_id: Box<dyn Fn() -> Result<Id, Error>> = if local {
+            let generator = builder.build_local(9).unwrap();
+            Box::new(move || generator.try_next_id())
+        } else {
+            let generator = builder.build(9).unwrap();
+            Box::new(move || generator.try_next_id())
+        };
+        let mut model = Model { lead, ..Model::default() };
         let mut now = 1_000 + 10 * tick_ms;
         let mut previous: Option<Id> = None;
         for op in ops {
@@ -147,12 +168,14 @@ proptest! {
                     clock.set(now);
                     let now_tick = (now - 1_000) / tick_ms;
                     let highest_used = model.last.map(|(tick, _)| tick);
-                    match (model.mint(now_tick, layout.max_sequence()), generator.try_next_id()) {
+                    match (model.mint(now_tick, layout.max_sequence()), try_next_id()) {
                         (Ok((tick, sequence)), Ok(id)) => {
                             let parts = layout.decode(id);
                             prop_assert_eq!(parts, Parts { unix_ms: 1_000 + tick * tick_ms, node: 9, sequence });
                             prop_assert!(previous < Some(id));
                             prop_assert!(highest_used.is_none_or(|used| tick >= used));
+                            // Sequence 0 opens a tick: never more than the lead ahead.
+                            prop_assert!(sequence > 0 || tick <= now_tick + lead);
                             previous = Some(id);
                         }
                         (Err(wait_tick), Err(Error::SequenceExhausted { tick, retry_after })) => {

@@ -1,23 +1,26 @@
-//! Many threads, one generator: zero duplicates, per-thread strict order.
+//! Many threads: zero duplicates, per-thread strict order, for each generator type.
 
-use atomflake::{Clock, Generator, Id, Layout, ManualClock, ShardedGenerator};
+use atomflake::{Builder, Clock, Generator, Id, Layout, LocalGenerator, ManualClock, ShardedGenerator};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
+use std::time::Duration;
 
 const THREADS: usize = 4;
 const PER_THREAD: usize = 1_000_000;
 
-/// Mints `PER_THREAD` IDs on each of `THREADS` threads sharing `generator`, checks each
-/// thread's IDs strictly increase, and returns them all sorted.
-fn mint_from_threads<C: Clock + Sync>(generator: &Generator<C>) -> Vec<Id> {
-    let per_thread: Vec<Vec<Id>> = thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|_| s.spawn(|| (0..PER_THREAD).map(|_| generator.next_id()).collect::<Vec<_>>()))
-            .collect();
+/// Runs `mint(thread)` on `THREADS` threads and returns each thread's IDs.
+fn on_threads(mint: impl Fn(usize) -> Vec<Id> + Sync) -> Vec<Vec<Id>> {
+    thread::scope(|s| {
+        let mint = &mint;
+        let handles: Vec<_> = (0..THREADS).map(|t| s.spawn(move || mint(t))).collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    })
+}
+
+/// Checks each thread's IDs strictly increase and no ID repeats across threads; returns
+/// them all, sorted.
+fn distinct_and_ordered(per_thread: Vec<Vec<Id>>) -> Vec<Id> {
     for ids in &per_thread {
-        assert_eq!(ids.len(), PER_THREAD);
         if let Some(i) = ids.windows(2).position(|w| w[0] >= w[1]) {
             panic!(
                 "ids out of order within a thread: {:?} then {:?}",
@@ -28,21 +31,25 @@ fn mint_from_threads<C: Clock + Sync>(generator: &Generator<C>) -> Vec<Id> {
     }
     let mut all: Vec<Id> = per_thread.into_iter().flatten().collect();
     all.sort_unstable();
-    all
-}
-
-fn assert_no_duplicates(all: &[Id]) {
-    assert_eq!(all.len(), THREADS * PER_THREAD);
     if let Some(i) = all.windows(2).position(|w| w[0] == w[1]) {
         panic!("duplicate id {:?}", all[i]);
     }
+    all
+}
+
+/// `PER_THREAD` IDs on each of `THREADS` threads sharing `generator`, checked and sorted.
+fn mint_from_threads<C: Clock + Sync>(generator: &Generator<C>) -> Vec<Id> {
+    let all = distinct_and_ordered(on_threads(|_| {
+        (0..PER_THREAD).map(|_| generator.next_id()).collect()
+    }));
+    assert_eq!(all.len(), THREADS * PER_THREAD);
+    all
 }
 
 #[test]
 fn shared_generator_mints_no_duplicates() {
     let generator = Generator::new(Layout::TWITTER, 513).unwrap();
     let all = mint_from_threads(&generator);
-    assert_no_duplicates(&all);
     for id in [all[0], all[all.len() - 1]] {
         assert_eq!(Layout::TWITTER.decode(id).node, 513);
     }
@@ -78,7 +85,6 @@ fn shared_generator_survives_a_clock_moving_both_ways() {
         done.store(true, Ordering::Relaxed);
         (all, mover.join().unwrap())
     });
-    assert_no_duplicates(&all);
     let first = Layout::TWITTER.decode(all[0]).unix_ms;
     let last = Layout::TWITTER.decode(all[all.len() - 1]).unix_ms;
     assert!(
@@ -110,43 +116,62 @@ fn blocks_and_single_mints_share_a_generator_without_duplicates() {
         let singles = s.spawn(|| (0..PER_THREAD).map(|_| generator.next_id()).collect::<Vec<_>>());
         [blocks, filled, singles].map(|h| h.join().unwrap()).into()
     });
-    let mut all = Vec::new();
-    for ids in per_thread {
-        assert!(
-            ids.windows(2).all(|w| w[0] < w[1]),
-            "a thread's ids are not increasing"
-        );
-        all.extend(ids);
-    }
-    let n = all.len();
-    all.sort_unstable();
-    all.dedup();
-    assert_eq!(all.len(), n, "duplicate ids");
+    distinct_and_ordered(per_thread);
 }
 
 #[test]
 fn sharded_generator_mints_no_duplicates_with_more_threads_than_shards() {
     let generator = ShardedGenerator::new(Layout::TWITTER, [3, 700]).unwrap();
-    let per_thread: Vec<Vec<Id>> = thread::scope(|s| {
-        let handles: Vec<_> = (0..THREADS)
-            .map(|_| s.spawn(|| (0..PER_THREAD).map(|_| generator.next_id()).collect::<Vec<_>>()))
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
-    let mut all = Vec::new();
-    for ids in per_thread {
-        assert!(
-            ids.windows(2).all(|w| w[0] < w[1]),
-            "a thread's ids are not increasing"
-        );
+    let per_thread = on_threads(|_| (0..PER_THREAD).map(|_| generator.next_id()).collect());
+    for ids in &per_thread {
         let node = Layout::TWITTER.decode(ids[0]).node;
         assert!(node == 3 || node == 700, "node {node}");
         assert!(
             ids.iter().all(|&id| Layout::TWITTER.decode(id).node == node),
             "a thread changed shards"
         );
-        all.extend(ids);
     }
-    all.sort_unstable();
-    assert_no_duplicates(&all);
+    assert_eq!(distinct_and_ordered(per_thread).len(), THREADS * PER_THREAD);
+}
+
+#[test]
+fn local_generators_one_per_thread_mint_no_duplicates() {
+    let per_thread = on_threads(|t| {
+        let generator = LocalGenerator::new(Layout::TWITTER, t as u64).unwrap();
+        let mut ids: Vec<Id> = (0..PER_THREAD / 2).map(|_| generator.next_id()).collect();
+        ids.extend(generator.next_ids(PER_THREAD as u64 / 2));
+        ids
+    });
+    assert_eq!(distinct_and_ordered(per_thread).len(), THREADS * PER_THREAD);
+}
+
+#[test]
+fn borrow_ahead_stays_within_its_lead_under_threads() {
+    const LEAD_MS: u64 = 3;
+    let generator = Builder::new(Layout::TWITTER)
+        .borrow_ahead(Duration::from_millis(LEAD_MS))
+        .build(77)
+        .unwrap();
+    let clock = *generator.clock();
+    let per_thread = on_threads(|_| {
+        (0..PER_THREAD)
+            .map(|_| {
+                let id = generator.next_id();
+                let parts = Layout::TWITTER.decode(id);
+                // Read after the mint: the clock only moves forward, so an ID opened
+                // within the lead of an earlier read is within the lead of this one.
+                if parts.sequence == 0 {
+                    let now = clock.unix_ms();
+                    assert!(
+                        parts.unix_ms <= now + LEAD_MS,
+                        "opened {} at {now}",
+                        parts.unix_ms
+                    );
+                }
+                id
+            })
+            .collect()
+    });
+    let all = distinct_and_ordered(per_thread);
+    assert_eq!(all.len(), THREADS * PER_THREAD);
 }
