@@ -191,6 +191,10 @@ fn local(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     let clock = quanta::Clock::new();
     group.bench_function("quanta Clock::raw()", |b| b.iter(|| clock.raw()));
+    let monotonic = MonotonicClock::new();
+    group.bench_function("atomflake MonotonicClock::unix_ms()", |b| {
+        b.iter(|| atomflake::Clock::unix_ms(&monotonic));
+    });
     let local = LocalGenerator::new(layout, 0).expect("node 0");
     if sane(
         "atomflake LocalGenerator",
@@ -229,6 +233,33 @@ fn threads(c: &mut Criterion) {
         .epoch_ms(TWITTER_EPOCH_MS)
         .build()
         .expect("41/1/21 fits");
+    // The floor: each thread reads quanta's raw clock and CASes a word of its own.
+    let clock = quanta::Clock::new();
+    for n in [1, 2] {
+        group.bench_function(format!("floor: quanta raw + private CAS, {n} threads"), |b| {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                std::thread::scope(|s| {
+                    for _ in 0..n {
+                        s.spawn(|| {
+                            let word = crossbeam_utils::CachePadded::new(AtomicU64::new(0));
+                            for _ in 0..iters / n {
+                                let raw = clock.raw();
+                                let current = word.load(Ordering::Relaxed);
+                                let _ = black_box(word.compare_exchange(
+                                    current,
+                                    current ^ raw,
+                                    Ordering::Relaxed,
+                                    Ordering::Relaxed,
+                                ));
+                            }
+                        });
+                    }
+                });
+                start.elapsed()
+            });
+        });
+    }
     let sharded = ShardedGenerator::new(two_nodes, [0, 1]).expect("nodes 0 and 1");
     if sane(
         "atomflake ShardedGenerator",
@@ -239,7 +270,7 @@ fn threads(c: &mut Criterion) {
             group.bench_function(format!("atomflake ShardedGenerator, {n} threads"), |b| {
                 b.iter_custom(|iters| {
                     on_threads(n, iters, || {
-                        black_box(sharded.next_id());
+                        let _ = black_box(sharded.next_id());
                     })
                 });
             });
@@ -256,7 +287,7 @@ fn threads(c: &mut Criterion) {
             group.bench_function(format!("atomflake Generator shared, {n} threads"), |b| {
                 b.iter_custom(|iters| {
                     on_threads(n, iters, || {
-                        black_box(shared.next_id());
+                        let _ = black_box(shared.next_id());
                     })
                 });
             });
