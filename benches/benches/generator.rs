@@ -277,17 +277,17 @@ fn threads(c: &mut Criterion) {
         }
     }
     let layout = wide();
-    let shared = Generator::new(layout, 0).expect("node 0");
+    let one_word = Generator::new(layout, 0).expect("node 0");
     if sane(
         "atomflake Generator",
-        || shared.next_id().get(),
+        || one_word.next_id().get(),
         |id| layout.decode(id.into()).unix_ms,
     ) {
         for n in [1, 2] {
             group.bench_function(format!("atomflake Generator shared, {n} threads"), |b| {
                 b.iter_custom(|iters| {
                     on_threads(n, iters, || {
-                        let _ = black_box(shared.next_id());
+                        let _ = black_box(one_word.next_id());
                     })
                 });
             });

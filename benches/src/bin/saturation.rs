@@ -25,37 +25,87 @@ fn thread_cpu() -> Duration {
     to_duration(usage.user_time()) + to_duration(usage.system_time())
 }
 
-/// Mints for `run` on one thread with `wait`: IDs/s, CPU share of one core, and how many
-/// ticks passed with no ID minted in them (a thread that woke or was scheduled too late).
-fn saturate(wait: Wait, run: Duration) -> (f64, f64, u64) {
+/// Counts IDs and the ticks that passed with no ID minted in them (a thread that woke or
+/// was scheduled too late), checking that IDs increase.
+#[derive(Default)]
+struct Tally {
+    minted: u64,
+    skipped: u64,
+    last: u64,
+}
+
+impl Tally {
+    fn add(&mut self, id: atomflake::Id) {
+        let id = id.get();
+        assert!(id > self.last, "ids must increase");
+        // Ticks (the bits above node and sequence) skipped since the last ID.
+        let gap = (id >> 22).saturating_sub(self.last >> 22);
+        if self.last != 0 && gap > 1 {
+            self.skipped += gap - 1;
+        }
+        self.last = id;
+        self.minted += 1;
+    }
+}
+
+/// One row: IDs/s, the CPU share of one core, and the ticks with no ID.
+struct Row {
+    rate: f64,
+    cpu: f64,
+    skipped: u64,
+}
+
+/// Times `mint_until(deadline)`, which mints on this thread and returns its tally.
+fn measure(run: Duration, mint_until: impl FnOnce(Instant) -> Tally) -> Row {
+    let (start, cpu_start) = (Instant::now(), thread_cpu());
+    let tally = mint_until(start + run);
+    let (wall, cpu) = (start.elapsed(), thread_cpu().saturating_sub(cpu_start));
+    Row {
+        // Exact below 2^52 IDs.
+        #[allow(clippy::cast_precision_loss)]
+        rate: tally.minted as f64 / wall.as_secs_f64(),
+        cpu: cpu.as_secs_f64() / wall.as_secs_f64(),
+        skipped: tally.skipped,
+    }
+}
+
+/// Blocking `next_id` with `wait`.
+fn saturate(wait: Wait, run: Duration) -> Row {
     let generator = Builder::new(Layout::TWITTER).wait(wait).build(1).expect("node 1");
     // Warm up: the clock's anchor, the first ticks.
     for _ in 0..100_000 {
         let _ = black_box(generator.next_id());
     }
-    let (start, cpu_start) = (Instant::now(), thread_cpu());
-    let mut minted = 0u64;
-    let mut last = 0u64;
-    let mut skipped = 0u64;
-    while start.elapsed() < run {
-        for _ in 0..4096 {
-            let id = generator.next_id().get();
-            assert!(id > last, "ids must increase");
-            // Ticks (the bits above node and sequence) skipped since the last ID.
-            let gap = (id >> 22).saturating_sub(last >> 22);
-            if last != 0 && gap > 1 {
-                skipped += gap - 1;
+    measure(run, |until| {
+        let mut tally = Tally::default();
+        while Instant::now() < until {
+            for _ in 0..4096 {
+                tally.add(generator.next_id());
             }
-            last = id;
         }
-        minted += 4096;
-    }
-    let (wall, cpu) = (start.elapsed(), thread_cpu() - cpu_start);
-    (
-        minted as f64 / wall.as_secs_f64(),
-        cpu.as_secs_f64() / wall.as_secs_f64(),
-        skipped,
-    )
+        tally
+    })
+}
+
+/// `next_id_async` in one task of a current-thread runtime (the runtime runs on this
+/// thread, so its CPU time is this thread's).
+fn saturate_async(run: Duration) -> Row {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime");
+    let generator = Builder::new(Layout::TWITTER).build(1).expect("node 1");
+    measure(run, |until| {
+        runtime.block_on(async {
+            let mut tally = Tally::default();
+            while Instant::now() < until {
+                for _ in 0..4096 {
+                    tally.add(generator.next_id_async().await);
+                }
+            }
+            tally
+        })
+    })
 }
 
 fn main() {
