@@ -76,11 +76,14 @@
 //! # Performance
 //!
 //! Below the sequence cap a mint costs one clock read plus one uncontended CAS and a few
-//! shifts: within 1.1–1.25× of that floor in most runs on the project's machine (13–15 ns
-//! with [`MonotonicClock`], 4–5 ns with [`CoarseClock`]); at the cap, one generator mints
-//! 99.5–100% of the layout's `ids_per_tick` per tick. [`Generator::next_ids`] serves a whole
-//! tick's block with one CAS, about 1 ns per ID. The criterion benches in `benches/` (with
-//! their README) hold the figures, the peers and the caveats.
+//! shifts. On the project's 2-vCPU VM that is 12–20 ns with [`MonotonicClock`]: 1.02–1.06×
+//! the floor (raw read + CAS) when the core is quiet, up to 1.7× when it is not, while the
+//! floor stays put (`benches/README.md` shows the measurement). With [`CoarseClock`] it is
+//! 4–6 ns. At the cap, one generator mints 99.5–100% of the layout's `ids_per_tick` per tick
+//! while spinning; [`Wait::Sleep`] (the default) uses 14–25% of a core there instead of a
+//! whole one. [`Generator::next_ids`] serves a whole tick's block with one CAS, about 1–1.5 ns
+//! per ID. The criterion benches in `benches/` (with their README) hold the figures, the
+//! commands, the peers and the caveats.
 //!
 //! # Atomic orderings
 //!
