@@ -267,9 +267,9 @@ impl<C: Clock> Generator<C> {
     ///
     /// As [`next_id`](Self::next_id).
     pub async fn next_ids_async(&self, n: usize) -> Vec<Id> {
-        let mut ids = vec![Id::new(0); n];
-        self.fill_async(&mut ids).await;
-        ids
+        self.minter
+            .ids_async(&*self.state, &self.clock, self.packer, n)
+            .await
     }
 
     /// Fills `ids` with new IDs, reserved a tick at a time, waiting as

@@ -176,9 +176,9 @@ impl<C: Clock> LocalGenerator<C> {
     ///
     /// As [`next_id`](Self::next_id).
     pub async fn next_ids_async(&self, n: usize) -> Vec<Id> {
-        let mut ids = vec![Id::new(0); n];
-        self.fill_async(&mut ids).await;
-        ids
+        self.minter
+            .ids_async(&self.state, &self.clock, self.packer, n)
+            .await
     }
 
     /// Fills `ids`, as [`Generator::fill_async`](crate::Generator::fill_async).

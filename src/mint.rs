@@ -262,6 +262,20 @@ impl Minter {
         }
     }
 
+    /// `n` new IDs in one `Vec`, as [`fill_async`](Self::fill_async) writes them.
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn ids_async<W: Word, C: Clock>(
+        &self,
+        state: &W,
+        clock: &C,
+        packer: SlotPacker,
+        n: usize,
+    ) -> Vec<Id> {
+        let mut ids = vec![Id::new(0); n];
+        self.fill_async(state, clock, packer, &mut ids).await;
+        ids
+    }
+
     /// [`fill`](Self::fill) with [`reserve_async`](Self::reserve_async).
     #[cfg(feature = "tokio")]
     pub(crate) async fn fill_async<W: Word, C: Clock>(

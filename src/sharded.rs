@@ -228,9 +228,10 @@ impl<C: Clock> ShardedGenerator<C> {
     ///
     /// As [`next_id`](Self::next_id).
     pub async fn next_ids_async(&self, n: usize) -> Vec<Id> {
-        let mut ids = vec![Id::new(0); n];
-        self.fill_async(&mut ids).await;
-        ids
+        let shard = self.shard();
+        self.minter
+            .ids_async(&*shard.state, &self.clock, shard.packer, n)
+            .await
     }
 
     /// Fills `ids`, as [`Generator::fill_async`](crate::Generator::fill_async).
