@@ -19,9 +19,10 @@
 //! `cargo bench -p atomflake-benches --bench generator`
 
 use atomflake::{CoarseClock, Generator, Layout, LocalGenerator, MonotonicClock, ShardedGenerator};
+use atomflake_benches::floor_step;
 use criterion::{Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const TWITTER_EPOCH_MS: u64 = 1_288_834_974_657;
@@ -83,11 +84,7 @@ fn unsaturated(c: &mut Criterion) {
     let clock = quanta::Clock::new();
     let word = AtomicU64::new(0);
     group.bench_function("floor: quanta raw + CAS", |b| {
-        b.iter(|| {
-            let raw = clock.raw();
-            let current = word.load(Ordering::Relaxed);
-            black_box(word.compare_exchange(current, current ^ raw, Ordering::Relaxed, Ordering::Relaxed))
-        });
+        b.iter(|| floor_step(&clock, &word));
     });
 
     let monotonic = Generator::with_clock(layout, 0, MonotonicClock::new()).expect("node 0");
@@ -244,14 +241,7 @@ fn threads(c: &mut Criterion) {
                         s.spawn(|| {
                             let word = crossbeam_utils::CachePadded::new(AtomicU64::new(0));
                             for _ in 0..iters / n {
-                                let raw = clock.raw();
-                                let current = word.load(Ordering::Relaxed);
-                                let _ = black_box(word.compare_exchange(
-                                    current,
-                                    current ^ raw,
-                                    Ordering::Relaxed,
-                                    Ordering::Relaxed,
-                                ));
+                                let _ = black_box(floor_step(&clock, &word));
                             }
                         });
                     }

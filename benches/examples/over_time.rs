@@ -5,8 +5,9 @@
 //! `cargo run --release -p atomflake-benches --example over_time`
 
 use atomflake::{Generator, Layout};
+use atomflake_benches::floor_step;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 /// The best of five runs of 2 M calls of `f`, in ns per call.
@@ -38,14 +39,7 @@ fn main() {
     println!("|---|---|---|---|");
     for _ in 0..12 {
         let floor = best_ns(|| {
-            let raw = clock.raw();
-            let current = word.load(Ordering::Relaxed);
-            let _ = black_box(word.compare_exchange(
-                current,
-                current ^ raw,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ));
+            let _ = black_box(floor_step(&clock, &word));
         });
         let mint = best_ns(|| {
             let _ = black_box(generator.next_id());
