@@ -6,6 +6,7 @@
 //!   read (one atomic load), for timestamps up to one upkeep interval late.
 //! - [`ManualClock`]: set by hand, for tests.
 
+use crate::discipline::{CHECK_INTERVAL, ClockStep, Discipline, Steering, Timeline, fixed_from_ns};
 use crate::error::Error;
 use crate::sync::{Arc, AtomicU64, Ordering, ProcessAtomicU64};
 use crossbeam_utils::CachePadded;
@@ -92,35 +93,42 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     }
 }
 
-/// The process-wide quanta clock and the wall-clock time it was anchored to.
+/// The process-wide quanta clock, converted to Unix time by the disciplined [`Timeline`].
 ///
 /// Built once per process: quanta's first calibration can take up to ~200 ms.
 ///
-/// Reading the time converts quanta's raw counter to Unix ms in one 64×64-bit multiply:
-/// `unix_ms = anchor_ms + ((offset + (raw - anchor_raw) * scale) >> shift)`, a fixed-point
-/// form of quanta's own calibration (read back from quanta at the anchor, see
-/// [`Anchor::capture`]). Going through quanta's `Instant`/`Duration` instead costs a
-/// non-inlined call, a division of nanoseconds into seconds and a multiplication back,
-/// measurably on the minting path.
+/// Reading the time converts quanta's raw counter to Unix ms with the timeline's current
+/// segment, one 64×64-bit multiply: a fixed-point form of quanta's own calibration (read
+/// back from quanta at the anchor, see [`Anchor::capture`]), re-anchored to the wall clock
+/// by the discipline thread ([`discipline`](crate::discipline)). Going through quanta's
+/// `Instant`/`Duration` instead costs a non-inlined call, a division of nanoseconds into
+/// seconds and a multiplication back, measurably on the minting path.
 #[derive(Debug)]
 struct Anchor {
     clock: quanta::Clock,
-    /// `clock.raw()` at the anchor.
-    raw: u64,
-    /// Whole Unix ms at the anchor.
-    unix_ms: u64,
-    /// The anchor's sub-millisecond part, in ms `<< shift`.
-    offset: u128,
-    /// Milliseconds per raw count, `<< shift`.
-    scale: u64,
-    shift: u32,
+    discipline: Discipline,
+    timeline: Timeline,
 }
 
 static ANCHOR: OnceLock<Anchor> = OnceLock::new();
 
+/// The hook for clock steps, and the offset change that counts as one.
+type StepHook = (Duration, Box<dyn Fn(ClockStep) + Send + Sync>);
+
+static STEP_HOOK: Mutex<Option<StepHook>> = Mutex::new(None);
+
 impl Anchor {
     fn get() -> &'static Anchor {
-        ANCHOR.get_or_init(|| Anchor::capture(quanta::Clock::new()))
+        ANCHOR.get_or_init(|| {
+            let anchor = Anchor::capture(quanta::Clock::new());
+            // Not under loom: the thread would outlive the model. A process that cannot
+            // spawn it keeps the clock running undisciplined, as before the discipline.
+            #[cfg(not(loom))]
+            let _ = std::thread::Builder::new()
+                .name("atomflake-discipline".into())
+                .spawn(Anchor::discipline_thread);
+            anchor
+        })
     }
 
     fn capture(clock: quanta::Clock) -> Anchor {
@@ -128,72 +136,114 @@ impl Anchor {
         // days of a 3 GHz TSC; exact to quanta's own precision, a few parts in 10^15).
         const PROBE_BITS: u32 = 50;
         let nanos_per_probe = u128::from(clock.delta_as_nanos(0, 1 << PROBE_BITS));
-        // The finest fixed point whose scale still fits a u64. Starting at 80 bits, a
-        // 1 ns raw count (quanta's fallback when there is no TSC) still fits.
-        let mut shift = 80;
-        let scale = loop {
-            let scale = (nanos_per_probe << (shift - PROBE_BITS)) / 1_000_000;
-            match u64::try_from(scale) {
-                Ok(scale) => break scale,
-                Err(_) => shift -= 1,
-            }
-        };
-        let raw = clock.raw();
-        // A system clock set before 1970 reads as 1970: generators then report the
-        // clock as before their layout's epoch instead of panicking here.
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or(Duration::ZERO);
-        let sub_ms_ns = u128::from(wall.subsec_nanos() % 1_000_000);
+        // ms per count `<< 64`: fits a u64 for any counter faster than 1 kHz.
+        let nominal = u64::try_from(fixed_from_ns(nanos_per_probe) >> PROBE_BITS).unwrap_or(u64::MAX);
+        let discipline = Discipline::new(nominal);
+        let (raw, wall) = wall_at(&clock);
         Anchor {
             clock,
-            raw,
-            unix_ms: u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
-            offset: (sub_ms_ns << shift) / 1_000_000,
-            scale,
-            shift,
+            discipline,
+            timeline: Timeline::new(discipline.anchor(raw, wall)),
         }
-    }
-
-    /// Unix ms at the raw count `raw` (a count before the anchor reads as the anchor).
-    #[inline]
-    fn unix_ms_at(&self, raw: u64) -> u64 {
-        let counts = u128::from(raw.saturating_sub(self.raw));
-        let ms = (self.offset + counts * u128::from(self.scale)) >> self.shift;
-        // `ms` fits a u64 for 2^64 raw counts (195 years of a 3 GHz TSC).
-        self.unix_ms.saturating_add(u64::try_from(ms).unwrap_or(u64::MAX))
     }
 
     #[inline]
     fn precise_unix_ms(&self) -> u64 {
-        self.unix_ms_at(self.clock.raw())
+        let (segment, raw) = self.timeline.read(|| self.clock.raw());
+        segment.unix_ms_at(raw)
     }
 
     /// How long from now until the clock reads `unix_ms`, to the nanosecond.
     fn time_until(&self, unix_ms: u64) -> Duration {
-        let Some(target_ms) = unix_ms.checked_sub(self.unix_ms) else {
-            return Duration::ZERO;
-        };
-        // Both in ms since the anchor's whole ms, `<< shift`, as in `unix_ms_at`.
-        let counts = u128::from(self.clock.raw().saturating_sub(self.raw));
-        let now = self.offset + counts * u128::from(self.scale);
-        let left = (u128::from(target_ms) << self.shift).saturating_sub(now);
-        let whole_ms = u64::try_from(left >> self.shift).unwrap_or(u64::MAX);
-        let fraction = left & ((1 << self.shift) - 1);
-        // `fraction < 2^shift`: times 10^6 fits a u128 for any shift up to 80.
-        let sub_ms_ns = u64::try_from((fraction * 1_000_000) >> self.shift).unwrap_or(0);
-        Duration::from_millis(whole_ms).saturating_add(Duration::from_nanos(sub_ms_ns))
+        let (segment, raw) = self.timeline.read(|| self.clock.raw());
+        segment.time_until(raw, unix_ms, self.discipline.nominal())
+    }
+
+    /// The discipline thread: compares the clock with the wall clock every
+    /// [`CHECK_INTERVAL`] and publishes the segment the [`Discipline`] asks for.
+    ///
+    /// A thread rather than the minting path: minting then only reads a segment, and no
+    /// mint ever pays for a wall-clock read or a publish.
+    #[cfg(not(loom))]
+    fn discipline_thread() {
+        let anchor = Anchor::get();
+        let mut steering = Steering::new(anchor.discipline, anchor.timeline.read(|| 0).0);
+        loop {
+            std::thread::sleep(CHECK_INTERVAL);
+            let (raw, wall) = wall_at(&anchor.clock);
+            let plan = steering.plan(raw, wall);
+            if let Some(next) = plan.next {
+                // Publish only before the new segment starts (see `discipline.rs`); a
+                // writer descheduled for longer just checks again next time.
+                if anchor.clock.raw() >= next.start {
+                    continue;
+                }
+                anchor.timeline.publish(next);
+            }
+            let hook = STEP_HOOK
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(step) = steering.commit(plan, hook.as_ref().map(|(bound, _)| *bound)) {
+                if let Some((_, hook)) = hook.as_ref() {
+                    hook(step);
+                }
+            }
+        }
     }
 }
 
-/// The default clock: quanta's monotonic TSC clock, anchored once to the wall clock.
+/// A raw count and the wall-clock time at it (fixed-point Unix ms): the wall clock read
+/// between two counter reads, retried while a read takes longer than 20 µs (a preempted
+/// read would misplace the wall clock against the counter).
+fn wall_at(clock: &quanta::Clock) -> (u64, u128) {
+    let sample = || {
+        let before = clock.raw();
+        // A system clock set before 1970 reads as 1970: generators then report the clock
+        // as before their layout's epoch instead of panicking here.
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        let after = clock.raw();
+        let spread = clock.delta_as_nanos(before, after);
+        (
+            before + (after.saturating_sub(before)) / 2,
+            fixed_from_ns(wall.as_nanos()),
+            spread,
+        )
+    };
+    let mut best = sample();
+    for _ in 0..4 {
+        if best.2 <= 20_000 {
+            break;
+        }
+        let next = sample();
+        if next.2 < best.2 {
+            best = next;
+        }
+    }
+    (best.0, best.1)
+}
+
+/// The default clock: quanta's monotonic TSC clock, disciplined to the wall clock, never
+/// moving back.
 ///
-/// The first `MonotonicClock` in a process calibrates quanta and reads `SystemTime` once;
-/// later ones share that anchor, so creating one is cheap and every generator in the
-/// process agrees on the time. After the anchor, time only moves forward at the TSC's
-/// rate: an NTP step or a manual change of the wall clock does not move it back (nor
-/// forward: a process that started with a wrong wall clock keeps that offset until it
-/// restarts).
+/// The first `MonotonicClock` in a process calibrates quanta, reads `SystemTime` once and
+/// starts the process's discipline thread; later ones share all of that, so creating one
+/// is cheap and every generator in the process agrees on the time. Reading it is one TSC
+/// read and one multiply-add on a segment the thread publishes ([`Clock::unix_ms`]).
+///
+/// The discipline thread compares the clock with the wall clock every 10 ms:
+///
+/// - wall clock ahead (by more than 100 µs): the clock jumps forward to it at once;
+/// - wall clock behind: the clock *slews*, running 1% slower than real time (never
+///   backward) until it is within 100 µs again; a 5 s step back takes about 8 minutes;
+/// - otherwise (the TSC's own drift from the wall clock included) it stays within about
+///   100 µs of the wall clock.
+///
+/// So quanta's calibration error (10 ppm is ~0.9 s a day), a wall clock stepped after
+/// start-up (NTP after a VM boots), and a suspend and resume are all corrected while the
+/// process runs. A step is not slewed silently: [`on_step`](Self::on_step) sets a hook
+/// that hears of every step larger than a bound.
 ///
 /// # Examples
 ///
@@ -215,6 +265,35 @@ impl MonotonicClock {
         MonotonicClock {
             anchor: Anchor::get(),
         }
+    }
+
+    /// Calls `hook` on the discipline thread for every step of the wall clock larger than
+    /// `bound` (a change of the offset between the wall clock and this clock from one
+    /// check to the next; drift is never one). Replaces the hook set before, for the whole
+    /// process.
+    ///
+    /// The hook runs on the discipline thread, so it should return quickly (log, count,
+    /// alert). The clock has already acted when it runs: jumped forward, or started to
+    /// slew.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{ClockStep, MonotonicClock};
+    /// use std::time::Duration;
+    ///
+    /// MonotonicClock::on_step(Duration::from_secs(1), |step| match step {
+    ///     ClockStep::Forward { by } => eprintln!("wall clock stepped forward by {by:?}"),
+    ///     ClockStep::Back { ahead, converges_in } => {
+    ///         eprintln!("ids run {ahead:?} ahead of the wall clock for {converges_in:?}")
+    ///     }
+    ///     _ => {}
+    /// });
+    /// ```
+    pub fn on_step(bound: Duration, hook: impl Fn(ClockStep) + Send + Sync + 'static) {
+        *STEP_HOOK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((bound, Box::new(hook)));
     }
 }
 
@@ -480,26 +559,26 @@ mod tests {
 
     #[test]
     fn fixed_point_conversion_agrees_with_quanta() {
-        let anchor = Anchor::get();
+        let anchor = Anchor::capture(quanta::Clock::new());
         let clock = &anchor.clock;
+        let first = anchor.timeline.read(|| 0).0;
         for seconds in [0_u64, 1, 59, 3_600, 86_400, 365 * 86_400, 50 * 365 * 86_400] {
             for extra_ns in [0_u64, 1, 999_999, 123_456_789] {
                 let ns = seconds * 1_000_000_000 + extra_ns;
                 // The raw count quanta scales to `ns` after the anchor (found by bisection).
-                let (mut low, mut high) = (anchor.raw, u64::MAX);
+                let (mut low, mut high) = (first.start, u64::MAX);
                 while low < high {
                     let mid = low + (high - low) / 2;
-                    if clock.delta_as_nanos(anchor.raw, mid) < ns {
+                    if clock.delta_as_nanos(first.start, mid) < ns {
                         low = mid + 1;
                     } else {
                         high = mid;
                     }
                 }
-                let quanta_ns = clock.delta_as_nanos(anchor.raw, low);
-                let start_ns = anchor.unix_ms * 1_000_000
-                    + u64::try_from((anchor.offset * 1_000_000) >> anchor.shift).unwrap();
-                let expected = (u128::from(start_ns) + u128::from(quanta_ns)) / 1_000_000;
-                let ours = u128::from(anchor.unix_ms_at(low));
+                let quanta_ns = clock.delta_as_nanos(first.start, low);
+                let start_ns = u128::from(crate::discipline::ns_from_fixed(first.at));
+                let expected = (start_ns + u128::from(quanta_ns)) / 1_000_000;
+                let ours = u128::from(first.unix_ms_at(low));
                 // Equal, but for rounding right at a millisecond boundary.
                 assert!(
                     ours.abs_diff(expected) <= 1,

@@ -94,6 +94,7 @@
 
 mod builder;
 mod clock;
+mod discipline;
 mod error;
 mod generator;
 mod id;
@@ -106,6 +107,7 @@ mod sync;
 
 pub use builder::Builder;
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
+pub use discipline::ClockStep;
 pub use error::{Error, Field};
 pub use generator::Generator;
 pub use id::{Id, Parts};

@@ -18,6 +18,59 @@ pub(crate) use std::sync::Arc;
 /// thread): always the standard one, since it lives outside any loom model.
 pub(crate) use core::sync::atomic::AtomicU64 as ProcessAtomicU64;
 
+/// A 64-bit atomic and its fences, for code that runs both on process-wide statics (with
+/// [`ProcessAtomicU64`]) and inside loom models (with loom's atomic): the clock's timeline.
+pub(crate) trait Atomic64: Send + Sync {
+    /// A new atomic holding `value`.
+    fn new(value: u64) -> Self;
+    /// `load` with `order`.
+    fn load(&self, order: Ordering) -> u64;
+    /// `store` with `order`.
+    fn store(&self, value: u64, order: Ordering);
+    /// A fence of the same world as the atomic (loom's under a loom model).
+    fn fence(order: Ordering);
+}
+
+impl Atomic64 for ProcessAtomicU64 {
+    fn new(value: u64) -> Self {
+        ProcessAtomicU64::new(value)
+    }
+
+    #[inline]
+    fn load(&self, order: Ordering) -> u64 {
+        self.load(order)
+    }
+
+    #[inline]
+    fn store(&self, value: u64, order: Ordering) {
+        self.store(value, order);
+    }
+
+    #[inline]
+    fn fence(order: Ordering) {
+        core::sync::atomic::fence(order);
+    }
+}
+
+#[cfg(loom)]
+impl Atomic64 for AtomicU64 {
+    fn new(value: u64) -> Self {
+        AtomicU64::new(value)
+    }
+
+    fn load(&self, order: Ordering) -> u64 {
+        self.load(order)
+    }
+
+    fn store(&self, value: u64, order: Ordering) {
+        self.store(value, order);
+    }
+
+    fn fence(order: Ordering) {
+        loom::sync::atomic::fence(order);
+    }
+}
+
 /// Tells the processor (or loom's scheduler) that this thread is busy-waiting.
 #[inline]
 pub(crate) fn spin_loop() {
