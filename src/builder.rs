@@ -3,10 +3,12 @@
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::Error;
 use crate::generator::Generator;
+use crate::high_water::HighWater;
 use crate::layout::Layout;
 use crate::local::LocalGenerator;
 use crate::mint::{Minter, Wait};
 use crate::sharded::ShardedGenerator;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Builds any of the generator types with options beyond a layout and a node.
@@ -21,6 +23,7 @@ use std::time::Duration;
 /// | [`clock`](Self::clock) | [`MonotonicClock`] |
 /// | [`borrow_ahead`](Self::borrow_ahead) | off: a spent tick waits for the clock |
 /// | [`wait`](Self::wait) | [`Wait::Sleep`] |
+/// | [`high_water_file`](Self::high_water_file) | none: restarts are not covered |
 ///
 /// # Examples
 ///
@@ -44,6 +47,7 @@ pub struct Builder<C = MonotonicClock> {
     clock: C,
     lead: Duration,
     wait: Wait,
+    high_water: Option<PathBuf>,
 }
 
 impl Builder<MonotonicClock> {
@@ -54,6 +58,7 @@ impl Builder<MonotonicClock> {
             clock: MonotonicClock::new(),
             lead: Duration::ZERO,
             wait: Wait::default(),
+            high_water: None,
         }
     }
 }
@@ -62,6 +67,11 @@ impl<C: Clock> Builder<C> {
     /// The longest borrow-ahead lead: one minute of IDs stamped in the future.
     pub const MAX_LEAD: Duration = Duration::from_secs(60);
 
+    /// How far the clock may be behind a [`high_water_file`](Self::high_water_file)'s mark
+    /// when building: minting waits for the clock to reach the mark. Further behind,
+    /// building fails ([`Error::HighWaterAhead`]).
+    pub const MAX_RESTART_WAIT: Duration = Duration::from_secs(10);
+
     /// Reads `clock` instead of the [`MonotonicClock`].
     pub fn clock<D: Clock>(self, clock: D) -> Builder<D> {
         Builder {
@@ -69,6 +79,7 @@ impl<C: Clock> Builder<C> {
             clock,
             lead: self.lead,
             wait: self.wait,
+            high_water: self.high_water,
         }
     }
 
@@ -97,12 +108,53 @@ impl<C: Clock> Builder<C> {
         self
     }
 
+    /// Restart safety: keep a high-water mark of minted time in the file at `path`, so that
+    /// a restarted process (with the same node IDs) never mints an ID its predecessor
+    /// minted, even when its clock is behind the predecessor's.
+    ///
+    /// - When building, the file is locked for the generator's life (a second live
+    ///   generator on it, in any process, gets [`Error::HighWaterLocked`]) and read. New
+    ///   IDs start at the mark: if the clock is behind it, minting waits (`try_next_id`
+    ///   reports how long) for at most [`MAX_RESTART_WAIT`](Self::MAX_RESTART_WAIT);
+    ///   further behind, building fails with [`Error::HighWaterAhead`], which says by how
+    ///   much. A missing file is a first run; a damaged one is [`Error::HighWaterCorrupt`].
+    /// - While minting, the mark is kept half a second to a second and a half ahead of the
+    ///   IDs: one durable write (temporary file, fsync, rename) per second at most, made
+    ///   half a second before any mint needs it, so minting does not wait for the disk. A
+    ///   restart within that time of the last mint waits for the rest of it.
+    ///
+    /// Give each generator (each node ID, or each [`ShardedGenerator`]) a file of its own.
+    /// The mark is in Unix ms, so it also survives a change of layout.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{Builder, Layout};
+    ///
+    /// let path = std::env::temp_dir().join(format!("atomflake-doc-{}.hw", std::process::id()));
+    /// let first_run = Builder::new(Layout::TWITTER).high_water_file(&path).build(7)?;
+    /// let last = first_run.next_id();
+    /// drop(first_run);
+    ///
+    /// // Restarted (same node): every new ID is past every ID of the first run.
+    /// let second_run = Builder::new(Layout::TWITTER).high_water_file(&path).build(7)?;
+    /// assert!(second_run.next_id() > last);
+    /// # drop(second_run);
+    /// # for suffix in ["", ".lock"] { std::fs::remove_file(format!("{}{suffix}", path.display())).unwrap(); }
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    pub fn high_water_file(mut self, path: impl Into<PathBuf>) -> Builder<C> {
+        self.high_water = Some(path.into());
+        self
+    }
+
     /// A [`Generator`] for `node`.
     ///
     /// # Errors
     ///
     /// [`Error::FieldOutOfRange`] when `node` does not fit the layout's node field;
-    /// [`Error::LeadOutOfRange`] for a bad [`borrow_ahead`](Self::borrow_ahead) lead.
+    /// [`Error::LeadOutOfRange`] for a bad [`borrow_ahead`](Self::borrow_ahead) lead; the
+    /// high-water errors of [`high_water_file`](Self::high_water_file).
     pub fn build(self, node: u64) -> Result<Generator<C>, Error> {
         Generator::from_parts(self.minter()?, node, self.clock)
     }
@@ -121,7 +173,8 @@ impl<C: Clock> Builder<C> {
     /// # Errors
     ///
     /// As [`ShardedGenerator::with_clock`]; [`Error::LeadOutOfRange`] for a bad
-    /// [`borrow_ahead`](Self::borrow_ahead) lead.
+    /// [`borrow_ahead`](Self::borrow_ahead) lead; the high-water errors of
+    /// [`high_water_file`](Self::high_water_file).
     pub fn build_sharded(self, nodes: impl IntoIterator<Item = u64>) -> Result<ShardedGenerator<C>, Error> {
         ShardedGenerator::from_parts(self.minter()?, nodes, self.clock)
     }
@@ -140,7 +193,23 @@ impl<C: Clock> Builder<C> {
         if self.lead > Self::MAX_LEAD || !whole_ticks {
             return Err(out_of_range);
         }
-        Ok(Minter::new(self.layout, lead_ms / tick_ms, self.wait))
+        let minter = Minter::new(self.layout, lead_ms / tick_ms, self.wait);
+        let Some(path) = &self.high_water else {
+            return Ok(minter);
+        };
+        let (file, mark) = HighWater::open(path)?;
+        let mark = mark.unwrap_or(0);
+        let now = self.clock.precise_unix_ms();
+        let max_wait = u64::try_from(Self::MAX_RESTART_WAIT.as_millis()).unwrap_or(u64::MAX);
+        if mark > now.saturating_add(max_wait) {
+            return Err(Error::HighWaterAhead {
+                path: path.clone(),
+                mark_ms: mark,
+                clock_ms: now,
+                max_wait: Self::MAX_RESTART_WAIT,
+            });
+        }
+        minter.with_high_water(file, mark, now)
     }
 }
 

@@ -6,7 +6,9 @@
 //!   read (one atomic load), for timestamps up to one upkeep interval late.
 //! - [`ManualClock`]: set by hand, for tests.
 
-use crate::discipline::{CHECK_INTERVAL, ClockStep, Discipline, Steering, Timeline, fixed_from_ns};
+#[cfg(not(loom))]
+use crate::discipline::{CHECK_INTERVAL, Steering};
+use crate::discipline::{ClockStep, Discipline, Timeline, fixed_from_ns};
 use crate::error::Error;
 use crate::sync::{Arc, AtomicU64, Ordering, ProcessAtomicU64};
 use crossbeam_utils::CachePadded;
@@ -183,10 +185,11 @@ impl Anchor {
             let hook = STEP_HOOK
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let Some(step) = steering.commit(plan, hook.as_ref().map(|(bound, _)| *bound)) {
-                if let Some((_, hook)) = hook.as_ref() {
-                    hook(step);
-                }
+            if let (Some(step), Some((_, hook))) = (
+                steering.commit(plan, hook.as_ref().map(|(bound, _)| *bound)),
+                hook.as_ref(),
+            ) {
+                hook(step);
             }
         }
     }

@@ -36,6 +36,7 @@ use crate::sync::{Atomic64, Ordering, ProcessAtomicU64};
 use std::time::Duration;
 
 /// How often the discipline thread compares the clock with the wall clock.
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) const CHECK_INTERVAL: Duration = Duration::from_millis(10);
 
 /// How much slower than real time the clock runs while the wall clock is behind it, in
@@ -263,7 +264,7 @@ impl Discipline {
     }
 
     /// How many raw counts after a check its new segment starts.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn guard(&self) -> u64 {
         self.guard
     }
@@ -753,5 +754,81 @@ mod tests {
             assert!(matches!(sim.steps.borrow()[..], [ClockStep::Forward { by }]
                 if by.abs_diff(Duration::from_secs(30)) < Duration::from_millis(1)));
         }
+    }
+}
+
+/// Loom models of the [`Timeline`]: re-anchoring racing with reads. Run by
+/// `loom-tests/run.sh` (`cargo test -p atomflake --lib` under `--cfg loom`).
+#[cfg(all(test, loom))]
+mod loom_models {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
+    use loom::thread;
+
+    /// A counter of one count per 10 µs, so that a new segment starts 2 counts after its
+    /// check.
+    fn ten_us() -> u64 {
+        u64::try_from(fixed_from_ns(10_000)).unwrap()
+    }
+
+    /// Invariant: a reader racing two re-anchorings (a slew, then a jump) and a ticking
+    /// counter only ever sees whole published segments, and its readings never go back.
+    #[test]
+    fn reanchoring_racing_with_reads_never_tears_or_goes_back() {
+        loom::model(|| {
+            let discipline = Discipline::new(ten_us());
+            assert_eq!(discipline.guard, 2);
+            let first = discipline.anchor(0, fixed_from_ns(1_700_000_000_000_000_000));
+            let timeline = Arc::new(Timeline::<AtomicU64>::new(first));
+            let raw = Arc::new(AtomicU64::new(0));
+
+            let writer = {
+                let (timeline, raw) = (Arc::clone(&timeline), Arc::clone(&raw));
+                thread::spawn(move || {
+                    let mut steering = Steering::new(discipline, first);
+                    let mut published = vec![first];
+                    // The wall clock 1 s behind the clock (slew), then 1 s ahead (jump).
+                    for ahead in [false, true] {
+                        let now = raw.load(SeqCst);
+                        let clock = steering.current.fixed_at(now);
+                        let second = fixed_from_ns(1_000_000_000);
+                        let wall = if ahead { clock + second } else { clock - second };
+                        let plan = steering.plan(now, wall);
+                        let next = plan.next.expect("both checks change the segment");
+                        // As the discipline thread: publish only before the start.
+                        if raw.load(SeqCst) < next.start {
+                            timeline.publish(next);
+                            steering.commit(plan, None);
+                            published.push(next);
+                        }
+                    }
+                    published
+                })
+            };
+            let ticker = {
+                let raw = Arc::clone(&raw);
+                thread::spawn(move || {
+                    raw.fetch_add(1, SeqCst);
+                    raw.fetch_add(1, SeqCst);
+                })
+            };
+            let reads: Vec<(Segment, u64)> = (0..2).map(|_| timeline.read(|| raw.load(SeqCst))).collect();
+            let published = writer.join().unwrap();
+            ticker.join().unwrap();
+            for (segment, _) in &reads {
+                assert!(
+                    published.contains(segment),
+                    "torn read {segment:?} of {published:?}"
+                );
+            }
+            let [(s0, r0), (s1, r1)] = reads[..] else {
+                unreachable!()
+            };
+            assert!(
+                s0.fixed_at(r0) <= s1.fixed_at(r1),
+                "went back: {s0:?} at {r0}, then {s1:?} at {r1}"
+            );
+        });
     }
 }

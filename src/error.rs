@@ -5,6 +5,7 @@
 //! same input) is said on each variant; only [`Error::SequenceExhausted`] is transient.
 
 use core::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// A field of an ID, as named in [`Error::FieldOutOfRange`].
@@ -171,9 +172,53 @@ pub enum Error {
         /// What the operating system reported.
         kind: std::io::ErrorKind,
     },
+    /// Another live generator holds this high-water file
+    /// ([`Builder::high_water_file`](crate::Builder::high_water_file)), in this process or
+    /// another. Permanent while that generator lives: two would mint the same IDs.
+    HighWaterLocked {
+        /// The high-water file.
+        path: PathBuf,
+    },
+    /// A high-water file that is not one atomflake wrote, or that was damaged: its mark
+    /// cannot be trusted, so nothing is minted. Permanent until the file is repaired or
+    /// removed (by someone who knows no ID past its mark was minted).
+    HighWaterCorrupt {
+        /// The high-water file.
+        path: PathBuf,
+        /// The line found wrong (1 to 3; 4 for text after the last line).
+        line: usize,
+        /// What that line held (at most 60 characters of it).
+        found: String,
+    },
+    /// A file operation on a high-water file failed. Transient or permanent as the
+    /// operating system's error is (a full disk, missing permissions).
+    HighWaterIo {
+        /// The high-water file.
+        path: PathBuf,
+        /// What was being done: "open", "lock", "read", "write", ...
+        action: &'static str,
+        /// What the operating system reported.
+        kind: std::io::ErrorKind,
+    },
+    /// The clock is further behind a high-water file's mark than a generator waits for at
+    /// start-up ([`Builder::MAX_RESTART_WAIT`](crate::Builder::MAX_RESTART_WAIT)): the
+    /// previous run's clock was ahead, or this one's is behind. Transient: building again
+    /// once the clock has passed the mark succeeds.
+    HighWaterAhead {
+        /// The high-water file.
+        path: PathBuf,
+        /// The mark, Unix ms: IDs minted before all have earlier times.
+        mark_ms: u64,
+        /// The clock's time, Unix ms.
+        clock_ms: u64,
+        /// The longest start-up wait allowed.
+        max_wait: Duration,
+    },
 }
 
 impl fmt::Display for Error {
+    // One arm per variant: long, but flat.
+    #[allow(clippy::too_many_lines)]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Error::LayoutTooWide {
@@ -257,6 +302,38 @@ impl fmt::Display for Error {
                  {running:?}: one upkeep thread serves the whole process"
             ),
             Error::UpkeepSpawn { kind } => write!(f, "could not spawn the upkeep thread: {kind}"),
+            Error::HighWaterLocked { ref path } => write!(
+                f,
+                "high-water file {} is in use: another live generator holds its lock",
+                path.display()
+            ),
+            Error::HighWaterCorrupt {
+                ref path,
+                line,
+                ref found,
+            } => write!(
+                f,
+                "high-water file {} is corrupt: line {line} holds {found:?}, not what \
+                 atomflake writes there",
+                path.display()
+            ),
+            Error::HighWaterIo {
+                ref path,
+                action,
+                kind,
+            } => write!(f, "could not {action} high-water file {}: {kind}", path.display()),
+            Error::HighWaterAhead {
+                ref path,
+                mark_ms,
+                clock_ms,
+                max_wait,
+            } => write!(
+                f,
+                "clock is {:?} behind high-water file {} (mark {mark_ms} ms, clock \
+                 {clock_ms} ms): a generator waits at most {max_wait:?} at start-up",
+                Duration::from_millis(mark_ms.saturating_sub(clock_ms)),
+                path.display()
+            ),
         }
     }
 }

@@ -107,7 +107,7 @@ impl<C: Clock> Generator<C> {
 
     pub(crate) fn from_parts(minter: Minter, node: u64, clock: C) -> Result<Generator<C>, Error> {
         Ok(Generator {
-            state: CachePadded::new(AtomicU64::new(0)),
+            state: CachePadded::new(AtomicU64::new(minter.start())),
             packer: SlotPacker::new(&minter.layout(), node)?,
             minter,
             node,

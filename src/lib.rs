@@ -97,6 +97,7 @@ mod clock;
 mod discipline;
 mod error;
 mod generator;
+mod high_water;
 mod id;
 mod layout;
 mod local;

@@ -88,7 +88,7 @@ impl<C: Clock> LocalGenerator<C> {
 
     pub(crate) fn from_parts(minter: Minter, node: u64, clock: C) -> Result<LocalGenerator<C>, Error> {
         Ok(LocalGenerator {
-            state: Cell::new(0),
+            state: Cell::new(minter.start()),
             packer: SlotPacker::new(&minter.layout(), node)?,
             minter,
             node,

@@ -14,6 +14,7 @@
 
 use crate::clock::Clock;
 use crate::error::Error;
+use crate::high_water::{HighWater, Limit, WINDOW};
 use crate::id::Id;
 use crate::layout::{Layout, SlotPacker, Span};
 use crate::state::{StateWord, Step};
@@ -87,14 +88,17 @@ pub enum Wait {
     Spin,
 }
 
-/// A layout's minting arithmetic, precomputed, and how to wait; the methods take the state
-/// word to advance.
-#[derive(Debug, Clone, Copy)]
+/// A layout's minting arithmetic, precomputed, how to wait, and the high-water mark (if
+/// any); the methods take the state word to advance.
+#[derive(Debug)]
 pub(crate) struct Minter {
     word: StateWord,
     span: Span,
     layout: Layout,
     wait: Wait,
+    /// The first state of a new generator: past the high-water mark of a previous run.
+    start: u64,
+    limit: Limit,
 }
 
 /// Why [`Minter::reserve_at`] reserved nothing.
@@ -114,7 +118,77 @@ impl Minter {
             span: layout.span(),
             layout,
             wait,
+            start: 0,
+            limit: Limit::none(),
         }
+    }
+
+    /// This minter with the high-water mark `file`, whose mark was `mark` (Unix ms) when
+    /// opened, at the clock time `now` (Unix ms): new generators start past the mark, and
+    /// the mark is moved ahead of the clock now, once, before any mint.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::HighWaterIo`] when the mark cannot be written.
+    pub(crate) fn with_high_water(mut self, file: HighWater, mark: u64, now: u64) -> Result<Minter, Error> {
+        self.start = self.first_slot_from(mark);
+        self.limit = Limit::file(file);
+        self.raise_mark(mark.max(now), true)?;
+        Ok(self)
+    }
+
+    /// The state a new generator starts from.
+    pub(crate) fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// The first slot whose tick starts at or after `unix_ms` (the end of the span when
+    /// there is none).
+    fn first_slot_from(&self, unix_ms: u64) -> u64 {
+        let Some(since_epoch) = unix_ms.checked_sub(self.layout.epoch_ms()) else {
+            return 0;
+        };
+        let tick = since_epoch.div_ceil(self.layout.tick_ms());
+        if tick > self.layout.max_tick() {
+            return u64::MAX;
+        }
+        self.word.first_slot(tick)
+    }
+
+    /// Moves the mark file to cover the time `unix_ms` with a window and a half beyond it,
+    /// and the minting limits with it. `wait`: wait for a write in progress in another
+    /// thread (else leave the mark to it).
+    fn raise_mark(&self, unix_ms: u64, wait: bool) -> Result<(), Error> {
+        let Some(file) = &self.limit.file else {
+            return Ok(());
+        };
+        let window = u64::try_from(WINDOW.as_millis()).unwrap_or(u64::MAX);
+        let needed = unix_ms.saturating_add(window + window / 2);
+        if let Some(mark) = file.raise(needed, wait)? {
+            // fetch_max: writers may finish out of order; a limit only grows. Relaxed: the
+            // file write these follow is done (returned) before they are stored.
+            self.limit
+                .covered
+                .fetch_max(self.first_slot_from(mark), Ordering::Relaxed);
+            self.limit
+                .early
+                .fetch_max(self.first_slot_from(mark - window / 2), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// The slow path of a mint at `slot` past the early limit: move the mark, waiting for
+    /// the disk only when `slot` is not covered yet.
+    #[cold]
+    #[inline(never)]
+    fn past_early_limit(&self, slot: u64) -> Result<(), Error> {
+        let tick_end = self
+            .layout
+            .unix_ms_of_tick(self.word.tick(slot))
+            .saturating_add(self.layout.tick_ms());
+        // Relaxed: see `raise_mark`.
+        let covered = slot < self.limit.covered.load(Ordering::Relaxed);
+        self.raise_mark(tick_end, !covered)
     }
 
     /// The layout this minter serves.
@@ -173,6 +247,9 @@ impl Minter {
         loop {
             match self.word.step(state, now_tick) {
                 Step::Mint { slot } => {
+                    if slot >= self.limit.early() {
+                        self.past_early_limit(slot).map_err(Refusal::Fatal)?;
+                    }
                     let count = self.word.block(slot, want);
                     // Winning the CAS is what makes the slots ours; on failure `actual` is
                     // a newer state to step from.

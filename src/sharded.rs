@@ -116,7 +116,7 @@ impl<C: Clock> ShardedGenerator<C> {
                 return Err(Error::DuplicateNode { node });
             }
             shards.push(Shard {
-                state: CachePadded::new(AtomicU64::new(0)),
+                state: CachePadded::new(AtomicU64::new(minter.start())),
                 packer,
                 node,
             });

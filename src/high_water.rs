@@ -1,0 +1,321 @@
+//! Restart safety: a high-water mark of minted time, persisted in a file.
+//!
+//! A generator built with [`Builder::high_water_file`](crate::Builder::high_water_file)
+//! never mints an ID whose tick starts at or after the mark in its file without first
+//! moving the mark past it, durably. A restarted process reads the mark and starts minting
+//! at it, so it cannot mint an ID its predecessor minted, whatever its clock says.
+//!
+//! The file is written once per [`WINDOW`] at most, off the common path: the first mint
+//! half a window short of the mark moves the mark a window and a half past its tick (so
+//! the mark stays 0.5 to 1.5 windows ahead of the IDs, and minting never waits for the
+//! disk while the clock runs normally).
+//!
+//! # Files
+//!
+//! For a mark at `PATH`:
+//!
+//! - `PATH` holds the mark, as three lines of text: `atomflake high-water 1`,
+//!   `unix_ms <mark>`, `check <FNV-1a of the first two lines, 16 hex digits>`. Any other
+//!   content is an error ([`Error::HighWaterCorrupt`]), never ignored.
+//! - `PATH.tmp` is where a new mark is written and synced before it is renamed over `PATH`
+//!   (and the directory synced). A crash before the rename leaves `PATH` as it was, which
+//!   still covers every ID minted, since no mint passes a mark before its rename.
+//! - `PATH.lock` is locked (`flock`) for as long as the generator lives: a second live
+//!   generator on the same file, in this process or another, is refused
+//!   ([`Error::HighWaterLocked`]).
+
+use crate::error::Error;
+use crate::sync::{AtomicU64, Ordering};
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+/// How far past the tick that needs it the mark is moved: at most one write per window
+/// while the clock runs normally.
+pub(crate) const WINDOW: Duration = Duration::from_secs(1);
+
+/// The first line of a mark file: the format and its version.
+const MAGIC: &str = "atomflake high-water 1";
+
+/// A persisted mark, locked for one live generator.
+#[derive(Debug)]
+pub(crate) struct HighWater {
+    path: PathBuf,
+    /// Held for the generator's life; dropping it releases the lock.
+    _lock: File,
+    /// The mark in the file (Unix ms): no ID minted so far, by any run, has a tick that
+    /// starts at or after it. One writer at a time.
+    mark: Mutex<u64>,
+}
+
+impl HighWater {
+    /// Locks the mark at `path` and reads it: `None` when there is no file yet.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::HighWaterLocked`] when another live generator holds it;
+    /// [`Error::HighWaterCorrupt`] when the file is not a mark; [`Error::HighWaterIo`] for
+    /// a failed file operation.
+    pub(crate) fn open(path: &Path) -> Result<(HighWater, Option<u64>), Error> {
+        let io = |action| {
+            move |e: io::Error| Error::HighWaterIo {
+                path: path.to_path_buf(),
+                action,
+                kind: e.kind(),
+            }
+        };
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(with_suffix(path, ".lock"))
+            .map_err(io("open the lock file of"))?;
+        lock.try_lock().map_err(|e| match e {
+            TryLockError::WouldBlock => Error::HighWaterLocked {
+                path: path.to_path_buf(),
+            },
+            TryLockError::Error(e) => io("lock")(e),
+        })?;
+        let mark = match File::open(path) {
+            Ok(mut file) => {
+                let mut text = String::new();
+                file.read_to_string(&mut text).map_err(|e| {
+                    if e.kind() == io::ErrorKind::InvalidData {
+                        corrupt(path, 1, "bytes that are not UTF-8")
+                    } else {
+                        io("read")(e)
+                    }
+                })?;
+                Some(parse(path, &text)?)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io("open")(e)),
+        };
+        let high_water = HighWater {
+            path: path.to_path_buf(),
+            _lock: lock,
+            mark: Mutex::new(mark.unwrap_or(0)),
+        };
+        Ok((high_water, mark))
+    }
+
+    /// Moves the mark to at least `needed` (Unix ms), durably; returns the mark now in the
+    /// file. `wait` says whether to wait for another thread's write in progress; without
+    /// it, `None` when one is.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::HighWaterIo`] when the mark could not be written.
+    pub(crate) fn raise(&self, needed: u64, wait: bool) -> Result<Option<u64>, Error> {
+        let mut mark = if wait {
+            self.mark.lock().unwrap_or_else(PoisonError::into_inner)
+        } else {
+            match self.mark.try_lock() {
+                Ok(mark) => mark,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+            }
+        };
+        if *mark < needed {
+            self.write(needed)?;
+            *mark = needed;
+        }
+        Ok(Some(*mark))
+    }
+
+    /// Writes `mark` to the file: a temporary file, synced, renamed over the file, and the
+    /// directory synced, so the file holds the old mark or the new one, whole.
+    fn write(&self, mark: u64) -> Result<(), Error> {
+        let io = |action| {
+            move |e: io::Error| Error::HighWaterIo {
+                path: self.path.clone(),
+                action,
+                kind: e.kind(),
+            }
+        };
+        let temporary = with_suffix(&self.path, ".tmp");
+        let mut file = File::create(&temporary).map_err(io("create the temporary file of"))?;
+        file.write_all(format(mark).as_bytes())
+            .and_then(|()| file.sync_all())
+            .map_err(io("write"))?;
+        std::fs::rename(&temporary, &self.path).map_err(io("rename the temporary file over"))?;
+        let directory = match self.path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        File::open(directory)
+            .and_then(|directory| directory.sync_all())
+            .map_err(io("sync the directory of"))
+    }
+}
+
+/// `path` with `suffix` appended to its file name.
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = OsString::from(path.as_os_str());
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// The FNV-1a hash of `text` (64 bits): enough to catch a damaged file, not an attacker.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The text of a mark file holding `mark`.
+fn format(mark: u64) -> String {
+    let body = format!("{MAGIC}\nunix_ms {mark}\n");
+    format!("{body}check {:016x}\n", fnv1a(&body))
+}
+
+/// The mark in the text of a mark file.
+fn parse(path: &Path, text: &str) -> Result<u64, Error> {
+    let mut lines = text.split_inclusive('\n');
+    let mut line = |number: usize, expected: &'static str| {
+        let line = lines.next().unwrap_or("");
+        line.strip_suffix('\n')
+            .ok_or_else(|| {
+                corrupt(
+                    path,
+                    number,
+                    if line.is_empty() {
+                        "the end of the file"
+                    } else {
+                        line
+                    },
+                )
+            })
+            .and_then(|line| {
+                if expected.is_empty() {
+                    Ok(line)
+                } else {
+                    line.strip_prefix(expected)
+                        .ok_or_else(|| corrupt(path, number, line))
+                }
+            })
+    };
+    let magic = line(1, "")?;
+    if magic != MAGIC {
+        return Err(corrupt(path, 1, magic));
+    }
+    let digits = line(2, "unix_ms ")?;
+    let mark = digits
+        .parse::<u64>()
+        .ok()
+        .filter(|_| digits.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(|| corrupt(path, 2, digits))?;
+    let check = line(3, "check ")?;
+    if check
+        != format!(
+            "{:016x}",
+            fnv1a(&text[..MAGIC.len() + "\nunix_ms \n".len() + digits.len()])
+        )
+    {
+        return Err(corrupt(path, 3, check));
+    }
+    if let Some(extra) = lines.next() {
+        return Err(corrupt(path, 4, extra));
+    }
+    Ok(mark)
+}
+
+fn corrupt(path: &Path, line: usize, found: &str) -> Error {
+    const SHOWN: usize = 60;
+    let found = match found.char_indices().nth(SHOWN) {
+        Some((cut, _)) => format!("{}…", &found[..cut]),
+        None => found.to_owned(),
+    };
+    Error::HighWaterCorrupt {
+        path: path.to_path_buf(),
+        line,
+        found,
+    }
+}
+
+/// The minting path's view of a mark: the first slot the file does not cover, the slot
+/// half a window before it (crossing it raises the mark early), and the file.
+#[derive(Debug)]
+pub(crate) struct Limit {
+    /// Slots at or past this raise the mark first; `u64::MAX` without a mark file.
+    pub(crate) early: AtomicU64,
+    /// Slots at or past this wait for the mark to be raised.
+    pub(crate) covered: AtomicU64,
+    /// The file, when there is one.
+    pub(crate) file: Option<HighWater>,
+}
+
+impl Limit {
+    /// No mark file: no slot is ever limited.
+    pub(crate) fn none() -> Limit {
+        Limit {
+            early: AtomicU64::new(u64::MAX),
+            covered: AtomicU64::new(u64::MAX),
+            file: None,
+        }
+    }
+
+    /// Limits for `file` before its mark is known: every slot raises the mark first.
+    pub(crate) fn file(file: HighWater) -> Limit {
+        Limit {
+            early: AtomicU64::new(0),
+            covered: AtomicU64::new(0),
+            file: Some(file),
+        }
+    }
+
+    /// The slot at or past which the mark is raised; Relaxed: a hint only, the mark file's
+    /// mutex orders the writes themselves.
+    #[inline]
+    pub(crate) fn early(&self) -> u64 {
+        self.early.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_format_round_trips_and_every_damage_is_an_error() {
+        let path = Path::new("ids.hw");
+        let text = format(1_700_000_000_123);
+        assert_eq!(parse(path, &text), Ok(1_700_000_000_123));
+        let damaged = |text: &str, line: usize, found: &str| {
+            assert_eq!(
+                parse(path, text),
+                Err(Error::HighWaterCorrupt {
+                    path: path.to_path_buf(),
+                    line,
+                    found: found.to_owned()
+                }),
+                "{text:?}"
+            );
+        };
+        damaged("", 1, "the end of the file");
+        damaged(&text[..10], 1, &text[..10]);
+        damaged(
+            &text[..text.len() - 1],
+            3,
+            text[..text.len() - 1].lines().last().unwrap(),
+        );
+        damaged(
+            &text.replace("high-water 1", "high-water 2"),
+            1,
+            "atomflake high-water 2",
+        );
+        let flipped = text.replace("123\n", "124\n");
+        damaged(
+            &flipped,
+            3,
+            flipped.lines().nth(2).unwrap().strip_prefix("check ").unwrap(),
+        );
+        damaged(&text.replace("unix_ms 1", "unix_ms +1"), 2, "+1700000000123");
+        damaged(&text.replace("unix_ms", "unix-ms"), 2, "unix-ms 1700000000123");
+        damaged(&format!("{text}extra"), 4, "extra");
+        damaged(&"x".repeat(100), 1, &format!("{}…", "x".repeat(60)));
+    }
+}
