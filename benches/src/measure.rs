@@ -38,6 +38,23 @@ pub fn floor_step(clock: &quanta::Clock, word: &AtomicU64) -> Result<u64, u64> {
     word.compare_exchange(current, current ^ raw, Ordering::Relaxed, Ordering::Relaxed)
 }
 
+/// `iters` [`floor_step`]s on this thread: the time they took.
+pub fn floor(iters: u64, clock: &quanta::Clock, word: &AtomicU64) -> Duration {
+    tight(iters, &mut || {
+        let _ = black_box(floor_step(clock, word));
+        0
+    })
+}
+
+/// `iters` [`floor_step`]s shared out over `threads` threads, all on `word`: the wall time
+/// (see [`on_threads`]).
+pub fn floor_on_threads(threads: u64, iters: u64, clock: &quanta::Clock, word: &AtomicU64) -> Duration {
+    on_threads(threads, iters, &|| {
+        let _ = black_box(floor_step(clock, word));
+        0
+    })
+}
+
 /// This thread's user + system CPU time so far (`getrusage(RUSAGE_THREAD)`).
 ///
 /// # Panics
@@ -415,7 +432,7 @@ mod tests {
             calls += 1;
             calls
         });
-        assert_eq!(calls, 3 * BURST);
+        assert_eq!(calls, u128::from(3 * BURST));
         // Three bursts start 1 ms apart: at least 2 ms of wall time, little of it timed.
         assert!(start.elapsed() >= 2 * PERIOD);
         assert!(timed < start.elapsed());

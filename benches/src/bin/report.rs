@@ -11,12 +11,11 @@
 //! Options: `--quick` (short windows: a smoke run, not for comparison), `--out PATH` (the
 //! chart's path), `--no-readme` (leave benches/README.md alone).
 
-use atomflake_benches::measure::{self, floor_step};
+use atomflake_benches::measure;
 use atomflake_benches::peers::{self, Entry, How, Visit, VisitShared};
 use atomflake_benches::report::{self, Group, Outcome, Row, TailRow};
 use atomflake_benches::sanity;
 use crossbeam_utils::CachePadded;
-use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -135,12 +134,7 @@ impl VisitShared for Contended<'_> {
 fn floors(budget: Budget, rows: &mut Vec<Row>) {
     let clock = quanta::Clock::new();
     let word = AtomicU64::new(0);
-    let ns = measure::per_id_ns(budget.tight, SAMPLES, |n| {
-        measure::tight(n, &mut || {
-            let _ = black_box(floor_step(&clock, &word));
-            0
-        })
-    });
+    let ns = measure::per_id_ns(budget.tight, SAMPLES, |n| measure::floor(n, &clock, &word));
     rows.push(Row {
         group: Group::Unsaturated,
         entry: Entry::new("floor: quanta raw + CAS", "-", How::Tight),
@@ -148,10 +142,7 @@ fn floors(budget: Budget, rows: &mut Vec<Row>) {
     });
     let shared = CachePadded::new(AtomicU64::new(0));
     let ns = measure::per_id_ns(budget.tight, SAMPLES, |n| {
-        measure::on_threads(THREADS, n, &|| {
-            let _ = black_box(floor_step(&clock, &shared));
-            0
-        })
+        measure::floor_on_threads(THREADS, n, &clock, &shared)
     });
     rows.push(Row {
         group: Group::Contended,
