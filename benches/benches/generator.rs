@@ -24,7 +24,11 @@ use std::time::Instant;
 
 /// Whether `mint`'s IDs pass the sanity check (printed if not).
 fn sane(name: &str, mut mint: impl FnMut() -> u64, layout: Layout) -> bool {
-    let decode = |id: u128| layout.decode(u64::try_from(id).expect("a 64-bit ID").into()).unix_ms;
+    let decode = |id: u128| {
+        layout
+            .decode(u64::try_from(id).expect("a 64-bit ID").into())
+            .unix_ms
+    };
     sanity::check(|| mint().into(), decode)
         .map_err(|broken| eprintln!("BROKEN, not timed: {name}: {broken}"))
         .is_ok()
@@ -68,11 +72,7 @@ fn local(c: &mut Criterion) {
         b.iter(|| atomflake::Clock::unix_ms(&monotonic));
     });
     let local = LocalGenerator::new(layout, 0).expect("node 0");
-    if sane(
-        "atomflake LocalGenerator",
-        || local.next_id().get(),
-        layout,
-    ) {
+    if sane("atomflake LocalGenerator", || local.next_id().get(), layout) {
         group.bench_function("atomflake LocalGenerator", |b| b.iter(|| local.next_id()));
     }
     group.finish();
@@ -112,24 +112,16 @@ fn threads(c: &mut Criterion) {
     ) {
         for n in [1, 2] {
             group.bench_function(format!("atomflake ShardedGenerator, {n} threads"), |b| {
-                b.iter_custom(|iters| {
-                    on_threads(n, iters, &|| sharded.next_id().get().into())
-                });
+                b.iter_custom(|iters| on_threads(n, iters, &|| sharded.next_id().get().into()));
             });
         }
     }
     let layout = wide();
     let one_word = Generator::new(layout, 0).expect("node 0");
-    if sane(
-        "atomflake Generator",
-        || one_word.next_id().get(),
-        layout,
-    ) {
+    if sane("atomflake Generator", || one_word.next_id().get(), layout) {
         for n in [1, 2] {
             group.bench_function(format!("atomflake Generator shared, {n} threads"), |b| {
-                b.iter_custom(|iters| {
-                    on_threads(n, iters, &|| one_word.next_id().get().into())
-                });
+                b.iter_custom(|iters| on_threads(n, iters, &|| one_word.next_id().get().into()));
             });
         }
     }

@@ -95,12 +95,13 @@ struct Shared<'a, 'c>(&'a mut BenchmarkGroup<'c, WallTime>);
 impl VisitShared for Shared<'_, '_> {
     fn visit(&mut self, entry: Entry, mint: impl Fn() -> u128 + Sync, unix_ms: impl Fn(u128) -> u64) {
         if sane(&entry, &mint, unix_ms) {
-            self.0.bench_function(format!("{}, {THREADS} threads", id(&entry)), |b| {
-                b.iter_custom(|iters| match entry.how {
-                    How::Tight => measure::on_threads(THREADS, iters, &mint),
-                    How::Paced => measure::paced_on_threads(THREADS, iters, &mint),
+            self.0
+                .bench_function(format!("{}, {THREADS} threads", id(&entry)), |b| {
+                    b.iter_custom(|iters| match entry.how {
+                        How::Tight => measure::on_threads(THREADS, iters, &mint),
+                        How::Paced => measure::paced_on_threads(THREADS, iters, &mint),
+                    });
                 });
-            });
         }
     }
 }
@@ -147,9 +148,12 @@ fn contended(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     let clock = quanta::Clock::new();
     let word = CachePadded::new(AtomicU64::new(0));
-    group.bench_function(format!("floor: quanta raw + CAS on one shared word, {THREADS} threads"), |b| {
-        b.iter_custom(|iters| measure::floor_on_threads(THREADS, iters, &clock, &word));
-    });
+    group.bench_function(
+        format!("floor: quanta raw + CAS on one shared word, {THREADS} threads"),
+        |b| {
+            b.iter_custom(|iters| measure::floor_on_threads(THREADS, iters, &clock, &word));
+        },
+    );
     peers::contended(&mut Shared(&mut group));
     group.finish();
 }

@@ -132,6 +132,10 @@ pub fn on_threads(threads: u64, iters: u64, mint: &(impl Fn() -> u128 + Sync)) -
 /// same deadline, [`BURST`] IDs between them; each burst counts from the first thread's
 /// start (a thread scheduled late does not count the deadline it missed) until the last
 /// thread finished it.
+///
+/// # Panics
+///
+/// If a minting thread panics, or the bursts would take more than `u32::MAX` periods.
 pub fn paced_on_threads(threads: u64, iters: u64, mint: &(impl Fn() -> u128 + Sync)) -> Duration {
     let per_burst = (BURST / threads).max(1);
     let share = iters / threads;
@@ -156,7 +160,10 @@ pub fn paced_on_threads(threads: u64, iters: u64, mint: &(impl Fn() -> u128 + Sy
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("a minting thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a minting thread"))
+            .collect()
     });
     (0..usize::try_from(bursts).expect("fits"))
         .map(|k| {
@@ -170,6 +177,10 @@ pub fn paced_on_threads(threads: u64, iters: u64, mint: &(impl Fn() -> u128 + Sy
 /// The median over `samples` runs of `sample(iters)` (which returns the time `iters` IDs
 /// took), in ns per ID, with `iters` chosen so that the runs take about `budget` of wall
 /// time in all (waits included, as criterion plans `iter_custom`).
+///
+/// # Panics
+///
+/// If a sample takes longer than `u64::MAX` ns.
 pub fn per_id_ns(budget: Duration, samples: u32, mut sample: impl FnMut(u64) -> Duration) -> f64 {
     const PROBE: u64 = 2048;
     // Warm up and estimate the wall time per ID (waits included).

@@ -130,12 +130,14 @@ impl Entry {
     }
 
     /// With a wait strategy or note.
+    #[must_use]
     pub const fn wait(mut self, wait: &'static str) -> Entry {
         self.wait = wait;
         self
     }
 
     /// As the baseline of its group and timing.
+    #[must_use]
     pub const fn baseline(mut self) -> Entry {
         self.baseline = true;
         self
@@ -191,7 +193,11 @@ fn tick_above_22(id: u128) -> u64 {
 }
 
 fn atomflake_decoder(layout: Layout) -> impl Fn(u128) -> u64 {
-    move |id| layout.decode(u64::try_from(id).expect("a 64-bit ID").into()).unix_ms
+    move |id| {
+        layout
+            .decode(u64::try_from(id).expect("a 64-bit ID").into())
+            .unix_ms
+    }
 }
 
 fn ferroid_clock() -> FerroidClock<1> {
@@ -230,7 +236,10 @@ type SnowdonTwitterGenerator = snowdon::Generator<snowdon::ClassicLayout<Snowdon
 
 /// snowdon's `generate`, retrying with `wait` while the tick is spent (snowdon returns
 /// `SnowflakeExhaustion` instead of waiting).
-fn snowdon_id<L: snowdon::Layout, E: snowdon::Epoch>(generator: &snowdon::Generator<L, E>, wait: impl Fn()) -> u128 {
+fn snowdon_id<L: snowdon::Layout, E: snowdon::Epoch>(
+    generator: &snowdon::Generator<L, E>,
+    wait: impl Fn(),
+) -> u128 {
     loop {
         match generator.generate() {
             Ok(id) => return u128::from(id.into_inner()),
@@ -247,7 +256,9 @@ fn snowdon_wide_ms(id: u128) -> u64 {
 /// snowdon's recommended wait: "retry in the next millisecond" (sleep until it starts).
 fn sleep_to_next_ms() {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970");
-    std::thread::sleep(Duration::from_nanos(u64::from(1_000_000 - now.subsec_nanos() % 1_000_000)));
+    std::thread::sleep(Duration::from_nanos(u64::from(
+        1_000_000 - now.subsec_nanos() % 1_000_000,
+    )));
 }
 
 fn uuid_v7() -> u128 {
@@ -407,7 +418,8 @@ pub fn saturated(v: &mut impl Visit) {
     let sleep_for = |ticks: u64| std::thread::sleep(Duration::from_millis(ticks));
     let atomic = AtomicSnowflakeGenerator::<FerroidTwitter, _>::new(1, clock.clone());
     v.visit(
-        Entry::new("ferroid AtomicSnowflakeGenerator", TWITTER, How::Tight).wait("yield_now (docs' examples)"),
+        Entry::new("ferroid AtomicSnowflakeGenerator", TWITTER, How::Tight)
+            .wait("yield_now (docs' examples)"),
         || atomic.next_id(yield_now).to_raw().into(),
         ferroid_twitter_ms,
     );
@@ -435,12 +447,22 @@ pub fn saturated(v: &mut impl Visit) {
     let lock = LockSnowflakeGenerator::<FerroidTwitter, _>::new(1, clock);
     v.visit(
         Entry::new("ferroid LockSnowflakeGenerator", TWITTER, How::Tight).wait("yield_now (docs' examples)"),
-        || lock.try_next_id(yield_now).expect("lock not poisoned").to_raw().into(),
+        || {
+            lock.try_next_id(yield_now)
+                .expect("lock not poisoned")
+                .to_raw()
+                .into()
+        },
         ferroid_twitter_ms,
     );
     v.visit(
         Entry::new("ferroid LockSnowflakeGenerator", TWITTER, How::Tight).wait("spin_loop"),
-        || lock.try_next_id(spin_loop).expect("lock not poisoned").to_raw().into(),
+        || {
+            lock.try_next_id(spin_loop)
+                .expect("lock not poisoned")
+                .to_raw()
+                .into()
+        },
         ferroid_twitter_ms,
     );
 
@@ -452,7 +474,8 @@ pub fn saturated(v: &mut impl Visit) {
     );
     let mut rs = rs_snowflake_generator();
     v.visit(
-        Entry::new("rs-snowflake real_time_generate", "41/5/5/12 (fixed)", How::Tight).wait("built-in spin_loop"),
+        Entry::new("rs-snowflake real_time_generate", "41/5/5/12 (fixed)", How::Tight)
+            .wait("built-in spin_loop"),
         move || rs_snowflake_id(&mut rs),
         tick_above_22,
     );

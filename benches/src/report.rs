@@ -96,7 +96,12 @@ pub fn table(rows: &[Row]) -> String {
     for row in rows {
         let Entry { name, wait, .. } = row.entry;
         let (figure, cap, cpu, skipped) = match &row.outcome {
-            Outcome::Broken(reason) => (format!("**BROKEN, not timed**: {reason}"), "", String::new(), String::new()),
+            Outcome::Broken(reason) => (
+                format!("**BROKEN, not timed**: {reason}"),
+                "",
+                String::new(),
+                String::new(),
+            ),
             Outcome::NsPerId(ns) => (format!("{ns:.2} ns/ID"), "", String::new(), String::new()),
             Outcome::Saturated(s) => (
                 format!("{:.4} M IDs/s", s.rate() / 1e6),
@@ -124,7 +129,11 @@ fn micros(ns: u64) -> String {
     // Exact below 2^52 ns.
     #[allow(clippy::cast_precision_loss)]
     let us = ns as f64 / 1e3;
-    if us < 10.0 { format!("{us:.3} µs") } else { format!("{us:.1} µs") }
+    if us < 10.0 {
+        format!("{us:.3} µs")
+    } else {
+        format!("{us:.1} µs")
+    }
 }
 
 /// The Markdown table of single-call latencies at saturation.
@@ -133,7 +142,9 @@ pub fn tail_table(rows: &[TailRow]) -> String {
         "| generator | layout | wait | calls | p50 | p99 | p99.9 | p99.99 | max |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for row in rows {
-        let Entry { name, layout, wait, .. } = row.entry;
+        let Entry {
+            name, layout, wait, ..
+        } = row.entry;
         let cells = match &row.latency {
             Err(reason) => format!("**BROKEN, not timed**: {reason} | | | | | |"),
             Ok(l) => format!(
@@ -159,14 +170,32 @@ fn label(entry: &Entry) -> String {
     }
 }
 
-/// Million IDs per second per bar of `group`: `(label, value, is atomflake)`.
-pub fn bars(rows: &[Row], group: Group) -> Vec<(String, f64, bool)> {
+/// One bar of the chart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bar {
+    /// Generator and layout.
+    pub label: String,
+    /// Million IDs per second.
+    pub value: f64,
+    /// atomflake's (drawn in orange).
+    pub ours: bool,
+}
+
+/// The bars of `group`, in million IDs per second; broken rows are left out.
+pub fn bars(rows: &[Row], group: Group) -> Vec<Bar> {
     rows.iter()
         .filter(|r| r.group == group)
-        .filter_map(|r| match r.outcome {
-            Outcome::NsPerId(ns) => Some((label(&r.entry), 1e3 / ns, r.entry.name.starts_with("atomflake"))),
-            Outcome::Saturated(s) => Some((label(&r.entry), s.rate() / 1e6, r.entry.name.starts_with("atomflake"))),
-            Outcome::Broken(_) => None,
+        .filter_map(|r| {
+            let value = match r.outcome {
+                Outcome::NsPerId(ns) => 1e3 / ns,
+                Outcome::Saturated(s) => s.rate() / 1e6,
+                Outcome::Broken(_) => return None,
+            };
+            Some(Bar {
+                label: label(&r.entry),
+                value,
+                ours: r.entry.name.starts_with("atomflake"),
+            })
         })
         .collect()
 }
@@ -177,7 +206,11 @@ pub fn bars(rows: &[Row], group: Group) -> Vec<(String, f64, bool)> {
 /// # Errors
 ///
 /// Drawing or writing the file failed.
-pub fn chart(path: &Path, title: &str, panels: &[(&str, Vec<(String, f64, bool)>)]) -> Result<(), Box<dyn std::error::Error>> {
+pub fn chart(
+    path: &Path,
+    title: &str,
+    panels: &[(&str, Vec<Bar>)],
+) -> Result<(), Box<dyn std::error::Error>> {
     const ROW_PX: u32 = 26;
     let heights: Vec<u32> = panels
         .iter()
@@ -191,7 +224,7 @@ pub fn chart(path: &Path, title: &str, panels: &[(&str, Vec<(String, f64, bool)>
         let (area, below) = rest.split_vertically(*height);
         rest = below;
         let n = bars.len();
-        let max = bars.iter().map(|b| b.1).fold(0.0, f64::max) * 1.15;
+        let max = bars.iter().map(|b| b.value).fold(0.0, f64::max) * 1.15;
         let mut chart = ChartBuilder::on(&area)
             .caption(*caption, ("sans-serif", 16))
             .margin(8)
@@ -206,25 +239,33 @@ pub fn chart(path: &Path, title: &str, panels: &[(&str, Vec<(String, f64, bool)>
             .y_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
                     // Top to bottom in the table's order.
-                    bars.get(n.wrapping_sub(1).wrapping_sub(*i)).map_or_else(String::new, |b| b.0.clone())
+                    bars.get(n.wrapping_sub(1).wrapping_sub(*i))
+                        .map_or_else(String::new, |b| b.label.clone())
                 }
                 SegmentValue::Last => String::new(),
             })
             .draw()?;
-        chart.draw_series(bars.iter().enumerate().map(|(i, (_, value, ours))| {
+        chart.draw_series(bars.iter().enumerate().map(|(i, bar)| {
             let slot = n - 1 - i;
-            let color = if *ours { RGBColor(230, 120, 20) } else { RGBColor(70, 110, 170) };
-            let mut bar = Rectangle::new(
-                [(0.0, SegmentValue::Exact(slot)), (*value, SegmentValue::Exact(slot + 1))],
+            let color = if bar.ours {
+                RGBColor(230, 120, 20)
+            } else {
+                RGBColor(70, 110, 170)
+            };
+            let mut rectangle = Rectangle::new(
+                [
+                    (0.0, SegmentValue::Exact(slot)),
+                    (bar.value, SegmentValue::Exact(slot + 1)),
+                ],
                 color.filled(),
             );
-            bar.set_margin(3, 3, 0, 0);
-            bar
+            rectangle.set_margin(3, 3, 0, 0);
+            rectangle
         }))?;
-        chart.draw_series(bars.iter().enumerate().map(|(i, (_, value, _))| {
+        chart.draw_series(bars.iter().enumerate().map(|(i, bar)| {
             Text::new(
-                format!("{value:.1}"),
-                (*value, SegmentValue::CenterOf(n - 1 - i)),
+                format!("{:.1}", bar.value),
+                (bar.value, SegmentValue::CenterOf(n - 1 - i)),
                 ("sans-serif", 12),
             )
         }))?;
@@ -245,8 +286,16 @@ pub const END: &str = "<!-- report:end -->";
 /// When the markers are missing or out of order.
 pub fn splice(readme: &str, section: &str) -> Result<String, &'static str> {
     let start = readme.find(START).ok_or("no report:start marker")? + START.len();
-    let end = readme[start..].find(END).ok_or("no report:end marker after report:start")? + start;
-    Ok(format!("{}\n\n{}\n{}", &readme[..start], section.trim_end(), &readme[end..]))
+    let end = readme[start..]
+        .find(END)
+        .ok_or("no report:end marker after report:start")?
+        + start;
+    Ok(format!(
+        "{}\n\n{}\n{}",
+        &readme[..start],
+        section.trim_end(),
+        &readme[end..]
+    ))
 }
 
 #[cfg(test)]
@@ -255,7 +304,11 @@ mod tests {
     use std::time::Duration;
 
     fn row(group: Group, entry: Entry, outcome: Outcome) -> Row {
-        Row { group, entry, outcome }
+        Row {
+            group,
+            entry,
+            outcome,
+        }
     }
 
     fn rows() -> Vec<Row> {
@@ -307,18 +360,35 @@ mod tests {
         let rows = rows();
         let table = table(&rows);
         assert_eq!(table.lines().count(), 2 + rows.len());
-        assert!(table.contains("| unsaturated | peer | 41/0/22 |  | 5.00 ns/ID | 0.50 |"), "{table}");
+        assert!(
+            table.contains("| unsaturated | peer | 41/0/22 |  | 5.00 ns/ID | 0.50 |"),
+            "{table}"
+        );
         assert!(table.contains("41/10/12, paced bursts"), "{table}");
-        assert!(table.contains("**BROKEN, not timed**: ID 1 of the sample repeats"), "{table}");
-        assert!(table.contains("4.0960 M IDs/s | 1.00 | 100.00% | 0.061 s (25%) | 2 |"), "{table}");
+        assert!(
+            table.contains("**BROKEN, not timed**: ID 1 of the sample repeats"),
+            "{table}"
+        );
+        assert!(
+            table.contains("4.0960 M IDs/s | 1.00 | 100.00% | 0.061 s (25%) | 2 |"),
+            "{table}"
+        );
     }
 
     #[test]
     fn bars_leave_out_broken_rows_and_convert_to_million_per_second() {
         let bars = bars(&rows(), Group::Unsaturated);
         assert_eq!(bars.len(), 4);
-        assert_eq!(bars[0], ("atomflake Generator (41/0/22)".to_string(), 100.0, true));
-        assert_eq!(bars[1].1, 200.0);
+        assert_eq!(
+            bars[0],
+            Bar {
+                label: "atomflake Generator (41/0/22)".to_string(),
+                value: 100.0,
+                ours: true
+            }
+        );
+        assert!((bars[1].value - 200.0).abs() < 1e-9);
+        assert!(!bars[1].ours);
     }
 
     #[test]
@@ -329,8 +399,8 @@ mod tests {
         let svg = std::fs::read_to_string(&path).expect("written");
         std::fs::remove_file(&path).expect("removed");
         assert!(svg.starts_with("<svg"), "{}", &svg[..40]);
-        for (label, _, _) in &panels[0].1 {
-            assert!(svg.contains(label.as_str()), "{label} missing");
+        for bar in &panels[0].1 {
+            assert!(svg.contains(bar.label.as_str()), "{} missing", bar.label);
         }
     }
 
@@ -338,7 +408,10 @@ mod tests {
     fn splice_replaces_only_the_marked_section() {
         let readme = format!("# Title\n\n{START}\n\nold table\n{END}\n\nafter\n");
         let spliced = splice(&readme, "new table\n").expect("markers");
-        assert_eq!(spliced, format!("# Title\n\n{START}\n\nnew table\n{END}\n\nafter\n"));
+        assert_eq!(
+            spliced,
+            format!("# Title\n\n{START}\n\nnew table\n{END}\n\nafter\n")
+        );
         // Splicing again gives the same file.
         assert_eq!(splice(&spliced, "new table").expect("markers"), spliced);
         assert!(splice("no markers", "x").is_err());

@@ -49,7 +49,9 @@ impl fmt::Display for Broken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Broken::Repeats { index } => write!(f, "ID {index} of the sample repeats the one before"),
-            Broken::Decreases { index } => write!(f, "ID {index} of the sample is smaller than the one before"),
+            Broken::Decreases { index } => {
+                write!(f, "ID {index} of the sample is smaller than the one before")
+            }
             Broken::OutOfTime {
                 index,
                 unix_ms,
@@ -71,7 +73,9 @@ impl std::error::Error for Broken {}
 ///
 /// If the system clock is before 1970.
 pub fn wall_ms() -> u64 {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970");
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970");
     u64::try_from(now.as_millis()).expect("ms fit u64")
 }
 
@@ -161,7 +165,11 @@ mod tests {
         let decode_as_if_unix = |id: u128| u64::try_from(id).expect("small");
         assert!(matches!(
             check_against(100, mint, decode_as_if_unix, || NOW),
-            Err(Broken::OutOfTime { index: 0, unix_ms: 1, .. })
+            Err(Broken::OutOfTime {
+                index: 0,
+                unix_ms: 1,
+                ..
+            })
         ));
     }
 
@@ -172,15 +180,25 @@ mod tests {
             next += 1;
             next
         };
-        assert_eq!(check_against(10, &mut mint, |_| NOW - TOLERANCE_MS, || NOW), Ok(()));
-        assert_eq!(check_against(10, &mut mint, |_| NOW + TOLERANCE_MS, || NOW), Ok(()));
+        assert_eq!(
+            check_against(10, &mut mint, |_| NOW - TOLERANCE_MS, || NOW),
+            Ok(())
+        );
+        assert_eq!(
+            check_against(10, &mut mint, |_| NOW + TOLERANCE_MS, || NOW),
+            Ok(())
+        );
         assert!(check_against(10, &mut mint, |_| NOW + TOLERANCE_MS + 1, || NOW).is_err());
     }
 
     #[test]
     fn atomflake_passes() {
         let generator = Generator::new(Layout::TWITTER, 3).expect("node 3");
-        let decode = |id: u128| Layout::TWITTER.decode(u64::try_from(id).expect("64-bit").into()).unix_ms;
+        let decode = |id: u128| {
+            Layout::TWITTER
+                .decode(u64::try_from(id).expect("64-bit").into())
+                .unix_ms
+        };
         assert_eq!(check(|| u128::from(generator.next_id().get()), decode), Ok(()));
     }
 

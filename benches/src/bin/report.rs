@@ -16,6 +16,7 @@ use atomflake_benches::peers::{self, Entry, How, Visit, VisitShared};
 use atomflake_benches::report::{self, Group, Outcome, Row, TailRow};
 use atomflake_benches::sanity;
 use crossbeam_utils::CachePadded;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -67,8 +68,12 @@ impl Visit for Unsaturated<'_> {
         let outcome = match checked(&entry, &mut mint, unix_ms) {
             Err(reason) => Outcome::Broken(reason),
             Ok(()) => Outcome::NsPerId(match entry.how {
-                How::Tight => measure::per_id_ns(self.budget.tight, SAMPLES, |n| measure::tight(n, &mut mint)),
-                How::Paced => measure::per_id_ns(self.budget.paced, SAMPLES, |n| measure::paced(n, &mut mint)),
+                How::Tight => {
+                    measure::per_id_ns(self.budget.tight, SAMPLES, |n| measure::tight(n, &mut mint))
+                }
+                How::Paced => {
+                    measure::per_id_ns(self.budget.paced, SAMPLES, |n| measure::paced(n, &mut mint))
+                }
             }),
         };
         self.rows.push(Row {
@@ -115,7 +120,9 @@ impl VisitShared for Contended<'_> {
         let outcome = match checked(&entry, &mint, unix_ms) {
             Err(reason) => Outcome::Broken(reason),
             Ok(()) => Outcome::NsPerId(match entry.how {
-                How::Tight => measure::per_id_ns(self.budget.tight, SAMPLES, |n| measure::on_threads(THREADS, n, &mint)),
+                How::Tight => measure::per_id_ns(self.budget.tight, SAMPLES, |n| {
+                    measure::on_threads(THREADS, n, &mint)
+                }),
                 How::Paced => measure::per_id_ns(self.budget.paced, SAMPLES, |n| {
                     measure::paced_on_threads(THREADS, n, &mint)
                 }),
@@ -167,7 +174,11 @@ fn cpu_model() -> String {
 /// Today's date (UTC), `YYYY-MM-DD`, from the system clock (days to civil date: the
 /// proleptic Gregorian calendar, eras of 400 years).
 fn today() -> String {
-    let days = SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970").as_secs() / 86_400;
+    let days = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+        / 86_400;
     let z = days + 719_468;
     let (era, doe) = (z / 146_097, z % 146_097);
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
@@ -258,7 +269,8 @@ fn main() {
         start.elapsed().as_secs_f64()
     );
     text += &report::table(&rows);
-    text += &format!(
+    let _ = write!(
+        text,
         "\nSingle `next_id` latency at saturation (Twitter layout, one thread; each call timed \
          with two quanta raw reads, whose own cost, {timer} ns at the median, is included):\n\n"
     );
