@@ -560,3 +560,85 @@ pub fn contended(v: &mut impl VisitShared) {
         snowflaked_ms,
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sanity;
+
+    /// Runs the sanity check on every generator it visits, keeping the failures.
+    #[derive(Default)]
+    struct Check {
+        seen: Vec<Entry>,
+        broken: Vec<String>,
+    }
+
+    impl Check {
+        fn record(&mut self, entry: Entry, result: Result<(), sanity::Broken>) {
+            if let Err(broken) = result {
+                self.broken.push(format!(
+                    "{} ({}, {}): {broken}",
+                    entry.name, entry.layout, entry.wait
+                ));
+            }
+            self.seen.push(entry);
+        }
+    }
+
+    impl Visit for Check {
+        fn visit(&mut self, entry: Entry, mint: impl FnMut() -> u128, unix_ms: impl Fn(u128) -> u64) {
+            self.record(entry, sanity::check(mint, unix_ms));
+        }
+    }
+
+    impl VisitShared for Check {
+        fn visit(&mut self, entry: Entry, mint: impl Fn() -> u128 + Sync, unix_ms: impl Fn(u128) -> u64) {
+            self.record(entry, sanity::check(mint, unix_ms));
+        }
+    }
+
+    /// Every peer is configured so that its IDs are distinct, increasing and decode (with
+    /// its own layout and epoch) to now: a wrong epoch, layout or decoder fails here.
+    #[test]
+    fn every_listed_generator_passes_the_sanity_check() {
+        let mut check = Check::default();
+        unsaturated(&mut check);
+        saturated(&mut check);
+        contended(&mut check);
+        assert!(check.broken.is_empty(), "{:#?}", check.broken);
+        for peer in [
+            "atomflake Generator",
+            "atomflake LocalGenerator",
+            "atomflake ShardedGenerator",
+            "ferroid AtomicSnowflakeGenerator",
+            "ferroid BasicSnowflakeGenerator",
+            "ferroid LockSnowflakeGenerator",
+            "snowflaked sync::Generator",
+            "snowdon Generator (lock-free)",
+            "rs-snowflake real_time_generate",
+            "uuid Uuid::now_v7",
+            "ulid Generator (monotonic)",
+        ] {
+            assert!(check.seen.iter().any(|e| e.name == peer), "{peer} is not benched");
+        }
+    }
+
+    /// Each group and timing has exactly one atomflake baseline for the ratios.
+    #[test]
+    fn one_baseline_per_group_and_timing() {
+        for list in [
+            unsaturated as fn(&mut Check),
+            saturated as fn(&mut Check),
+            contended as fn(&mut Check),
+        ] {
+            let mut check = Check::default();
+            list(&mut check);
+            for how in [How::Tight, How::Paced] {
+                let rows = check.seen.iter().filter(|e| e.how == how).count();
+                let baselines: Vec<_> = check.seen.iter().filter(|e| e.how == how && e.baseline).collect();
+                assert_eq!(baselines.len(), usize::from(rows > 0), "{how:?}: {baselines:?}");
+                assert!(baselines.iter().all(|e| e.name.starts_with("atomflake")));
+            }
+        }
+    }
+}
