@@ -280,14 +280,20 @@ fn ulid_ms(id: u128) -> u64 {
 const WIDE: &str = "41/0/22";
 const TWITTER: &str = "41/10/12";
 
-/// One thread, no cap reached: the wide layout where a generator can express it, the
-/// 128-bit peers, and the fixed 12-bit layouts in paced bursts.
-///
-/// # Panics
-///
-/// If a generator cannot be built (never, with these layouts and nodes).
-#[allow(clippy::too_many_lines, reason = "a list, one generator after another")]
-pub fn unsaturated(v: &mut impl Visit) {
+/// Hands a [`Visit`] the generators of a [`VisitShared`] list (a `Fn + Sync` closure is
+/// also a `FnMut` one), so the generators both groups time are listed once.
+struct OnOneThread<'a, V>(&'a mut V);
+
+impl<V: Visit> VisitShared for OnOneThread<'_, V> {
+    fn visit(&mut self, entry: Entry, mint: impl Fn() -> u128 + Sync, unix_ms: impl Fn(u128) -> u64) {
+        self.0.visit(entry, mint, unix_ms);
+    }
+}
+
+/// The generators that can be shared between threads and have no cap a test reaches: the
+/// wide layout where a generator can express it, `uuid`'s v7, and the fixed 12-bit layouts
+/// in paced bursts. Timed on one thread ([`unsaturated`]) and on two ([`contended`]).
+fn shareable(v: &mut impl VisitShared) {
     let wide = wide();
     let spin = |_| std::hint::spin_loop();
 
@@ -297,6 +303,62 @@ pub fn unsaturated(v: &mut impl Visit) {
         || generator.next_id().get().into(),
         atomflake_decoder(wide),
     );
+    let clock = ferroid_clock();
+    let atomic = AtomicSnowflakeGenerator::<FerroidWide, _>::new(0, clock.clone());
+    v.visit(
+        Entry::new("ferroid AtomicSnowflakeGenerator", WIDE, How::Tight),
+        || atomic.next_id(spin).to_raw().into(),
+        ferroid_wide_ms,
+    );
+    let lock = LockSnowflakeGenerator::<FerroidWide, _>::new(0, clock.clone());
+    v.visit(
+        Entry::new("ferroid LockSnowflakeGenerator", WIDE, How::Tight),
+        || lock.try_next_id(spin).expect("lock not poisoned").to_raw().into(),
+        ferroid_wide_ms,
+    );
+    let snowdon = SnowdonWideGenerator::default();
+    v.visit(
+        Entry::new("snowdon Generator (lock-free)", WIDE, How::Tight),
+        || snowdon_id(&snowdon, std::hint::spin_loop),
+        snowdon_wide_ms,
+    );
+    v.visit(
+        Entry::new("uuid Uuid::now_v7", "128-bit v7", How::Tight).wait("process-wide context"),
+        uuid_v7,
+        uuid_ms,
+    );
+
+    // The fixed 12-bit layouts, and atomflake and ferroid beside them timed the same way.
+    let twitter = Generator::new(Layout::TWITTER, 1).expect("node 1");
+    v.visit(
+        Entry::new("atomflake Generator", TWITTER, How::Paced).baseline(),
+        || twitter.next_id().get().into(),
+        atomflake_decoder(Layout::TWITTER),
+    );
+    let atomic_twitter = AtomicSnowflakeGenerator::<FerroidTwitter, _>::new(1, clock);
+    v.visit(
+        Entry::new("ferroid AtomicSnowflakeGenerator", TWITTER, How::Paced),
+        || atomic_twitter.next_id(spin).to_raw().into(),
+        ferroid_twitter_ms,
+    );
+    let snowflaked = snowflaked_generator();
+    v.visit(
+        Entry::new("snowflaked sync::Generator", "41/10/12 (fixed)", How::Paced),
+        || u128::from(snowflaked.generate::<u64>()),
+        snowflaked_ms,
+    );
+}
+
+/// One thread, no cap reached: the [shareable](shareable) generators, then those only one
+/// thread can use or that only this group times (atomflake's other types and clocks,
+/// ferroid's `BasicSnowflakeGenerator`, ulid's generator, rs-snowflake in paced bursts).
+///
+/// # Panics
+///
+/// If a generator cannot be built (never, with these layouts and nodes).
+pub fn unsaturated(v: &mut impl Visit) {
+    shareable(&mut OnOneThread(v));
+    let wide = wide();
     let coarse = Generator::with_clock(wide, 0, CoarseClock::new().expect("upkeep starts")).expect("node 0");
     v.visit(
         Entry::new("atomflake Generator (CoarseClock)", WIDE, How::Tight),
@@ -322,62 +384,17 @@ pub fn unsaturated(v: &mut impl Visit) {
         move || ids.next().expect("endless").get().into(),
         atomflake_decoder(wide),
     );
-
-    let clock = ferroid_clock();
-    let atomic = AtomicSnowflakeGenerator::<FerroidWide, _>::new(0, clock.clone());
-    v.visit(
-        Entry::new("ferroid AtomicSnowflakeGenerator", WIDE, How::Tight),
-        || atomic.next_id(spin).to_raw().into(),
-        ferroid_wide_ms,
-    );
-    let basic = BasicSnowflakeGenerator::<FerroidWide, _>::new(0, clock.clone());
+    let basic = BasicSnowflakeGenerator::<FerroidWide, _>::new(0, ferroid_clock());
     v.visit(
         Entry::new("ferroid BasicSnowflakeGenerator", WIDE, How::Tight),
-        || basic.next_id(spin).to_raw().into(),
+        || basic.next_id(|_| std::hint::spin_loop()).to_raw().into(),
         ferroid_wide_ms,
-    );
-    let lock = LockSnowflakeGenerator::<FerroidWide, _>::new(0, clock.clone());
-    v.visit(
-        Entry::new("ferroid LockSnowflakeGenerator", WIDE, How::Tight),
-        || lock.try_next_id(spin).expect("lock not poisoned").to_raw().into(),
-        ferroid_wide_ms,
-    );
-    let snowdon = SnowdonWideGenerator::default();
-    v.visit(
-        Entry::new("snowdon Generator (lock-free)", WIDE, How::Tight),
-        || snowdon_id(&snowdon, std::hint::spin_loop),
-        snowdon_wide_ms,
-    );
-    v.visit(
-        Entry::new("uuid Uuid::now_v7", "128-bit v7", How::Tight),
-        uuid_v7,
-        uuid_ms,
     );
     let mut ulid = ulid::Generator::new();
     v.visit(
         Entry::new("ulid Generator (monotonic)", "128-bit ULID", How::Tight),
         move || ulid.generate().expect("80 random bits do not overflow").0,
         ulid_ms,
-    );
-
-    // The fixed 12-bit layouts, and atomflake and ferroid beside them timed the same way.
-    let twitter = Generator::new(Layout::TWITTER, 1).expect("node 1");
-    v.visit(
-        Entry::new("atomflake Generator", TWITTER, How::Paced).baseline(),
-        || twitter.next_id().get().into(),
-        atomflake_decoder(Layout::TWITTER),
-    );
-    let atomic_twitter = AtomicSnowflakeGenerator::<FerroidTwitter, _>::new(1, clock);
-    v.visit(
-        Entry::new("ferroid AtomicSnowflakeGenerator", TWITTER, How::Paced),
-        || atomic_twitter.next_id(spin).to_raw().into(),
-        ferroid_twitter_ms,
-    );
-    let snowflaked = snowflaked_generator();
-    v.visit(
-        Entry::new("snowflaked sync::Generator", "41/10/12 (fixed)", How::Paced),
-        || u128::from(snowflaked.generate::<u64>()),
-        snowflaked_ms,
     );
     let mut rs = rs_snowflake_generator();
     v.visit(
@@ -492,72 +509,20 @@ pub fn saturated(v: &mut impl Visit) {
     );
 }
 
-/// Threads sharing one generator, no cap reached: the wide layout where a generator can
-/// express it (and atomflake's sharded generator on 41/1/21, a node per thread), and the
-/// 12-bit layouts in paced bursts.
+/// Threads sharing one generator, no cap reached: the [shareable](shareable) generators,
+/// and atomflake's sharded generator on 41/1/21 (a node, so a state word, per thread).
 ///
 /// # Panics
 ///
 /// If a generator cannot be built (never, with these layouts and nodes).
 pub fn contended(v: &mut impl VisitShared) {
-    let wide = wide();
-    let spin = |_| std::hint::spin_loop();
-
-    let generator = Generator::new(wide, 0).expect("node 0");
-    v.visit(
-        Entry::new("atomflake Generator", WIDE, How::Tight).baseline(),
-        || generator.next_id().get().into(),
-        atomflake_decoder(wide),
-    );
+    shareable(v);
     let two_nodes = two_nodes();
     let sharded = ShardedGenerator::new(two_nodes, [0, 1]).expect("nodes 0 and 1");
     v.visit(
         Entry::new("atomflake ShardedGenerator", "41/1/21", How::Tight).wait("a node per thread"),
         || sharded.next_id().get().into(),
         atomflake_decoder(two_nodes),
-    );
-    let clock = ferroid_clock();
-    let atomic = AtomicSnowflakeGenerator::<FerroidWide, _>::new(0, clock.clone());
-    v.visit(
-        Entry::new("ferroid AtomicSnowflakeGenerator", WIDE, How::Tight),
-        || atomic.next_id(spin).to_raw().into(),
-        ferroid_wide_ms,
-    );
-    let lock = LockSnowflakeGenerator::<FerroidWide, _>::new(0, clock.clone());
-    v.visit(
-        Entry::new("ferroid LockSnowflakeGenerator", WIDE, How::Tight),
-        || lock.try_next_id(spin).expect("lock not poisoned").to_raw().into(),
-        ferroid_wide_ms,
-    );
-    let snowdon = SnowdonWideGenerator::default();
-    v.visit(
-        Entry::new("snowdon Generator (lock-free)", WIDE, How::Tight),
-        || snowdon_id(&snowdon, std::hint::spin_loop),
-        snowdon_wide_ms,
-    );
-    v.visit(
-        Entry::new("uuid Uuid::now_v7", "128-bit v7", How::Tight).wait("process-wide context"),
-        uuid_v7,
-        uuid_ms,
-    );
-
-    let twitter = Generator::new(Layout::TWITTER, 1).expect("node 1");
-    v.visit(
-        Entry::new("atomflake Generator", TWITTER, How::Paced).baseline(),
-        || twitter.next_id().get().into(),
-        atomflake_decoder(Layout::TWITTER),
-    );
-    let atomic_twitter = AtomicSnowflakeGenerator::<FerroidTwitter, _>::new(1, clock);
-    v.visit(
-        Entry::new("ferroid AtomicSnowflakeGenerator", TWITTER, How::Paced),
-        || atomic_twitter.next_id(spin).to_raw().into(),
-        ferroid_twitter_ms,
-    );
-    let snowflaked = snowflaked_generator();
-    v.visit(
-        Entry::new("snowflaked sync::Generator", "41/10/12 (fixed)", How::Paced),
-        || u128::from(snowflaked.generate::<u64>()),
-        snowflaked_ms,
     );
 }
 

@@ -256,11 +256,15 @@ fn main() {
         tails: &mut tails,
     });
     let timer = measure::timer_overhead_ns();
-    // Unsaturated first, then contended, then saturated, in the order measured per group.
-    rows.sort_by_key(|r| match r.group {
-        Group::Unsaturated => 0,
-        Group::Contended => 1,
-        Group::Saturated => 2,
+    // Unsaturated first, then contended, then saturated.
+    // Back-to-back rows before paced ones (a stable sort: list order within).
+    rows.sort_by_key(|r| {
+        let group = match r.group {
+            Group::Unsaturated => 0,
+            Group::Contended => 1,
+            Group::Saturated => 2,
+        };
+        (group, r.entry.how == How::Paced)
     });
 
     let mut text = format!(
