@@ -171,6 +171,14 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".to_string())
 }
 
+/// The 1-minute load average from /proc/loadavg: other work on the machine during the run.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
 /// Today's date (UTC), `YYYY-MM-DD`, from the system clock (days to civil date: the
 /// proleptic Gregorian calendar, eras of 400 years).
 fn today() -> String {
@@ -228,8 +236,9 @@ fn main() {
     let start = Instant::now();
     let cpus = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     let header = format!(
-        "{}, {cpus} logical CPUs, {}{}",
+        "{}, {cpus} logical CPUs, load average {} at the start, {}{}",
         cpu_model(),
+        load_average(),
         today(),
         if options.quick {
             " (`--quick`: a smoke run, not for comparison)"
