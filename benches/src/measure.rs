@@ -81,12 +81,25 @@ pub fn tight(iters: u64, mint: &mut impl FnMut() -> u128) -> Duration {
     start.elapsed()
 }
 
-/// Spins until `deadline`.
-fn spin_until(deadline: Instant) {
+/// Waits until `deadline`: sleeps to [`WAKE_MARGIN`] before it, then spins.
+///
+/// Sleeping between bursts keeps a paced thread mostly off the CPU, so the scheduler does
+/// not preempt it for other work at the moment it should be minting (on a shared machine, a
+/// thread spinning all the time is likely to be descheduled during a burst, and with two
+/// threads one of them usually is).
+fn wait_until(deadline: Instant) {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left > WAKE_MARGIN {
+        std::thread::sleep(left - WAKE_MARGIN);
+    }
     while Instant::now() < deadline {
         std::hint::spin_loop();
     }
 }
+
+/// How long before a burst's deadline a paced thread stops sleeping and spins: longer than
+/// the usual lateness of a sleep's wake-up (60–120 µs on the project's VM).
+const WAKE_MARGIN: Duration = Duration::from_micros(300);
 
 /// `iters` calls of `mint` on this thread in bursts of [`BURST`], one burst per
 /// [`PERIOD`]: the time `iters` IDs take at the median burst's rate (the waits between
@@ -101,7 +114,7 @@ pub fn paced(iters: u64, mint: &mut impl FnMut() -> u128) -> Duration {
     let mut left = iters;
     let mut next = Instant::now();
     while left > 0 {
-        spin_until(next);
+        wait_until(next);
         let n = left.min(BURST);
         let start = Instant::now();
         for _ in 0..n {
@@ -165,7 +178,7 @@ pub fn paced_on_threads(threads: u64, iters: u64, mint: &(impl Fn() -> u128 + Sy
                 s.spawn(move || {
                     (0..bursts)
                         .map(|k| {
-                            spin_until(deadline(k));
+                            wait_until(deadline(k));
                             let start = Instant::now();
                             for _ in 0..per_burst.min(share - k * per_burst) {
                                 black_box(mint());
