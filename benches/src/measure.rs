@@ -89,8 +89,8 @@ pub fn tight(iters: u64, mint: &mut impl FnMut() -> u128) -> Duration {
 /// threads one of them usually is).
 fn wait_until(deadline: Instant) {
     let left = deadline.saturating_duration_since(Instant::now());
-    if left > WAKE_MARGIN {
-        std::thread::sleep(left - WAKE_MARGIN);
+    if let Some(nap) = left.checked_sub(WAKE_MARGIN) {
+        std::thread::sleep(nap);
     }
     while Instant::now() < deadline {
         std::hint::spin_loop();
