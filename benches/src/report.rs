@@ -216,7 +216,7 @@ pub fn chart(
         .iter()
         .map(|(_, bars)| 80 + ROW_PX * u32::try_from(bars.len()).unwrap_or(0))
         .collect();
-    let root = SVGBackend::new(path, (1000, 50 + heights.iter().sum::<u32>())).into_drawing_area();
+    let root = SVGBackend::new(path, (1100, 50 + heights.iter().sum::<u32>())).into_drawing_area();
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 20))?;
     let mut rest = root;
@@ -229,7 +229,7 @@ pub fn chart(
             .caption(*caption, ("sans-serif", 16))
             .margin(8)
             .x_label_area_size(30)
-            .y_label_area_size(380)
+            .y_label_area_size(430)
             .build_cartesian_2d(0.0..max.max(1.0), (0..n).into_segmented())?;
         chart
             .configure_mesh()

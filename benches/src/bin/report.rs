@@ -171,13 +171,15 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".to_string())
 }
 
-/// The 1-minute load average from /proc/loadavg: other work on the machine during the run.
-fn load_average() -> String {
+/// The 1-minute load average from /proc/loadavg: other work on the machine before the run.
+fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
-        .and_then(|l| l.split_whitespace().next().map(str::to_string))
-        .unwrap_or_else(|| "unknown".to_string())
+        .and_then(|l| l.split_whitespace().next().and_then(|x| x.parse().ok()))
 }
+
+/// A load average at or above this share of the logical CPUs marks the run as busy.
+const BUSY_LOAD_PER_CPU: f64 = 0.75;
 
 /// Today's date (UTC), `YYYY-MM-DD`, from the system clock (days to civil date: the
 /// proleptic Gregorian calendar, eras of 400 years).
@@ -235,13 +237,20 @@ fn main() {
     let budget = if options.quick { QUICK } else { FULL };
     let start = Instant::now();
     let cpus = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let load = load_average();
+    // Exact: a CPU count.
+    #[allow(clippy::cast_precision_loss)]
+    let busy = load.is_some_and(|l| l >= BUSY_LOAD_PER_CPU * cpus as f64);
     let header = format!(
         "{}, {cpus} logical CPUs, load average {} at the start, {}{}",
         cpu_model(),
-        load_average(),
+        load.map_or_else(|| "unknown".to_string(), |l| format!("{l:.2}")),
         today(),
         if options.quick {
             " (`--quick`: a smoke run, not for comparison)"
+        } else if busy {
+            " (**the machine was busy: other work ran beside this one, so the figures are \
+             noisy and not for comparison**)"
         } else {
             ""
         }
