@@ -293,7 +293,11 @@ impl<V: Visit> VisitShared for OnOneThread<'_, V> {
 /// The generators that can be shared between threads and have no cap a test reaches: the
 /// wide layout where a generator can express it, `uuid`'s v7, and the fixed 12-bit layouts
 /// in paced bursts. Timed on one thread ([`unsaturated`]) and on two ([`contended`]).
-fn shareable(v: &mut impl VisitShared) {
+///
+/// # Panics
+///
+/// If a generator cannot be built (never, with these layouts and nodes).
+pub fn shareable(v: &mut impl VisitShared) {
     let wide = wide();
     let spin = |_| std::hint::spin_loop();
 
