@@ -353,7 +353,7 @@ pub fn shareable(v: &mut impl VisitShared) {
     );
 }
 
-/// One thread, no cap reached: the [shareable](shareable) generators, then those only one
+/// One thread, no cap reached: the [`shareable`] generators, then those only one
 /// thread can use or that only this group times (atomflake's other types and clocks,
 /// ferroid's `BasicSnowflakeGenerator`, ulid's generator, rs-snowflake in paced bursts).
 ///
@@ -513,7 +513,7 @@ pub fn saturated(v: &mut impl Visit) {
     );
 }
 
-/// Threads sharing one generator, no cap reached: the [shareable](shareable) generators,
+/// Threads sharing one generator, no cap reached: the [`shareable`] generators,
 /// and atomflake's sharded generator on 41/1/21 (a node, so a state word, per thread).
 ///
 /// # Panics
