@@ -164,6 +164,9 @@ pub fn tail_table(rows: &[TailRow]) -> String {
 
 /// A bar's label in the chart.
 fn label(entry: &Entry) -> String {
+    if entry.layout == "-" {
+        return entry.name.to_string();
+    }
     match entry.how {
         How::Tight => format!("{} ({})", entry.name, entry.layout),
         How::Paced => format!("{} ({}, paced)", entry.name, entry.layout),
@@ -177,8 +180,39 @@ pub struct Bar {
     pub label: String,
     /// Million IDs per second.
     pub value: f64,
-    /// atomflake's (drawn in orange).
-    pub ours: bool,
+    /// Whose bar it is.
+    pub kind: Kind,
+}
+
+/// Whose bar it is: the colour it is drawn in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// atomflake's (orange).
+    Atomflake,
+    /// A peer's (blue).
+    Peer,
+    /// The floor, a raw clock read + CAS with no generator (grey).
+    Floor,
+}
+
+impl Kind {
+    fn of(entry: &Entry) -> Kind {
+        if entry.name.starts_with("atomflake") {
+            Kind::Atomflake
+        } else if entry.name.starts_with("floor") {
+            Kind::Floor
+        } else {
+            Kind::Peer
+        }
+    }
+
+    fn color(self) -> RGBColor {
+        match self {
+            Kind::Atomflake => RGBColor(230, 120, 20),
+            Kind::Peer => RGBColor(70, 110, 170),
+            Kind::Floor => RGBColor(150, 150, 150),
+        }
+    }
 }
 
 /// The bars of `group`, in million IDs per second; broken rows are left out.
@@ -194,14 +228,15 @@ pub fn bars(rows: &[Row], group: Group) -> Vec<Bar> {
             Some(Bar {
                 label: label(&r.entry),
                 value,
-                ours: r.entry.name.starts_with("atomflake"),
+                kind: Kind::of(&r.entry),
             })
         })
         .collect()
 }
 
 /// Writes an SVG chart of throughput per generator (million IDs per second, more is
-/// better): one panel per group in `panels`, atomflake's bars in orange.
+/// better): one panel per group in `panels`, atomflake's bars in orange, the peers' in
+/// blue, the floor in grey.
 ///
 /// # Errors
 ///
@@ -247,11 +282,7 @@ pub fn chart(
             .draw()?;
         chart.draw_series(bars.iter().enumerate().map(|(i, bar)| {
             let slot = n - 1 - i;
-            let color = if bar.ours {
-                RGBColor(230, 120, 20)
-            } else {
-                RGBColor(70, 110, 170)
-            };
+            let color = bar.kind.color();
             let mut rectangle = Rectangle::new(
                 [
                     (0.0, SegmentValue::Exact(slot)),
@@ -384,11 +415,11 @@ mod tests {
             Bar {
                 label: "atomflake Generator (41/0/22)".to_string(),
                 value: 100.0,
-                ours: true
+                kind: Kind::Atomflake
             }
         );
         assert!((bars[1].value - 200.0).abs() < 1e-9);
-        assert!(!bars[1].ours);
+        assert_eq!(bars[1].kind, Kind::Peer);
     }
 
     #[test]
