@@ -1,17 +1,15 @@
-//! Pieces the benches, the bins and the examples share.
+//! Pieces the benches, the bins and the examples share: each measurement is written once
+//! here and used by the criterion benches (`benches/`) and the one-run `report` bin.
+//!
+//! - [`measure`]: the timed loops (tight, paced bursts, threads), saturation windows with
+//!   the thread's CPU time, and per-call latency histograms.
+//! - [`sanity`]: the check every generator passes before it is timed.
+//! - [`peers`]: every benched generator, atomflake's and the peers', listed once per group.
+//! - [`report`]: rows, ratios, the Markdown table and the SVG chart of the `report` bin.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+pub mod measure;
+pub mod peers;
+pub mod report;
+pub mod sanity;
 
-/// One step of the floor every CAS generator with a precise quanta clock pays: one raw
-/// clock read, a load and one `compare_exchange` on `word` (uncontended when the word is
-/// this thread's). Returns the CAS result for `black_box`.
-///
-/// # Errors
-///
-/// The CAS's own: the value found when another thread changed `word` in between.
-#[inline]
-pub fn floor_step(clock: &quanta::Clock, word: &AtomicU64) -> Result<u64, u64> {
-    let raw = clock.raw();
-    let current = word.load(Ordering::Relaxed);
-    word.compare_exchange(current, current ^ raw, Ordering::Relaxed, Ordering::Relaxed)
-}
+pub use measure::floor_step;
