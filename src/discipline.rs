@@ -736,6 +736,120 @@ mod tests {
             );
         }
 
+        /// A clock fault between checks.
+        #[derive(Debug, Clone)]
+        enum Fault {
+            /// Real time passes, counter running (ms).
+            Run(u16),
+            /// The wall clock steps (ms, either way).
+            Step(i16),
+            /// Real time passes with the counter stopped (ms).
+            Suspend(u16),
+        }
+
+        fn fault() -> impl proptest::strategy::Strategy<Value = Fault> {
+            use proptest::prelude::*;
+            prop_oneof![
+                6 => (1..2_000_u16).prop_map(Fault::Run),
+                2 => (-2_000..2_000_i16).prop_map(Fault::Step),
+                1 => (1..5_000_u16).prop_map(Fault::Suspend),
+            ]
+        }
+
+        /// The discipline's rule restated in plain nanoseconds (no fixed point, no
+        /// segments): what the clock should read.
+        struct Model {
+            /// Counter and clock (ns) where the current rate started.
+            base: (u64, i128),
+            slewing: bool,
+        }
+
+        impl Model {
+            const GUARD_COUNTS: u64 = 3 * GUARD_NS;
+
+            /// The clock at `raw` (3 counts per ns, 1% slower while slewing).
+            fn at(&self, raw: u64) -> i128 {
+                let ns = i128::from(raw.saturating_sub(self.base.0)) / 3;
+                self.base.1 + if self.slewing { ns * 99 / 100 } else { ns }
+            }
+
+            /// The rule; `false` when the offset was within 1 µs of the dead band's edge,
+            /// where the two rounding schemes may decide differently.
+            fn check(&mut self, raw: u64, wall: i128) -> bool {
+                let start = raw + Model::GUARD_COUNTS;
+                let (clock, wall) = (self.at(start), wall + i128::from(GUARD_NS));
+                let band = i128::from(DEADBAND_NS);
+                let clear = ((wall - clock).abs() - band).abs() > 1_000;
+                if wall > clock + band {
+                    (self.base, self.slewing) = ((start, wall), false);
+                } else if clock > wall + band {
+                    if !self.slewing {
+                        (self.base, self.slewing) = ((start, clock), true);
+                    }
+                } else if self.slewing {
+                    (self.base, self.slewing) = ((start, clock), false);
+                }
+                clear
+            }
+        }
+
+        proptest::proptest! {
+            #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+            /// Invariants, under any run of drift, steps and suspends: the clock never
+            /// goes back (`Sim::read`), IDs strictly increase (`run_checks`), the clock
+            /// agrees with the model to 1 µs before every check, and once the faults stop
+            /// it converges to within 2 ms of the wall clock and stays there.
+            #[test]
+            fn the_discipline_follows_its_model_and_converges(
+                drift_ppm in -200_i128..200,
+                faults in proptest::collection::vec(fault(), 1..40),
+            ) {
+                let sim = Sim::new(drift_ppm);
+                let generator = generator(&sim);
+                let mut last = Id::new(0);
+                let mut model = Model { base: (0, i128::try_from(START_NS).unwrap()), slewing: false };
+                let mut check = |sim: &Sim| {
+                    let ours = i128::from(ns_from_fixed(sim.read()));
+                    let theirs = model.at(sim.raw.get());
+                    assert!((ours - theirs).abs() <= 1_000, "clock {ours} vs model {theirs}");
+                    let clear = model.check(sim.raw.get(), i128::try_from(sim.wall_ns()).unwrap());
+                    sim.check();
+                    if !clear {
+                        // On the dead band's edge: follow the implementation's decision.
+                        let segment = sim.steering.borrow().current;
+                        model.base = (segment.start, i128::from(ns_from_fixed(segment.at)));
+                        model.slewing = segment.scale != three_ghz();
+                    }
+                };
+                for fault in faults {
+                    match fault {
+                        Fault::Run(ms) => {
+                            // `run_checks` checks after running; compare before each.
+                            for _ in 0..ms / 10 {
+                                sim.run(CHECK_INTERVAL.as_nanos());
+                                check(&sim);
+                                let id = generator.try_next_id().unwrap();
+                                assert!(id > last);
+                                last = id;
+                            }
+                        }
+                        Fault::Step(ms) => sim.step_wall(i128::from(ms)),
+                        Fault::Suspend(ms) => sim.suspend(u128::from(ms) * 1_000_000),
+                    }
+                }
+                // Quiet from here: a slew of the offset takes |offset| × 100, and up to 2%
+                // longer against a counter drifting the same way by 200 ppm.
+                let offset = sim.offset_ms().abs();
+                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                let converge_ms = (offset * 102.0) as u64 + 1_000;
+                sim.run_checks(&generator, &mut last, converge_ms, 1, |_| {});
+                let mut worst = 0.0_f64;
+                sim.run_checks(&generator, &mut last, 2_000, 1, |sim| worst = worst.max(sim.offset_ms().abs()));
+                assert!(worst <= 2.0, "{worst} ms off after converging from {offset} ms");
+            }
+        }
+
         #[test]
         fn a_suspend_is_caught_up_on_resume() {
             let sim = Sim::new(0);
