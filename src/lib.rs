@@ -92,6 +92,7 @@
 //! (see [`Generator`]). [`ManualClock`]'s value likewise orders nothing else.
 #![forbid(unsafe_code)]
 
+mod base32;
 mod builder;
 mod clock;
 mod error;
@@ -104,6 +105,7 @@ mod sharded;
 mod state;
 mod sync;
 
+pub use base32::Base32;
 pub use builder::Builder;
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use error::{Error, Field};
