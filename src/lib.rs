@@ -101,6 +101,8 @@ mod id;
 mod layout;
 mod local;
 mod mint;
+#[cfg(feature = "serde")]
+pub mod serde;
 mod sharded;
 mod state;
 mod sync;
