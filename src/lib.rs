@@ -95,6 +95,7 @@
 mod base32;
 mod builder;
 mod clock;
+mod datetime;
 mod error;
 mod generator;
 mod id;
