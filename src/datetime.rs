@@ -105,6 +105,7 @@ mod tests {
     use super::*;
 
     /// A layout whose times are past chrono's and time's last dates.
+    #[cfg(any(feature = "chrono", feature = "time"))]
     fn far_future() -> Layout {
         Layout::builder()
             .timestamp_bits(41)
@@ -150,60 +151,51 @@ mod tests {
         );
     }
 
-    #[cfg(feature = "chrono")]
-    #[test]
-    fn chrono_utc() {
-        let l = Layout::TWITTER;
-        let t = l.chrono_utc(Id::new(1_050_118_621_198_921_728)).unwrap();
-        assert_eq!(t.timestamp_millis(), 1_539_202_764_211);
+    /// The errors every conversion shares: an ID outside the layout, a time past the
+    /// target type's last date.
+    #[cfg(any(feature = "chrono", feature = "time"))]
+    fn check_errors<T: core::fmt::Debug + PartialEq>(
+        convert: impl Fn(&Layout, Id) -> Result<T, Error>,
+        target: &'static str,
+    ) {
         assert_eq!(
-            l.chrono_utc(Id::new(u64::MAX)),
+            convert(&Layout::TWITTER, Id::new(u64::MAX)),
             Err(Error::IdOutOfLayout {
                 id: u64::MAX,
                 max: i64::MAX as u64
             })
         );
         let far = far_future();
-        let err = far.chrono_utc(Id::new(0)).unwrap_err();
+        let err = convert(&far, Id::new(0)).unwrap_err();
         assert_eq!(
             err,
             Error::TimeOutOfRange {
                 unix_ms: far.epoch_ms(),
-                target: "chrono::DateTime<Utc>"
+                target
             }
         );
         assert_eq!(
             err.to_string(),
-            "time 18446741874686296063 ms is out of range for chrono::DateTime<Utc>"
+            format!("time 18446741874686296063 ms is out of range for {target}")
         );
+    }
+
+    #[cfg(feature = "chrono")]
+    #[test]
+    fn chrono_utc() {
+        let t = Layout::TWITTER.chrono_utc(Id::new(1_050_118_621_198_921_728));
+        assert_eq!(t.map(|t| t.timestamp_millis()), Ok(1_539_202_764_211));
+        check_errors(Layout::chrono_utc, "chrono::DateTime<Utc>");
     }
 
     #[cfg(feature = "time")]
     #[test]
     fn offset_date_time() {
-        let l = Layout::TWITTER;
-        let t = l.offset_date_time(Id::new(1_050_118_621_198_921_728)).unwrap();
+        let t = Layout::TWITTER
+            .offset_date_time(Id::new(1_050_118_621_198_921_728))
+            .unwrap();
         assert_eq!(t.unix_timestamp_nanos(), 1_539_202_764_211_000_000);
         assert_eq!(t.offset(), time::UtcOffset::UTC);
-        assert_eq!(
-            l.offset_date_time(Id::new(u64::MAX)),
-            Err(Error::IdOutOfLayout {
-                id: u64::MAX,
-                max: i64::MAX as u64
-            })
-        );
-        let far = far_future();
-        let err = far.offset_date_time(Id::new(0)).unwrap_err();
-        assert_eq!(
-            err,
-            Error::TimeOutOfRange {
-                unix_ms: far.epoch_ms(),
-                target: "time::OffsetDateTime"
-            }
-        );
-        assert_eq!(
-            err.to_string(),
-            "time 18446741874686296063 ms is out of range for time::OffsetDateTime"
-        );
+        check_errors(Layout::offset_date_time, "time::OffsetDateTime");
     }
 }

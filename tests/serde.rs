@@ -32,6 +32,13 @@ fn de_error<T: for<'de> Deserialize<'de> + core::fmt::Debug>(json: &str) -> Stri
     serde_json::from_str::<T>(json).unwrap_err().to_string()
 }
 
+/// Asserts each JSON text's exact deserialization error.
+fn assert_errors<T: for<'de> Deserialize<'de> + core::fmt::Debug>(cases: &[(&str, &str)]) {
+    for &(json, message) in cases {
+        assert_eq!(de_error::<T>(json), message, "{json}");
+    }
+}
+
 #[test]
 fn default_form_is_a_decimal_string() {
     for raw in [0, (1 << 53) + 1, BIG, u64::MAX] {
@@ -56,28 +63,30 @@ fn default_form_reads_integers_too() {
 
 #[test]
 fn default_form_errors_name_the_value() {
-    assert_eq!(
-        de_error::<Default>(r#"{"id":"12x"}"#),
-        "invalid character 'x' at byte 2 in id: ids are written with the digits 0-9 only \
-         at line 1 column 11"
-    );
-    assert_eq!(
-        de_error::<Default>(r#"{"id":"18446744073709551616"}"#),
-        "id is out of range: ids allow 0..=18446744073709551615 at line 1 column 28"
-    );
-    assert_eq!(
-        de_error::<Default>(r#"{"id":-1}"#),
-        "-1 is out of range for an id: ids allow 0..=18446744073709551615 at line 1 column 8"
-    );
-    assert_eq!(
-        de_error::<Default>(r#"{"id":""}"#),
-        "cannot parse an id from empty text at line 1 column 8"
-    );
-    assert_eq!(
-        de_error::<Default>(r#"{"id":1.5}"#),
-        "invalid type: floating point `1.5`, expected an id: a decimal string or a \
-         non-negative integer at line 1 column 9"
-    );
+    assert_errors::<Default>(&[
+        (
+            r#"{"id":"12x"}"#,
+            "invalid character 'x' at byte 2 in id: ids are written with the digits 0-9 only \
+             at line 1 column 11",
+        ),
+        (
+            r#"{"id":"18446744073709551616"}"#,
+            "id is out of range: ids allow 0..=18446744073709551615 at line 1 column 28",
+        ),
+        (
+            r#"{"id":-1}"#,
+            "-1 is out of range for an id: ids allow 0..=18446744073709551615 at line 1 column 8",
+        ),
+        (
+            r#"{"id":""}"#,
+            "cannot parse an id from empty text at line 1 column 8",
+        ),
+        (
+            r#"{"id":1.5}"#,
+            "invalid type: floating point `1.5`, expected an id: a decimal string or a \
+             non-negative integer at line 1 column 9",
+        ),
+    ]);
     // Above u64::MAX serde_json reads a float, which is refused, not rounded.
     assert_eq!(
         de_error::<Default>(r#"{"id":18446744073709551616}"#),
@@ -92,14 +101,16 @@ fn integer_form_is_a_number() {
     let json = serde_json::to_string(&value).unwrap();
     assert_eq!(json, format!(r#"{{"id":{BIG}}}"#));
     assert_eq!(serde_json::from_str::<Integer>(&json).unwrap(), value);
-    assert_eq!(
-        de_error::<Integer>(r#"{"id":-7}"#),
-        "-7 is out of range for an id: ids allow 0..=18446744073709551615 at line 1 column 8"
-    );
-    assert_eq!(
-        de_error::<Integer>(r#"{"id":"12"}"#),
-        "invalid type: string \"12\", expected an id: a non-negative integer at line 1 column 10"
-    );
+    assert_errors::<Integer>(&[
+        (
+            r#"{"id":-7}"#,
+            "-7 is out of range for an id: ids allow 0..=18446744073709551615 at line 1 column 8",
+        ),
+        (
+            r#"{"id":"12"}"#,
+            "invalid type: string \"12\", expected an id: a non-negative integer at line 1 column 10",
+        ),
+    ]);
 }
 
 #[test]
@@ -112,25 +123,27 @@ fn base32_form_is_13_characters() {
         serde_json::from_str::<Base32>(r#"{"id":"9askzemaq4d8n"}"#).unwrap(),
         value
     );
-    assert_eq!(
-        de_error::<Base32>(r#"{"id":"9ASKZEMAQ4D8U"}"#),
-        "invalid character 'U' at byte 12 in base32 id: base32 ids use Crockford's digits \
-         0-9 and A-Z without U (I and L read as 1, O as 0) at line 1 column 21"
-    );
-    assert_eq!(
-        de_error::<Base32>(r#"{"id":"G000000000000"}"#),
-        "base32 id \"G000000000000\" is out of range: ids allow 0000000000000..=FZZZZZZZZZZZZ \
-         at line 1 column 21"
-    );
-    assert_eq!(
-        de_error::<Base32>(r#"{"id":"123"}"#),
-        "base32 id has 3 characters: a base32 id has exactly 13 at line 1 column 11"
-    );
-    assert_eq!(
-        de_error::<Base32>(r#"{"id":12}"#),
-        "invalid type: integer `12`, expected an id: 13 characters of Crockford base32 \
-         at line 1 column 8"
-    );
+    assert_errors::<Base32>(&[
+        (
+            r#"{"id":"9ASKZEMAQ4D8U"}"#,
+            "invalid character 'U' at byte 12 in base32 id: base32 ids use Crockford's digits \
+             0-9 and A-Z without U (I and L read as 1, O as 0) at line 1 column 21",
+        ),
+        (
+            r#"{"id":"G000000000000"}"#,
+            "base32 id \"G000000000000\" is out of range: ids allow 0000000000000..=FZZZZZZZZZZZZ \
+             at line 1 column 21",
+        ),
+        (
+            r#"{"id":"123"}"#,
+            "base32 id has 3 characters: a base32 id has exactly 13 at line 1 column 11",
+        ),
+        (
+            r#"{"id":12}"#,
+            "invalid type: integer `12`, expected an id: 13 characters of Crockford base32 \
+             at line 1 column 8",
+        ),
+    ]);
 }
 
 #[test]
