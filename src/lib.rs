@@ -62,10 +62,10 @@
 //! - `tokio`: async minting (`next_id_async` and friends) that waits for a spent tick
 //!   without blocking the runtime thread.
 //! - `serde`: `Serialize`/`Deserialize` for [`Id`], a decimal string by default (JavaScript
-//!   rounds numbers above 2^53); [`serde::integer`] and [`serde::base32`] for
+//!   rounds numbers above 2^53); `atomflake::serde::{integer, base32}` for
 //!   `#[serde(with = ...)]`.
-//! - `chrono`, `time`: an ID's time as `chrono::DateTime<Utc>` ([`Layout::chrono_utc`]) or
-//!   `time::OffsetDateTime` ([`Layout::offset_date_time`]).
+//! - `chrono`, `time`: an ID's time as `chrono::DateTime<Utc>` (`Layout::chrono_utc`) or
+//!   `time::OffsetDateTime` (`Layout::offset_date_time`).
 //!
 //! All are off by default; without them the crate depends on `quanta` and
 //! `crossbeam-utils` only.
