@@ -4,6 +4,8 @@
 //! *transient* (the same call can succeed later) or *permanent* (it never will, for the
 //! same input) is said on each variant; only [`Error::SequenceExhausted`] is transient.
 
+use crate::base32::Base32;
+use crate::id::Id;
 use core::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -214,11 +216,38 @@ pub enum Error {
         /// The longest start-up wait allowed.
         max_wait: Duration,
     },
+    /// Text to parse as a base32 ID ([`Id::from_base32`](crate::Id::from_base32)) that is not
+    /// 13 characters long. Permanent.
+    Base32Length {
+        /// The number of characters given.
+        length: usize,
+    },
+    /// Text to parse as a base32 ID holding a character outside Crockford's alphabet (`U`,
+    /// punctuation, non-ASCII). Permanent.
+    InvalidBase32 {
+        /// The character found.
+        found: char,
+        /// Its byte offset in the text.
+        index: usize,
+    },
+    /// A base32 ID above `u64::MAX`: 13 characters hold 65 bits, so the first may only be
+    /// `0`..=`F`. Permanent.
+    Base32Overflow {
+        /// The text given.
+        text: Base32,
+    },
+    /// An ID's time that the target time type cannot hold (a custom layout whose span runs
+    /// past that type's last date). Permanent.
+    TimeOutOfRange {
+        /// The time, Unix ms.
+        unix_ms: u64,
+        /// The time type, such as `SystemTime`.
+        target: &'static str,
+    },
 }
 
 impl fmt::Display for Error {
-    // One arm per variant: long, but flat.
-    #[allow(clippy::too_many_lines)]
+    #[expect(clippy::too_many_lines, reason = "one arm per variant")]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Error::LayoutTooWide {
@@ -334,6 +363,25 @@ impl fmt::Display for Error {
                 Duration::from_millis(mark_ms.saturating_sub(clock_ms)),
                 path.display()
             ),
+            Error::Base32Length { length } => write!(
+                f,
+                "base32 id has {length} characters: a base32 id has exactly {}",
+                Base32::LEN
+            ),
+            Error::InvalidBase32 { found, index } => write!(
+                f,
+                "invalid character {found:?} at byte {index} in base32 id: base32 ids use \
+                 Crockford's digits 0-9 and A-Z without U (I and L read as 1, O as 0)"
+            ),
+            Error::Base32Overflow { text } => write!(
+                f,
+                "base32 id \"{text}\" is out of range: ids allow {}..={}",
+                Id::new(0).to_base32(),
+                Id::new(u64::MAX).to_base32()
+            ),
+            Error::TimeOutOfRange { unix_ms, target } => {
+                write!(f, "time {unix_ms} ms is out of range for {target}")
+            }
         }
     }
 }

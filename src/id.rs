@@ -7,7 +7,9 @@ use core::str::FromStr;
 /// A Snowflake ID: a `u64` whose high bits are a timestamp.
 ///
 /// IDs from one [`Layout`](crate::Layout) order by time. `Display` and `FromStr` use plain
-/// decimal digits; a database `BIGINT` takes [`Id::to_i64`].
+/// decimal digits; [`Id::to_base32`] and [`Id::from_base32`] a fixed-width 13-character
+/// Crockford base32 form that sorts like the number; a database `BIGINT` takes
+/// [`Id::to_i64`].
 ///
 /// # Examples
 ///

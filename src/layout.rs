@@ -277,6 +277,67 @@ impl Layout {
         tick.saturating_mul(self.tick_ms).saturating_add(self.epoch_ms)
     }
 
+    /// The smallest ID of the tick that contains `unix_ms`: every field below the timestamp
+    /// is 0.
+    ///
+    /// With [`last_id_at`](Self::last_id_at) it turns a time range into an ID range, for
+    /// paging through rows by creation time with `WHERE id BETWEEN a AND b ORDER BY id`:
+    /// `first_id_at(t1)..=last_id_at(t2)` holds every ID (of any node) whose tick overlaps
+    /// `[t1, t2]`. A `t1` in the middle of a tick includes that whole tick: an ID keeps only
+    /// its tick, so IDs from its first milliseconds cannot be told apart from the rest.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TimeBeforeEpoch`] and [`Error::TimePastEnd`] for times outside the span,
+    /// as [`tick_at`](Self::tick_at).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{Id, Layout};
+    /// use std::time::{Duration, UNIX_EPOCH};
+    ///
+    /// let layout = Layout::TWITTER;
+    /// // 2018-10-10T20:19:24.211Z, as Unix ms; from a SystemTime:
+    /// let t = UNIX_EPOCH + Duration::from_millis(1539202764211);
+    /// let ms = u64::try_from(t.duration_since(UNIX_EPOCH)?.as_millis())?;
+    /// let (first, last) = (layout.first_id_at(ms)?, layout.last_id_at(ms)?);
+    /// // Twitter's documented tweet 1050118621198921728 was created in that millisecond.
+    /// assert!((first..=last).contains(&Id::new(1050118621198921728)));
+    /// assert_eq!(last.get() - first.get(), (1 << 22) - 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn first_id_at(&self, unix_ms: u64) -> Result<Id, Error> {
+        Ok(Id::new(self.tick_at(unix_ms)? << self.timestamp_shift()))
+    }
+
+    /// The largest ID of the tick that contains `unix_ms`: every field below the timestamp
+    /// has all its bits set. See [`first_id_at`](Self::first_id_at).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TimeBeforeEpoch`] and [`Error::TimePastEnd`] for times outside the span.
+    ///
+    /// ```
+    /// use atomflake::{Error, Layout};
+    ///
+    /// let layout = Layout::SONYFLAKE; // 10 ms ticks
+    /// let epoch = layout.epoch_ms();
+    /// // epoch + 19 ms is in tick 1: sequence and machine bits all 0, then all 1.
+    /// assert_eq!(layout.first_id_at(epoch + 19)?.get(), 1 << 24);
+    /// assert_eq!(layout.last_id_at(epoch + 19)?.get(), (2 << 24) - 1);
+    /// assert_eq!(
+    ///     layout.last_id_at(epoch - 1),
+    ///     Err(Error::TimeBeforeEpoch { unix_ms: epoch - 1, epoch_ms: epoch }),
+    /// );
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    pub fn last_id_at(&self, unix_ms: u64) -> Result<Id, Error> {
+        Ok(Id::new(
+            self.first_id_at(unix_ms)?.get() | mask(self.timestamp_shift()),
+        ))
+    }
+
     /// Puts the fields together into an ID. A time inside a tick stands for that tick (for
     /// Sonyflake's 10 ms ticks, `unix_ms` 5 ms into a tick encodes as the tick's start).
     ///

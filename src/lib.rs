@@ -60,8 +60,15 @@
 //! # Feature flags
 //!
 //! - `tokio`: async minting (`next_id_async` and friends) that waits for a spent tick
-//!   without blocking the runtime thread. Off by default; without it the crate depends on
-//!   `quanta` and `crossbeam-utils` only.
+//!   without blocking the runtime thread.
+//! - `serde`: `Serialize`/`Deserialize` for [`Id`], a decimal string by default (JavaScript
+//!   rounds numbers above 2^53); `atomflake::serde::{integer, base32}` for
+//!   `#[serde(with = ...)]`.
+//! - `chrono`, `time`: an ID's time as `chrono::DateTime<Utc>` (`Layout::chrono_utc`) or
+//!   `time::OffsetDateTime` (`Layout::offset_date_time`).
+//!
+//! All are off by default; without them the crate depends on `quanta` and
+//! `crossbeam-utils` only.
 //!
 //! # Caveats
 //!
@@ -92,8 +99,10 @@
 //! (see [`Generator`]). [`ManualClock`]'s value likewise orders nothing else.
 #![forbid(unsafe_code)]
 
+mod base32;
 mod builder;
 mod clock;
+mod datetime;
 mod discipline;
 mod error;
 mod generator;
@@ -102,10 +111,13 @@ mod id;
 mod layout;
 mod local;
 mod mint;
+#[cfg(feature = "serde")]
+pub mod serde;
 mod sharded;
 mod state;
 mod sync;
 
+pub use base32::Base32;
 pub use builder::Builder;
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use discipline::ClockStep;

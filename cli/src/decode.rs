@@ -1,0 +1,79 @@
+//! `atomflake decode`: an ID's time, node and sequence, as text or JSON lines.
+
+use crate::{Failure, report, rfc3339, write_failed};
+use atomflake::{Base32, Error, Id, Layout};
+use std::io::{self, BufRead, BufWriter, Write};
+
+/// Discord's node is `worker << 5 | process`.
+const DISCORD_PROCESS_BITS: u32 = 5;
+
+pub(crate) fn run(layout: Layout, json: bool, ids: &[String]) -> Result<(), Failure> {
+    let mut out = BufWriter::new(io::stdout().lock());
+    let mut all_good = true;
+    if ids.is_empty() {
+        for line in io::stdin().lock().lines() {
+            let line = line.map_err(|err| Failure::Other(format!("cannot read stdin: {err}")))?;
+            let text = line.trim();
+            if !text.is_empty() {
+                all_good &= decode_one(&mut out, layout, json, text)?;
+            }
+        }
+    } else {
+        for text in ids {
+            all_good &= decode_one(&mut out, layout, json, text)?;
+        }
+    }
+    out.flush().map_err(write_failed)?;
+    if all_good { Ok(()) } else { Err(Failure::BadInput) }
+}
+
+/// Writes the decoded `text`, or reports why it does not decode; `Ok(false)` for the latter.
+fn decode_one(out: &mut impl Write, layout: Layout, json: bool, text: &str) -> Result<bool, Failure> {
+    let decoded = parse(text).and_then(|id| Ok((id, layout.chrono_utc(id)?)));
+    let (id, time) = match decoded {
+        Ok(decoded) => decoded,
+        Err(err) => {
+            // Keep stdout and stderr in input order on a terminal.
+            out.flush().map_err(write_failed)?;
+            report(format_args!("cannot decode {text:?}: {err}"));
+            return Ok(false);
+        }
+    };
+    let parts = layout.decode(id);
+    let time = rfc3339(time);
+    let discord = (layout == Layout::DISCORD).then_some((
+        parts.node >> DISCORD_PROCESS_BITS,
+        parts.node & ((1 << DISCORD_PROCESS_BITS) - 1),
+    ));
+    let written = if json {
+        write!(
+            out,
+            r#"{{"id":"{id}","unix_ms":{},"time":"{time}","node":{}"#,
+            parts.unix_ms, parts.node
+        )
+        .and_then(|()| match discord {
+            Some((worker, process)) => write!(out, r#","worker":{worker},"process":{process}"#),
+            None => Ok(()),
+        })
+        .and_then(|()| writeln!(out, r#","sequence":{}}}"#, parts.sequence))
+    } else {
+        write!(out, "{id}  {time}  ")
+            .and_then(|()| match discord {
+                Some((worker, process)) => write!(out, "worker {worker}  process {process}"),
+                None => write!(out, "node {}", parts.node),
+            })
+            .and_then(|()| writeln!(out, "  sequence {}", parts.sequence))
+    };
+    written.map_err(write_failed)?;
+    Ok(true)
+}
+
+/// Decimal, or base32 when the text is 13 characters and not all digits (a 13-digit
+/// decimal ID is read as decimal).
+fn parse(text: &str) -> Result<Id, Error> {
+    if text.len() == Base32::LEN && !text.bytes().all(|b| b.is_ascii_digit()) {
+        Id::from_base32(text)
+    } else {
+        text.parse()
+    }
+}

@@ -1,0 +1,38 @@
+//! Base32 parsing: never panics; an `Ok` ID writes back to the same text, normalised
+//! (upper case, `I`/`L` as `1`, `O` as `0`); every `u64` round trips through its text.
+#![no_main]
+
+use atomflake::{Error, Id};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|input: (u64, &str)| {
+    let (raw, text) = input;
+    let id = Id::new(raw);
+    assert_eq!(Id::from_base32(&id.to_base32().to_string()), Ok(id));
+
+    match Id::from_base32(text) {
+        Ok(parsed) => {
+            let normalised: String = text
+                .chars()
+                .map(|c| match c.to_ascii_uppercase() {
+                    'I' | 'L' => '1',
+                    'O' => '0',
+                    upper => upper,
+                })
+                .collect();
+            assert_eq!(parsed.to_base32().to_string(), normalised, "{text:?}");
+        }
+        Err(Error::Base32Length { length }) => assert_ne!(length, 13, "{text:?}"),
+        Err(Error::InvalidBase32 { found, index }) => {
+            assert_eq!(text[index..].chars().next(), Some(found), "{text:?}");
+            assert!(!found.is_ascii_alphanumeric() || found.eq_ignore_ascii_case(&'u'), "{text:?}");
+        }
+        Err(Error::Base32Overflow { text: given }) => {
+            assert_eq!(given.to_string(), text);
+            // The first character is a digit above F (look-alikes read as 0 and 1).
+            let first = text.as_bytes()[0].to_ascii_uppercase();
+            assert!(!matches!(first, b'0'..=b'9' | b'A'..=b'F' | b'I' | b'L' | b'O'), "{text:?}");
+        }
+        Err(other) => panic!("{text:?}: unexpected {other:?}"),
+    }
+});
