@@ -1,7 +1,8 @@
 //! Clocks: where a generator gets the time, in Unix milliseconds.
 //!
-//! - [`MonotonicClock`] (the default): quanta's TSC clock plus the wall-clock time captured
-//!   once per process. Never moves back, whatever happens to the wall clock.
+//! - [`MonotonicClock`] (the default): quanta's TSC clock, disciplined to the wall clock
+//!   by a background thread (`discipline.rs`). Never moves back, whatever happens to the
+//!   wall clock.
 //! - [`CoarseClock`]: the same time, kept fresh by a background upkeep thread. A ~1 ns
 //!   read (one atomic load), for timestamps up to one upkeep interval late.
 //! - [`ManualClock`]: set by hand, for tests.

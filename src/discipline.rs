@@ -686,23 +686,36 @@ mod tests {
             }
         }
 
-        #[test]
-        fn a_step_ahead_is_followed_at_once() {
+        /// After `fault` puts the wall clock `ms` ahead, the clock is on it one check
+        /// later, and the step was reported as a jump of `ms`.
+        fn caught_up_at_once(fault: impl Fn(&Sim), ms: u64) {
             let sim = Sim::new(0);
             let generator = generator(&sim);
             let mut last = Id::new(0);
             sim.run_checks(&generator, &mut last, 1_000, 1, |_| {});
-            sim.step_wall(5_000);
-            assert!((sim.offset_ms() - 5_000.0).abs() < 0.2, "{}", sim.offset_ms());
+            fault(&sim);
+            #[allow(clippy::cast_precision_loss)]
+            let ahead = ms as f64;
+            assert!((sim.offset_ms() - ahead).abs() < 0.2, "{}", sim.offset_ms());
             sim.run_checks(&generator, &mut last, 10, 1, |_| {});
             assert!(
                 sim.offset_ms().abs() < 0.2,
                 "one check later: {} ms",
                 sim.offset_ms()
             );
-            assert!(
-                matches!(sim.steps.borrow()[..], [ClockStep::Forward { by }] if by.abs_diff(Duration::from_secs(5)) < Duration::from_millis(1))
-            );
+            assert!(matches!(sim.steps.borrow()[..], [ClockStep::Forward { by }]
+                if by.abs_diff(Duration::from_millis(ms)) < Duration::from_millis(1)));
+        }
+
+        #[test]
+        fn a_step_ahead_is_followed_at_once() {
+            caught_up_at_once(|sim| sim.step_wall(5_000), 5_000);
+        }
+
+        #[test]
+        fn a_suspend_is_caught_up_on_resume() {
+            // The machine sleeps 30 s: the counter stops, the wall clock does not.
+            caught_up_at_once(|sim| sim.suspend(30_000_000_000), 30_000);
         }
 
         #[test]
@@ -848,25 +861,6 @@ mod tests {
                 sim.run_checks(&generator, &mut last, 2_000, 1, |sim| worst = worst.max(sim.offset_ms().abs()));
                 assert!(worst <= 2.0, "{worst} ms off after converging from {offset} ms");
             }
-        }
-
-        #[test]
-        fn a_suspend_is_caught_up_on_resume() {
-            let sim = Sim::new(0);
-            let generator = generator(&sim);
-            let mut last = Id::new(0);
-            sim.run_checks(&generator, &mut last, 1_000, 1, |_| {});
-            // The machine sleeps 30 s: the counter stops, the wall clock does not.
-            sim.suspend(30_000_000_000);
-            assert!((sim.offset_ms() - 30_000.0).abs() < 0.2, "{}", sim.offset_ms());
-            sim.run_checks(&generator, &mut last, 10, 1, |_| {});
-            assert!(
-                sim.offset_ms().abs() < 0.2,
-                "after resume: {} ms",
-                sim.offset_ms()
-            );
-            assert!(matches!(sim.steps.borrow()[..], [ClockStep::Forward { by }]
-                if by.abs_diff(Duration::from_secs(30)) < Duration::from_millis(1)));
         }
     }
 }

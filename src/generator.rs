@@ -125,6 +125,8 @@ impl<C: Clock> Generator<C> {
     /// When the clock reads before the layout's epoch, or past the end of its span (see
     /// [`Layout::end_unix_ms`]): a generator then cannot mint a correct ID. With the
     /// default clock this means the system clock was set before the epoch at startup.
+    /// Also when a [high-water file](crate::Builder::high_water_file) cannot be written
+    /// (a full disk, say): minting on would risk duplicates after a restart.
     /// [`try_next_id`](Self::try_next_id) returns these as errors.
     #[inline]
     pub fn next_id(&self) -> Id {

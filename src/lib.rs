@@ -24,8 +24,9 @@
 //!   so a generator never mints an ID twice and its IDs strictly increase.
 //! - The transition from `(state, now)` to the next state is a pure function (`state.rs`)
 //!   that tests, loom models and fuzzers drive directly; only the generator reads a clock.
-//! - [`MonotonicClock`], the default clock, is quanta's TSC clock anchored once to the
-//!   wall clock, so a wall-clock step back cannot move it back. Any clock may still move
+//! - [`MonotonicClock`], the default clock, is quanta's TSC clock disciplined to the wall
+//!   clock by a background thread: it jumps forward to a wall clock that is ahead and slews
+//!   towards one that is behind, so it never moves back. Any clock may still move
 //!   back ([`ManualClock`], a custom [`Clock`]): the generator then continues the last
 //!   tick's sequence, and IDs still never repeat or decrease.
 //! - All atomics come from one shim (`sync.rs`) that switches to loom under `--cfg loom`,
@@ -47,15 +48,35 @@
 //!
 //! # Guarantees
 //!
+//! Within a process:
+//!
 //! - From one generator: IDs are unique and strictly increasing, under any number of
 //!   threads and any clock behaviour (including a clock that moves back).
-//! - Across generators: unique as long as no two live generators share a layout and a
-//!   node ID. Choosing node IDs is the user's job.
 //! - Timestamps: an ID's time is the clock's tick when it was minted, or (after the clock
 //!   moved back) the last tick already used, never later than the clock. With
 //!   [`Builder::borrow_ahead`], up to the configured lead later than the clock.
-//! - Not yet covered: restarts. A process restarted with the same node ID while its wall
-//!   clock is behind the previous run's last tick can mint IDs the previous run minted.
+//!
+//! Across clock steps and drift, with the default [`MonotonicClock`]:
+//!
+//! - The clock never moves back, and minting never reads the wall clock: a background
+//!   thread compares the two every 10 ms and publishes a new anchor lock-free. Wall clock
+//!   ahead: the clock jumps to it. Behind: it slews, 1% slower than real time, until within
+//!   100 µs. So drift, a wall clock stepped after start-up and a suspend are corrected
+//!   while the process runs, and after convergence the clock stays within 2 ms of the wall
+//!   clock. [`MonotonicClock::on_step`] reports steps instead of slewing them silently.
+//!
+//! Across restarts:
+//!
+//! - Without a high-water file, only as long as the restarted process's clock is past the
+//!   previous run's last ID: a clock that ran ahead, or borrow-ahead, followed by a restart
+//!   with the same node ID can repeat IDs.
+//! - With [`Builder::high_water_file`], never: minted time is persisted (durably, before
+//!   any ID passes the mark, at most once a second) and a restarted generator starts past
+//!   it, waiting up to [`Builder::MAX_RESTART_WAIT`] for its clock and refusing to start
+//!   further behind. Damaged files and a second live generator on a file are errors.
+//!
+//! What the user provides: a distinct node ID for each live generator of a layout (and a
+//! high-water file of its own), and a wall clock that is right eventually.
 //!
 //! # Feature flags
 //!
@@ -73,12 +94,14 @@
 //! # Caveats
 //!
 //! - [`Generator::next_id`] panics when the clock is outside the layout's span (before the
-//!   epoch, or after the span ran out); [`Generator::try_next_id`] returns those errors.
+//!   epoch, or after the span ran out), or when a high-water file cannot be written;
+//!   [`Generator::try_next_id`] returns those errors.
 //! - One generator mints at most [`Layout::ids_per_tick`] IDs per tick (4,096 per ms for
 //!   Twitter): 4.096 M IDs/s, about 244 ns per ID at saturation, however fast a single
 //!   mint is.
 //! - The first [`MonotonicClock`] in a process calibrates quanta, which can take up to
-//!   ~200 ms; later ones are free.
+//!   ~200 ms, and starts the discipline thread (`atomflake-discipline`, awake for a few µs
+//!   every 10 ms); later ones are free.
 //!
 //! # Performance
 //!
