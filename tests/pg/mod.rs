@@ -1,0 +1,319 @@
+//! A throwaway PostgreSQL cluster for the tests that need a real server.
+//!
+//! [`Server::start`] runs `initdb` into a fresh temporary directory and starts `postgres`
+//! on a Unix socket in that directory (`listen_addresses=''`: nothing listens on the
+//! network). Dropping the [`Server`] stops it (`pg_ctl stop -m immediate`) and removes the
+//! directory, also when the test panics. As root, `initdb` and `postgres` run as the
+//! `postgres` user (`runuser`), since both refuse to run as root.
+//!
+//! The binaries are looked up in `ATOMFLAKE_PG_BIN`, else the newest
+//! `/usr/lib/postgresql/*/bin`, else `pg_config --bindir`. Without them, [`Server::start`]
+//! returns `None` after printing that the test is skipped; with `CI=true` a missing server
+//! is a failure instead.
+
+#![allow(dead_code, reason = "each test binary uses part of the harness")]
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+/// The preloaded library that moves one process's clock (Debian package `faketime`).
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// How a test server is started.
+#[derive(Default)]
+pub struct Options {
+    /// Preload libfaketime into the server with this `FAKETIME_TIMESTAMP_FILE`, read again
+    /// on every clock read (`FAKETIME_NO_CACHE=1`): writing `-2s` to it steps the server's
+    /// clock back by 2 s, and nothing else's.
+    pub faketime_file: Option<PathBuf>,
+    /// Extra `-c name=value` settings.
+    pub settings: Vec<(&'static str, String)>,
+}
+
+/// A running throwaway cluster.
+pub struct Server {
+    root: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    options: Options,
+    as_postgres: bool,
+}
+
+/// The directory with `initdb`, `pg_ctl` and `postgres`, if there is one.
+fn bin_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("ATOMFLAKE_PG_BIN") {
+        return Some(PathBuf::from(dir));
+    }
+    let mut installed: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            Some((version, entry.path().join("bin")))
+        })
+        .filter(|(_, bin)| bin.join("pg_ctl").exists())
+        .collect();
+    installed.sort();
+    if let Some((_, bin)) = installed.pop() {
+        return Some(bin);
+    }
+    let output = Command::new("pg_config").arg("--bindir").output().ok()?;
+    let dir = PathBuf::from(String::from_utf8(output.stdout).ok()?.trim());
+    dir.join("pg_ctl").exists().then_some(dir)
+}
+
+/// Says loudly that `test` did not run; under `CI=true` that is a failure.
+fn skip(test: &str, why: &str) {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: no PostgreSQL server ({why}), and CI=true makes a skip a failure"
+    );
+    eprintln!("SKIPPED {test}: no PostgreSQL server ({why})");
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout.trim_ascii() == b"0")
+}
+
+/// Runs `command`, panicking with its output if it fails.
+fn run(command: &mut Command) -> Output {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|err| panic!("cannot run {command:?}: {err}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed ({}):\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    output
+}
+
+impl Server {
+    /// A fresh server with default options, or `None` (printed as a skip) without one.
+    pub fn start(test: &str) -> Option<Server> {
+        Server::start_with(test, Options::default())
+    }
+
+    /// A fresh server started with `options`.
+    pub fn start_with(test: &str, options: Options) -> Option<Server> {
+        let Some(bin) = bin_dir() else {
+            skip(
+                test,
+                "no initdb/pg_ctl: set ATOMFLAKE_PG_BIN or install postgresql",
+            );
+            return None;
+        };
+        if options.faketime_file.is_some() && !Path::new(LIBFAKETIME).exists() {
+            skip(test, "libfaketime is not installed (Debian package faketime)");
+            return None;
+        }
+        static NEXT: AtomicU16 = AtomicU16::new(0);
+        let serial = NEXT.fetch_add(1, Ordering::Relaxed);
+        // Port numbers only name the socket file inside `root`, but PostgreSQL also
+        // derives its System V key from the port: keep them apart across test processes.
+        #[expect(clippy::cast_possible_truncation, reason = "spread over 20000 ports")]
+        let port = 20_000 + ((std::process::id() * 16 + u32::from(serial)) % 20_000) as u16;
+        let root = std::env::temp_dir().join(format!("atomflake-pg-{}-{serial}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let as_postgres = is_root();
+        let server = Server {
+            root,
+            bin,
+            port,
+            options,
+            as_postgres,
+        };
+        if as_postgres {
+            run(Command::new("chown").arg("postgres:postgres").arg(&server.root));
+        }
+        run(server
+            .server_command("initdb")
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "-D"])
+            .arg(server.data()));
+        server.start_again();
+        Some(server)
+    }
+
+    /// The data directory.
+    pub fn data(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    /// The directory holding the server's Unix socket.
+    pub fn socket_dir(&self) -> &Path {
+        &self.root
+    }
+
+    /// The port (it names the socket file).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A libpq connection string.
+    pub fn conninfo(&self) -> String {
+        format!(
+            "host={} port={} user=postgres dbname=postgres",
+            self.root.display(),
+            self.port
+        )
+    }
+
+    /// A URL for clients that take one (sqlx).
+    pub fn url(&self) -> String {
+        format!(
+            "postgres://postgres@localhost:{}/postgres?host={}",
+            self.port,
+            self.root.display()
+        )
+    }
+
+    /// A server program (`initdb`, `pg_ctl`) as the user the server runs as.
+    fn server_command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        let mut command = if self.as_postgres {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(path);
+            command
+        } else {
+            Command::new(path)
+        };
+        command.env("LC_ALL", "C");
+        command
+    }
+
+    /// A client program (`psql`, `pgbench`) pointed at this server.
+    pub fn client(&self, program: &str) -> Command {
+        let mut command = Command::new(self.bin.join(program));
+        command
+            .env("PGHOST", &self.root)
+            .env("PGPORT", self.port.to_string())
+            .env("PGUSER", "postgres")
+            .env("PGDATABASE", "postgres");
+        command
+    }
+
+    /// Starts the server (again, after [`stop`](Self::stop)) and waits until it answers.
+    pub fn start_again(&self) {
+        let mut settings = format!(
+            "-k {} -p {} -c listen_addresses='' -c fsync=on -c max_connections=40",
+            self.root.display(),
+            self.port
+        );
+        for (name, value) in &self.options.settings {
+            settings.push_str(&format!(" -c {name}={value}"));
+        }
+        let mut command = self.server_command("pg_ctl");
+        if let Some(file) = &self.options.faketime_file {
+            // pg_ctl passes its environment on to `postgres` (runuser keeps it too).
+            command
+                .env("LD_PRELOAD", LIBFAKETIME)
+                .env("FAKETIME_TIMESTAMP_FILE", file)
+                .env("FAKETIME_NO_CACHE", "1");
+        }
+        run(command
+            .arg("-D")
+            .arg(self.data())
+            .arg("-l")
+            .arg(self.root.join("log"))
+            .args(["-w", "-t", "60", "-o"])
+            .arg(settings)
+            .arg("start"));
+    }
+
+    /// Stops the server: `mode` is `fast` or `immediate` (a crash: no shutdown checkpoint).
+    pub fn stop(&self, mode: &str) {
+        run(self
+            .server_command("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-w", "-t", "60", "-m", mode, "stop"]));
+    }
+
+    /// Runs SQL through `psql` and returns its unaligned, tuples-only output.
+    pub fn psql(&self, sql: &str) -> String {
+        let output = run(self
+            .client("psql")
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c"])
+            .arg(sql));
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Runs SQL through `psql` expecting it to fail, and returns the error text.
+    pub fn psql_error(&self, sql: &str) -> String {
+        let output = self
+            .client("psql")
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c"])
+            .arg(sql)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{sql} succeeded");
+        String::from_utf8(output.stderr).unwrap()
+    }
+
+    /// Runs a script file through `psql` (`-f`), in one transaction.
+    pub fn psql_file(&self, script: &str) {
+        let path = self.root.join(format!("script-{}.sql", script.len()));
+        std::fs::write(&path, script).unwrap();
+        run(self
+            .client("psql")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-1", "-f"])
+            .arg(&path));
+    }
+
+    /// Runs `pgbench` with `args` and returns its standard output.
+    pub fn pgbench<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(&self, args: I) -> String {
+        let output = run(self.client("pgbench").args(args));
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// A file in the server's temporary directory (for scripts, faketime files).
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    /// Waits until `psql` can connect (after a restart that `pg_ctl -w` already awaited,
+    /// this returns at once).
+    pub fn wait_ready(&self) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            let ok = self
+                .client("psql")
+                .args(["-X", "-q", "-c", "select 1"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|status| status.success());
+            if ok {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("server did not come up in 30 s");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self
+            .server_command("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-w", "-m", "immediate", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
