@@ -236,6 +236,22 @@ pub enum Error {
         /// The text given.
         text: Base32,
     },
+    /// A layout or setting that in-database minting ([`PgScript`](crate::sql::PgScript))
+    /// cannot hold. Permanent.
+    SqlOutOfRange {
+        /// What is out of range, with its unit.
+        what: &'static str,
+        /// The value given.
+        value: u64,
+        /// The largest value allowed.
+        max: u64,
+    },
+    /// A prefix for the SQL script's object names that is not 1 to 40 characters of
+    /// `a-z`, `0-9` and `_` starting with a letter or `_`. Permanent.
+    InvalidSqlPrefix {
+        /// The prefix given.
+        prefix: String,
+    },
     /// An ID's time that the target time type cannot hold (a custom layout whose span runs
     /// past that type's last date). Permanent.
     TimeOutOfRange {
@@ -378,6 +394,16 @@ impl fmt::Display for Error {
                 "base32 id \"{text}\" is out of range: ids allow {}..={}",
                 Id::new(0).to_base32(),
                 Id::new(u64::MAX).to_base32()
+            ),
+            Error::SqlOutOfRange { what, value, max } => write!(
+                f,
+                "{what} {value} is out of range for in-database minting: allowed 0..={max}"
+            ),
+            Error::InvalidSqlPrefix { ref prefix } => write!(
+                f,
+                "sql prefix {prefix:?} is not allowed: a prefix is 1..={} characters of a-z, \
+                 0-9 and _, starting with a letter or _",
+                crate::sql::PgScript::MAX_PREFIX_LEN
             ),
             Error::TimeOutOfRange { unix_ms, target } => {
                 write!(f, "time {unix_ms} ms is out of range for {target}")

@@ -225,6 +225,40 @@ impl Layout {
         self.epoch_ms + (self.max_tick() + 1) * self.tick_ms
     }
 
+    /// The last tick whose IDs all fit an `i64` (a signed `BIGINT`): the last tick for
+    /// layouts of at most 63 bits.
+    pub const fn last_i64_tick(&self) -> u64 {
+        let fits = (i64::MAX as u64) >> self.timestamp_shift();
+        if fits < self.max_tick() {
+            fits
+        } else {
+            self.max_tick()
+        }
+    }
+
+    /// The first Unix ms whose IDs no longer fit an `i64`: a signed `BIGINT` column holds
+    /// every ID minted before it. For layouts of at most 63 bits this is
+    /// [`end_unix_ms`](Self::end_unix_ms).
+    ///
+    /// | preset | IDs pass `i64::MAX` |
+    /// |---|---|
+    /// | Twitter | never (63 bits; the span ends 2080-09-06) |
+    /// | Discord | 2084-09-06 |
+    /// | Instagram | 2046-06-27 |
+    /// | Sonyflake | never (63 bits; the span ends 2188-09-01) |
+    /// | Mastodon | 6429-10-17 |
+    ///
+    /// ```
+    /// use atomflake::Layout;
+    /// // Instagram uses all 64 bits: its IDs pass i64::MAX on 2046-06-27.
+    /// assert_eq!(Layout::INSTAGRAM.i64_end_unix_ms(), 1314220021721 + (1 << 40));
+    /// assert_eq!(Layout::TWITTER.i64_end_unix_ms(), Layout::TWITTER.end_unix_ms());
+    /// ```
+    pub const fn i64_end_unix_ms(&self) -> u64 {
+        // Validated: cannot overflow, as end_unix_ms.
+        self.epoch_ms + (self.last_i64_tick() + 1) * self.tick_ms
+    }
+
     /// The largest raw ID of this layout (all field bits set).
     pub const fn max_id(&self) -> u64 {
         mask(self.total_bits())
@@ -507,7 +541,7 @@ impl SlotPacker {
     }
 }
 
-fn check_field(field: Field, value: u64, max: u64) -> Result<(), Error> {
+pub(crate) fn check_field(field: Field, value: u64, max: u64) -> Result<(), Error> {
     if value > max {
         return Err(Error::FieldOutOfRange { field, value, max });
     }

@@ -137,6 +137,7 @@ mod mint;
 #[cfg(feature = "serde")]
 pub mod serde;
 mod sharded;
+pub mod sql;
 mod state;
 mod sync;
 

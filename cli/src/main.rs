@@ -75,8 +75,33 @@ enum Command {
         #[arg(value_name = "ID", allow_negative_numbers = true)]
         ids: Vec<String>,
     },
-    /// List the layout presets: field widths, tick, epoch and the date their IDs run out.
+    /// List the layout presets: field widths, tick, epoch, the date their IDs pass
+    /// i64::MAX (the largest signed BIGINT) and the date they run out.
     Layouts,
+    /// Print the SQL script that mints IDs of a layout inside PostgreSQL.
+    ///
+    /// The script is idempotent (apply it again at any time; the state is kept) and
+    /// creates, in the current schema, `PREFIX_next_id()` (a column default:
+    /// `id bigint PRIMARY KEY DEFAULT atomflake_next_id()`), `PREFIX_next_id_at(unix_ms)`,
+    /// the decoders `PREFIX_unix_ms`, `PREFIX_node`, `PREFIX_sequence`, `PREFIX_time`, and
+    /// `PREFIX_first_id_at` / `PREFIX_last_id_at` for paging by time. Apply it with
+    /// `atomflake sql --node 7 | psql`.
+    Sql {
+        /// Layout preset (see `atomflake layouts`).
+        #[arg(long, default_value = "twitter", value_name = "NAME")]
+        layout: String,
+        /// Node ID of the database. Give every database (and every other minter) of the
+        /// same IDs its own node.
+        #[arg(long, env = "ATOMFLAKE_NODE", value_name = "N", allow_negative_numbers = true)]
+        node: String,
+        /// Name prefix of every object the script creates.
+        #[arg(long, default_value = "atomflake", value_name = "PREFIX")]
+        prefix: String,
+        /// The longest a call waits for a spent tick (after the server's clock moved
+        /// back) before it raises an error.
+        #[arg(long, default_value_t = 10_000, value_name = "MS")]
+        max_wait_ms: u64,
+    },
 }
 
 /// How `mint` writes IDs.
@@ -127,6 +152,12 @@ fn main() -> ExitCode {
             layout_named(&layout).and_then(|layout| decode::run(layout, json, &ids))
         }
         Command::Layouts => list_layouts(),
+        Command::Sql {
+            layout,
+            node,
+            prefix,
+            max_wait_ms,
+        } => layout_named(&layout).and_then(|layout| sql(layout, &node, &prefix, max_wait_ms)),
     };
     match result {
         Ok(()) | Err(Failure::Closed) => ExitCode::SUCCESS,
@@ -174,6 +205,19 @@ fn rfc3339_ms(unix_ms: u64) -> String {
         .ok()
         .and_then(chrono::DateTime::from_timestamp_millis)
         .map_or_else(|| format!("{unix_ms} ms"), rfc3339)
+}
+
+/// `atomflake sql`: the in-database minting script on stdout.
+fn sql(layout: Layout, node: &str, prefix: &str, max_wait_ms: u64) -> Result<(), Failure> {
+    let node = mint::node_in(layout, node)?;
+    let script = atomflake::sql::PgScript::new(layout, node)
+        .and_then(|script| script.prefix(prefix))
+        .and_then(|script| script.max_wait(std::time::Duration::from_millis(max_wait_ms)))
+        .map_err(|err| Failure::Usage(err.to_string()))?;
+    let mut out = io::stdout().lock();
+    write!(out, "{script}")
+        .and_then(|()| out.flush())
+        .map_err(write_failed)
 }
 
 fn list_layouts() -> Result<(), Failure> {

@@ -46,7 +46,7 @@ pub(crate) fn run(layout: Layout, node: &str, count: u64, format: Format) -> Res
 }
 
 /// The node given as text (from `--node` or `ATOMFLAKE_NODE`), checked against `layout`.
-fn node_in(layout: Layout, text: &str) -> Result<u64, Failure> {
+pub(crate) fn node_in(layout: Layout, text: &str) -> Result<u64, Failure> {
     let node = text.parse::<u64>().map_err(|_| {
         Failure::Usage(format!(
             "invalid node {text:?}: the layout allows 0..={}",

@@ -1,0 +1,669 @@
+//! Minting inside PostgreSQL: the SQL script that [`PgScript`] writes.
+//!
+//! The script creates a sequence holding the state and PL/pgSQL functions that mint and
+//! decode IDs of one [`Layout`] for one node, so that a table can take its keys from the
+//! database itself:
+//!
+//! ```sql
+//! CREATE TABLE message (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), body text);
+//! ```
+//!
+//! # The state and why no two calls mint the same ID
+//!
+//! The state is one sequence, `atomflake_state`, whose value is a *slot*
+//! `tick · 2^k + n`: the high bits a tick of the layout, the low `k` bits a counter within
+//! that tick, where `k` ([`PgScript::counter_bits`]) is wider than the layout's sequence
+//! field. A call takes `slot = nextval(state)` and, with the clock's tick `now`:
+//!
+//! 1. if `tick(slot) >= now` and `n(slot) < 2^sequence_bits`, it returns the ID
+//!    `(tick(slot), node, n(slot))`: the fast path, one `nextval` and no lock;
+//! 2. otherwise the slot is *stale* (`tick(slot) < now`: the clock moved on) or *spent*
+//!    (`n` past the sequence field: wait until the clock passes `tick(slot)`, at most the
+//!    script's `max_wait`); either way it is dropped, and the call *jumps*: under an
+//!    advisory lock it reads the sequence and, if its next slot is still in a tick before
+//!    `now`, sets it to the first slot of `now` (`setval`); then it starts again.
+//!
+//! Uniqueness follows from the sequence alone: every value it hands out is used at most
+//! once, and an ID is a one-to-one function of its value. What must hold is that the
+//! sequence never hands out a value twice, although `setval` is not a compare-and-set:
+//!
+//! - jumps are serialised by the lock, and a jump only moves the sequence to a later tick
+//!   than the one its locked read saw, so jumps never go back;
+//! - between a jump's read and its `setval`, other sessions' `nextval`s run on, but they
+//!   stay inside the tick that the read saw: the counter has room for
+//!   `2^k - 2^sequence_bits` values past the sequence field ([`PgScript::headroom`]), and
+//!   each session drops at most one value per tick before it jumps itself (a dropped value
+//!   sends it to the lock, and it takes its next value only after the sequence has left
+//!   that tick), so the counter cannot carry into the next tick unless more sessions than
+//!   that call during one tick. Every value handed out before the jump is therefore below
+//!   the jump's target, and every value after it is above.
+//!
+//! The sequence is not transactional (a rolled-back transaction does not give its IDs
+//! back), `nextval` never waits for another transaction, and the lock is held for one read
+//! and one `setval`, never until commit. After a crash the sequence restarts at or past
+//! every value handed out to a committed transaction (PostgreSQL logs a sequence ahead of
+//! use and flushes that log before any commit that used it), so every new ID is past
+//! every committed one.
+//!
+//! # Examples
+//!
+//! ```
+//! use atomflake::Layout;
+//! use atomflake::sql::PgScript;
+//!
+//! let script = PgScript::new(Layout::INSTAGRAM, 5)?.to_string();
+//! assert!(script.contains("CREATE OR REPLACE FUNCTION atomflake_next_id()"));
+//! // Every object is named with the prefix.
+//! let script = PgScript::new(Layout::TWITTER, 7)?.prefix("shard7")?.to_string();
+//! assert!(script.contains("shard7_next_id()") && !script.contains("atomflake_next_id"));
+//! # Ok::<(), atomflake::Error>(())
+//! ```
+
+use crate::error::Error;
+use crate::layout::{FieldOrder, Layout};
+use core::fmt::{self, Write as _};
+use std::time::Duration;
+
+/// The SQL script that mints and decodes IDs of one layout inside PostgreSQL.
+///
+/// `Display` writes the script: one idempotent file (apply it again, or with another node,
+/// at any time; the state is kept) that creates, in the current schema and named with the
+/// prefix (default `atomflake`):
+///
+/// | object | what |
+/// |---|---|
+/// | `atomflake_state` | the sequence holding the state (see the [module docs](self)) |
+/// | `atomflake_next_id() RETURNS bigint` | mints an ID; usable as a column default |
+/// | `atomflake_next_id_at(unix_ms bigint) RETURNS bigint` | mints an ID for a given time (tests, replays); never waits |
+/// | `atomflake_unix_ms(bigint)`, `atomflake_node(bigint)`, `atomflake_sequence(bigint)` | the fields, as `bigint` |
+/// | `atomflake_time(bigint) RETURNS timestamptz` | the ID's time |
+/// | `atomflake_first_id_at(timestamptz)`, `atomflake_last_id_at(timestamptz)` | the smallest and largest ID of a time's tick, for paging with the primary key |
+///
+/// Roles that insert need `GRANT USAGE, UPDATE ON SEQUENCE atomflake_state`.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Error, Layout};
+/// use atomflake::sql::PgScript;
+/// use std::time::Duration;
+///
+/// let script = PgScript::new(Layout::TWITTER, 7)?.max_wait(Duration::from_secs(2))?;
+/// println!("{script}");
+/// assert_eq!(script.counter_bits(), 22);
+/// assert_eq!(
+///     PgScript::new(Layout::TWITTER, 7)?.prefix("7up").unwrap_err().to_string(),
+///     "sql prefix \"7up\" is not allowed: a prefix is 1..=40 characters of a-z, 0-9 and _, \
+///      starting with a letter or _",
+/// );
+/// # Ok::<(), Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgScript {
+    layout: Layout,
+    node: u64,
+    prefix: String,
+    max_wait: Duration,
+    /// `k`: the low bits of a slot, the counter within a tick.
+    counter_bits: u32,
+    /// The last tick the state can hold whose IDs fit a `bigint`.
+    last_tick: u64,
+}
+
+impl PgScript {
+    /// The default prefix of every object the script creates.
+    pub const DEFAULT_PREFIX: &'static str = "atomflake";
+    /// The longest a call waits for a spent tick by default.
+    pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(10);
+    /// The longest [`max_wait`](Self::max_wait) allowed.
+    pub const MAX_WAIT: Duration = Duration::from_secs(600);
+    /// The longest prefix allowed (PostgreSQL names hold 63 bytes).
+    pub const MAX_PREFIX_LEN: usize = 40;
+
+    /// The script for `layout` and `node`, with the default prefix and wait.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::FieldOutOfRange`] for a node that does not fit the layout;
+    /// [`Error::SqlOutOfRange`] for a layout the state cannot hold: a sequence field of
+    /// more than 61 bits, or times past `i64::MAX` ms.
+    pub fn new(layout: Layout, node: u64) -> Result<PgScript, Error> {
+        const MAX_SEQUENCE_BITS: u32 = 61;
+        crate::layout::check_field(crate::error::Field::Node, node, layout.max_node())?;
+        if layout.sequence_bits() > MAX_SEQUENCE_BITS {
+            return Err(Error::SqlOutOfRange {
+                what: "sequence width (bits)",
+                value: u64::from(layout.sequence_bits()),
+                max: u64::from(MAX_SEQUENCE_BITS),
+            });
+        }
+        // Give the counter every bit the ticks whose IDs fit a bigint leave free, but at
+        // least one more than the sequence field.
+        let usable = layout.last_i64_tick();
+        let tick_bits = u64::BITS - usable.leading_zeros();
+        let counter_bits = (63 - tick_bits).max(layout.sequence_bits() + 1);
+        let last_tick = usable.min((1 << (63 - counter_bits)) - 1);
+        let end_ms = u128::from(layout.epoch_ms()) + u128::from(last_tick + 1) * u128::from(layout.tick_ms());
+        if end_ms > i64::MAX as u128 {
+            return Err(Error::SqlOutOfRange {
+                what: "end of the layout's span (ms)",
+                value: u64::try_from(end_ms).unwrap_or(u64::MAX),
+                max: i64::MAX as u64,
+            });
+        }
+        Ok(PgScript {
+            layout,
+            node,
+            prefix: PgScript::DEFAULT_PREFIX.to_owned(),
+            max_wait: PgScript::DEFAULT_MAX_WAIT,
+            counter_bits,
+            last_tick,
+        })
+    }
+
+    /// Names every object `{prefix}_state`, `{prefix}_next_id` and so on.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidSqlPrefix`] unless the prefix is 1 to 40 characters of `a-z`,
+    /// `0-9` and `_`, starting with a letter or `_` (a name that needs no quoting).
+    pub fn prefix(mut self, prefix: &str) -> Result<PgScript, Error> {
+        let valid = !prefix.is_empty()
+            && prefix.len() <= PgScript::MAX_PREFIX_LEN
+            && !prefix.starts_with(|c: char| c.is_ascii_digit())
+            && prefix
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !valid {
+            return Err(Error::InvalidSqlPrefix {
+                prefix: prefix.to_owned(),
+            });
+        }
+        prefix.clone_into(&mut self.prefix);
+        Ok(self)
+    }
+
+    /// The longest `next_id()` waits for a spent tick (a clock that moved back while the
+    /// state's tick is spent) before it raises an error instead.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::SqlOutOfRange`] above [`PgScript::MAX_WAIT`] or for a wait that is not a
+    /// whole number of milliseconds.
+    pub fn max_wait(mut self, wait: Duration) -> Result<PgScript, Error> {
+        if wait > PgScript::MAX_WAIT || !wait.subsec_nanos().is_multiple_of(1_000_000) {
+            return Err(Error::SqlOutOfRange {
+                what: "max wait (ms)",
+                value: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                max: u64::try_from(PgScript::MAX_WAIT.as_millis()).unwrap_or(u64::MAX),
+            });
+        }
+        self.max_wait = wait;
+        Ok(self)
+    }
+
+    /// `k`: how many low bits of the state's slot count within a tick.
+    pub const fn counter_bits(&self) -> u32 {
+        self.counter_bits
+    }
+
+    /// How many values past the sequence field a tick's counter has room for: more
+    /// sessions than this calling during one tick could carry it into the next (see the
+    /// [module docs](self)). 4,190,208 for Twitter, 65,536 for Mastodon.
+    pub const fn headroom(&self) -> u64 {
+        (1 << self.counter_bits) - self.layout.ids_per_tick()
+    }
+
+    /// The first Unix ms the script cannot mint for: the layout's end, the time its IDs
+    /// pass `i64::MAX` ([`Layout::i64_end_unix_ms`]), or the end of what the state holds,
+    /// whichever comes first. Past it, `next_id()` raises an error naming the time.
+    pub const fn end_unix_ms(&self) -> u64 {
+        self.layout.epoch_ms() + (self.last_tick + 1) * self.layout.tick_ms()
+    }
+
+    /// The text stored as the state sequence's comment: the layout the state belongs to.
+    /// The script refuses to run over a state made for another layout.
+    fn fingerprint(&self) -> String {
+        let layout = self.layout;
+        format!(
+            "atomflake state: timestamp {} bits, node {} bits, sequence {} bits, {}, epoch {} ms, tick {} ms, counter {} bits",
+            layout.timestamp_bits(),
+            layout.node_bits(),
+            layout.sequence_bits(),
+            match layout.order() {
+                FieldOrder::NodeSequence => "time|node|sequence",
+                FieldOrder::SequenceNode => "time|sequence|node",
+            },
+            layout.epoch_ms(),
+            layout.tick_ms(),
+            self.counter_bits,
+        )
+    }
+}
+
+/// `value << shift` in SQL, or `value` alone for a shift of 0.
+fn shifted(value: &str, shift: u32) -> String {
+    if shift == 0 {
+        value.to_owned()
+    } else {
+        format!("({value} << {shift})")
+    }
+}
+
+/// `value >> shift` in SQL, or `value` alone for a shift of 0.
+fn unshifted(value: &str, shift: u32) -> String {
+    if shift == 0 {
+        value.to_owned()
+    } else {
+        format!("({value} >> {shift})")
+    }
+}
+
+/// The server's wall clock in Unix ms, exact (numeric arithmetic) and fresh on every read
+/// (`clock_timestamp()`, not the transaction's `now()`).
+const CLOCK: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+/// The advisory lock key of the jump: "atom" in the high half, the sequence's OID in the
+/// low half, so each installed state has its own lock.
+const LOCK_CLASS: u32 = u32::from_be_bytes(*b"atom");
+
+impl fmt::Display for PgScript {
+    #[expect(clippy::too_many_lines, reason = "the script, written once, top to bottom")]
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let layout = self.layout;
+        let p = &self.prefix;
+        let k = self.counter_bits;
+        let epoch = layout.epoch_ms();
+        let tick_ms = layout.tick_ms();
+        let ts_shift = layout.timestamp_shift();
+        let per_tick = layout.ids_per_tick();
+        let counter_mask = (1_u64 << k) - 1;
+        let node = self.node;
+        let node_part = node << layout.node_shift();
+        let last_tick = self.last_tick;
+        let end_ms = self.end_unix_ms();
+        let max_wait_ms = self.max_wait.as_millis();
+        let below_ts = (1_u64 << ts_shift) - 1;
+        let tick_of = |ms: &str| {
+            if tick_ms == 1 {
+                format!("({ms} - {epoch})")
+            } else {
+                format!("(({ms} - {epoch}) / {tick_ms})")
+            }
+        };
+        let now_tick = tick_of("now_ms");
+        let slot_tick = unshifted("slot", k);
+        let id = format!(
+            "({} | {node_part} | {})",
+            shifted(&slot_tick, ts_shift),
+            shifted(&format!("(slot & {counter_mask})"), layout.sequence_shift()),
+        );
+        let fingerprint = self.fingerprint();
+        let max_id = layout.max_id().min(i64::MAX as u64);
+        let max_node = layout.max_node();
+        let max_sequence = layout.max_sequence();
+        let node_shift = layout.node_shift();
+        let sequence_shift = layout.sequence_shift();
+        let lock_class = LOCK_CLASS;
+        let headroom = self.headroom();
+        let (ts_bits, node_bits, seq_bits) = (
+            layout.timestamp_bits(),
+            layout.node_bits(),
+            layout.sequence_bits(),
+        );
+        let order = match layout.order() {
+            FieldOrder::NodeSequence => "time | node | sequence",
+            FieldOrder::SequenceNode => "time | sequence | node",
+        };
+        let version = env!("CARGO_PKG_VERSION");
+
+        // The mint's body, with `now_ms` from the clock or from the argument.
+        let mint = |now: &str, may_wait: bool| {
+            let mut body = String::new();
+            let _ = write!(
+                body,
+                "DECLARE
+    slot bigint;
+    now_ms bigint;
+BEGIN
+    LOOP
+        slot := nextval(@state@);
+        now_ms := {now};
+        IF now_ms >= {epoch} AND {slot_tick} >= {now_tick} AND (slot & {counter_mask}) < {per_tick} THEN
+            RETURN {id};
+        END IF;
+        -- Stale, spent, or a time outside the span: drop the slot and jump (or raise).
+        PERFORM @advance@(slot, now_ms, {may_wait});
+    END LOOP;
+END"
+            );
+            body
+        };
+        let mint_now = mint(CLOCK, true);
+        let mint_at = mint("unix_ms", false);
+
+        let next_tick = unshifted("next_free", k);
+        let unix_ms_of_id = format!(
+            "{} * {tick_ms} + {epoch}",
+            unshifted(&format!("{p}_check(id)"), ts_shift)
+        );
+        let node_of_id = format!(
+            "{} & {max_node}",
+            unshifted(&format!("{p}_check(id)"), node_shift)
+        );
+        let sequence_of_id = format!(
+            "{} & {max_sequence}",
+            unshifted(&format!("{p}_check(id)"), sequence_shift)
+        );
+        let i64_end_ms = layout.i64_end_unix_ms();
+        let first_of_ms = shifted(&tick_of("ms"), ts_shift);
+
+        write!(
+            f,
+            "\
+-- atomflake {version}: Snowflake IDs minted inside PostgreSQL.
+--
+-- Layout: {ts_bits}-bit timestamp ({tick_ms} ms ticks since {epoch} ms), {node_bits}-bit node,
+-- {seq_bits}-bit sequence, {order}. Node: {node}. Prefix: {p}.
+-- IDs fit a bigint until {end_ms} ms (Unix); past it {p}_next_id() raises an error.
+--
+-- Idempotent: apply it again, or with another node, at any time; the state is kept. It
+-- creates its objects in the current schema (the first of search_path).
+--
+--     CREATE TABLE t (id bigint PRIMARY KEY DEFAULT {p}_next_id(), ...);
+--     GRANT USAGE, UPDATE ON SEQUENCE {p}_state TO <each role that inserts>;
+--
+-- Why no two calls mint the same ID
+--
+-- The state is the sequence {p}_state. Its value is a slot: tick * 2^{k} + n, a tick of
+-- the layout and a counter n within it. A call takes slot := nextval(state):
+--   * if tick(slot) >= the clock's tick and n < {per_tick} (the sequence field), the ID
+--     is (tick(slot), node, n): one nextval, no lock, no write but the sequence's;
+--   * otherwise the slot is stale (the clock is in a later tick) or spent (n past the
+--     sequence field: wait for the clock to pass tick(slot), at most {max_wait_ms} ms).
+--     The slot is dropped and the call jumps: under an advisory lock it reads the
+--     sequence and, if its next slot is still before the clock's tick, setval()s it to
+--     that tick's first slot. Then it takes a new slot.
+-- An ID is a one-to-one function of its slot, so IDs repeat only if slots do. Jumps are
+-- serialised by the lock and only ever move the sequence to a later tick than their
+-- locked read saw. Between that read and the setval, other sessions' nextval()s stay in
+-- the tick the read saw: n has room for {headroom} values past the sequence field, and a
+-- session drops at most one slot per tick before it waits for the lock, so n cannot carry
+-- into the next tick unless more sessions than that call during one tick. So every slot
+-- handed out before a jump is below its target and every slot after it above: the
+-- sequence never hands out a value twice, and IDs never repeat.
+-- The sequence is not transactional (a rolled-back transaction keeps its IDs used), and
+-- after a crash it restarts past every value a committed transaction used. A clock that
+-- moves back continues the last tick; a spent tick waits for the clock. Do not reset,
+-- alter or setval() the sequence by hand.
+
+CREATE SEQUENCE IF NOT EXISTS {p}_state AS bigint MINVALUE -1 START 0 CACHE 1 NO CYCLE;
+
+DO $install$
+DECLARE
+    state text := format('%I.%I', current_schema(), '{p}_state');
+    advance text := format('%I.%I', current_schema(), '{p}_advance');
+    made_for text := obj_description(state::regclass, 'pg_class');
+BEGIN
+    IF made_for IS NOT NULL AND made_for <> '{fingerprint}' THEN
+        RAISE EXCEPTION 'sequence {p}_state holds the state of another layout: %', made_for
+            USING HINT = 'use another prefix, or drop the sequence if no IDs of that layout are minted any more';
+    END IF;
+    EXECUTE format('COMMENT ON SEQUENCE %s IS %L', state, '{fingerprint}');
+
+    -- The slow path: called with a slot the fast path could not mint at now_ms.
+    EXECUTE replace($sql$
+CREATE OR REPLACE FUNCTION {p}_advance(slot bigint, now_ms bigint, may_wait boolean)
+RETURNS void LANGUAGE plpgsql VOLATILE AS $body$
+DECLARE
+    tick bigint;
+    waited_ms bigint := 0;
+    wait_ms bigint;
+    next_free bigint;
+BEGIN
+    LOOP
+        IF now_ms < {epoch} THEN
+            RAISE EXCEPTION 'time % ms is before the layout''s epoch: the layout allows {epoch} ms and later', now_ms
+                USING ERRCODE = '22008';
+        END IF;
+        tick := {now_tick};
+        IF tick > {last_tick} THEN
+            RAISE EXCEPTION 'time % ms is past the end of {p}''s ids: ids are minted for times before {end_ms} ms', now_ms
+                USING ERRCODE = '22008';
+        END IF;
+        EXIT WHEN {slot_tick} < tick;
+        -- The slot's tick is spent and the clock has not passed it: wait.
+        wait_ms := ({slot_tick} + 1) * {tick_ms} + {epoch} - now_ms;
+        IF NOT may_wait THEN
+            RAISE EXCEPTION 'sequence exhausted at % ms: tick % is spent, ids are available again at % ms',
+                now_ms, {slot_tick}, now_ms + wait_ms
+                USING ERRCODE = '55000';
+        END IF;
+        IF waited_ms + wait_ms > {max_wait_ms} THEN
+            RAISE EXCEPTION 'clock is % ms behind {p}''s state: a call waits at most {max_wait_ms} ms for a spent tick',
+                wait_ms
+                USING ERRCODE = '55000';
+        END IF;
+        PERFORM pg_sleep(wait_ms / 1000.0);
+        waited_ms := waited_ms + wait_ms;
+        now_ms := {CLOCK};
+    END LOOP;
+    -- Jump, unless another call already has. The lock is released on every way out,
+    -- a cancel included.
+    BEGIN
+        PERFORM pg_advisory_lock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
+        next_free := coalesce(pg_sequence_last_value(@state@) + 1, 0);
+        IF {next_tick} < tick THEN
+            PERFORM setval(@state@, (tick << {k}) - 1);
+        END IF;
+        PERFORM pg_advisory_unlock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM pg_advisory_unlock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
+        RAISE;
+    END;
+END
+$body$
+$sql$, '@state@', quote_literal(state));
+
+    -- The mint, reading the clock.
+    EXECUTE replace(replace($sql$
+CREATE OR REPLACE FUNCTION {p}_next_id()
+RETURNS bigint LANGUAGE plpgsql VOLATILE AS $body$
+{mint_now}
+$body$
+$sql$, '@state@', quote_literal(state)), '@advance@', advance);
+
+    -- The mint at a given time: never waits.
+    EXECUTE replace(replace($sql$
+CREATE OR REPLACE FUNCTION {p}_next_id_at(unix_ms bigint)
+RETURNS bigint LANGUAGE plpgsql VOLATILE STRICT AS $body$
+{mint_at}
+$body$
+$sql$, '@state@', quote_literal(state)), '@advance@', advance);
+END
+$install$;
+
+-- Decoding. Negative values and bits above the layout are errors, never masked.
+CREATE OR REPLACE FUNCTION {p}_check(id bigint)
+RETURNS bigint LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $body$
+BEGIN
+    IF id < 0 OR id > {max_id} THEN
+        RAISE EXCEPTION 'id % is out of range: the layout allows 0..={max_id}', id
+            USING ERRCODE = '22003';
+    END IF;
+    RETURN id;
+END
+$body$;
+
+CREATE OR REPLACE FUNCTION {p}_unix_ms(id bigint)
+RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN {unix_ms_of_id};
+
+CREATE OR REPLACE FUNCTION {p}_node(id bigint)
+RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN {node_of_id};
+
+CREATE OR REPLACE FUNCTION {p}_sequence(id bigint)
+RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN {sequence_of_id};
+
+CREATE OR REPLACE FUNCTION {p}_time(id bigint)
+RETURNS timestamptz LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN to_timestamp({p}_unix_ms(id) / 1000) + ({p}_unix_ms(id) % 1000) * interval '1 millisecond';
+
+-- Paging by time with the primary key: WHERE id BETWEEN {p}_first_id_at(t1) AND
+-- {p}_last_id_at(t2) holds every ID whose tick overlaps [t1, t2].
+CREATE OR REPLACE FUNCTION {p}_first_id_at(at timestamptz)
+RETURNS bigint LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $body$
+DECLARE
+    ms bigint := floor(extract(epoch FROM at) * 1000)::bigint;
+BEGIN
+    IF ms < {epoch} OR ms >= {i64_end_ms} THEN
+        RAISE EXCEPTION 'time % ms is out of range: the layout''s bigint ids cover {epoch}..{i64_end_ms} ms', ms
+            USING ERRCODE = '22008';
+    END IF;
+    RETURN {first_of_ms};
+END
+$body$;
+
+CREATE OR REPLACE FUNCTION {p}_last_id_at(at timestamptz)
+RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN {p}_first_id_at(at) | {below_ts};
+",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_bits_leave_headroom_for_every_preset() {
+        let expected = [
+            ("twitter", 22, 4_190_208),
+            ("discord", 22, 4_190_208),
+            ("instagram", 23, 8_387_584),
+            ("sonyflake", 24, 16_776_960),
+            ("mastodon", 17, 65_536),
+        ];
+        for ((name, layout), (want_name, bits, headroom)) in Layout::PRESETS.into_iter().zip(expected) {
+            assert_eq!(name, want_name);
+            let script = PgScript::new(layout, 0).unwrap();
+            assert_eq!(
+                (script.counter_bits(), script.headroom()),
+                (bits, headroom),
+                "{name}"
+            );
+            // The last tick's last slot still fits the sequence's bigint.
+            assert!(script.last_tick < 1 << (63 - bits), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_script_ends_where_bigint_ids_or_the_state_end() {
+        for (name, layout) in Layout::PRESETS {
+            let script = PgScript::new(layout, 0).unwrap();
+            assert!(script.end_unix_ms() <= layout.i64_end_unix_ms(), "{name}");
+        }
+        // Mastodon's counter takes one bit of tick: its state ends in the year 4199.
+        let mastodon = PgScript::new(Layout::MASTODON, 0).unwrap();
+        assert_eq!(mastodon.end_unix_ms(), 1 << 46);
+        assert_eq!(
+            PgScript::new(Layout::INSTAGRAM, 0).unwrap().end_unix_ms(),
+            Layout::INSTAGRAM.i64_end_unix_ms()
+        );
+    }
+
+    #[test]
+    fn bad_input_is_an_exact_error() {
+        assert_eq!(
+            PgScript::new(Layout::TWITTER, 1024),
+            Err(Error::FieldOutOfRange {
+                field: crate::Field::Node,
+                value: 1024,
+                max: 1023
+            })
+        );
+        for bad in ["", "7up", "Atom", "a-b", "a b", "ä", &"a".repeat(41)] {
+            assert_eq!(
+                PgScript::new(Layout::TWITTER, 0).unwrap().prefix(bad),
+                Err(Error::InvalidSqlPrefix {
+                    prefix: bad.to_owned()
+                }),
+                "{bad:?}"
+            );
+        }
+        assert!(
+            PgScript::new(Layout::TWITTER, 0)
+                .unwrap()
+                .prefix(&"a".repeat(40))
+                .is_ok()
+        );
+        assert!(PgScript::new(Layout::TWITTER, 0).unwrap().prefix("_x9").is_ok());
+        let wide = Layout::builder()
+            .timestamp_bits(1)
+            .node_bits(0)
+            .sequence_bits(62)
+            .epoch_ms(0)
+            .tick_ms(1)
+            .build()
+            .unwrap();
+        assert_eq!(
+            PgScript::new(wide, 0).unwrap_err().to_string(),
+            "sequence width (bits) 62 is out of range for in-database minting: allowed 0..=61"
+        );
+        let late = Layout::builder()
+            .timestamp_bits(41)
+            .node_bits(10)
+            .sequence_bits(12)
+            .epoch_ms(i64::MAX as u64 - 1000)
+            .tick_ms(1)
+            .build()
+            .unwrap();
+        assert!(matches!(
+            PgScript::new(late, 0),
+            Err(Error::SqlOutOfRange {
+                what: "end of the layout's span (ms)",
+                ..
+            })
+        ));
+        let script = PgScript::new(Layout::TWITTER, 0).unwrap();
+        assert_eq!(
+            script.clone().max_wait(Duration::from_secs(601)),
+            Err(Error::SqlOutOfRange {
+                what: "max wait (ms)",
+                value: 601_000,
+                max: 600_000
+            })
+        );
+        assert!(script.clone().max_wait(Duration::from_micros(1500)).is_err());
+        assert!(script.max_wait(Duration::ZERO).is_ok());
+    }
+
+    #[test]
+    fn the_script_names_everything_with_the_prefix() {
+        let script = PgScript::new(Layout::SONYFLAKE, 3)
+            .unwrap()
+            .prefix("sf")
+            .unwrap()
+            .to_string();
+        for object in [
+            "SEQUENCE IF NOT EXISTS sf_state",
+            "FUNCTION sf_next_id()",
+            "FUNCTION sf_next_id_at(unix_ms bigint)",
+            "FUNCTION sf_unix_ms(id bigint)",
+            "FUNCTION sf_node(id bigint)",
+            "FUNCTION sf_sequence(id bigint)",
+            "FUNCTION sf_time(id bigint)",
+            "FUNCTION sf_first_id_at(at timestamptz)",
+            "FUNCTION sf_last_id_at(at timestamptz)",
+        ] {
+            assert!(script.contains(object), "{object}");
+        }
+        assert!(!script.contains("atomflake_"));
+        // Sonyflake's 10 ms ticks divide; no placeholder is left unreplaced but @state@.
+        assert!(script.contains("/ 10)"));
+        assert!(!script.contains('{'));
+    }
+}

@@ -1,0 +1,559 @@
+//! The in-database minting script ([`PgScript`]) against a real PostgreSQL server.
+//!
+//! Each test starts its own throwaway cluster (`tests/pg`), or prints that it skipped when
+//! no server is installed (a failure under `CI=true`). Checked here:
+//!
+//! - the script applies twice, and refuses a state made for another layout;
+//! - for every preset, SQL decodes what Rust decodes, for minted and random IDs, and
+//!   `first_id_at` / `last_id_at` agree with Rust;
+//! - IDs minted in PostgreSQL (node 7) and by a Rust generator (node 8) never collide and
+//!   sort by time together;
+//! - one statement inserts 5,000 rows, where the seed's `now()` function collides;
+//! - many sessions (pgbench), with the clock and with times jumping back and forth: no
+//!   failed transaction, no duplicate;
+//! - the clock moving back (through `next_id_at`, and the server's own clock stepped back
+//!   with libfaketime): no ID repeats or decreases; a spent tick is an exact error;
+//! - a crash (`pg_ctl stop -m immediate`) and a rollback give no ID back;
+//! - times outside the span, IDs past `i64::MAX`, negative IDs: exact errors.
+
+mod pg;
+
+use atomflake::sql::PgScript;
+use atomflake::{Generator, Id, Layout};
+use pg::Server;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A fixed time inside every preset's span, for `next_id_at`.
+const T: u64 = 1_700_000_000_000;
+
+fn now_ms() -> u64 {
+    u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
+
+/// Applies the script for `layout` and `node` in schema `schema` (created if missing).
+fn install(server: &Server, schema: &str, script: &PgScript) {
+    server.psql_file(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {schema};\nSET search_path TO {schema};\n{script}"
+    ));
+}
+
+/// Lines of `psql` output, split on `|`.
+fn rows(output: &str) -> Vec<Vec<String>> {
+    output
+        .lines()
+        .filter(|line| !line.is_empty())
+        .map(|line| line.split('|').map(str::to_owned).collect())
+        .collect()
+}
+
+fn ids(output: &str) -> Vec<u64> {
+    output.lines().map(|line| line.parse().unwrap()).collect()
+}
+
+/// The seed: Instagram's published PL/pgSQL (2011 engineering blog, "Sharding & IDs at
+/// Instagram"), shard 5, restated with `now()` as the time: a sequence taken modulo 1024
+/// and no per-millisecond check.
+const SEED: &str = "
+CREATE SEQUENCE seed_seq;
+CREATE FUNCTION seed_next_id(OUT result bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    our_epoch bigint := 1314220021721;
+    seq_id bigint;
+    now_millis bigint;
+    shard_id int := 5;
+BEGIN
+    SELECT nextval('seed_seq') % 1024 INTO seq_id;
+    SELECT floor(extract(epoch FROM now()) * 1000) INTO now_millis;
+    result := (now_millis - our_epoch) << 23;
+    result := result | (shard_id << 10);
+    result := result | (seq_id);
+END
+$$;";
+
+#[test]
+fn the_script_applies_twice_and_refuses_another_layouts_state() {
+    let Some(server) = Server::start("apply") else {
+        return;
+    };
+    let script = PgScript::new(Layout::TWITTER, 7).unwrap();
+    install(&server, "s", &script);
+    let first: u64 = server
+        .psql("SET search_path TO s; SELECT atomflake_next_id()")
+        .trim()
+        .parse()
+        .unwrap();
+    install(&server, "s", &PgScript::new(Layout::TWITTER, 9).unwrap());
+    let second: u64 = server
+        .psql("SET search_path TO s; SELECT atomflake_next_id()")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(second > first, "the state was kept: {first} then {second}");
+    assert_eq!(Layout::TWITTER.decode(Id::new(second)).node, 9);
+
+    let error = server.psql_error(&format!(
+        "SET search_path TO s;\n{}",
+        PgScript::new(Layout::DISCORD, 7).unwrap()
+    ));
+    assert!(
+        error.contains(
+            "sequence atomflake_state holds the state of another layout: atomflake state: timestamp 41 bits"
+        ),
+        "{error}"
+    );
+
+    // Callers with another search_path still reach the state the functions were made for.
+    install(&server, "other", &PgScript::new(Layout::TWITTER, 3).unwrap());
+    let from_other: u64 = server
+        .psql("SET search_path TO other; SELECT s.atomflake_next_id()")
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(Layout::TWITTER.decode(Id::new(from_other)).node, 9);
+    assert!(from_other > second);
+}
+
+#[test]
+fn sql_decodes_what_rust_decodes_for_every_preset() {
+    let Some(server) = Server::start("decode") else {
+        return;
+    };
+    for (name, layout) in Layout::PRESETS {
+        let node = 7.min(layout.max_node());
+        install(&server, name, &PgScript::new(layout, node).unwrap());
+        let before = now_ms();
+        let minted = rows(&server.psql(&format!(
+            "SET search_path TO {name};
+             SELECT id, atomflake_unix_ms(id), atomflake_node(id), atomflake_sequence(id),
+                    floor(extract(epoch FROM atomflake_time(id)) * 1000)::bigint
+             FROM (SELECT atomflake_next_id() AS id FROM generate_series(1, 3000)) AS minted"
+        )));
+        let after = now_ms();
+        assert_eq!(minted.len(), 3000);
+        let mut previous = None;
+        for row in &minted {
+            let fields: Vec<u64> = row.iter().map(|field| field.parse().unwrap()).collect();
+            let id = Id::new(fields[0]);
+            let parts = layout.decode(id);
+            assert_eq!(
+                fields[1..],
+                [parts.unix_ms, parts.node, parts.sequence, parts.unix_ms],
+                "{name}: {id}"
+            );
+            assert_eq!(parts.node, node, "{name}");
+            // The tick of the server's clock when it was minted.
+            let tick_start = before - (before - layout.epoch_ms()) % layout.tick_ms();
+            assert!((tick_start..=after).contains(&parts.unix_ms), "{name}: {parts:?}");
+            assert!(previous < Some(id), "{name}: {previous:?} then {id}");
+            previous = Some(id);
+        }
+
+        // Random IDs of the layout that fit a bigint, and the ends of the range.
+        let max = layout.max_id().min(i64::MAX as u64);
+        let mut x = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut sample = vec![0, max];
+        for _ in 0..500 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            sample.push(x % (max + 1));
+        }
+        let list: Vec<String> = sample.iter().map(u64::to_string).collect();
+        let decoded = rows(&server.psql(&format!(
+            "SET search_path TO {name};
+             SELECT atomflake_unix_ms(id), atomflake_node(id), atomflake_sequence(id)
+             FROM unnest('{{{}}}'::bigint[]) WITH ORDINALITY AS given(id, n) ORDER BY n",
+            list.join(",")
+        )));
+        for (raw, row) in sample.iter().zip(&decoded) {
+            let parts = layout.decode(Id::new(*raw));
+            let fields: Vec<u64> = row.iter().map(|field| field.parse().unwrap()).collect();
+            assert_eq!(
+                fields,
+                [parts.unix_ms, parts.node, parts.sequence],
+                "{name}: {raw}"
+            );
+        }
+
+        // Paging bounds agree with Rust, at tick edges too.
+        for at in [layout.epoch_ms(), T, T + 1, T + 9, layout.i64_end_unix_ms() - 1] {
+            let bounds: Vec<u64> = server
+                .psql(&format!(
+                    "SET search_path TO {name};
+                     SELECT atomflake_first_id_at(to_timestamp({at} / 1000) + {at} % 1000 * interval '1 ms'),
+                            atomflake_last_id_at(to_timestamp({at} / 1000) + {at} % 1000 * interval '1 ms')"
+                ))
+                .trim()
+                .split('|')
+                .map(|field| field.parse().unwrap())
+                .collect();
+            assert_eq!(
+                bounds,
+                [
+                    layout.first_id_at(at).unwrap().get(),
+                    layout.last_id_at(at).unwrap().get()
+                ],
+                "{name} at {at}"
+            );
+        }
+        let end = layout.i64_end_unix_ms();
+        let error = server.psql_error(&format!(
+            "SET search_path TO {name};
+             SELECT atomflake_first_id_at(to_timestamp({end} / 1000) + {end} % 1000 * interval '1 ms')"
+        ));
+        assert!(
+            error.contains(&format!(
+                "time {end} ms is out of range: the layout's bigint ids cover {}..{end} ms",
+                layout.epoch_ms()
+            )),
+            "{name}: {error}"
+        );
+        let error = server.psql_error(&format!("SET search_path TO {name}; SELECT atomflake_node(-5)"));
+        assert!(
+            error.contains(&format!("id -5 is out of range: the layout allows 0..={max}")),
+            "{name}: {error}"
+        );
+    }
+}
+
+#[test]
+fn ids_from_postgres_and_rust_never_collide_and_sort_by_time_together() {
+    let Some(server) = Server::start("together") else {
+        return;
+    };
+    for (name, layout) in Layout::PRESETS {
+        if layout.node_bits() == 0 {
+            continue; // Mastodon has no node field: two minters cannot share it.
+        }
+        install(&server, name, &PgScript::new(layout, 7).unwrap());
+        let generator = Generator::new(layout, 8).unwrap();
+        let mut all = Vec::new();
+        for _ in 0..4 {
+            all.extend(generator.next_ids(1000).map(Id::get));
+            all.extend(ids(&server.psql(&format!(
+                "SET search_path TO {name};
+                 SELECT atomflake_next_id() FROM generate_series(1, 1000)"
+            ))));
+            std::thread::sleep(Duration::from_millis(15));
+        }
+        let mut sorted = all.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), all.len(), "{name}: duplicates");
+        // Sorted by ID is sorted by time, and both minters interleave in it.
+        let times: Vec<u64> = sorted
+            .iter()
+            .map(|&raw| layout.decode(Id::new(raw)).unix_ms)
+            .collect();
+        assert!(times.is_sorted(), "{name}");
+        let switches = sorted
+            .windows(2)
+            .filter(|pair| layout.decode(Id::new(pair[0])).node != layout.decode(Id::new(pair[1])).node)
+            .count();
+        assert!(
+            switches >= 7,
+            "{name}: the two minters' IDs interleave by time ({switches})"
+        );
+    }
+}
+
+#[test]
+fn one_statement_inserts_5000_rows_where_the_seed_collides() {
+    let Some(server) = Server::start("statement") else {
+        return;
+    };
+    install(&server, "public", &PgScript::new(Layout::INSTAGRAM, 5).unwrap());
+    server.psql(SEED);
+    server.psql(
+        "CREATE TABLE ours (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), n int);
+         CREATE TABLE seeds (id bigint PRIMARY KEY DEFAULT seed_next_id(), n int);",
+    );
+    server.psql("INSERT INTO ours (n) SELECT g FROM generate_series(1, 5000) AS g");
+    assert_eq!(server.psql("SELECT count(DISTINCT id) FROM ours").trim(), "5000");
+    let error = server.psql_error("INSERT INTO seeds (n) SELECT g FROM generate_series(1, 5000) AS g");
+    assert!(
+        error.contains("duplicate key value violates unique constraint \"seeds_pkey\""),
+        "{error}"
+    );
+}
+
+/// Runs pgbench with `clients` sessions, each running `script` for `seconds`, and returns
+/// (transactions, failed transactions, transactions per second).
+fn pgbench(server: &Server, script: &str, clients: u32, seconds: u32) -> (u64, u64, f64) {
+    let path = server.file(&format!("bench-{}.sql", script.len()));
+    std::fs::write(&path, script).unwrap();
+    let output = server.pgbench([
+        "-n".to_owned(),
+        "-c".to_owned(),
+        clients.to_string(),
+        "-j".to_owned(),
+        clients.min(2).to_string(),
+        "-T".to_owned(),
+        seconds.to_string(),
+        "-f".to_owned(),
+        path.display().to_string(),
+    ]);
+    let field = |label: &str| -> String {
+        let line = output
+            .lines()
+            .find(|line| line.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label:?} in pgbench's output:\n{output}"));
+        line[label.len()..].trim().to_owned()
+    };
+    let done: u64 = field("number of transactions actually processed:")
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let failed: u64 = field("number of failed transactions:")
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let tps: f64 = field("tps =").split_whitespace().next().unwrap().parse().unwrap();
+    (done, failed, tps)
+}
+
+#[test]
+fn many_sessions_mint_no_duplicate_with_the_clock_or_with_times_jumping_about() {
+    let Some(server) = Server::start("sessions") else {
+        return;
+    };
+    install(&server, "public", &PgScript::new(Layout::INSTAGRAM, 7).unwrap());
+    install(&server, "jumpy", &PgScript::new(Layout::INSTAGRAM, 7).unwrap());
+    server.psql(
+        "CREATE TABLE clocked (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), v int);
+         CREATE TABLE jumping (id bigint PRIMARY KEY, v int);",
+    );
+    let (done, failed, _) = pgbench(
+        &server,
+        "INSERT INTO clocked (v) SELECT g FROM generate_series(1, 50) AS g;\n",
+        4,
+        3,
+    );
+    assert!(done > 0);
+    assert_eq!(failed, 0);
+    assert_eq!(
+        server
+            .psql("SELECT count(*) = count(DISTINCT id), count(*) FROM clocked")
+            .trim(),
+        format!("t|{}", done * 50)
+    );
+    // Each call's time up to 40 ms behind the clock, at random: calls continue a tick
+    // ahead of their time or jump, from 6 sessions at once. A duplicate would fail a
+    // transaction on the primary key.
+    let (done, failed, _) = pgbench(
+        &server,
+        "INSERT INTO jumping
+             SELECT jumpy.atomflake_next_id_at(
+                        floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - (random() * 40)::bigint), g
+             FROM generate_series(1, 50) AS g;\n",
+        6,
+        3,
+    );
+    assert!(done > 0);
+    assert_eq!(failed, 0);
+    let count: u64 = server
+        .psql("SELECT count(*) FROM jumping")
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(count, done * 50);
+}
+
+#[test]
+fn a_clock_moving_back_continues_the_last_tick_and_a_spent_tick_is_an_exact_error() {
+    let Some(server) = Server::start("back") else {
+        return;
+    };
+    let layout = Layout::INSTAGRAM;
+    install(&server, "public", &PgScript::new(layout, 7).unwrap());
+    let mint = |at: u64| -> Result<Id, String> {
+        let output = server
+            .client("psql")
+            .args(["-X", "-q", "-A", "-t", "-c"])
+            .arg(format!("SELECT atomflake_next_id_at({at})"))
+            .output()
+            .unwrap();
+        if output.status.success() {
+            Ok(Id::new(
+                String::from_utf8(output.stdout).unwrap().trim().parse().unwrap(),
+            ))
+        } else {
+            Err(String::from_utf8(output.stderr).unwrap())
+        }
+    };
+    let first = mint(T).unwrap();
+    assert_eq!(layout.decode(first).sequence, 0);
+    let later = mint(T + 5).unwrap();
+    assert_eq!(
+        (layout.decode(later).unix_ms, layout.decode(later).sequence),
+        (T + 5, 0)
+    );
+    // 2 s back: the tick of T + 5 continues.
+    let back = mint(T - 2000).unwrap();
+    assert_eq!(
+        (layout.decode(back).unix_ms, layout.decode(back).sequence),
+        (T + 5, 1)
+    );
+    // Spend the rest of that tick in one statement, still 2 s back.
+    let rest = ids(&server.psql(&format!(
+        "SELECT atomflake_next_id_at({}) FROM generate_series(2, 1023)",
+        T - 2000
+    )));
+    assert_eq!(rest.len(), 1022);
+    assert!(rest.windows(2).all(|pair| pair[0] < pair[1]) && rest[0] > back.get());
+    assert_eq!(layout.decode(Id::new(rest[1021])).sequence, 1023);
+    let error = mint(T - 2000).unwrap_err();
+    assert!(
+        error.contains(&format!(
+            "sequence exhausted at {} ms: tick {} is spent, ids are available again at {} ms",
+            T - 2000,
+            T + 5 - layout.epoch_ms(),
+            T + 6
+        )),
+        "{error}"
+    );
+    // The clock passes the spent tick: sequence 0 of the new tick, above everything.
+    let next = mint(T + 6).unwrap();
+    assert_eq!(
+        (layout.decode(next).unix_ms, layout.decode(next).sequence),
+        (T + 6, 0)
+    );
+    assert!(next.get() > rest[1021]);
+
+    // Outside the span.
+    let error = mint(layout.epoch_ms() - 1).unwrap_err();
+    assert!(
+        error.contains(&format!(
+            "time {} ms is before the layout's epoch: the layout allows {} ms and later",
+            layout.epoch_ms() - 1,
+            layout.epoch_ms()
+        )),
+        "{error}"
+    );
+    // Instagram's IDs pass i64::MAX on 2046-06-27: the last millisecond before works, the
+    // next is refused, naming the time.
+    let end = layout.i64_end_unix_ms();
+    let last = mint(end - 1).unwrap();
+    assert_eq!(layout.decode(last).unix_ms, end - 1);
+    let error = mint(end).unwrap_err();
+    assert!(
+        error.contains(&format!(
+            "time {end} ms is past the end of atomflake's ids: ids are minted for times before {end} ms"
+        )),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_servers_own_clock_stepped_back_repeats_and_reorders_nothing() {
+    let faketime = std::env::temp_dir().join(format!("atomflake-faketime-{}", std::process::id()));
+    std::fs::write(&faketime, "+0\n").unwrap();
+    let Some(server) = Server::start_with(
+        "stepback",
+        pg::Options {
+            faketime_file: Some(faketime.clone()),
+            ..pg::Options::default()
+        },
+    ) else {
+        return;
+    };
+    install(&server, "public", &PgScript::new(Layout::INSTAGRAM, 7).unwrap());
+    server.psql(
+        "CREATE TABLE t (n bigserial, id bigint UNIQUE DEFAULT atomflake_next_id(), at timestamptz DEFAULT clock_timestamp());",
+    );
+    // One session inserts in a loop; its rows' `n` give the order in which it minted.
+    let writer = server
+        .client("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-c"])
+        .arg(
+            "DO $$ BEGIN
+                 FOR i IN 1..400 LOOP
+                     INSERT INTO t (n) SELECT nextval('t_n_seq') FROM generate_series(1, 50);
+                     COMMIT;
+                     PERFORM pg_sleep(0.005);
+                 END LOOP;
+             END $$",
+        )
+        .spawn()
+        .unwrap();
+    // Step once the writer is under way (it may start late on a busy machine).
+    while server
+        .psql("SELECT count(*) FROM t")
+        .trim()
+        .parse::<u64>()
+        .unwrap()
+        < 2000
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(&faketime, "-2\n").unwrap();
+    let behind = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        - server
+            .psql("SELECT extract(epoch FROM clock_timestamp())")
+            .trim()
+            .parse::<f64>()
+            .unwrap();
+    assert!(
+        (1.5..2.5).contains(&behind),
+        "the server's clock is {behind} s behind, not 2 s"
+    );
+    let output = writer.wait_with_output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let _ = std::fs::remove_file(&faketime);
+    // The server's clock did step back: its readings go back by about 2 s somewhere.
+    let step: f64 = server
+        .psql("SELECT min(extract(epoch FROM at2 - at1)) FROM (SELECT at AS at1, lead(at) OVER (ORDER BY n) AS at2 FROM t) AS pairs")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        step < -1.5,
+        "the server's clock never stepped back while minting ({step} s)"
+    );
+    assert_eq!(
+        server
+            .psql(
+                "SELECT count(*), count(*) FILTER (WHERE next_id <= id)
+             FROM (SELECT id, lead(id) OVER (ORDER BY n) AS next_id FROM t) AS pairs"
+            )
+            .trim(),
+        "20000|0",
+        "IDs strictly increase in the order they were minted"
+    );
+}
+
+#[test]
+fn a_crash_and_a_rollback_give_no_id_back() {
+    let Some(server) = Server::start("crash") else {
+        return;
+    };
+    install(&server, "public", &PgScript::new(Layout::TWITTER, 7).unwrap());
+    server.psql("CREATE TABLE t (id bigint PRIMARY KEY)");
+    // All at one fixed time: every ID is in the same tick, so only the state (not the
+    // clock) can keep later ones apart.
+    let rolled_back = ids(&server.psql(&format!(
+        "BEGIN; SELECT atomflake_next_id_at({T}) FROM generate_series(1, 3); ROLLBACK;"
+    )));
+    assert_eq!(rolled_back.len(), 3);
+    server.psql(&format!(
+        "INSERT INTO t SELECT atomflake_next_id_at({T}) FROM generate_series(1, 100)"
+    ));
+    let committed_max: u64 = server.psql("SELECT max(id) FROM t").trim().parse().unwrap();
+    assert!(rolled_back.iter().all(|&id| id < committed_max));
+    server.stop("immediate");
+    server.start_again();
+    let after: u64 = server
+        .psql(&format!("SELECT atomflake_next_id_at({T})"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(after > committed_max, "{after} <= {committed_max}");
+    assert_eq!(Layout::TWITTER.decode(Id::new(after)).unix_ms, T);
+}
