@@ -217,7 +217,7 @@ impl Layout {
     ///
     /// ```
     /// use atomflake::Layout;
-    /// // Twitter's 41 bits of ms run out in September 2080.
+    /// // Twitter's 41 bits of ms run out in July 2080.
     /// assert_eq!(Layout::TWITTER.end_unix_ms(), 1288834974657 + (1 << 41));
     /// ```
     pub const fn end_unix_ms(&self) -> u64 {
@@ -242,10 +242,10 @@ impl Layout {
     ///
     /// | preset | IDs pass `i64::MAX` |
     /// |---|---|
-    /// | Twitter | never (63 bits; the span ends 2080-09-06) |
+    /// | Twitter | never (63 bits; the span ends 2080-07-10) |
     /// | Discord | 2084-09-06 |
     /// | Instagram | 2046-06-27 |
-    /// | Sonyflake | never (63 bits; the span ends 2188-09-01) |
+    /// | Sonyflake | never (63 bits; the span ends 2188-11-16) |
     /// | Mastodon | 6429-10-17 |
     ///
     /// ```

@@ -557,3 +557,85 @@ fn a_crash_and_a_rollback_give_no_id_back() {
     assert!(after > committed_max, "{after} <= {committed_max}");
     assert_eq!(Layout::TWITTER.decode(Id::new(after)).unix_ms, T);
 }
+
+/// Rows per second through pgbench: atomflake's `next_id()` as the default of a primary
+/// key against the seed (Instagram's function, as published with `clock_timestamp()`),
+/// alternating in one run on one server. Prints the table; asserts only that nothing
+/// failed. A measurement, not a test: run it on a quiet machine with
+/// `cargo test --release --test pg_sql -- --ignored --nocapture measure`.
+#[test]
+#[ignore = "a measurement (about a minute); run by hand"]
+fn measure_rows_per_second_against_the_seed() {
+    let Some(server) = Server::start("measure") else {
+        return;
+    };
+    install(&server, "public", &PgScript::new(Layout::INSTAGRAM, 5).unwrap());
+    server.psql(&SEED.replace(
+        "extract(epoch FROM now())",
+        "extract(epoch FROM clock_timestamp())",
+    ));
+    server.psql(
+        "CREATE TABLE ours (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), v int);
+         CREATE TABLE seeds (id bigint PRIMARY KEY DEFAULT seed_next_id(), v int);",
+    );
+    let (clients, seconds, rounds) = (4, 5, 3);
+    let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..rounds {
+        for (which, table) in ["seeds", "ours"].into_iter().enumerate() {
+            let (done, failed, tps) = pgbench(
+                &server,
+                &format!("INSERT INTO {table} (v) SELECT g FROM generate_series(1, 50) AS g;\n"),
+                clients,
+                seconds,
+            );
+            assert_eq!(failed, 0, "{table}");
+            assert!(done > 0);
+            println!("round {round}: {table:<5} {:>9.0} rows/s", tps * 50.0);
+            rates[which].push(tps * 50.0);
+        }
+    }
+    assert_eq!(
+        server
+            .psql("SELECT count(*) = count(DISTINCT id) FROM ours")
+            .trim(),
+        "t"
+    );
+    let median = |rates: &mut Vec<f64>| {
+        rates.sort_by(f64::total_cmp);
+        rates[rates.len() / 2]
+    };
+    let (seed, ours) = (median(&mut rates[0]), median(&mut rates[1]));
+    println!(
+        "median rows/s, {clients} clients x 50 rows per INSERT, {rounds} rounds of {seconds} s: \
+         seed {seed:.0}, atomflake {ours:.0}, atomflake/seed {:.2}",
+        ours / seed
+    );
+    // The cost of one call, in one session, against nextval() alone and the seed.
+    server.psql("CREATE SEQUENCE bare");
+    for expression in ["nextval('bare')", "seed_next_id()", "atomflake_next_id()"] {
+        let path = server.file("call.sql");
+        std::fs::write(
+            &path,
+            format!("\\timing on\nSELECT count({expression}) FROM generate_series(1, 500000);\n"),
+        )
+        .unwrap();
+        let output = server
+            .client("psql")
+            .args(["-X", "-q", "-f"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let text = String::from_utf8(output.stdout).unwrap();
+        let ms: f64 = text
+            .lines()
+            .find_map(|line| line.strip_prefix("Time: "))
+            .and_then(|line| line.split_whitespace().next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        println!(
+            "{expression:<22} {:.2} us per call (500,000 in one statement)",
+            ms * 1000.0 / 500_000.0
+        );
+    }
+}

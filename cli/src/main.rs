@@ -225,8 +225,8 @@ fn list_layouts() -> Result<(), Failure> {
     let mut write = || -> io::Result<()> {
         writeln!(
             out,
-            "{:<10} {:>9} {:>4} {:>8} {:>5}  {:<15} {:<24} ids run out",
-            "name", "timestamp", "node", "sequence", "tick", "order", "epoch"
+            "{:<10} {:>9} {:>4} {:>8} {:>5}  {:<15} {:<24} {:<24} ids run out",
+            "name", "timestamp", "node", "sequence", "tick", "order", "epoch", "ids pass i64::MAX"
         )?;
         for (name, layout) in Layout::PRESETS {
             let order = match layout.order() {
@@ -235,12 +235,17 @@ fn list_layouts() -> Result<(), Failure> {
             };
             writeln!(
                 out,
-                "{name:<10} {:>9} {:>4} {:>8} {:>2} ms  {order:<15} {:<24} {}",
+                "{name:<10} {:>9} {:>4} {:>8} {:>2} ms  {order:<15} {:<24} {:<24} {}",
                 layout.timestamp_bits(),
                 layout.node_bits(),
                 layout.sequence_bits(),
                 layout.tick_ms(),
                 rfc3339_ms(layout.epoch_ms()),
+                if layout.i64_end_unix_ms() < layout.end_unix_ms() {
+                    rfc3339_ms(layout.i64_end_unix_ms())
+                } else {
+                    "never".to_owned()
+                },
                 rfc3339_ms(layout.end_unix_ms()),
             )?;
         }

@@ -263,15 +263,56 @@ fn layouts_lists_every_preset_with_its_dates() {
     assert_eq!(text.lines().count(), 6, "{text}");
     assert!(text.contains(
         "twitter           41   10       12  1 ms  time|node|seq   2010-11-04T01:42:54.657Z \
-         2080-07-10T17:30:30.209Z\n"
+         never                    2080-07-10T17:30:30.209Z\n"
     ));
     assert!(text.contains(
         "sonyflake         39   16        8 10 ms  time|seq|node   2014-09-01T00:00:00.000Z \
-         2188-11-16T03:28:58.880Z\n"
+         never                    2188-11-16T03:28:58.880Z\n"
+    ));
+    assert!(text.contains(
+        "instagram         41   13       10  1 ms  time|node|seq   2011-08-24T21:07:01.721Z \
+         2046-06-27T17:00:49.497Z 2081-04-30T12:54:37.273Z\n"
     ));
     for name in ["discord", "instagram", "mastodon"] {
         assert!(text.contains(name), "{name}");
     }
+}
+
+#[test]
+fn sql_prints_the_script_for_the_layout_and_node() {
+    let output = run(&["sql", "--layout", "instagram", "--node", "5"]);
+    assert_eq!((output.status.code(), stderr(&output)), (Some(0), ""));
+    let script = stdout(&output);
+    assert!(script.starts_with("-- atomflake "), "{script}");
+    assert!(
+        script.contains(
+            "13-bit node,\n-- 10-bit sequence, time | node | sequence. Node: 5. Prefix: atomflake."
+        )
+    );
+    assert!(script.contains("CREATE OR REPLACE FUNCTION atomflake_next_id()"));
+    let prefixed = run_with(&["sql", "--prefix", "orders"], "", Some("7"));
+    assert!(stdout(&prefixed).contains("CREATE OR REPLACE FUNCTION orders_next_id()"));
+    assert!(stdout(&prefixed).contains("Node: 7."));
+}
+
+#[test]
+fn sql_bad_input_exits_2_with_one_line() {
+    assert_bad_input(
+        &run(&["sql", "--node", "1024"]),
+        "node 1024 is out of range: the layout allows 0..=1023",
+    );
+    assert_bad_input(
+        &run(&["sql", "--node", "1", "--prefix", "Orders"]),
+        "sql prefix \"Orders\" is not allowed: a prefix is 1..=40 characters of a-z, 0-9 and _, \
+         starting with a letter or _",
+    );
+    assert_bad_input(
+        &run(&["sql", "--node", "1", "--max-wait-ms", "600001"]),
+        "max wait (ms) 600001 is out of range for in-database minting: allowed 0..=600000",
+    );
+    let output = run(&["sql"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("--node"), "{}", stderr(&output));
 }
 
 #[test]
