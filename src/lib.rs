@@ -46,6 +46,10 @@
 //! share: the clock, borrow-ahead, and how to [`Wait`] for a spent tick (by default: sleep
 //! until shortly before the next tick, then spin).
 //!
+//! IDs can also be minted inside PostgreSQL, from the same [`Layout`]: [`sql::PgScript`]
+//! (and `atomflake sql`) writes the SQL that creates `atomflake_next_id()`, a column default
+//! that keeps the same rules as the state word here, and its decoders.
+//!
 //! # Guarantees
 //!
 //! Within a process:
