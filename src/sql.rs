@@ -32,11 +32,14 @@
 //! - between a jump's read and its `setval`, other sessions' `nextval`s run on, but they
 //!   stay inside the tick that the read saw: the counter has room for
 //!   `2^k - 2^sequence_bits` values past the sequence field ([`PgScript::headroom`]), and
-//!   each session drops at most one value per tick before it jumps itself (a dropped value
-//!   sends it to the lock, and it takes its next value only after the sequence has left
-//!   that tick), so the counter cannot carry into the next tick unless more sessions than
-//!   that call during one tick. Every value handed out before the jump is therefore below
-//!   the jump's target, and every value after it is above.
+//!   a session drops at most one value of a tick before it waits for the lock (a dropped
+//!   value sends it to the lock, and it takes its next value only after the sequence has
+//!   left that tick). So the counter carries into the next tick during a jump only if more
+//!   values than that are dropped meanwhile: more sessions than the headroom, or calls that
+//!   fail (a spent tick at a given time, a clock outside the span) retried that often
+//!   within the few microseconds between a jump's read and its `setval`. Every value
+//!   handed out before the jump is therefore below the jump's target, and every value
+//!   after it is above.
 //!
 //! The sequence is not transactional (a rolled-back transaction does not give its IDs
 //! back), `nextval` never waits for another transaction, and the lock is held for one read
@@ -388,8 +391,9 @@ END"
 -- serialised by the lock and only ever move the sequence to a later tick than their
 -- locked read saw. Between that read and the setval, other sessions' nextval()s stay in
 -- the tick the read saw: n has room for {headroom} values past the sequence field, and a
--- session drops at most one slot per tick before it waits for the lock, so n cannot carry
--- into the next tick unless more sessions than that call during one tick. So every slot
+-- session drops at most one slot per tick before it waits for the lock, so n carries into
+-- the next tick during a jump only if more slots than that are dropped between its read
+-- and its setval (more sessions, or failing calls retried that often). So every slot
 -- handed out before a jump is below its target and every slot after it above: the
 -- sequence never hands out a value twice, and IDs never repeat.
 -- The sequence is not transactional (a rolled-back transaction keeps its IDs used), and

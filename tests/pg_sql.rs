@@ -102,6 +102,18 @@ fn the_script_applies_twice_and_refuses_another_layouts_state() {
         "{error}"
     );
 
+    // A role with only the documented grants mints, jumps included (a later tick).
+    server.psql(
+        "CREATE ROLE app LOGIN; GRANT USAGE ON SCHEMA s TO app;
+         GRANT USAGE, UPDATE ON SEQUENCE s.atomflake_state TO app;",
+    );
+    let by_app = ids(&server.psql(
+        "SET ROLE app; SET search_path TO s;
+         SELECT atomflake_next_id(); SELECT pg_sleep(0.01); SELECT atomflake_next_id();",
+    ));
+    assert!(by_app.len() == 2 && by_app[0] > second && by_app[1] > by_app[0], "{by_app:?}");
+    let second = by_app[1];
+
     // Callers with another search_path still reach the state the functions were made for.
     install(&server, "other", &PgScript::new(Layout::TWITTER, 3).unwrap());
     let from_other: u64 = server
