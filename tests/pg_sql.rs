@@ -47,7 +47,11 @@ fn rows(output: &str) -> Vec<Vec<String>> {
 }
 
 fn ids(output: &str) -> Vec<u64> {
-    output.lines().map(|line| line.parse().unwrap()).collect()
+    output
+        .lines()
+        .filter(|line| !line.is_empty())
+        .map(|line| line.parse().unwrap())
+        .collect()
 }
 
 /// The seed: Instagram's published PL/pgSQL (2011 engineering blog, "Sharding & IDs at
