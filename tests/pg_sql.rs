@@ -37,6 +37,13 @@ fn install(server: &Server, schema: &str, script: &PgScript) {
     ));
 }
 
+/// A fresh server with the script for `layout` and `node` in `public`.
+fn installed(test: &str, layout: Layout, node: u64) -> Option<Server> {
+    let server = Server::start(test)?;
+    install(&server, "public", &PgScript::new(layout, node).unwrap());
+    Some(server)
+}
+
 /// Lines of `psql` output, split on `|`.
 fn rows(output: &str) -> Vec<Vec<String>> {
     output
@@ -115,7 +122,10 @@ fn the_script_applies_twice_and_refuses_another_layouts_state() {
         "SET ROLE app; SET search_path TO s;
          SELECT atomflake_next_id(); SELECT pg_sleep(0.01); SELECT atomflake_next_id();",
     ));
-    assert!(by_app.len() == 2 && by_app[0] > second && by_app[1] > by_app[0], "{by_app:?}");
+    assert!(
+        by_app.len() == 2 && by_app[0] > second && by_app[1] > by_app[0],
+        "{by_app:?}"
+    );
     let second = by_app[1];
 
     // Callers with another search_path still reach the state the functions were made for.
@@ -275,10 +285,9 @@ fn ids_from_postgres_and_rust_never_collide_and_sort_by_time_together() {
 
 #[test]
 fn one_statement_inserts_5000_rows_where_the_seed_collides() {
-    let Some(server) = Server::start("statement") else {
+    let Some(server) = installed("statement", Layout::INSTAGRAM, 5) else {
         return;
     };
-    install(&server, "public", &PgScript::new(Layout::INSTAGRAM, 5).unwrap());
     server.psql(SEED);
     server.psql(
         "CREATE TABLE ours (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), n int);
@@ -334,10 +343,9 @@ fn pgbench(server: &Server, script: &str, clients: u32, seconds: u32) -> (u64, u
 
 #[test]
 fn many_sessions_mint_no_duplicate_with_the_clock_or_with_times_jumping_about() {
-    let Some(server) = Server::start("sessions") else {
+    let Some(server) = installed("sessions", Layout::INSTAGRAM, 7) else {
         return;
     };
-    install(&server, "public", &PgScript::new(Layout::INSTAGRAM, 7).unwrap());
     install(&server, "jumpy", &PgScript::new(Layout::INSTAGRAM, 7).unwrap());
     server.psql(
         "CREATE TABLE clocked (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), v int);
@@ -547,10 +555,9 @@ fn the_servers_own_clock_stepped_back_repeats_and_reorders_nothing() {
 
 #[test]
 fn a_crash_and_a_rollback_give_no_id_back() {
-    let Some(server) = Server::start("crash") else {
+    let Some(server) = installed("crash", Layout::TWITTER, 7) else {
         return;
     };
-    install(&server, "public", &PgScript::new(Layout::TWITTER, 7).unwrap());
     server.psql("CREATE TABLE t (id bigint PRIMARY KEY)");
     // All at one fixed time: every ID is in the same tick, so only the state (not the
     // clock) can keep later ones apart.
@@ -582,10 +589,9 @@ fn a_crash_and_a_rollback_give_no_id_back() {
 #[test]
 #[ignore = "a measurement (about a minute); run by hand"]
 fn measure_rows_per_second_against_the_seed() {
-    let Some(server) = Server::start("measure") else {
+    let Some(server) = installed("measure", Layout::INSTAGRAM, 5) else {
         return;
     };
-    install(&server, "public", &PgScript::new(Layout::INSTAGRAM, 5).unwrap());
     server.psql(&SEED.replace(
         "extract(epoch FROM now())",
         "extract(epoch FROM clock_timestamp())",
