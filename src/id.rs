@@ -24,6 +24,17 @@ use core::str::FromStr;
 /// # Ok::<(), atomflake::Error>(())
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+// diesel's `AsExpression` and `FromSqlRow` are derived rather than written out: the derive
+// covers `Id`, `&Id` and `Nullable` columns; the `ToSql`/`FromSql` impls are in `sql/diesel.rs`.
+#[cfg_attr(
+    any(feature = "diesel", feature = "diesel-mysql"),
+    derive(diesel::expression::AsExpression, diesel::deserialize::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::BigInt)
+)]
+#[cfg_attr(
+    feature = "diesel-mysql",
+    diesel(sql_type = diesel::sql_types::Unsigned<diesel::sql_types::BigInt>)
+)]
 #[repr(transparent)]
 #[must_use]
 pub struct Id(u64);

@@ -137,6 +137,15 @@ mod mint;
 #[cfg(feature = "serde")]
 pub mod serde;
 mod sharded;
+#[cfg(any(
+    feature = "postgres",
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite",
+    feature = "diesel",
+    feature = "diesel-mysql"
+))]
+mod sql;
 mod state;
 mod sync;
 

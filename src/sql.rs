@@ -1,0 +1,78 @@
+//! [`Id`] as a database `BIGINT`: one module per client library, and the two conversions
+//! they all share.
+//!
+//! | feature | client | SQL type | Rust side |
+//! |---|---|---|---|
+//! | `postgres` | `postgres`, `tokio-postgres` (through `postgres-types`) | `BIGINT` (`INT8`) | `ToSql`, `FromSql` |
+//! | `sqlx` (= `sqlx-postgres`) | sqlx, PostgreSQL | `BIGINT`, `BIGINT[]` for `Vec<Id>` | `Type`, `Encode`, `Decode`, `PgHasArrayType` |
+//! | `sqlx-mysql` | sqlx, MySQL | `BIGINT UNSIGNED`; signed `BIGINT` decodes too | `Type`, `Encode`, `Decode` |
+//! | `sqlx-sqlite` | sqlx, SQLite | `INTEGER` | `Type`, `Encode`, `Decode` |
+//! | `diesel` | diesel, `Pg` | `BigInt` | `ToSql`, `FromSql`, `AsExpression`, `FromSqlRow` |
+//! | `diesel-mysql` | diesel, `Mysql` | `Unsigned<BigInt>`, `BigInt` | `ToSql`, `FromSql`, `AsExpression`, `FromSqlRow` |
+//!
+//! A signed `BIGINT` holds the IDs `0..=i64::MAX`, which is every ID of the Twitter,
+//! Sonyflake and 63-bit custom layouts. Nothing wraps: every impl for a signed column converts
+//! through [`to_bigint`] and [`from_bigint`], so writing an ID above `i64::MAX` fails with
+//! [`Error::IdAboveI64`] and reading a negative value fails with [`Error::NegativeId`], each
+//! boxed as the source of the client's own error (`postgres::Error`, `sqlx::Error::Encode`,
+//! `diesel::result::Error::SerializationError`, ...). MySQL's `BIGINT UNSIGNED` holds every
+//! ID and needs neither check.
+
+use crate::error::Error;
+use crate::id::Id;
+
+#[cfg(any(feature = "diesel", feature = "diesel-mysql"))]
+mod diesel;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-mysql", feature = "sqlx-sqlite"))]
+mod sqlx;
+
+/// The error type every client library takes from a conversion (sqlx calls it
+/// `BoxDynError`).
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// `id` as a signed `BIGINT` value, or [`Error::IdAboveI64`] naming it.
+#[cfg_attr(
+    not(any(
+        feature = "postgres",
+        feature = "sqlx-postgres",
+        feature = "sqlx-sqlite",
+        feature = "diesel",
+        feature = "diesel-mysql"
+    )),
+    allow(
+        dead_code,
+        reason = "sqlx-mysql alone writes BIGINT UNSIGNED, which needs no check"
+    )
+)]
+fn to_bigint(id: Id) -> Result<i64, BoxError> {
+    id.to_i64().map_err(|err: Error| err.into())
+}
+
+/// A signed `BIGINT` value as an ID, or [`Error::NegativeId`] naming the value.
+fn from_bigint(value: i64) -> Result<Id, BoxError> {
+    Id::try_from(value).map_err(|err: Error| err.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conversions_are_checked_and_the_error_is_the_crates() {
+        assert_eq!(to_bigint(Id::new(0)).unwrap(), 0);
+        assert_eq!(to_bigint(Id::new(i64::MAX as u64)).unwrap(), i64::MAX);
+        let err = to_bigint(Id::new(1 << 63)).unwrap_err();
+        assert_eq!(
+            err.downcast_ref::<Error>(),
+            Some(&Error::IdAboveI64 { id: 1 << 63 })
+        );
+        assert_eq!(from_bigint(i64::MAX).unwrap(), Id::new(i64::MAX as u64));
+        let err = from_bigint(-1).unwrap_err();
+        assert_eq!(
+            err.downcast_ref::<Error>(),
+            Some(&Error::NegativeId { value: -1 })
+        );
+    }
+}
