@@ -37,8 +37,10 @@ impl PgHasArrayType for Id {
 ///
 /// # Errors
 ///
-/// An ID above `i64::MAX` is not written: `sqlx::Error::Encode` holds
-/// [`Error::IdAboveI64`](crate::Error::IdAboveI64).
+/// An ID above `i64::MAX` is not written: `Query::try_bind` returns
+/// [`Error::IdAboveI64`](crate::Error::IdAboveI64) boxed; `Query::bind` defers it to the
+/// query's `sqlx::Error::Encode`, which keeps its text only (sqlx formats it into a message
+/// of its own).
 #[cfg(feature = "sqlx-postgres")]
 impl Encode<'_, Postgres> for Id {
     fn encode_by_ref(
@@ -137,8 +139,10 @@ impl Type<Sqlite> for Id {
 ///
 /// # Errors
 ///
-/// An ID above `i64::MAX` is not written: `sqlx::Error::Encode` holds
-/// [`Error::IdAboveI64`](crate::Error::IdAboveI64).
+/// An ID above `i64::MAX` is not written: `Query::try_bind` returns
+/// [`Error::IdAboveI64`](crate::Error::IdAboveI64) boxed; `Query::bind` defers it to the
+/// query's `sqlx::Error::Encode`, which keeps its text only (sqlx formats it into a message
+/// of its own).
 #[cfg(feature = "sqlx-sqlite")]
 impl<'q> Encode<'q, Sqlite> for Id {
     fn encode_by_ref(
