@@ -14,6 +14,7 @@
 #![allow(dead_code, reason = "each test binary uses part of the harness")]
 
 use std::ffi::OsStr;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -106,6 +107,7 @@ impl Server {
 
     /// A fresh server started with `options`.
     pub fn start_with(test: &str, options: Options) -> Option<Server> {
+        static NEXT: AtomicU16 = AtomicU16::new(0);
         let Some(bin) = bin_dir() else {
             skip(
                 test,
@@ -117,11 +119,9 @@ impl Server {
             skip(test, "libfaketime is not installed (Debian package faketime)");
             return None;
         }
-        static NEXT: AtomicU16 = AtomicU16::new(0);
         let serial = NEXT.fetch_add(1, Ordering::Relaxed);
         // Port numbers only name the socket file inside `root`, but PostgreSQL also
         // derives its System V key from the port: keep them apart across test processes.
-        #[expect(clippy::cast_possible_truncation, reason = "spread over 20000 ports")]
         let port = 20_000 + ((std::process::id() * 16 + u32::from(serial)) % 20_000) as u16;
         let root = std::env::temp_dir().join(format!("atomflake-pg-{}-{serial}-{test}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
@@ -211,7 +211,7 @@ impl Server {
             self.port
         );
         for (name, value) in &self.options.settings {
-            settings.push_str(&format!(" -c {name}={value}"));
+            write!(settings, " -c {name}={value}").unwrap();
         }
         let mut command = self.server_command("pg_ctl");
         if let Some(file) = &self.options.faketime_file {
