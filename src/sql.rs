@@ -1,17 +1,9 @@
 //! [`Id`] as a database `BIGINT`: one module per client library, and the two conversions
 //! they all share.
 //!
-//! | feature | client | SQL type | Rust side |
-//! |---|---|---|---|
-//! | `postgres` | `postgres`, `tokio-postgres` (through `postgres-types`) | `BIGINT` (`INT8`) | `ToSql`, `FromSql` |
-//! | `sqlx` (= `sqlx-postgres`) | sqlx, PostgreSQL | `BIGINT`, `BIGINT[]` for `Vec<Id>` | `Type`, `Encode`, `Decode`, `PgHasArrayType` |
-//! | `sqlx-mysql` | sqlx, MySQL | `BIGINT UNSIGNED`; signed `BIGINT` decodes too | `Type`, `Encode`, `Decode` |
-//! | `sqlx-sqlite` | sqlx, SQLite | `INTEGER` | `Type`, `Encode`, `Decode` |
-//! | `diesel` | diesel, `Pg` | `BigInt` | `ToSql`, `FromSql`, `AsExpression`, `FromSqlRow` |
-//! | `diesel-mysql` | diesel, `Mysql` | `Unsigned<BigInt>`, `BigInt` | `ToSql`, `FromSql`, `AsExpression`, `FromSqlRow` |
+//! The features and SQL types are listed in [`Id`]'s docs (`# Databases`).
 //!
-//! A signed `BIGINT` holds the IDs `0..=i64::MAX`, which is every ID of the Twitter,
-//! Sonyflake and 63-bit custom layouts. Nothing wraps: every impl for a signed column converts
+//! A signed `BIGINT` holds the IDs `0..=i64::MAX`. Nothing wraps: every impl for a signed column converts
 //! through [`to_bigint`] and [`from_bigint`], so writing an ID above `i64::MAX` fails with
 //! [`Error::IdAboveI64`] and reading a negative value fails with [`Error::NegativeId`], each
 //! boxed as the source of the client's own error (`postgres::Error`, `sqlx::Error::Encode`,
