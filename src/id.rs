@@ -40,8 +40,9 @@ use core::str::FromStr;
 /// A signed `BIGINT` holds the IDs `0..=i64::MAX`: every ID of the Twitter and Sonyflake
 /// layouts, but not the late IDs of layouts that use all 64 bits. Nothing wraps: writing an
 /// ID above `i64::MAX` to a signed column fails with [`Error::IdAboveI64`], and reading a
-/// negative value fails with [`Error::NegativeId`], each as the source of the client's
-/// error. MySQL's `BIGINT UNSIGNED` holds every ID.
+/// negative value fails with [`Error::NegativeId`], boxed into the client's error (sqlx's
+/// `Query::bind` keeps only its text; `Query::try_bind` returns it whole). MySQL's
+/// `BIGINT UNSIGNED` holds every ID.
 ///
 /// With `diesel`, an `Id` field stands in `Queryable`, `Selectable` and `Insertable`
 /// structs:

@@ -3,12 +3,14 @@
 //!
 //! The features and SQL types are listed in [`Id`]'s docs (`# Databases`).
 //!
-//! A signed `BIGINT` holds the IDs `0..=i64::MAX`. Nothing wraps: every impl for a signed column converts
-//! through [`to_bigint`] and [`from_bigint`], so writing an ID above `i64::MAX` fails with
-//! [`Error::IdAboveI64`] and reading a negative value fails with [`Error::NegativeId`], each
-//! boxed as the source of the client's own error (`postgres::Error`, `sqlx::Error::Encode`,
-//! `diesel::result::Error::SerializationError`, ...). MySQL's `BIGINT UNSIGNED` holds every
-//! ID and needs neither check.
+//! A signed `BIGINT` holds the IDs `0..=i64::MAX`. Nothing wraps: every impl for a signed
+//! column converts through [`to_bigint`] and [`from_bigint`], so writing an ID above
+//! `i64::MAX` fails with [`Error::IdAboveI64`] and reading a negative value fails with
+//! [`Error::NegativeId`], boxed into the client's own error (`postgres::Error`'s source,
+//! `sqlx::Error::ColumnDecode`, `diesel::result::Error::SerializationError`, ...). Two
+//! clients blur that: sqlx's `Query::bind` keeps only the error's text (`try_bind` returns
+//! it whole), and diesel's `Error::source` skips the boxed error (match the variant and
+//! downcast the box). MySQL's `BIGINT UNSIGNED` holds every ID and needs neither check.
 
 use crate::error::Error;
 use crate::id::Id;

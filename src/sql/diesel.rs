@@ -21,7 +21,8 @@ use ::diesel::pg::Pg;
 /// # Errors
 ///
 /// An ID above `i64::MAX` is not written: `diesel::result::Error::SerializationError`
-/// holds [`Error::IdAboveI64`](crate::Error::IdAboveI64).
+/// holds [`Error::IdAboveI64`](crate::Error::IdAboveI64) (diesel's `Error::source` looks
+/// past it: downcast the variant's box).
 #[cfg(feature = "diesel")]
 impl ToSql<BigInt, Pg> for Id {
     fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Pg>) -> serialize::Result {
@@ -72,7 +73,8 @@ impl FromSql<Unsigned<BigInt>, Mysql> for Id {
 /// # Errors
 ///
 /// An ID above `i64::MAX` is not written: `diesel::result::Error::SerializationError`
-/// holds [`Error::IdAboveI64`](crate::Error::IdAboveI64).
+/// holds [`Error::IdAboveI64`](crate::Error::IdAboveI64) (diesel's `Error::source` looks
+/// past it: downcast the variant's box).
 #[cfg(feature = "diesel-mysql")]
 impl ToSql<BigInt, Mysql> for Id {
     fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Mysql>) -> serialize::Result {
