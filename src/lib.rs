@@ -142,6 +142,15 @@ mod base32;
 mod builder;
 mod clock;
 mod datetime;
+#[cfg(any(
+    feature = "postgres",
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite",
+    feature = "diesel",
+    feature = "diesel-mysql"
+))]
+mod db;
 mod discipline;
 mod error;
 mod generator;
@@ -153,15 +162,6 @@ mod mint;
 #[cfg(feature = "serde")]
 pub mod serde;
 mod sharded;
-#[cfg(any(
-    feature = "postgres",
-    feature = "sqlx-postgres",
-    feature = "sqlx-mysql",
-    feature = "sqlx-sqlite",
-    feature = "diesel",
-    feature = "diesel-mysql"
-))]
-mod sql;
 mod state;
 mod sync;
 

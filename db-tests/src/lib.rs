@@ -4,7 +4,7 @@
 //! The tests start a throwaway PostgreSQL server with the harness in atomflake's
 //! `tests/pg/mod.rs`; without one installed they print `SKIPPED` (a failure under `CI=true`).
 //! The sqlx MySQL tests start a throwaway MariaDB server (`tests/mysql/mod.rs`); without one
-//! they print `SKIPPED` (a failure under `ATOMFLAKE_REQUIRE_MYSQL=1`).
+//! they print `SKIPPED` (a failure under `CI=true`).
 
 use atomflake::{Error, Id};
 

@@ -7,7 +7,7 @@
 //!
 //! The programs are looked up on `PATH` and in `/usr/sbin` (Debian package
 //! `mariadb-server`). Without them, [`Server::start`] prints that the test is skipped and
-//! returns `None`; with `ATOMFLAKE_REQUIRE_MYSQL=1` a missing server is a failure instead.
+//! returns `None`; with `CI=true` a missing server is a failure instead.
 
 #![allow(dead_code, reason = "each test binary uses part of the harness")]
 
@@ -42,8 +42,8 @@ impl Server {
     pub fn start(test: &str) -> Option<Server> {
         let (Some(install), Some(server)) = (find("mariadb-install-db"), find("mariadbd")) else {
             assert!(
-                std::env::var("ATOMFLAKE_REQUIRE_MYSQL").as_deref() != Ok("1"),
-                "{test}: no MariaDB server, and ATOMFLAKE_REQUIRE_MYSQL=1 makes a skip a failure"
+                std::env::var("CI").as_deref() != Ok("true"),
+                "{test}: no MariaDB server, and CI=true makes a skip a failure"
             );
             eprintln!("SKIPPED {test}: no MariaDB server (Debian package mariadb-server)");
             return None;
