@@ -23,7 +23,63 @@ use core::str::FromStr;
 /// assert_eq!(id.to_i64()?, 175928847299117063_i64);
 /// # Ok::<(), atomflake::Error>(())
 /// ```
+///
+/// # Databases
+///
+/// With these features an `Id` is a column value in the Rust database libraries:
+///
+/// | feature | client | SQL type |
+/// |---|---|---|
+/// | `postgres` | `postgres`, `tokio-postgres` (`ToSql`, `FromSql`) | `BIGINT`; `Vec<Id>` as `BIGINT[]` |
+/// | `sqlx` (alias `sqlx-postgres`) | sqlx with PostgreSQL (`Type`, `Encode`, `Decode`) | `BIGINT`; `Vec<Id>` as `BIGINT[]` |
+/// | `sqlx-mysql` | sqlx with MySQL | `BIGINT UNSIGNED`, and reads signed `BIGINT` |
+/// | `sqlx-sqlite` | sqlx with SQLite | `INTEGER` |
+/// | `diesel` | diesel with `Pg` (`ToSql`, `FromSql`, `AsExpression`, `FromSqlRow`) | `BigInt` |
+/// | `diesel-mysql` | diesel with `Mysql` | `Unsigned<BigInt>`, `BigInt` |
+///
+/// A signed `BIGINT` holds the IDs `0..=i64::MAX`: every ID of the Twitter and Sonyflake
+/// layouts, but not the late IDs of layouts that use all 64 bits. Nothing wraps: writing an
+/// ID above `i64::MAX` to a signed column fails with [`Error::IdAboveI64`], and reading a
+/// negative value fails with [`Error::NegativeId`], boxed into the client's error (sqlx's
+/// `Query::bind` keeps only its text; `Query::try_bind` returns it whole). MySQL's
+/// `BIGINT UNSIGNED` holds every ID.
+///
+/// With `diesel`, an `Id` field stands in `Queryable`, `Selectable` and `Insertable`
+/// structs:
+///
+/// ```
+/// # #[cfg(feature = "diesel")]
+/// # mod example {
+/// use atomflake::Id;
+/// use diesel::prelude::*;
+///
+/// diesel::table! {
+///     messages (id) {
+///         id -> BigInt,
+///         reply_to -> Nullable<BigInt>,
+///     }
+/// }
+///
+/// #[derive(Queryable, Selectable, Insertable)]
+/// #[diesel(table_name = messages, check_for_backend(diesel::pg::Pg))]
+/// struct Message {
+///     id: Id,
+///     reply_to: Option<Id>,
+/// }
+/// # }
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+// diesel's `AsExpression` and `FromSqlRow` are derived rather than written out: the derive
+// covers `Id`, `&Id` and `Nullable` columns; the `ToSql`/`FromSql` impls are in `sql/diesel.rs`.
+#[cfg_attr(
+    any(feature = "diesel", feature = "diesel-mysql"),
+    derive(diesel::expression::AsExpression, diesel::deserialize::FromSqlRow),
+    diesel(sql_type = diesel::sql_types::BigInt)
+)]
+#[cfg_attr(
+    feature = "diesel-mysql",
+    diesel(sql_type = diesel::sql_types::Unsigned<diesel::sql_types::BigInt>)
+)]
 #[repr(transparent)]
 #[must_use]
 pub struct Id(u64);

@@ -92,6 +92,22 @@
 //! - `chrono`, `time`: an ID's time as `chrono::DateTime<Utc>` (`Layout::chrono_utc`) or
 //!   `time::OffsetDateTime` (`Layout::offset_date_time`).
 //!
+//! - `postgres`: [`Id`] as a `BIGINT` for the `postgres` and `tokio-postgres` clients
+//!   (`ToSql`/`FromSql` from `postgres-types`).
+//! - `sqlx` (the same as `sqlx-postgres`): [`Id`] as a PostgreSQL `BIGINT` in sqlx
+//!   (`Type`/`Encode`/`Decode`), and `Vec<Id>` as `BIGINT[]`.
+//! - `sqlx-mysql`: [`Id`] as a MySQL `BIGINT UNSIGNED` in sqlx (signed `BIGINT` columns
+//!   read too).
+//! - `sqlx-sqlite`: [`Id`] as a SQLite `INTEGER` in sqlx. It turns on `sqlx/sqlite`, which
+//!   compiles the bundled SQLite C library.
+//! - `diesel`: [`Id`] as `BigInt` on diesel's `Pg` backend, usable as a field of
+//!   `Queryable`/`Insertable` structs; needs no libpq to build.
+//! - `diesel-mysql`: [`Id`] as `Unsigned<BigInt>` and `BigInt` on diesel's `Mysql` backend;
+//!   needs no libmysqlclient to build.
+//!
+//! The database features never wrap: an ID above `i64::MAX` is an error to write to a
+//! signed `BIGINT` and a negative value an error to read (see [`Id`], `# Databases`).
+//!
 //! All are off by default; without them the crate depends on `quanta` and
 //! `crossbeam-utils` only.
 //!
@@ -130,6 +146,15 @@ mod base32;
 mod builder;
 mod clock;
 mod datetime;
+#[cfg(any(
+    feature = "postgres",
+    feature = "sqlx-postgres",
+    feature = "sqlx-mysql",
+    feature = "sqlx-sqlite",
+    feature = "diesel",
+    feature = "diesel-mysql"
+))]
+mod db;
 mod discipline;
 mod error;
 mod generator;

@@ -1,0 +1,176 @@
+//! `Id` through sqlx on a Tokio runtime: PostgreSQL (feature `sqlx`) against a throwaway
+//! server, SQLite (feature `sqlx-sqlite`) in memory. Round trips, an ID above `i64::MAX`, a
+//! negative value.
+#[path = "../../tests/pg/mod.rs"]
+mod pg;
+
+use atomflake::{Error, Id};
+use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, atomflake_error};
+use sqlx::{Connection, PgConnection, SqliteConnection};
+
+fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+async fn postgres(server: &pg::Server) -> PgConnection {
+    PgConnection::connect(&server.url()).await.unwrap()
+}
+
+async fn sqlite() -> SqliteConnection {
+    SqliteConnection::connect("sqlite::memory:").await.unwrap()
+}
+
+/// `Query::bind` keeps an encoding error's text only (sqlx formats it into a new message);
+/// `Query::try_bind` returns atomflake's error itself.
+fn assert_above_i64(bind_err: &sqlx::Error, try_bind_err: &sqlx::error::BoxDynError) {
+    assert!(matches!(bind_err, sqlx::Error::Encode(_)), "{bind_err:?}");
+    assert!(
+        bind_err
+            .to_string()
+            .contains("argument $1 failed: id 9223372036854775808 is out of range for i64"),
+        "{bind_err}"
+    );
+    assert_eq!(
+        try_bind_err.downcast_ref::<Error>(),
+        Some(&Error::IdAboveI64 { id: 1 << 63 })
+    );
+}
+
+#[test]
+fn ids_round_trip_through_a_postgres_bigint_column() {
+    let Some(server) = pg::Server::start("sqlx-round-trip") else {
+        return;
+    };
+    block_on(async {
+        let mut conn = postgres(&server).await;
+        sqlx::query("create table t (id bigint primary key)")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        for id in ROUND_TRIP {
+            sqlx::query("insert into t values ($1)")
+                .bind(id)
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        let back: Vec<Id> = sqlx::query_scalar("select id from t order by id")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(back, ROUND_TRIP);
+        // `Vec<Id>` binds as a BIGINT[].
+        let found: i64 = sqlx::query_scalar("select count(*) from t where id = any($1)")
+            .bind(ROUND_TRIP[1..].to_vec())
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(found, 2);
+    });
+    assert_eq!(
+        server.psql("select id from t order by id"),
+        "0\n1541815603606036480\n9223372036854775807\n"
+    );
+}
+
+#[test]
+fn an_id_above_i64_max_is_an_error_naming_it_in_postgres() {
+    let Some(server) = pg::Server::start("sqlx-above-i64") else {
+        return;
+    };
+    let (err, try_bind_err) = block_on(async {
+        let mut conn = postgres(&server).await;
+        sqlx::query("create table t (id bigint)")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        let err = sqlx::query("insert into t values ($1)")
+            .bind(ABOVE_I64)
+            .execute(&mut conn)
+            .await
+            .unwrap_err();
+        let mut query = sqlx::query::<sqlx::Postgres>("insert into t values ($1)");
+        (err, query.try_bind(ABOVE_I64).unwrap_err())
+    });
+    assert_above_i64(&err, &try_bind_err);
+    assert_eq!(server.psql("select count(*) from t"), "0\n");
+}
+
+#[test]
+fn a_negative_postgres_bigint_is_not_an_id() {
+    let Some(server) = pg::Server::start("sqlx-negative") else {
+        return;
+    };
+    let err = block_on(async {
+        let mut conn = postgres(&server).await;
+        sqlx::query_scalar::<_, Id>("select -5::bigint")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap_err()
+    });
+    assert!(matches!(err, sqlx::Error::ColumnDecode { .. }), "{err:?}");
+    assert!(err.to_string().contains("-5 is out of range for an id"), "{err}");
+    assert_eq!(atomflake_error(&err), Some(&Error::NegativeId { value: -5 }));
+}
+
+#[test]
+fn ids_round_trip_through_a_sqlite_integer_column() {
+    block_on(async {
+        let mut conn = sqlite().await;
+        sqlx::query("create table t (id integer primary key)")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        for id in ROUND_TRIP {
+            sqlx::query("insert into t values (?)")
+                .bind(id)
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        let back: Vec<Id> = sqlx::query_scalar("select id from t order by id")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(back, ROUND_TRIP);
+        // SQLite holds the numbers themselves.
+        let text: String = sqlx::query_scalar("select group_concat(id, ',') from t")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(text, "0,1541815603606036480,9223372036854775807");
+    });
+}
+
+#[test]
+fn an_id_above_i64_max_is_an_error_naming_it_in_sqlite() {
+    let (err, try_bind_err) = block_on(async {
+        let mut conn = sqlite().await;
+        let err = sqlx::query("select ?")
+            .bind(ABOVE_I64)
+            .execute(&mut conn)
+            .await
+            .unwrap_err();
+        let mut query = sqlx::query::<sqlx::Sqlite>("select ?");
+        (err, query.try_bind(ABOVE_I64).unwrap_err())
+    });
+    assert_above_i64(&err, &try_bind_err);
+}
+
+#[test]
+fn a_negative_sqlite_integer_is_not_an_id() {
+    let err = block_on(async {
+        let mut conn = sqlite().await;
+        sqlx::query_scalar::<_, Id>("select -5")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap_err()
+    });
+    assert!(matches!(err, sqlx::Error::ColumnDecode { .. }), "{err:?}");
+    assert!(err.to_string().contains("-5 is out of range for an id"), "{err}");
+    assert_eq!(atomflake_error(&err), Some(&Error::NegativeId { value: -5 }));
+}

@@ -1,0 +1,84 @@
+//! `Id` through sqlx on MariaDB (feature `sqlx-mysql`): every `u64` round-trips through
+//! `BIGINT UNSIGNED`; a signed `BIGINT` reads back, its negative values are an error.
+//!
+//! Skipped (printed) without a MariaDB server: Debian's `mariadb-server`.
+mod mysql;
+
+use atomflake::{Error, Id};
+use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, atomflake_error};
+use sqlx::{Connection, MySqlConnection};
+
+fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+#[test]
+fn every_id_round_trips_through_bigint_unsigned() {
+    let Some(server) = mysql::Server::start("sqlx-mysql-unsigned") else {
+        return;
+    };
+    let all: Vec<Id> = ROUND_TRIP
+        .into_iter()
+        .chain([ABOVE_I64, Id::new(u64::MAX)])
+        .collect();
+    block_on(async {
+        let mut conn = MySqlConnection::connect(&server.url()).await.unwrap();
+        sqlx::query("create table t (id bigint unsigned primary key)")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        for &id in &all {
+            sqlx::query("insert into t values (?)")
+                .bind(id)
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        let back: Vec<Id> = sqlx::query_scalar("select id from t order by id")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(back, all);
+    });
+    assert_eq!(
+        server.sql("select id from atomflake.t order by id").unwrap(),
+        "0\n1541815603606036480\n9223372036854775807\n9223372036854775808\n18446744073709551615\n"
+    );
+}
+
+#[test]
+fn a_signed_bigint_reads_back_and_its_negative_values_are_not_ids() {
+    let Some(server) = mysql::Server::start("sqlx-mysql-signed") else {
+        return;
+    };
+    server
+        .sql("create table atomflake.s (id bigint primary key); insert into atomflake.s values (9223372036854775807), (7), (-5)")
+        .unwrap();
+    let (max, err, refused) = block_on(async {
+        let mut conn = MySqlConnection::connect(&server.url()).await.unwrap();
+        let max: Id = sqlx::query_scalar("select id from s where id > 7")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        let err = sqlx::query_scalar::<_, Id>("select id from s where id < 0")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap_err();
+        // `Id` writes BIGINT UNSIGNED; the server refuses one that a signed column cannot hold.
+        let refused = sqlx::query("insert into s values (?)")
+            .bind(ABOVE_I64)
+            .execute(&mut conn)
+            .await
+            .unwrap_err();
+        (max, err, refused)
+    });
+    assert_eq!(max, Id::new(i64::MAX as u64));
+    assert!(matches!(err, sqlx::Error::ColumnDecode { .. }), "{err:?}");
+    assert!(err.to_string().contains("-5 is out of range for an id"), "{err}");
+    assert_eq!(atomflake_error(&err), Some(&Error::NegativeId { value: -5 }));
+    assert!(refused.to_string().contains("Out of range value"), "{refused}");
+}
