@@ -75,8 +75,8 @@ enum Command {
         #[arg(value_name = "ID", allow_negative_numbers = true)]
         ids: Vec<String>,
     },
-    /// List the layout presets: field widths, tick, epoch, the date their IDs pass
-    /// i64::MAX (the largest signed BIGINT) and the date they run out.
+    /// List the layout presets: field widths, tick, epoch, the date their IDs outgrow a
+    /// signed 64-bit BIGINT, and the date they run out.
     Layouts,
     /// Print the SQL script that mints IDs of a layout inside PostgreSQL.
     ///
