@@ -19,27 +19,35 @@
 //!    `(tick(slot), node, n(slot))`: the fast path, one `nextval` and no lock;
 //! 2. otherwise the slot is *stale* (`tick(slot) < now`: the clock moved on) or *spent*
 //!    (`n` past the sequence field: wait until the clock passes `tick(slot)`, at most the
-//!    script's `max_wait`); either way it is dropped, and the call *jumps*: under an
-//!    advisory lock it reads the sequence and, if its next slot is still in a tick before
-//!    `now`, sets it to the first slot of `now` (`setval`); then it starts again.
+//!    script's `max_wait`). The slot is dropped, and the call takes an advisory lock and
+//!    reads the sequence: if its next slot is still in a tick before `now`, it *jumps*,
+//!    setting the sequence to the first slot of `now`; if the call cannot go on (a spent
+//!    tick at a given time, a wait past `max_wait`, a time outside the span) and the
+//!    sequence is still in the slot's tick past its first spent value, it sets the counter
+//!    back to that value (spent values are never IDs). Then it releases the lock and
+//!    starts again, or raises its error.
 //!
 //! Uniqueness follows from the sequence alone: every value it hands out is used at most
 //! once, and an ID is a one-to-one function of its value. What must hold is that the
-//! sequence never hands out a value twice, although `setval` is not a compare-and-set:
+//! sequence never hands out a usable value twice, although `setval` is not a
+//! compare-and-set:
 //!
-//! - jumps are serialised by the lock, and a jump only moves the sequence to a later tick
-//!   than the one its locked read saw, so jumps never go back;
-//! - between a jump's read and its `setval`, other sessions' `nextval`s run on, but they
-//!   stay inside the tick that the read saw: the counter has room for
-//!   `2^k - 2^sequence_bits` values past the sequence field ([`PgScript::headroom`]), and
-//!   a session drops at most one value of a tick before it waits for the lock (a dropped
-//!   value sends it to the lock, and it takes its next value only after the sequence has
-//!   left that tick). So the counter carries into the next tick during a jump only if more
-//!   values than that are dropped meanwhile: more sessions than the headroom, or calls that
-//!   fail (a spent tick at a given time, a clock outside the span) retried that often
-//!   within the few microseconds between a jump's read and its `setval`. Every value
-//!   handed out before the jump is therefore below the jump's target, and every value
-//!   after it is above.
+//! - every `setval` is made under the lock, after a read under the lock: a jump only moves
+//!   the sequence to a later tick than the one its read saw, and a setting back stays in
+//!   the spent values of the tick its read saw;
+//! - between the read and the `setval`, other sessions' `nextval`s run on, but they stay
+//!   inside the tick that the read saw. Every dropped value is followed by its session
+//!   passing the lock, and each pass after a drop in the current tick either leaves that
+//!   tick or sets its counter back; so since the last `setval`, each session has dropped at
+//!   most one value, and the counter never runs more than one value per session past the
+//!   sequence field. The counter has room for `2^k - 2^sequence_bits` values there
+//!   ([`PgScript::headroom`]: 4,190,208 for Twitter, 65,536 for Mastodon), so with no more
+//!   sessions than that it never carries into the next tick. Every value handed out
+//!   before a jump is therefore below the jump's target, and every value after it above.
+//!
+//! `loom-tests/tests/sql_protocol.rs` checks this protocol under every interleaving of two
+//! and three sessions, and finds the duplicates when the headroom is missing, when failing
+//! calls skip the lock, or when nothing sets a spent tick's counter back.
 //!
 //! The sequence is not transactional (a rolled-back transaction does not give its IDs
 //! back), `nextval` never waits for another transaction, and the lock is held for one read
@@ -384,18 +392,22 @@ END"
 --     is (tick(slot), node, n): one nextval, no lock, no write but the sequence's;
 --   * otherwise the slot is stale (the clock is in a later tick) or spent (n past the
 --     sequence field: wait for the clock to pass tick(slot), at most {max_wait_ms} ms).
---     The slot is dropped and the call jumps: under an advisory lock it reads the
---     sequence and, if its next slot is still before the clock's tick, setval()s it to
---     that tick's first slot. Then it takes a new slot.
--- An ID is a one-to-one function of its slot, so IDs repeat only if slots do. Jumps are
--- serialised by the lock and only ever move the sequence to a later tick than their
--- locked read saw. Between that read and the setval, other sessions' nextval()s stay in
--- the tick the read saw: n has room for {headroom} values past the sequence field, and a
--- session drops at most one slot per tick before it waits for the lock, so n carries into
--- the next tick during a jump only if more slots than that are dropped between its read
--- and its setval (more sessions, or failing calls retried that often). So every slot
--- handed out before a jump is below its target and every slot after it above: the
--- sequence never hands out a value twice, and IDs never repeat.
+--     The slot is dropped and the call takes an advisory lock and reads the sequence. If
+--     its next slot is still before the clock's tick, it jumps: setval() to that tick's
+--     first slot. If the call cannot go on (a spent tick at a given time, a wait too long,
+--     a time outside the span) and the sequence is still in the slot's tick past the first
+--     spent value, it sets the counter back to that value (spent values are never IDs).
+--     Then it takes a new slot, or raises its error.
+-- An ID is a one-to-one function of its slot, so IDs repeat only if usable slots do.
+-- Every setval() is made under the lock after a read under the lock: a jump only moves
+-- the sequence to a later tick than its read saw, a setting back stays among the spent
+-- values of that tick. Between the read and the setval() other sessions' nextval()s stay
+-- in the tick the read saw: every dropped slot sends its session through the lock, which
+-- leaves the tick or sets it back, so n never runs more than one value per session past
+-- the sequence field, and n has room for {headroom} values there. So with no more
+-- sessions than that, every slot handed out before a jump is below its target and every
+-- slot after it above: the sequence never hands out a usable value twice, and IDs never
+-- repeat.
 -- The sequence is not transactional (a rolled-back transaction keeps its IDs used), and
 -- after a crash it restarts past every value a committed transaction used. A clock that
 -- moves back continues the last tick; a spent tick waits for the clock. Do not reset,
@@ -424,47 +436,61 @@ DECLARE
     waited_ms bigint := 0;
     wait_ms bigint;
     next_free bigint;
+    failure text;
+    failure_code text;
 BEGIN
     LOOP
         IF now_ms < {epoch} THEN
-            RAISE EXCEPTION 'time % ms is before the layout''s epoch: the layout allows {epoch} ms and later', now_ms
-                USING ERRCODE = '22008';
+            failure := format('time %s ms is before the layout''s epoch: the layout allows {epoch} ms and later', now_ms);
+            failure_code := '22008';
+            EXIT;
         END IF;
         tick := {now_tick};
         IF tick > {last_tick} THEN
-            RAISE EXCEPTION 'time % ms is past the end of {p}''s ids: ids are minted for times before {end_ms} ms', now_ms
-                USING ERRCODE = '22008';
+            failure := format('time %s ms is past the end of {p}''s ids: ids are minted for times before {end_ms} ms', now_ms);
+            failure_code := '22008';
+            EXIT;
         END IF;
         EXIT WHEN {slot_tick} < tick;
         -- The slot's tick is spent and the clock has not passed it: wait.
         wait_ms := ({slot_tick} + 1) * {tick_ms} + {epoch} - now_ms;
         IF NOT may_wait THEN
-            RAISE EXCEPTION 'sequence exhausted at % ms: tick % is spent, ids are available again at % ms',
-                now_ms, {slot_tick}, now_ms + wait_ms
-                USING ERRCODE = '55000';
+            failure := format('sequence exhausted at %s ms: tick %s is spent, ids are available again at %s ms',
+                now_ms, {slot_tick}, now_ms + wait_ms);
+            failure_code := '55000';
+            EXIT;
         END IF;
         IF waited_ms + wait_ms > {max_wait_ms} THEN
-            RAISE EXCEPTION 'clock is % ms behind {p}''s state: a call waits at most {max_wait_ms} ms for a spent tick',
-                wait_ms
-                USING ERRCODE = '55000';
+            failure := format('clock is %s ms behind {p}''s state: a call waits at most {max_wait_ms} ms for a spent tick',
+                wait_ms);
+            failure_code := '55000';
+            EXIT;
         END IF;
         PERFORM pg_sleep(wait_ms / 1000.0);
         waited_ms := waited_ms + wait_ms;
         now_ms := {CLOCK};
     END LOOP;
-    -- Jump, unless another call already has. The lock is released on every way out,
-    -- a cancel included.
+    -- Under the lock, leave the dropped slot behind: jump to the clock's tick if that is
+    -- later and no call has jumped there yet; otherwise, if the slot's tick is still the
+    -- sequence's and its counter has run past the first spent value, set it back to that
+    -- value (spent values are never IDs), so that failing calls cannot use up the
+    -- headroom. The lock is released on every way out, a cancel included.
     BEGIN
         PERFORM pg_advisory_lock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
         next_free := coalesce(pg_sequence_last_value(@state@) + 1, 0);
-        IF {next_tick} < tick THEN
+        IF failure IS NULL AND {next_tick} < tick THEN
             PERFORM setval(@state@, (tick << {k}) - 1);
+        ELSIF {next_tick} = {slot_tick} AND (next_free & {counter_mask}) > {per_tick} THEN
+            PERFORM setval(@state@, ({slot_tick} << {k}) + {per_tick} - 1);
         END IF;
         PERFORM pg_advisory_unlock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
     EXCEPTION WHEN OTHERS OR query_canceled THEN
         PERFORM pg_advisory_unlock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
         RAISE;
     END;
+    IF failure IS NOT NULL THEN
+        RAISE EXCEPTION USING MESSAGE = failure, ERRCODE = failure_code;
+    END IF;
 END
 $body$
 $sql$, '@state@', quote_literal(state));

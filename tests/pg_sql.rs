@@ -440,6 +440,22 @@ fn a_clock_moving_back_continues_the_last_tick_and_a_spent_tick_is_an_exact_erro
         )),
         "{error}"
     );
+    // Failing calls do not run the tick's counter up: each one sets it back to the first
+    // spent value (Instagram's counter has 23 bits, its sequence field 10).
+    for _ in 0..30 {
+        assert!(mint(T - 2000).is_err());
+    }
+    let next_free: u64 = server
+        .psql("SELECT last_value + 1 FROM atomflake_state")
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(next_free >> 23, T + 5 - layout.epoch_ms(), "still the spent tick");
+    assert!(
+        next_free & ((1 << 23) - 1) <= 1025,
+        "counter {}",
+        next_free & ((1 << 23) - 1)
+    );
     // The clock passes the spent tick: sequence 0 of the new tick, above everything.
     let next = mint(T + 6).unwrap();
     assert_eq!(
