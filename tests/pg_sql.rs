@@ -618,7 +618,7 @@ fn measure_rows_per_second_against_the_seed() {
         "CREATE TABLE ours (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), v int);
          CREATE TABLE seeds (id bigint PRIMARY KEY DEFAULT seed_next_id(), v int);",
     );
-    let (clients, seconds, rounds) = (4, 5, 3);
+    let (clients, seconds, rounds) = (4, 5, 5);
     let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     for round in 0..rounds {
         for (which, table) in ["seeds", "ours"].into_iter().enumerate() {
