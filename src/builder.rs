@@ -2,25 +2,27 @@
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::Error;
-use crate::generator::Generator;
 use crate::high_water::HighWater;
+use crate::ids::Core;
 use crate::layout::Layout;
-use crate::local::LocalGenerator;
-use crate::mint::{Minter, Wait};
-use crate::sharded::ShardedGenerator;
+use crate::mark::Mark;
+use crate::mint::Minter;
+use crate::wait::Wait;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// Builds any of the generator types with options beyond a layout and a node.
 ///
-/// Start from [`Builder::new`] (or `Generator::builder`), set what differs from the
-/// defaults, then finish with [`build`](Self::build) (a [`Generator`]),
-/// [`build_local`](Self::build_local) (a [`LocalGenerator`]) or
-/// [`build_sharded`](Self::build_sharded) (a [`ShardedGenerator`]).
+/// Start from [`Builder::new`] (or `Generator::builder`), or [`Builder::with_clock`] for a
+/// clock of your own, set what differs from the defaults, then finish with
+/// [`build`](Self::build) (a [`Generator`](crate::Generator)),
+/// [`build_local`](Self::build_local) (a [`LocalGenerator`](crate::LocalGenerator)) or
+/// [`build_sharded`](Self::build_sharded) (a
+/// [`ShardedGenerator`](crate::ShardedGenerator)).
 ///
 /// | option | default |
 /// |---|---|
-/// | [`clock`](Self::clock) | [`MonotonicClock`] |
+/// | clock ([`with_clock`](Self::with_clock)) | [`MonotonicClock`] |
 /// | [`borrow_ahead`](Self::borrow_ahead) | off: a spent tick waits for the clock |
 /// | [`wait`](Self::wait) | [`Wait::Sleep`] |
 /// | [`high_water_file`](Self::high_water_file) | none: restarts are not covered |
@@ -51,15 +53,10 @@ pub struct Builder<C = MonotonicClock> {
 }
 
 impl Builder<MonotonicClock> {
-    /// A builder for generators of `layout` with the default options.
+    /// A builder for generators of `layout` with the default options, reading the
+    /// process's [`MonotonicClock`].
     pub fn new(layout: Layout) -> Builder<MonotonicClock> {
-        Builder {
-            layout,
-            clock: MonotonicClock::new(),
-            lead: Duration::ZERO,
-            wait: Wait::default(),
-            high_water: None,
-        }
+        Builder::with_clock(layout, MonotonicClock::new())
     }
 }
 
@@ -72,14 +69,26 @@ impl<C: Clock> Builder<C> {
     /// building fails ([`Error::HighWaterAhead`]).
     pub const MAX_RESTART_WAIT: Duration = Duration::from_secs(10);
 
-    /// Reads `clock` instead of the [`MonotonicClock`].
-    pub fn clock<D: Clock>(self, clock: D) -> Builder<D> {
+    /// A builder for generators of `layout` that read `clock`; nothing else is built (no
+    /// [`MonotonicClock`] is anchored for it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{Builder, Layout, ManualClock};
+    ///
+    /// let clock = ManualClock::new(1_700_000_000_000);
+    /// let generator = Builder::with_clock(Layout::TWITTER, clock.clone()).build(7)?;
+    /// assert_eq!(Layout::TWITTER.decode(generator.next_id()).unix_ms, 1_700_000_000_000);
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    pub fn with_clock(layout: Layout, clock: C) -> Builder<C> {
         Builder {
-            layout: self.layout,
+            layout,
             clock,
-            lead: self.lead,
-            wait: self.wait,
-            high_water: self.high_water,
+            lead: Duration::ZERO,
+            wait: Wait::default(),
+            high_water: None,
         }
     }
 
@@ -119,11 +128,16 @@ impl<C: Clock> Builder<C> {
     ///   further behind, building fails with [`Error::HighWaterAhead`], which says by how
     ///   much. A missing file is a first run; a damaged one is [`Error::HighWaterCorrupt`].
     /// - While minting, the mark is kept half a second to a second and a half ahead of the
-    ///   IDs: one durable write (temporary file, fsync, rename) per second at most, made
-    ///   half a second before any mint needs it, so minting does not wait for the disk. A
-    ///   restart within that time of the last mint waits for the rest of it.
+    ///   IDs: one durable write (temporary file, fsync, rename) per second at most, made by
+    ///   a thread of the generator's own (`atomflake-mark`), asked half a second before any
+    ///   mint needs it. So a minting thread never writes the file; it waits only when the
+    ///   clock has run past the stored mark before the write finished (a clock jump, a disk
+    ///   slower than half a second), and `try_next_id` then returns
+    ///   [`Error::HighWaterPending`]. A restart within that time of the last mint waits for
+    ///   the rest of it.
     ///
-    /// Give each generator (each node ID, or each [`ShardedGenerator`]) a file of its own.
+    /// Give each generator (each node ID, or each
+    /// [`ShardedGenerator`](crate::ShardedGenerator)) a file of its own.
     /// The mark is in Unix ms, so it also survives a change of layout.
     ///
     /// # Examples
@@ -148,38 +162,21 @@ impl<C: Clock> Builder<C> {
         self
     }
 
-    /// A [`Generator`] for `node`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::FieldOutOfRange`] when `node` does not fit the layout's node field;
-    /// [`Error::LeadOutOfRange`] for a bad [`borrow_ahead`](Self::borrow_ahead) lead; the
-    /// high-water errors of [`high_water_file`](Self::high_water_file).
-    pub fn build(self, node: u64) -> Result<Generator<C>, Error> {
-        Generator::from_parts(self.minter()?, node, self.clock)
+    /// The layout the generators will have.
+    pub(crate) fn layout(&self) -> Layout {
+        self.layout
     }
 
-    /// A [`LocalGenerator`] for `node`.
-    ///
-    /// # Errors
-    ///
-    /// As [`build`](Self::build).
-    pub fn build_local(self, node: u64) -> Result<LocalGenerator<C>, Error> {
-        LocalGenerator::from_parts(self.minter()?, node, self.clock)
+    /// The minting arithmetic and the clock for these options, with the lead checked and
+    /// the high-water mark, if any, read and moved ahead.
+    pub(crate) fn into_core(self) -> Result<Core<C>, Error> {
+        let minter = self.minter()?;
+        Ok(Core {
+            minter,
+            clock: self.clock,
+        })
     }
 
-    /// A [`ShardedGenerator`] over `nodes`.
-    ///
-    /// # Errors
-    ///
-    /// As [`ShardedGenerator::with_clock`]; [`Error::LeadOutOfRange`] for a bad
-    /// [`borrow_ahead`](Self::borrow_ahead) lead; the high-water errors of
-    /// [`high_water_file`](Self::high_water_file).
-    pub fn build_sharded(self, nodes: impl IntoIterator<Item = u64>) -> Result<ShardedGenerator<C>, Error> {
-        ShardedGenerator::from_parts(self.minter()?, nodes, self.clock)
-    }
-
-    /// The minting arithmetic for these options, with the lead checked.
     fn minter(&self) -> Result<Minter, Error> {
         let tick_ms = self.layout.tick_ms();
         let out_of_range = Error::LeadOutOfRange {
@@ -209,7 +206,8 @@ impl<C: Clock> Builder<C> {
                 max_wait: Self::MAX_RESTART_WAIT,
             });
         }
-        minter.with_high_water(file, mark, now)
+        let kept = Mark::kept(file, minter.slots(), mark, now)?;
+        Ok(minter.with_mark(kept, mark))
     }
 }
 

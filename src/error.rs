@@ -202,6 +202,22 @@ pub enum Error {
         /// What the operating system reported.
         kind: std::io::ErrorKind,
     },
+    /// The clock has passed the stored high-water mark while a thread of the generator's
+    /// own is storing the next one (a clock that jumped ahead, a disk slower than half a
+    /// second). **Transient**: minting resumes as soon as the mark is stored.
+    HighWaterPending,
+    /// The thread that keeps a high-water mark could not be spawned. Transient if the
+    /// system was out of threads.
+    KeeperSpawn {
+        /// What the operating system reported.
+        kind: std::io::ErrorKind,
+    },
+    /// Every slot of the layout's span is used: the next ID would need a time at or past
+    /// the end of the span, which the clock has not reached. Permanent for this generator.
+    SpanSpent {
+        /// The first Unix ms the layout cannot express.
+        end_ms: u64,
+    },
     /// The clock is further behind a high-water file's mark than a generator waits for at
     /// start-up ([`Builder::MAX_RESTART_WAIT`](crate::Builder::MAX_RESTART_WAIT)): the
     /// previous run's clock was ahead, or this one's is behind. Transient: building again
@@ -367,6 +383,21 @@ impl fmt::Display for Error {
                 action,
                 kind,
             } => write!(f, "could not {action} high-water file {}: {kind}", path.display()),
+            Error::HighWaterPending => f.write_str(
+                "the clock has passed the high-water mark while the next mark is being \
+                 stored: ids are available again once it is",
+            ),
+            Error::KeeperSpawn { kind } => {
+                write!(
+                    f,
+                    "could not spawn the thread that keeps the high-water mark: {kind}"
+                )
+            }
+            Error::SpanSpent { end_ms } => write!(
+                f,
+                "every id of the layout's span is used: the next id would need a time at or \
+                 past the layout's end, {end_ms} ms"
+            ),
             Error::HighWaterAhead {
                 ref path,
                 mark_ms,

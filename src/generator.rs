@@ -3,12 +3,10 @@
 use crate::builder::Builder;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::Error;
-use crate::id::Id;
+use crate::ids::{Core, Node, SharedWord, minting_methods};
 use crate::layout::{Layout, SlotPacker};
-use crate::mint::{Ids, Minter};
-use crate::sync::{AtomicU64, Ordering};
+use crate::mint::Word;
 use core::fmt;
-use crossbeam_utils::CachePadded;
 
 /// A lock-free Snowflake ID generator for one node.
 ///
@@ -45,15 +43,10 @@ use crossbeam_utils::CachePadded;
 /// an ID is built from the value a CAS won. Uniqueness and per-generator order follow from
 /// the atomic's single modification order, which every ordering (`Relaxed` included)
 /// respects: each successful CAS reads the value the previous one wrote and writes a
-/// larger one. So every operation is `Relaxed` (the CAS loop is in `mint.rs`).
+/// larger one. So every operation on it is `Relaxed` (the CAS loop is in `mint.rs`).
 pub struct Generator<C = MonotonicClock> {
-    /// The next free slot (see `state.rs`), on its own cache line so that neighbouring
-    /// data (another generator in a `Vec`, say) does not share its cache traffic.
-    state: CachePadded<AtomicU64>,
-    minter: Minter,
-    packer: SlotPacker,
-    node: u64,
-    clock: C,
+    node: Node<SharedWord>,
+    core: Core<C>,
 }
 
 impl Generator<MonotonicClock> {
@@ -76,7 +69,7 @@ impl Generator<MonotonicClock> {
     }
 
     /// A [`Builder`] for generators of `layout`, for options beyond a node and a clock
-    /// (borrow-ahead, how to wait).
+    /// (borrow-ahead, how to wait, a high-water file).
     pub fn builder(layout: Layout) -> Builder {
         Builder::new(layout)
     }
@@ -102,197 +95,46 @@ impl<C: Clock> Generator<C> {
     /// # Ok::<(), atomflake::Error>(())
     /// ```
     pub fn with_clock(layout: Layout, node: u64, clock: C) -> Result<Generator<C>, Error> {
-        Builder::new(layout).clock(clock).build(node)
-    }
-
-    pub(crate) fn from_parts(minter: Minter, node: u64, clock: C) -> Result<Generator<C>, Error> {
-        Ok(Generator {
-            state: CachePadded::new(AtomicU64::new(minter.start())),
-            packer: SlotPacker::new(&minter.layout(), node)?,
-            minter,
-            node,
-            clock,
-        })
-    }
-
-    /// The next ID, waiting only while the current tick's sequence is spent.
-    ///
-    /// How it waits is the generator's [`Wait`](crate::Wait): by default it sleeps until
-    /// shortly before the next tick, then spins, re-reading the clock.
-    ///
-    /// # Panics
-    ///
-    /// When the clock reads before the layout's epoch, or past the end of its span (see
-    /// [`Layout::end_unix_ms`]): a generator then cannot mint a correct ID. With the
-    /// default clock this means the system clock was set before the epoch at startup.
-    /// Also when a [high-water file](crate::Builder::high_water_file) cannot be written
-    /// (a full disk, say): minting on would risk duplicates after a restart.
-    /// [`try_next_id`](Self::try_next_id) returns these as errors.
-    #[inline]
-    pub fn next_id(&self) -> Id {
-        let (slot, _) = self.minter.reserve(&*self.state, &self.clock, 1);
-        self.packer.id(slot)
-    }
-
-    /// The next ID, or an error at once when none can be minted now.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::SequenceExhausted`] (transient) when the current tick's sequence is spent,
-    /// with how long until the next free tick starts; [`Error::TimeBeforeEpoch`] and
-    /// [`Error::TimePastEnd`] when the clock is outside the layout's span.
-    ///
-    /// ```
-    /// use atomflake::{Error, Generator, Layout, ManualClock};
-    /// use std::time::Duration;
-    ///
-    /// let one_per_tick = Layout::builder().timestamp_bits(41).node_bits(10).sequence_bits(0).build()?;
-    /// let clock = ManualClock::new(1_700_000_000_000);
-    /// let generator = Generator::with_clock(one_per_tick, 1, clock.clone())?;
-    /// generator.try_next_id()?;
-    /// assert_eq!(
-    ///     generator.try_next_id(),
-    ///     Err(Error::SequenceExhausted { tick: 1_700_000_000_001, retry_after: Duration::from_millis(1) }),
-    /// );
-    /// clock.advance(1);
-    /// assert!(generator.try_next_id().is_ok());
-    /// # Ok::<(), atomflake::Error>(())
-    /// ```
-    #[inline]
-    pub fn try_next_id(&self) -> Result<Id, Error> {
-        self.minter
-            .try_reserve_one(&*self.state, &self.clock)
-            .map(|slot| self.packer.id(slot))
-    }
-
-    /// The generator's layout.
-    pub fn layout(&self) -> Layout {
-        self.minter.layout()
+        Builder::with_clock(layout, clock).build(node)
     }
 
     /// The generator's node ID.
     pub fn node(&self) -> u64 {
-        self.node
-    }
-
-    /// The generator's clock.
-    pub fn clock(&self) -> &C {
-        &self.clock
-    }
-
-    /// `n` IDs, reserved a tick at a time with one CAS each, as an iterator that allocates
-    /// nothing.
-    ///
-    /// The first block (up to the rest of the current tick's sequence) is reserved before
-    /// this returns; each later block when the iterator reaches it, waiting for the next
-    /// tick as [`next_id`](Self::next_id) does. So every ID's timestamp is the tick in
-    /// which it was reserved. IDs of a dropped iterator's current block are never minted
-    /// by anyone (a gap, not a duplicate); later blocks are not reserved at all.
-    ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use atomflake::{Generator, Layout};
-    ///
-    /// let generator = Generator::new(Layout::TWITTER, 7)?;
-    /// let ids: Vec<_> = generator.next_ids(10_000).collect(); // spans at least 3 ms
-    /// assert_eq!(ids.len(), 10_000);
-    /// assert!(ids.windows(2).all(|w| w[0] < w[1]));
-    /// # Ok::<(), atomflake::Error>(())
-    /// ```
-    pub fn next_ids(&self, n: u64) -> Ids<'_, C> {
-        self.minter.ids(&*self.state, &self.clock, self.packer, n)
-    }
-
-    /// Fills `ids` with new IDs, reserved a tick at a time (see [`next_ids`](Self::next_ids)).
-    ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    ///
-    /// ```
-    /// use atomflake::{Generator, Id, Layout};
-    ///
-    /// let generator = Generator::new(Layout::TWITTER, 7)?;
-    /// let mut buffer = [Id::new(0); 512];
-    /// generator.fill(&mut buffer);
-    /// assert!(buffer.windows(2).all(|w| w[0] < w[1]));
-    /// # Ok::<(), atomflake::Error>(())
-    /// ```
-    pub fn fill(&self, ids: &mut [Id]) {
-        self.minter.fill(&*self.state, &self.clock, self.packer, ids);
+        self.node.id
     }
 }
 
-/// Async minting (feature `tokio`): waits for a spent tick without blocking the runtime.
-#[cfg(feature = "tokio")]
-impl<C: Clock> Generator<C> {
-    /// The next ID; while the current tick is spent, waits without blocking the runtime
-    /// thread.
+impl<C: Clock> Builder<C> {
+    /// A [`Generator`] for `node`.
     ///
-    /// Waits of more than 2 ms (a clock that moved back, long ticks) sleep on Tokio's timer,
-    /// which needs the runtime's time driver (`enable_time`); shorter ones yield to the
-    /// runtime between clock reads, so that the task resumes within the next tick instead of
-    /// a whole 1 ms timer tick later. At saturation the task therefore keeps its runtime
-    /// thread busy while other tasks still run.
+    /// # Errors
     ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    ///
-    /// ```
-    /// use atomflake::{Generator, Layout};
-    ///
-    /// let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
-    /// let generator = Generator::new(Layout::TWITTER, 7)?;
-    /// let ids = runtime.block_on(async {
-    ///     let first = generator.next_id_async().await;
-    ///     let more = generator.next_ids_async(10_000).await;
-    ///     (first, more)
-    /// });
-    /// assert!(ids.1.iter().all(|&id| id > ids.0));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub async fn next_id_async(&self) -> Id {
-        let (slot, _) = self.minter.reserve_async(&*self.state, &self.clock, 1).await;
-        self.packer.id(slot)
-    }
-
-    /// `n` IDs, reserved a tick at a time, waiting as [`next_id_async`](Self::next_id_async)
-    /// does; one allocation for the whole `Vec`.
-    ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    pub async fn next_ids_async(&self, n: usize) -> Vec<Id> {
-        self.minter
-            .ids_async(&*self.state, &self.clock, self.packer, n)
-            .await
-    }
-
-    /// Fills `ids` with new IDs, reserved a tick at a time, waiting as
-    /// [`next_id_async`](Self::next_id_async) does.
-    ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    pub async fn fill_async(&self, ids: &mut [Id]) {
-        self.minter
-            .fill_async(&*self.state, &self.clock, self.packer, ids)
-            .await;
+    /// [`Error::FieldOutOfRange`] when `node` does not fit the layout's node field;
+    /// [`Error::LeadOutOfRange`] for a bad [`borrow_ahead`](Self::borrow_ahead) lead; the
+    /// high-water errors of [`high_water_file`](Self::high_water_file).
+    pub fn build(self, node: u64) -> Result<Generator<C>, Error> {
+        let packer = SlotPacker::new(&self.layout(), node)?;
+        let core = self.into_core()?;
+        Ok(Generator {
+            node: Node::shared(&core.minter, packer, node),
+            core,
+        })
     }
 }
+
+minting_methods!(
+    Generator, Ids,
+    node: |self| &self.node,
+    new: "Generator::new(Layout::TWITTER, 7)",
+    with_clock: "Generator::with_clock(layout, 7, clock.clone())",
+);
 
 impl<C> fmt::Debug for Generator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Generator")
-            .field("layout", &self.minter.layout())
-            .field("node", &self.node)
-            .field("state", &self.state.load(Ordering::Relaxed))
+            .field("layout", &self.core.layout())
+            .field("node", &self.node.id)
+            .field("state", &self.node.state.load())
             .finish_non_exhaustive()
     }
 }
@@ -300,7 +142,7 @@ impl<C> fmt::Debug for Generator<C> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::{ManualClock, Parts};
+    use crate::{Id, ManualClock, Parts};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -492,12 +334,12 @@ mod tests {
         let (g, clock) = manual(tiny, 0);
         clock.set(3);
         let _ = (g.next_id(), g.next_id());
+        // The clock reads 3, inside the span: the error names the end, not a time.
+        assert_eq!(g.try_next_id(), Err(Error::SpanSpent { end_ms: 4 }));
         assert_eq!(
-            g.try_next_id(),
-            Err(Error::TimePastEnd {
-                unix_ms: 4,
-                end_ms: 4
-            })
+            Error::SpanSpent { end_ms: 4 }.to_string(),
+            "every id of the layout's span is used: the next id would need a time at or past \
+             the layout's end, 4 ms"
         );
         // A layout filling all 64 bits never mints its very last slot.
         let full = Layout::builder()
@@ -510,12 +352,10 @@ mod tests {
         for sequence in 0..3 {
             assert_eq!(full.decode(g.try_next_id().unwrap()).sequence, sequence);
         }
-        let end = full.end_unix_ms();
         assert_eq!(
             g.try_next_id(),
-            Err(Error::TimePastEnd {
-                unix_ms: end,
-                end_ms: end
+            Err(Error::SpanSpent {
+                end_ms: full.end_unix_ms()
             })
         );
     }
@@ -563,24 +403,30 @@ mod tests {
 
     #[test]
     fn fill_matches_single_mints() {
-        let (g, clock) = manual(Layout::TWITTER, 1);
-        let mut buffer = vec![Id::new(0); 5000];
-        let advancer = std::thread::spawn(move || {
-            for _ in 0..100 {
-                std::thread::sleep(Duration::from_millis(2));
-                clock.advance(1);
-            }
-        });
-        g.fill(&mut buffer);
-        advancer.join().unwrap();
-        assert!(buffer.windows(2).all(|w| w[0] < w[1]));
-        let per_tick = buffer
-            .iter()
-            .filter(|&&id| Layout::TWITTER.decode(id).unix_ms == T0)
-            .count();
-        assert_eq!(per_tick, 4096, "the first tick is filled, then the rest waits");
-        let mut empty: [Id; 0] = [];
-        g.fill(&mut empty);
+        // Borrow-ahead lets a burst run into later ticks without waiting for the clock, so
+        // both generators see the same times, whatever the scheduler does.
+        let build = |clock: &ManualClock| {
+            Builder::with_clock(Layout::TWITTER, clock.clone())
+                .borrow_ahead(Duration::from_millis(5))
+                .build(1)
+                .unwrap()
+        };
+        let (clock, twin) = (ManualClock::new(T0), ManualClock::new(T0));
+        let (filled, single) = (build(&clock), build(&twin));
+        for (len, step) in [(5_000, 0), (1, 0), (3_000, 3), (0, 1), (9_000, 10)] {
+            clock.advance(step);
+            twin.advance(step);
+            let mut buffer = vec![Id::new(0); len];
+            filled.fill(&mut buffer);
+            let one_by_one: Vec<Id> = (0..len).map(|_| single.next_id()).collect();
+            assert_eq!(buffer, one_by_one, "{len} ids after a step of {step} ms");
+        }
+        let last = Layout::TWITTER.decode(single.next_id());
+        assert_eq!(
+            (last.unix_ms, last.sequence),
+            (T0 + 16, 9_000 - 4_096 * 2),
+            "the last fill ran two ticks past the clock"
+        );
     }
 
     #[test]

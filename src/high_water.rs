@@ -5,10 +5,8 @@
 //! moving the mark past it, durably. A restarted process reads the mark and starts minting
 //! at it, so it cannot mint an ID its predecessor minted, whatever its clock says.
 //!
-//! The file is written once per [`WINDOW`] at most, off the common path: the first mint
-//! half a window short of the mark moves the mark a window and a half past its tick (so
-//! the mark stays 0.5 to 1.5 windows ahead of the IDs, and minting never waits for the
-//! disk while the clock runs normally).
+//! The file is one [`MarkStore`]: when and how far the mark moves is decided in `mark.rs`,
+//! which writes it from a keeper thread, once per second at most.
 //!
 //! # Files
 //!
@@ -25,17 +23,11 @@
 //!   ([`Error::HighWaterLocked`]).
 
 use crate::error::Error;
-use crate::sync::{AtomicU64, Ordering};
+use crate::mark::MarkStore;
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
-
-/// How far past the tick that needs it the mark is moved: at most one write per window
-/// while the clock runs normally.
-pub(crate) const WINDOW: Duration = Duration::from_secs(1);
 
 /// The first line of a mark file: the format and its version.
 const MAGIC: &str = "atomflake high-water 1";
@@ -46,9 +38,6 @@ pub(crate) struct HighWater {
     path: PathBuf,
     /// Held for the generator's life; dropping it releases the lock.
     _lock: File,
-    /// The mark in the file (Unix ms): no ID minted so far, by any run, has a tick that
-    /// starts at or after it. One writer at a time.
-    mark: Mutex<u64>,
 }
 
 impl HighWater {
@@ -97,33 +86,8 @@ impl HighWater {
         let high_water = HighWater {
             path: path.to_path_buf(),
             _lock: lock,
-            mark: Mutex::new(mark.unwrap_or(0)),
         };
         Ok((high_water, mark))
-    }
-
-    /// Moves the mark to at least `needed` (Unix ms), durably; returns the mark now in the
-    /// file. `wait` says whether to wait for another thread's write in progress; without
-    /// it, `None` when one is.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::HighWaterIo`] when the mark could not be written.
-    pub(crate) fn raise(&self, needed: u64, wait: bool) -> Result<Option<u64>, Error> {
-        let mut mark = if wait {
-            self.mark.lock().unwrap_or_else(PoisonError::into_inner)
-        } else {
-            match self.mark.try_lock() {
-                Ok(mark) => mark,
-                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
-            }
-        };
-        if *mark < needed {
-            self.write(needed)?;
-            *mark = needed;
-        }
-        Ok(Some(*mark))
     }
 
     /// Writes `mark` to the file: a temporary file, synced, renamed over the file, and the
@@ -149,6 +113,12 @@ impl HighWater {
         File::open(directory)
             .and_then(|directory| directory.sync_all())
             .map_err(io("sync the directory of"))
+    }
+}
+
+impl MarkStore for HighWater {
+    fn store(&mut self, unix_ms: u64) -> Result<(), Error> {
+        self.write(unix_ms)
     }
 }
 
@@ -233,45 +203,6 @@ fn corrupt(path: &Path, line: usize, found: &str) -> Error {
         path: path.to_path_buf(),
         line,
         found,
-    }
-}
-
-/// The minting path's view of a mark: the first slot the file does not cover, the slot
-/// half a window before it (crossing it raises the mark early), and the file.
-#[derive(Debug)]
-pub(crate) struct Limit {
-    /// Slots at or past this raise the mark first; `u64::MAX` without a mark file.
-    pub(crate) early: AtomicU64,
-    /// Slots at or past this wait for the mark to be raised.
-    pub(crate) covered: AtomicU64,
-    /// The file, when there is one.
-    pub(crate) file: Option<HighWater>,
-}
-
-impl Limit {
-    /// No mark file: no slot is ever limited.
-    pub(crate) fn none() -> Limit {
-        Limit {
-            early: AtomicU64::new(u64::MAX),
-            covered: AtomicU64::new(u64::MAX),
-            file: None,
-        }
-    }
-
-    /// Limits for `file` before its mark is known: every slot raises the mark first.
-    pub(crate) fn file(file: HighWater) -> Limit {
-        Limit {
-            early: AtomicU64::new(0),
-            covered: AtomicU64::new(0),
-            file: Some(file),
-        }
-    }
-
-    /// The slot at or past which the mark is raised; Relaxed: a hint only, the mark file's
-    /// mutex orders the writes themselves.
-    #[inline]
-    pub(crate) fn early(&self) -> u64 {
-        self.early.load(Ordering::Relaxed)
     }
 }
 

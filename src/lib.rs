@@ -160,8 +160,10 @@ mod error;
 mod generator;
 mod high_water;
 mod id;
+mod ids;
 mod layout;
 mod local;
+mod mark;
 mod mint;
 #[cfg(feature = "serde")]
 pub mod serde;
@@ -169,6 +171,7 @@ mod sharded;
 pub mod sql;
 mod state;
 mod sync;
+mod wait;
 
 pub use base32::Base32;
 pub use builder::Builder;
@@ -177,10 +180,11 @@ pub use discipline::ClockStep;
 pub use error::{Error, Field};
 pub use generator::Generator;
 pub use id::{Id, Parts};
+pub use ids::{Ids, LocalIds};
 pub use layout::{FieldOrder, Layout, LayoutBuilder};
 pub use local::LocalGenerator;
-pub use mint::{Ids, Wait, Word};
 pub use sharded::ShardedGenerator;
+pub use wait::Wait;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -3,9 +3,8 @@
 use crate::builder::Builder;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::Error;
-use crate::id::Id;
+use crate::ids::{Core, Node, minting_methods};
 use crate::layout::{Layout, SlotPacker};
-use crate::mint::{Ids, Minter};
 use core::fmt;
 use std::cell::Cell;
 
@@ -22,6 +21,9 @@ use std::cell::Cell;
 ///
 /// Like `Generator`, it is neither `Clone` nor `Copy`: a copy would continue from the
 /// same state with the same node and mint the very IDs the original mints.
+///
+/// With the `tokio` feature it has the same async methods as `Generator`; their futures
+/// are not `Send` (run them on a `LocalSet` or a current-thread runtime).
 ///
 /// # Examples
 ///
@@ -57,12 +59,8 @@ use std::cell::Cell;
 /// shared(&generator); // one thread only: not Sync
 /// ```
 pub struct LocalGenerator<C = MonotonicClock> {
-    /// The next free slot (see `state.rs`).
-    state: Cell<u64>,
-    minter: Minter,
-    packer: SlotPacker,
-    node: u64,
-    clock: C,
+    node: Node<Cell<u64>>,
+    core: Core<C>,
 }
 
 impl LocalGenerator<MonotonicClock> {
@@ -83,122 +81,44 @@ impl<C: Clock> LocalGenerator<C> {
     ///
     /// [`Error::FieldOutOfRange`] when `node` does not fit the layout's node field.
     pub fn with_clock(layout: Layout, node: u64, clock: C) -> Result<LocalGenerator<C>, Error> {
-        Builder::new(layout).clock(clock).build_local(node)
-    }
-
-    pub(crate) fn from_parts(minter: Minter, node: u64, clock: C) -> Result<LocalGenerator<C>, Error> {
-        Ok(LocalGenerator {
-            state: Cell::new(minter.start()),
-            packer: SlotPacker::new(&minter.layout(), node)?,
-            minter,
-            node,
-            clock,
-        })
-    }
-
-    /// The next ID, waiting only while the current tick's sequence is spent.
-    ///
-    /// # Panics
-    ///
-    /// As [`Generator::next_id`](crate::Generator::next_id): when the clock is outside the
-    /// layout's span.
-    #[inline]
-    pub fn next_id(&self) -> Id {
-        let (slot, _) = self.minter.reserve(&self.state, &self.clock, 1);
-        self.packer.id(slot)
-    }
-
-    /// The next ID, or an error at once when none can be minted now.
-    ///
-    /// # Errors
-    ///
-    /// As [`Generator::try_next_id`](crate::Generator::try_next_id).
-    #[inline]
-    pub fn try_next_id(&self) -> Result<Id, Error> {
-        self.minter
-            .try_reserve_one(&self.state, &self.clock)
-            .map(|slot| self.packer.id(slot))
-    }
-
-    /// `n` IDs, reserved a tick at a time, as an iterator that allocates nothing (see
-    /// [`Generator::next_ids`](crate::Generator::next_ids)).
-    ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    pub fn next_ids(&self, n: u64) -> Ids<'_, C, Cell<u64>> {
-        self.minter.ids(&self.state, &self.clock, self.packer, n)
-    }
-
-    /// Fills `ids` with new IDs, reserved a tick at a time.
-    ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    pub fn fill(&self, ids: &mut [Id]) {
-        self.minter.fill(&self.state, &self.clock, self.packer, ids);
-    }
-
-    /// The generator's layout.
-    pub fn layout(&self) -> Layout {
-        self.minter.layout()
+        Builder::with_clock(layout, clock).build_local(node)
     }
 
     /// The generator's node ID.
     pub fn node(&self) -> u64 {
-        self.node
-    }
-
-    /// The generator's clock.
-    pub fn clock(&self) -> &C {
-        &self.clock
+        self.node.id
     }
 }
 
-/// Async minting (feature `tokio`), as [`Generator`](crate::Generator)'s; the futures
-/// are not `Send` (run them on a `LocalSet` or a current-thread runtime).
-#[cfg(feature = "tokio")]
-impl<C: Clock> LocalGenerator<C> {
-    /// The next ID, waiting as [`Generator::next_id_async`](crate::Generator::next_id_async)
-    /// does.
+impl<C: Clock> Builder<C> {
+    /// A [`LocalGenerator`] for `node`.
     ///
-    /// # Panics
+    /// # Errors
     ///
-    /// As [`next_id`](Self::next_id).
-    pub async fn next_id_async(&self) -> Id {
-        let (slot, _) = self.minter.reserve_async(&self.state, &self.clock, 1).await;
-        self.packer.id(slot)
-    }
-
-    /// `n` IDs, as [`Generator::next_ids_async`](crate::Generator::next_ids_async).
-    ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    pub async fn next_ids_async(&self, n: usize) -> Vec<Id> {
-        self.minter
-            .ids_async(&self.state, &self.clock, self.packer, n)
-            .await
-    }
-
-    /// Fills `ids`, as [`Generator::fill_async`](crate::Generator::fill_async).
-    ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    pub async fn fill_async(&self, ids: &mut [Id]) {
-        self.minter
-            .fill_async(&self.state, &self.clock, self.packer, ids)
-            .await;
+    /// As [`build`](Self::build).
+    pub fn build_local(self, node: u64) -> Result<LocalGenerator<C>, Error> {
+        let packer = SlotPacker::new(&self.layout(), node)?;
+        let core = self.into_core()?;
+        Ok(LocalGenerator {
+            node: Node::local(&core.minter, packer, node),
+            core,
+        })
     }
 }
+
+minting_methods!(
+    LocalGenerator, LocalIds,
+    node: |self| &self.node,
+    new: "LocalGenerator::new(Layout::TWITTER, 7)",
+    with_clock: "LocalGenerator::with_clock(layout, 7, clock.clone())",
+);
 
 impl<C> fmt::Debug for LocalGenerator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LocalGenerator")
-            .field("layout", &self.minter.layout())
-            .field("node", &self.node)
-            .field("state", &self.state.get())
+            .field("layout", &self.core.layout())
+            .field("node", &self.node.id)
+            .field("state", &self.node.state.get())
             .finish_non_exhaustive()
     }
 }
@@ -206,7 +126,7 @@ impl<C> fmt::Debug for LocalGenerator<C> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::{ManualClock, Parts};
+    use crate::{Id, ManualClock, Parts};
     use std::time::Duration;
 
     const T0: u64 = 1_700_000_000_000;

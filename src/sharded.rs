@@ -3,19 +3,16 @@
 use crate::builder::Builder;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::Error;
-use crate::id::Id;
+use crate::ids::{Core, Node, SharedWord, minting_methods};
 use crate::layout::{Layout, SlotPacker};
-use crate::mint::{Ids, Minter};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{Ordering, ProcessAtomicUsize};
 use core::fmt;
-use crossbeam_utils::CachePadded;
 use std::cell::Cell;
-use std::sync::atomic::AtomicUsize;
 
 /// Minting threads numbered in the order they first mint from any `ShardedGenerator`.
 /// A process-wide counter outside any loom model: the number only spreads threads over
 /// shards, and any shard is safe for any thread.
-static NEXT_THREAD: AtomicUsize = AtomicUsize::new(0);
+static NEXT_THREAD: ProcessAtomicUsize = ProcessAtomicUsize::new(0);
 
 thread_local! {
     /// This thread's number, taken from `NEXT_THREAD` on its first mint.
@@ -33,13 +30,6 @@ fn thread_number() -> usize {
     })
 }
 
-/// One node's state word and ID packing.
-struct Shard {
-    state: CachePadded<AtomicU64>,
-    packer: SlotPacker,
-    node: u64,
-}
-
 /// Several generators of one layout, one per node ID, each on its own cache line: threads
 /// mint from different nodes, so they do not contend on one atomic and each node has its
 /// own per-tick sequence.
@@ -48,7 +38,9 @@ struct Shard {
 /// the process, uses shard `k % shards`). More threads than shards share shards safely: a
 /// shard is the same lock-free CAS loop as [`Generator`](crate::Generator)'s. IDs are unique
 /// across all shards (distinct node IDs) and strictly increasing per shard, so also per
-/// thread.
+/// thread. Every minting method mints from the calling thread's shard; an async call takes
+/// the shard of the thread it starts on and keeps it across its awaits, so the IDs of one
+/// call strictly increase even when the task moves between threads.
 ///
 /// # Examples
 ///
@@ -65,9 +57,8 @@ struct Shard {
 /// # Ok::<(), atomflake::Error>(())
 /// ```
 pub struct ShardedGenerator<C = MonotonicClock> {
-    shards: Box<[Shard]>,
-    minter: Minter,
-    clock: C,
+    shards: Box<[Node<SharedWord>]>,
+    core: Core<C>,
 }
 
 impl ShardedGenerator<MonotonicClock> {
@@ -77,7 +68,7 @@ impl ShardedGenerator<MonotonicClock> {
     ///
     /// As [`with_clock`](Self::with_clock).
     pub fn new(layout: Layout, nodes: impl IntoIterator<Item = u64>) -> Result<ShardedGenerator, Error> {
-        ShardedGenerator::with_clock(layout, nodes, MonotonicClock::new())
+        Builder::new(layout).build_sharded(nodes)
     }
 }
 
@@ -99,161 +90,71 @@ impl<C: Clock> ShardedGenerator<C> {
     /// );
     /// ```
     pub fn with_clock(layout: Layout, nodes: impl IntoIterator<Item = u64>, clock: C) -> Result<Self, Error> {
-        Builder::new(layout).clock(clock).build_sharded(nodes)
+        Builder::with_clock(layout, clock).build_sharded(nodes)
     }
 
-    pub(crate) fn from_parts(
-        minter: Minter,
-        nodes: impl IntoIterator<Item = u64>,
-        clock: C,
-    ) -> Result<Self, Error> {
-        let layout = minter.layout();
+    /// This thread's shard.
+    #[inline]
+    fn shard(&self) -> &Node<SharedWord> {
+        &self.shards[thread_number() % self.shards.len()]
+    }
+
+    /// The node ID this thread mints with.
+    pub fn current_node(&self) -> u64 {
+        self.shard().id
+    }
+
+    /// The node IDs, in shard order.
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
+        self.shards.iter().map(|shard| shard.id)
+    }
+}
+
+impl<C: Clock> Builder<C> {
+    /// A [`ShardedGenerator`] over `nodes`.
+    ///
+    /// # Errors
+    ///
+    /// As [`ShardedGenerator::with_clock`]; [`Error::LeadOutOfRange`] for a bad
+    /// [`borrow_ahead`](Self::borrow_ahead) lead; the high-water errors of
+    /// [`high_water_file`](Self::high_water_file).
+    pub fn build_sharded(self, nodes: impl IntoIterator<Item = u64>) -> Result<ShardedGenerator<C>, Error> {
+        let layout = self.layout();
         let mut seen = std::collections::BTreeSet::new();
-        let mut shards = Vec::new();
+        let mut packers = Vec::new();
         for node in nodes {
             let packer = SlotPacker::new(&layout, node)?;
             if !seen.insert(node) {
                 return Err(Error::DuplicateNode { node });
             }
-            shards.push(Shard {
-                state: CachePadded::new(AtomicU64::new(minter.start())),
-                packer,
-                node,
-            });
+            packers.push((packer, node));
         }
-        if shards.is_empty() {
+        if packers.is_empty() {
             return Err(Error::NoNodes);
         }
-        Ok(ShardedGenerator {
-            shards: shards.into_boxed_slice(),
-            minter,
-            clock,
-        })
-    }
-
-    /// This thread's shard.
-    #[inline]
-    fn shard(&self) -> &Shard {
-        &self.shards[thread_number() % self.shards.len()]
-    }
-
-    /// The next ID from this thread's shard; waits only while that shard's tick is spent.
-    ///
-    /// # Panics
-    ///
-    /// As [`Generator::next_id`](crate::Generator::next_id): when the clock is outside the
-    /// layout's span.
-    #[inline]
-    pub fn next_id(&self) -> Id {
-        let shard = self.shard();
-        let (slot, _) = self.minter.reserve(&*shard.state, &self.clock, 1);
-        shard.packer.id(slot)
-    }
-
-    /// The next ID from this thread's shard, or an error at once.
-    ///
-    /// # Errors
-    ///
-    /// As [`Generator::try_next_id`](crate::Generator::try_next_id).
-    #[inline]
-    pub fn try_next_id(&self) -> Result<Id, Error> {
-        let shard = self.shard();
-        self.minter
-            .try_reserve_one(&*shard.state, &self.clock)
-            .map(|slot| shard.packer.id(slot))
-    }
-
-    /// `n` IDs from this thread's shard, a tick's block per CAS; see
-    /// [`Generator::next_ids`](crate::Generator::next_ids).
-    ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    pub fn next_ids(&self, n: u64) -> Ids<'_, C> {
-        let shard = self.shard();
-        self.minter.ids(&*shard.state, &self.clock, shard.packer, n)
-    }
-
-    /// Fills `ids` from this thread's shard; see [`Generator::fill`](crate::Generator::fill).
-    ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    pub fn fill(&self, ids: &mut [Id]) {
-        let shard = self.shard();
-        self.minter.fill(&*shard.state, &self.clock, shard.packer, ids);
-    }
-
-    /// The node ID this thread mints with.
-    pub fn current_node(&self) -> u64 {
-        self.shard().node
-    }
-
-    /// The node IDs, in shard order.
-    pub fn nodes(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
-        self.shards.iter().map(|shard| shard.node)
-    }
-
-    /// The layout.
-    pub fn layout(&self) -> Layout {
-        self.minter.layout()
-    }
-
-    /// The clock.
-    pub fn clock(&self) -> &C {
-        &self.clock
+        let core = self.into_core()?;
+        let shards = packers
+            .into_iter()
+            .map(|(packer, node)| Node::shared(&core.minter, packer, node))
+            .collect();
+        Ok(ShardedGenerator { shards, core })
     }
 }
 
-/// Async minting (feature `tokio`), as [`Generator`](crate::Generator)'s. A call takes
-/// the shard of the thread it starts on and keeps it across its awaits, so the IDs of one
-/// call strictly increase even when the task moves between threads.
-#[cfg(feature = "tokio")]
-impl<C: Clock> ShardedGenerator<C> {
-    /// The next ID, waiting as [`Generator::next_id_async`](crate::Generator::next_id_async)
-    /// does.
-    ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    pub async fn next_id_async(&self) -> Id {
-        let shard = self.shard();
-        let (slot, _) = self.minter.reserve_async(&*shard.state, &self.clock, 1).await;
-        shard.packer.id(slot)
-    }
-
-    /// `n` IDs, as [`Generator::next_ids_async`](crate::Generator::next_ids_async).
-    ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    pub async fn next_ids_async(&self, n: usize) -> Vec<Id> {
-        let shard = self.shard();
-        self.minter
-            .ids_async(&*shard.state, &self.clock, shard.packer, n)
-            .await
-    }
-
-    /// Fills `ids`, as [`Generator::fill_async`](crate::Generator::fill_async).
-    ///
-    /// # Panics
-    ///
-    /// As [`next_id`](Self::next_id).
-    pub async fn fill_async(&self, ids: &mut [Id]) {
-        let shard = self.shard();
-        self.minter
-            .fill_async(&*shard.state, &self.clock, shard.packer, ids)
-            .await;
-    }
-}
+minting_methods!(
+    ShardedGenerator, Ids,
+    node: |self| self.shard(),
+    new: "ShardedGenerator::new(Layout::TWITTER, [7])",
+    with_clock: "ShardedGenerator::with_clock(layout, [7], clock.clone())",
+);
 
 impl<C> fmt::Debug for ShardedGenerator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ShardedGenerator")
-            .field("layout", &self.minter.layout())
+            .field("layout", &self.core.layout())
             .field(
                 "nodes",
-                &self.shards.iter().map(|shard| shard.node).collect::<Vec<_>>(),
+                &self.shards.iter().map(|shard| shard.id).collect::<Vec<_>>(),
             )
             .finish_non_exhaustive()
     }
@@ -262,7 +163,7 @@ impl<C> fmt::Debug for ShardedGenerator<C> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::{Field, ManualClock};
+    use crate::{Field, Id, ManualClock};
 
     const T0: u64 = 1_700_000_000_000;
 

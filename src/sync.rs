@@ -14,9 +14,10 @@ pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
 #[cfg(not(loom))]
 pub(crate) use std::sync::Arc;
 
-/// An atomic for process-wide statics shared with OS threads (the coarse clock's upkeep
-/// thread): always the standard one, since it lives outside any loom model.
-pub(crate) use core::sync::atomic::AtomicU64 as ProcessAtomicU64;
+/// Atomics for process-wide state shared with OS threads (the coarse clock's upkeep thread,
+/// a high-water mark's keeper, the sharded generators' thread numbers): always the
+/// standard ones, since they live outside any loom model.
+pub(crate) use core::sync::atomic::{AtomicU64 as ProcessAtomicU64, AtomicUsize as ProcessAtomicUsize};
 
 /// A 64-bit atomic and its fences, for code that runs both on process-wide statics (with
 /// [`ProcessAtomicU64`]) and inside loom models (with loom's atomic): the clock's timeline.

@@ -33,7 +33,7 @@ impl Drop for Scratch {
 }
 
 fn builder(path: &Path, clock: &ManualClock) -> Builder<ManualClock> {
-    Builder::new(LAYOUT).clock(clock.clone()).high_water_file(path)
+    Builder::with_clock(LAYOUT, clock.clone()).high_water_file(path)
 }
 
 /// The mark in the file, read independently of the crate's parser.
@@ -153,10 +153,24 @@ fn minting_within_a_window_writes_nothing() {
         std::fs::metadata(&scratch.path).unwrap().modified().unwrap(),
         modified
     );
-    // Crossing it moves the mark a window and a half past the tick that crossed.
+    // Crossing it asks the generator's keeper thread to move the mark a window and a half
+    // past the tick that crossed.
     clock.advance(1);
     let _ = generator.next_id();
-    assert_eq!(mark(&scratch.path), T0 + 1_000 + 1 + 1_500);
+    assert_eq!(mark_soon(&scratch.path, written), T0 + 1_000 + 1 + 1_500);
+}
+
+/// The mark in the file once it is no longer `old`, within five seconds (the keeper
+/// thread writes it).
+fn mark_soon(path: &Path, old: u64) -> u64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let now = mark(path);
+        if now != old || std::time::Instant::now() > deadline {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 #[test]
@@ -275,5 +289,46 @@ fn an_unwritable_directory_is_an_io_error() {
             "could not open the lock file of high-water file {}: entity not found",
             missing.display()
         )
+    );
+}
+
+/// Bytes this thread has passed to `write` and its kin (Linux's per-thread I/O counters);
+/// `None` where the system does not count them.
+fn written_by_this_thread() -> Option<u64> {
+    let io = std::fs::read_to_string("/proc/thread-self/io").ok()?;
+    io.lines()
+        .find_map(|line| line.strip_prefix("wchar: "))?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn minting_threads_never_write_the_mark() {
+    let Some(before) = written_by_this_thread() else {
+        eprintln!("skipped: this system does not count a thread's writes (/proc/thread-self/io)");
+        return;
+    };
+    let scratch = Scratch::new("keeper");
+    let clock = ManualClock::new(T0);
+    // A local generator: the one thread that mints is this one.
+    let generator = builder(&scratch.path, &clock).build_local(1).unwrap();
+    let built = written_by_this_thread().unwrap();
+    assert!(
+        built > before,
+        "building stores the first mark, on the building thread"
+    );
+    // Ten seconds of clock, a mint per ms: the mark moves about ten times.
+    for _ in 0..10_000 {
+        clock.advance(1);
+        let _ = generator.next_id();
+    }
+    assert_eq!(
+        written_by_this_thread().unwrap(),
+        built,
+        "the minting thread wrote (the mark file, or anything else)"
+    );
+    assert!(
+        mark(&scratch.path) > T0 + 10_000,
+        "every minted tick is covered by the stored mark"
     );
 }

@@ -10,9 +10,7 @@ use std::process::Command;
 const T0: u64 = 1_700_000_000_000;
 
 fn builder(path: &Path) -> Builder<ManualClock> {
-    Builder::new(Layout::TWITTER)
-        .clock(ManualClock::new(T0))
-        .high_water_file(path)
+    Builder::with_clock(Layout::TWITTER, ManualClock::new(T0)).high_water_file(path)
 }
 
 /// The environment variable that makes [`child_process_tries_the_locked_file`] act.

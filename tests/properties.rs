@@ -148,7 +148,7 @@ proptest! {
             .tick_ms(tick_ms).epoch_ms(1_000)
             .build().unwrap();
         let clock = ManualClock::new(1_000 + 10 * tick_ms);
-        let builder = Builder::new(layout).clock(clock.clone()).borrow_ahead(Duration::from_millis(lead * tick_ms));
+        let builder = Builder::with_clock(layout, clock.clone()).borrow_ahead(Duration::from_millis(lead * tick_ms));
         // The shared and the local generator run the same minting code on different cells.
         let try_next_id: Box<dyn Fn() -> Result<Id, Error>> = if local {
             let generator = builder.build_local(9).unwrap();

@@ -325,8 +325,7 @@ fn borrow_ahead_mints_one_tick_ahead_then_waits() {
         let layout = two_per_tick();
         let clock = ManualClock::new(T0);
         let generator = Arc::new(
-            Builder::new(layout)
-                .clock(clock.clone())
+            Builder::with_clock(layout, clock.clone())
                 .borrow_ahead(Duration::from_millis(1))
                 .build(5)
                 .unwrap(),

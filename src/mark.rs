@@ -1,0 +1,432 @@
+//! The high-water mark on the minting path: two limits, read with one load, and a keeper
+//! thread that moves the mark in its store ahead of need.
+//!
+//! A mark is a Unix time that no minted ID has reached: every ID's tick starts before it.
+//! A restarted generator starts past the stored mark, so it never mints an ID its
+//! predecessor minted ([`Builder::high_water_file`](crate::Builder::high_water_file)).
+//!
+//! - Slots before the **early** limit (half a [`WINDOW`] before the mark) mint with no
+//!   other work: one `Relaxed` load and a compare.
+//! - A slot at or past it asks the keeper to move the mark a window and a half past the
+//!   slot's tick, and mints: the mark still covers it.
+//! - A slot at or past the **covered** limit (the mark itself) waits for the keeper to
+//!   store a mark past it (`try_next_id` reports it instead), so no ID ever passes a mark
+//!   that is not durably stored.
+//!
+//! The keeper is a thread of the generator's own, so the durable write (a file's fsync)
+//! never runs on a minting thread: minting waits for it only when the clock has run more
+//! than half a window past the last stored mark before the write finished.
+//!
+//! The store is a [`MarkStore`]: the high-water file (`high_water.rs`) is one.
+
+use crate::error::Error;
+use crate::layout::Layout;
+use crate::state::StateWord;
+use crate::sync::{Ordering, ProcessAtomicU64};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How far past the tick that needs it the mark is moved: at most one store per window
+/// while the clock runs normally.
+pub(crate) const WINDOW: Duration = Duration::from_secs(1);
+
+/// How long the keeper waits before it tries a failed store again.
+const RETRY: Duration = Duration::from_millis(100);
+
+/// Where a mark is kept durably.
+pub(crate) trait MarkStore: Send + 'static {
+    /// Makes `unix_ms` the stored mark, durably, before it returns.
+    ///
+    /// # Errors
+    ///
+    /// When the mark could not be stored; the previous mark is then still in place.
+    fn store(&mut self, unix_ms: u64) -> Result<(), Error>;
+}
+
+/// The slot arithmetic of a layout that the limits are kept in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slots {
+    pub(crate) layout: Layout,
+    pub(crate) word: StateWord,
+}
+
+impl Slots {
+    /// The first slot whose tick starts at or after `unix_ms` (the end of the span when
+    /// there is none).
+    pub(crate) fn first_from(self, unix_ms: u64) -> u64 {
+        let Some(since_epoch) = unix_ms.checked_sub(self.layout.epoch_ms()) else {
+            return 0;
+        };
+        let tick = since_epoch.div_ceil(self.layout.tick_ms());
+        if tick > self.layout.max_tick() {
+            return u64::MAX;
+        }
+        self.word.first_slot(tick)
+    }
+
+    /// The Unix ms at which the tick after `slot`'s starts.
+    fn tick_end(self, slot: u64) -> u64 {
+        self.layout
+            .unix_ms_of_tick(self.word.tick(slot))
+            .saturating_add(self.layout.tick_ms())
+    }
+}
+
+/// A generator's high-water mark: none, or limits kept by a keeper thread.
+#[derive(Debug)]
+pub(crate) struct Mark {
+    /// Slots at or past this ask the keeper to move the mark; `u64::MAX` without a store.
+    early: ProcessAtomicU64,
+    keeper: Option<Keeper>,
+}
+
+/// Why a slot may not be minted yet.
+#[derive(Debug)]
+pub(crate) enum Uncovered {
+    /// The keeper is storing a mark past the slot: transient.
+    Pending,
+    /// The store failed; the keeper tries again.
+    Failed(Error),
+}
+
+impl Mark {
+    /// No mark: no slot is ever limited.
+    pub(crate) fn none() -> Mark {
+        Mark {
+            early: ProcessAtomicU64::new(u64::MAX),
+            keeper: None,
+        }
+    }
+
+    /// A mark kept in `store`, which holds `mark` (Unix ms) now. Stores a mark a window
+    /// and a half past `now` (or past `mark`, if later) before returning, then hands the
+    /// store to a keeper thread.
+    ///
+    /// # Errors
+    ///
+    /// The store's error when that first mark cannot be stored.
+    pub(crate) fn kept(mut store: impl MarkStore, slots: Slots, mark: u64, now: u64) -> Result<Mark, Error> {
+        let first = ahead(mark.max(now));
+        store.store(first)?;
+        let shared = Arc::new(Shared {
+            slots,
+            covered: ProcessAtomicU64::new(slots.first_from(first)),
+            early: ProcessAtomicU64::new(early_slot(slots, first)),
+            requested: ProcessAtomicU64::new(first),
+            state: Mutex::new(KeeperState {
+                wanted: first,
+                stored: first,
+                failure: None,
+                attempts: 0,
+                stop: false,
+            }),
+            asked: Condvar::new(),
+            moved: Condvar::new(),
+        });
+        let thread = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("atomflake-mark".into())
+                .spawn(move || shared.keep(store))
+                .map_err(|source| Error::KeeperSpawn { kind: source.kind() })?
+        };
+        Ok(Mark {
+            early: ProcessAtomicU64::new(early_slot(slots, first)),
+            keeper: Some(Keeper {
+                shared,
+                thread: Some(thread),
+            }),
+        })
+    }
+
+    /// The slot at or past which [`check`](Self::check) must be called before minting.
+    #[inline]
+    pub(crate) fn early(&self) -> u64 {
+        // Relaxed: a hint that only grows; `check` reads the limits that decide.
+        self.early.load(Ordering::Relaxed)
+    }
+
+    /// For a slot at or past [`early`](Self::early): asks the keeper to move the mark past
+    /// it, and says whether it may be minted now. Never waits for the store.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn check(&self, slot: u64) -> Result<(), Uncovered> {
+        let Some(keeper) = &self.keeper else {
+            return Ok(());
+        };
+        let shared = &keeper.shared;
+        shared.ask(slot);
+        // Relaxed: the keeper stores `covered` after its store returned; a stale value
+        // only sends this mint the slow way.
+        let early = shared.early.load(Ordering::Relaxed);
+        self.early.fetch_max(early, Ordering::Relaxed);
+        if slot < shared.covered.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        match &shared.lock().failure {
+            Some(failure) => Err(Uncovered::Failed(failure.clone())),
+            None => Err(Uncovered::Pending),
+        }
+    }
+
+    /// Waits until `slot` is covered by a stored mark, or a store that finishes meanwhile
+    /// fails.
+    ///
+    /// # Errors
+    ///
+    /// The store's error.
+    #[cold]
+    pub(crate) fn wait_covered(&self, slot: u64) -> Result<(), Error> {
+        let Some(keeper) = &self.keeper else {
+            return Ok(());
+        };
+        let shared = &keeper.shared;
+        shared.ask(slot);
+        let mut state = shared.lock();
+        let attempts = state.attempts;
+        loop {
+            if slot < shared.covered.load(Ordering::Relaxed) {
+                self.early
+                    .fetch_max(shared.early.load(Ordering::Relaxed), Ordering::Relaxed);
+                return Ok(());
+            }
+            if let (Some(failure), true) = (&state.failure, state.attempts > attempts) {
+                return Err(failure.clone());
+            }
+            state = shared.moved.wait(state).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// The mark that covers `unix_ms` with a window and a half to spare.
+fn ahead(unix_ms: u64) -> u64 {
+    let window = u64::try_from(WINDOW.as_millis()).unwrap_or(u64::MAX);
+    unix_ms.saturating_add(window + window / 2)
+}
+
+/// The early limit of a stored `mark`: half a window before it.
+fn early_slot(slots: Slots, mark: u64) -> u64 {
+    let half = u64::try_from(WINDOW.as_millis() / 2).unwrap_or(u64::MAX);
+    slots.first_from(mark.saturating_sub(half))
+}
+
+/// The keeper thread and what it shares with the minting threads.
+#[derive(Debug)]
+struct Keeper {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.asked.notify_one();
+        if let Some(thread) = self.thread.take() {
+            // The keeper catches nothing and panics on nothing it is given; a panic there
+            // would already have stopped the store, and the mark on disk is still valid.
+            let _ = thread.join();
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    slots: Slots,
+    /// Slots before this are covered by the stored mark. Only grows.
+    covered: ProcessAtomicU64,
+    /// Half a window before `covered`. Only grows.
+    early: ProcessAtomicU64,
+    /// The largest mark asked for so far (Unix ms), so that a mint asks at most once per
+    /// window instead of taking the lock.
+    requested: ProcessAtomicU64,
+    state: Mutex<KeeperState>,
+    /// Signalled when a mark is asked for, or the keeper should stop.
+    asked: Condvar,
+    /// Signalled when a store finished, well or not.
+    moved: Condvar,
+}
+
+#[derive(Debug)]
+struct KeeperState {
+    /// The mark asked for.
+    wanted: u64,
+    /// The mark in the store.
+    stored: u64,
+    /// The error of the last store, until one succeeds.
+    failure: Option<Error>,
+    /// How many stores have finished, well or not.
+    attempts: u64,
+    stop: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, KeeperState> {
+        // Poisoned only by a panic while held, which nothing here does between updates.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Asks for a mark a window and a half past `slot`'s tick, unless one at least a window
+    /// past it is asked for already.
+    fn ask(&self, slot: u64) {
+        let tick_end = self.slots.tick_end(slot);
+        let window = u64::try_from(WINDOW.as_millis()).unwrap_or(u64::MAX);
+        // Relaxed: `requested` only saves lock traffic; the state under the lock decides.
+        if self.requested.load(Ordering::Relaxed) >= tick_end.saturating_add(window) {
+            return;
+        }
+        let wanted = ahead(tick_end);
+        self.requested.fetch_max(wanted, Ordering::Relaxed);
+        let mut state = self.lock();
+        if state.wanted < wanted {
+            state.wanted = wanted;
+            self.asked.notify_one();
+        }
+    }
+
+    /// The keeper thread: stores each mark asked for, then moves the limits.
+    fn keep(&self, mut store: impl MarkStore) {
+        let mut state = self.lock();
+        loop {
+            if state.stop {
+                return;
+            }
+            if state.wanted <= state.stored {
+                state = self.asked.wait(state).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            let target = state.wanted;
+            drop(state);
+            let result = store.store(target);
+            state = self.lock();
+            state.attempts += 1;
+            match result {
+                Ok(()) => {
+                    state.stored = target;
+                    state.failure = None;
+                    // Relaxed: a minting thread that sees the new limit mints a slot the
+                    // stored mark covers; the store finished before these stores.
+                    self.covered
+                        .fetch_max(self.slots.first_from(target), Ordering::Relaxed);
+                    self.early
+                        .fetch_max(early_slot(self.slots, target), Ordering::Relaxed);
+                    self.moved.notify_all();
+                }
+                Err(error) => {
+                    state.failure = Some(error);
+                    self.moved.notify_all();
+                    state = self
+                        .asked
+                        .wait_timeout(state, RETRY)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    const T0: u64 = 1_700_000_000_000;
+
+    /// A store that reports each mark on a channel and blocks until the test lets it
+    /// finish, or fails when told to.
+    struct Gate {
+        marks: mpsc::Sender<u64>,
+        go: mpsc::Receiver<Result<(), Error>>,
+    }
+
+    impl MarkStore for Gate {
+        fn store(&mut self, unix_ms: u64) -> Result<(), Error> {
+            let _ = self.marks.send(unix_ms);
+            self.go.recv().unwrap_or(Ok(()))
+        }
+    }
+
+    fn ms_slots() -> Slots {
+        let layout = Layout::builder()
+            .timestamp_bits(41)
+            .sequence_bits(12)
+            .build()
+            .unwrap();
+        Slots {
+            layout,
+            word: StateWord::new(41, 12),
+        }
+    }
+
+    fn slot_at(unix_ms: u64) -> u64 {
+        ms_slots().first_from(unix_ms)
+    }
+
+    /// A mark at `T0 + 1.5 s` stored, and the channels of its gate.
+    fn kept() -> (Mark, mpsc::Receiver<u64>, mpsc::Sender<Result<(), Error>>) {
+        let (marks, stored) = mpsc::channel();
+        let (go, gate) = mpsc::channel();
+        go.send(Ok(())).unwrap();
+        let mark = Mark::kept(Gate { marks, go: gate }, ms_slots(), 0, T0).unwrap();
+        assert_eq!(
+            stored.recv().unwrap(),
+            T0 + 1_500,
+            "stored before building returns"
+        );
+        (mark, stored, go)
+    }
+
+    #[test]
+    fn slots_before_the_early_limit_need_nothing() {
+        let (mark, stored, _go) = kept();
+        assert_eq!(mark.early(), slot_at(T0 + 1_000));
+        assert!(mark.check(slot_at(T0 + 999)).is_ok());
+        assert!(stored.try_recv().is_err(), "nothing asked");
+    }
+
+    #[test]
+    fn crossing_the_early_limit_asks_the_keeper_and_mints_without_waiting() {
+        let (mark, stored, go) = kept();
+        // The keeper is held inside its store: the minting thread still mints.
+        assert!(mark.check(slot_at(T0 + 1_200)).is_ok());
+        assert_eq!(stored.recv().unwrap(), T0 + 1_200 + 1 + 1_500);
+        // Past the stored mark while the store is in progress: pending, never minted.
+        assert!(matches!(mark.check(slot_at(T0 + 1_500)), Err(Uncovered::Pending)));
+        go.send(Ok(())).unwrap();
+        mark.wait_covered(slot_at(T0 + 1_500)).unwrap();
+        assert_eq!(
+            mark.early(),
+            slot_at(T0 + 1_200 + 1 + 1_000),
+            "moved with the mark"
+        );
+    }
+
+    #[test]
+    fn a_failed_store_is_reported_to_mints_that_need_it_and_retried() {
+        let (mark, stored, go) = kept();
+        let failure = Error::HighWaterIo {
+            path: "m".into(),
+            action: "write",
+            kind: std::io::ErrorKind::StorageFull,
+        };
+        go.send(Err(failure.clone())).unwrap();
+        let past = slot_at(T0 + 1_600);
+        assert_eq!(mark.wait_covered(past), Err(failure.clone()));
+        assert!(matches!(mark.check(past), Err(Uncovered::Failed(e)) if e == failure));
+        // Slots the stored mark covers still mint.
+        assert!(mark.check(slot_at(T0 + 1_400)).is_ok());
+        // The keeper tries again, and a success clears the failure.
+        assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500);
+        assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500);
+        go.send(Ok(())).unwrap();
+        mark.wait_covered(past).unwrap();
+        assert!(mark.check(past).is_ok());
+    }
+
+    #[test]
+    fn dropping_the_mark_stops_the_keeper() {
+        let (mark, _stored, _go) = kept();
+        drop(mark);
+    }
+}
