@@ -114,32 +114,39 @@
 //! # Caveats
 //!
 //! - [`Generator::next_id`] panics when the clock is outside the layout's span (before the
-//!   epoch, or after the span ran out), or when a high-water file cannot be written;
+//!   epoch, or after the span ran out), or when a high-water file cannot be written and
+//!   the clock has passed its mark;
 //!   [`Generator::try_next_id`] returns those errors.
 //! - One generator mints at most [`Layout::ids_per_tick`] IDs per tick (4,096 per ms for
 //!   Twitter): 4.096 M IDs/s, about 244 ns per ID at saturation, however fast a single
 //!   mint is.
+//! - A generator with a [high-water file](Builder::high_water_file) has a thread of its
+//!   own (`atomflake-mark`) that writes the file, so that minting threads never do.
 //! - The first [`MonotonicClock`] in a process calibrates quanta, which can take up to
 //!   ~200 ms, and starts the discipline thread (`atomflake-discipline`, awake for a few µs
 //!   every 10 ms); later ones are free.
 //!
 //! # Performance
 //!
-//! Below the sequence cap a mint costs one clock read plus one uncontended CAS and a few
-//! shifts. On the project's 2-vCPU VM that is 12–20 ns with [`MonotonicClock`]: 1.02–1.06×
-//! the floor (raw read + CAS) when the core is quiet, up to 1.7× when it is not, while the
-//! floor stays put (`benches/README.md` shows the measurement). With [`CoarseClock`] it is
-//! 4–6 ns. At the cap, one generator mints 99.5–100% of the layout's `ids_per_tick` per tick
-//! while spinning; [`Wait::Sleep`] (the default) uses 14–25% of a core there instead of a
-//! whole one. [`Generator::next_ids`] serves a whole tick's block with one CAS, about 1–1.5 ns
-//! per ID. The criterion benches in `benches/` (with their README) hold the figures, the
-//! commands, the peers and the caveats.
+//! Below the sequence cap a mint is one clock read, one uncontended CAS and a few shifts;
+//! [`Generator::next_ids`] serves a whole tick's block with one CAS. At the cap, one
+//! generator mints the layout's [`Layout::ids_per_tick`] per tick, and [`Wait::Sleep`] (the
+//! default) spends a fraction of a core waiting instead of a whole one. The figures,
+//! measured against the peer crates in one run, with the commands, the machine and the
+//! caveats, are in `benches/README.md` in the repository, the one place that keeps them.
 //!
 //! # Atomic orderings
 //!
-//! Every atomic operation in the crate is `Relaxed`. The generator's state word publishes
-//! no other memory; its uniqueness argument rests only on the word's modification order
-//! (see [`Generator`]). [`ManualClock`]'s value likewise orders nothing else.
+//! - A generator's state word is only ever `Relaxed`: it publishes no other memory, and
+//!   uniqueness rests only on the word's modification order (see [`Generator`] and the
+//!   CAS loop in `mint.rs`). [`ManualClock`]'s value likewise orders nothing else.
+//! - The default clock's current segment is published by the discipline thread through a
+//!   seqlock: the version is stored with `Release` and loaded with `Acquire`, with a
+//!   `Release` fence before the writer's field stores and an `Acquire` fence after the
+//!   reader's field loads (`discipline.rs`, `Timeline`).
+//! - The coarse clock's time and a high-water mark's limits are `Relaxed` hints: a stale
+//!   value makes a read late or sends a mint down the slow path, never wrong; the mark's
+//!   keeper and the threads waiting for it meet under a mutex (`mark.rs`).
 #![forbid(unsafe_code)]
 
 mod base32;
