@@ -2,6 +2,7 @@
 
 use crate::{Failure, report, rfc3339, write_failed};
 use atomflake::{Base32, Error, Id, Layout};
+use std::fmt;
 use std::io::{self, BufRead, BufWriter, Write};
 
 /// Discord's node is `worker << 5 | process`.
@@ -11,12 +12,21 @@ pub(crate) fn run(layout: Layout, json: bool, ids: &[String]) -> Result<(), Fail
     let mut out = BufWriter::new(io::stdout().lock());
     let mut all_good = true;
     if ids.is_empty() {
-        for line in io::stdin().lock().lines() {
+        // Lines as bytes: a line that is not UTF-8 is bad input like any other, reported
+        // while the lines after it are still decoded.
+        for (index, line) in io::stdin().lock().split(b'\n').enumerate() {
             let line = line.map_err(|err| Failure::Other(format!("cannot read stdin: {err}")))?;
-            let text = line.trim();
-            if !text.is_empty() {
-                all_good &= decode_one(&mut out, layout, json, text)?;
-            }
+            all_good &= match std::str::from_utf8(&line) {
+                // `trim` also takes the `\r` of a `\r\n` line end.
+                Ok(text) => match text.trim() {
+                    "" => true,
+                    text => decode_one(&mut out, layout, json, text)?,
+                },
+                Err(_) => reject(
+                    &mut out,
+                    format_args!("cannot decode line {}: it is not UTF-8", index + 1),
+                )?,
+            };
         }
     } else {
         for text in ids {
@@ -32,12 +42,7 @@ fn decode_one(out: &mut impl Write, layout: Layout, json: bool, text: &str) -> R
     let decoded = parse(text).and_then(|id| Ok((id, layout.chrono_utc(id)?)));
     let (id, time) = match decoded {
         Ok(decoded) => decoded,
-        Err(err) => {
-            // Keep stdout and stderr in input order on a terminal.
-            out.flush().map_err(write_failed)?;
-            report(format_args!("cannot decode {text:?}: {err}"));
-            return Ok(false);
-        }
+        Err(err) => return reject(out, format_args!("cannot decode {text:?}: {err}")),
     };
     let parts = layout.decode(id);
     let time = rfc3339(time);
@@ -66,6 +71,14 @@ fn decode_one(out: &mut impl Write, layout: Layout, json: bool, text: &str) -> R
     };
     written.map_err(write_failed)?;
     Ok(true)
+}
+
+/// Reports bad input on stderr after what `out` holds so far; `Ok(false)`.
+fn reject(out: &mut impl Write, message: fmt::Arguments<'_>) -> Result<bool, Failure> {
+    // Keep stdout and stderr in input order on a terminal.
+    out.flush().map_err(write_failed)?;
+    report(message);
+    Ok(false)
 }
 
 /// Decimal, or base32 when the text is 13 characters and not all digits (a 13-digit

@@ -62,8 +62,8 @@ enum Command {
     ///
     /// IDs are decimal, or 13-character base32 (see `mint --format base32`). With no IDs
     /// given, reads one per line from stdin (blank lines are skipped). An ID that does not
-    /// parse or does not fit the layout is reported on stderr; the others are still decoded,
-    /// and the exit code is 2.
+    /// parse or does not fit the layout, or a line that is not UTF-8, is reported on stderr;
+    /// the others are still decoded, and the exit code is 2.
     Decode {
         /// Layout preset (see `atomflake layouts`).
         #[arg(long, default_value = "twitter", value_name = "NAME")]

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 /// Runs `atomflake args…` with `stdin` on its standard input, `ATOMFLAKE_NODE` unset.
-fn run_with(args: &[&str], stdin: &str, node_env: Option<&str>) -> Output {
+fn run_with(args: &[&str], stdin: impl AsRef<[u8]>, node_env: Option<&str>) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_atomflake"));
     command
         .args(args)
@@ -20,7 +20,7 @@ fn run_with(args: &[&str], stdin: &str, node_env: Option<&str>) -> Output {
         .stdin
         .take()
         .expect("stdin is piped")
-        .write_all(stdin.as_bytes())
+        .write_all(stdin.as_ref())
         .expect("stdin takes the input");
     child.wait_with_output().expect("the atomflake binary runs")
 }
@@ -200,6 +200,27 @@ fn decode_goes_on_after_a_bad_id() {
          atomflake: cannot decode \"0000000000U00\": invalid character 'U' at byte 10 in \
          base32 id: base32 ids use Crockford's digits 0-9 and A-Z without U (I and L read as \
          1, O as 0)\n"
+    );
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn decode_goes_on_after_a_line_that_is_not_utf8() {
+    let output = run_with(
+        &["decode"],
+        b"1541815603606036480\r\n\xff\xfe12\r\n1050118621198921728\n\x80\n1541815603606036480",
+        None,
+    );
+    assert_eq!(
+        stdout(&output),
+        "1541815603606036480  2022-06-28T16:07:40.105Z  node 378  sequence 0\n\
+         1050118621198921728  2018-10-10T20:19:24.211Z  node 347  sequence 0\n\
+         1541815603606036480  2022-06-28T16:07:40.105Z  node 378  sequence 0\n"
+    );
+    assert_eq!(
+        stderr(&output),
+        "atomflake: cannot decode line 2: it is not UTF-8\n\
+         atomflake: cannot decode line 4: it is not UTF-8\n"
     );
     assert_eq!(output.status.code(), Some(2));
 }
