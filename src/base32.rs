@@ -10,15 +10,13 @@
 //! case-insensitively, with `I` and `L` as `1` and `O` as `0`; `U` and anything else is an
 //! error.
 
-use crate::error::Error;
-use crate::id::Id;
 use core::fmt;
 
 /// The 32 digits, in value order.
 const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
 /// Bits per character.
-const BITS: u32 = 5;
+pub(crate) const BITS: u32 = 5;
 
 /// Characters per ID.
 const CHARS: u32 = 13;
@@ -28,7 +26,7 @@ const TOP_SHIFT: u32 = (CHARS - 1) * BITS;
 
 /// The largest value of the first character, which holds the top 4 bits: 65 bits of text
 /// carry 64 bits of ID.
-const MAX_FIRST: u8 = (1 << (u64::BITS - TOP_SHIFT)) - 1;
+pub(crate) const MAX_FIRST: u8 = (1 << (u64::BITS - TOP_SHIFT)) - 1;
 
 /// Marks a byte that is not a base32 digit in [`DIGITS`].
 const NOT_A_DIGIT: u8 = u8::MAX;
@@ -53,7 +51,14 @@ const DIGITS: [u8; 256] = {
     table
 };
 
-/// An ID written as 13 characters of Crockford base32, as [`Id::to_base32`] returns it.
+/// The value of `found` as a base32 digit (look-alikes included), if it is one.
+pub(crate) fn digit(found: char) -> Option<u8> {
+    let digit = DIGITS[usize::from(u8::try_from(found).ok()?)];
+    (digit != NOT_A_DIGIT).then_some(digit)
+}
+
+/// An ID written as 13 characters of Crockford base32, as
+/// [`Id::to_base32`](crate::Id::to_base32) returns it.
 ///
 /// Fixed width, so the text sorts like the number. `Display` writes the characters;
 /// [`as_bytes`](Self::as_bytes) gives them without formatting. No allocation.
@@ -94,23 +99,15 @@ impl fmt::Debug for Base32 {
     }
 }
 
-impl Id {
-    /// The ID as 13 characters of Crockford base32, upper-case (see [`Base32`]).
-    ///
-    /// ```
-    /// use atomflake::Id;
-    ///
-    /// assert_eq!(Id::new(0).to_base32().to_string(), "0000000000000");
-    /// assert_eq!(Id::new(u64::MAX).to_base32().to_string(), "FZZZZZZZZZZZZ");
-    /// assert!(Id::new(31).to_base32() < Id::new(32).to_base32()); // sorts like the number
-    /// ```
-    pub const fn to_base32(self) -> Base32 {
+impl Base32 {
+    /// The text of the raw ID `raw`.
+    pub(crate) const fn encode(raw: u64) -> Base32 {
         let mut text = [0; Base32::LEN];
         let mut index = 0;
         let mut shift = TOP_SHIFT;
         while index < Base32::LEN {
             #[expect(clippy::cast_possible_truncation, reason = "a 5-bit digit")]
-            let digit = (self.get() >> shift) as u8 & 0b1_1111;
+            let digit = (raw >> shift) as u8 & 0b1_1111;
             text[index] = ALPHABET[digit as usize];
             index += 1;
             shift = shift.saturating_sub(BITS);
@@ -118,60 +115,19 @@ impl Id {
         Base32(text)
     }
 
-    /// Parses 13 characters of Crockford base32: case-insensitive, `I` and `L` read as `1`,
-    /// `O` as `0`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Base32Length`] unless the text is 13 characters long,
-    /// [`Error::InvalidBase32`] naming the first character outside the alphabet and its
-    /// byte offset, [`Error::Base32Overflow`] when the first character is above `F` (the
-    /// value would pass `u64::MAX`).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use atomflake::{Error, Id};
-    ///
-    /// assert_eq!(Id::from_base32("0000000000O1L")?, Id::new(33));
-    /// assert_eq!(Id::from_base32("12"), Err(Error::Base32Length { length: 2 }));
-    /// assert_eq!(
-    ///     Id::from_base32("000000000000U"),
-    ///     Err(Error::InvalidBase32 { found: 'U', index: 12 }),
-    /// );
-    /// assert_eq!(
-    ///     Id::from_base32("G000000000000").unwrap_err().to_string(),
-    ///     "base32 id \"G000000000000\" is out of range: ids allow 0000000000000..=FZZZZZZZZZZZZ",
-    /// );
-    /// # Ok::<(), atomflake::Error>(())
-    /// ```
-    pub fn from_base32(text: &str) -> Result<Id, Error> {
-        let length = text.chars().count();
-        if length != Base32::LEN {
-            return Err(Error::Base32Length { length });
-        }
-        let mut value: u64 = 0;
-        for (index, found) in text.char_indices() {
-            let digit = u8::try_from(found).map_or(NOT_A_DIGIT, |byte| DIGITS[usize::from(byte)]);
-            if digit == NOT_A_DIGIT {
-                return Err(Error::InvalidBase32 { found, index });
-            }
-            value = value << BITS | u64::from(digit);
-        }
-        // Every character is now an ASCII digit, so the text is 13 bytes.
-        let bytes = text.as_bytes();
-        if DIGITS[usize::from(bytes[0])] > MAX_FIRST {
-            let mut given = [0; Base32::LEN];
-            given.copy_from_slice(bytes);
-            return Err(Error::Base32Overflow { text: Base32(given) });
-        }
-        Ok(Id::new(value))
+    /// Text already checked to be 13 base32 digits, kept as given.
+    pub(crate) fn from_checked(bytes: &[u8]) -> Base32 {
+        let mut text = [0; Base32::LEN];
+        text.copy_from_slice(bytes);
+        Base32(text)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ParseIdError;
+    use crate::id::Id;
 
     fn text(id: u64) -> String {
         Id::new(id).to_base32().to_string()
@@ -206,15 +162,15 @@ mod tests {
 
     #[test]
     fn length_errors_count_characters() {
-        assert_eq!(Id::from_base32(""), Err(Error::Base32Length { length: 0 }));
+        assert_eq!(Id::from_base32(""), Err(ParseIdError::Base32Length { length: 0 }));
         assert_eq!(
             Id::from_base32("00000000000000"),
-            Err(Error::Base32Length { length: 14 })
+            Err(ParseIdError::Base32Length { length: 14 })
         );
         // 13 bytes but 12 characters: the length is counted in characters.
         assert_eq!(
             Id::from_base32("é00000000000"),
-            Err(Error::Base32Length { length: 12 })
+            Err(ParseIdError::Base32Length { length: 12 })
         );
         assert_eq!(
             Id::from_base32("12").unwrap_err().to_string(),
@@ -226,22 +182,22 @@ mod tests {
     fn invalid_characters_are_named_with_their_offset() {
         assert_eq!(
             Id::from_base32("u000000000000"),
-            Err(Error::InvalidBase32 { found: 'u', index: 0 })
+            Err(ParseIdError::InvalidBase32 { found: 'u', index: 0 })
         );
         assert_eq!(
             Id::from_base32("00000-0000000"),
-            Err(Error::InvalidBase32 { found: '-', index: 5 })
+            Err(ParseIdError::InvalidBase32 { found: '-', index: 5 })
         );
         assert_eq!(
             Id::from_base32("0é00000000000"),
-            Err(Error::InvalidBase32 {
+            Err(ParseIdError::InvalidBase32 {
                 found: 'é', index: 1
             })
         );
         // The first bad character is reported, even when the first one would overflow.
         assert_eq!(
             Id::from_base32("Z0000000000U0"),
-            Err(Error::InvalidBase32 {
+            Err(ParseIdError::InvalidBase32 {
                 found: 'U',
                 index: 11
             })
@@ -262,13 +218,13 @@ mod tests {
         };
         assert_eq!(
             Id::from_base32("G000000000000"),
-            Err(Error::Base32Overflow {
+            Err(ParseIdError::Base32Overflow {
                 text: given("G000000000000")
             })
         );
         assert_eq!(
             Id::from_base32("zzzzzzzzzzzzz"),
-            Err(Error::Base32Overflow {
+            Err(ParseIdError::Base32Overflow {
                 text: given("zzzzzzzzzzzzz")
             })
         );

@@ -1,7 +1,7 @@
 //! [`Builder`]: the options every generator type shares (clock, borrow-ahead, waiting).
 
 use crate::clock::{Clock, MonotonicClock};
-use crate::error::Error;
+use crate::error::{BuildError, HighWaterError};
 use crate::high_water::HighWater;
 use crate::ids::Core;
 use crate::layout::Layout;
@@ -105,7 +105,7 @@ impl<C: Clock> Builder<C> {
     ///
     /// `lead` must be a whole number of the layout's ticks, at most [`Self::MAX_LEAD`];
     /// zero (the default) turns borrow-ahead off. Checked when building:
-    /// [`Error::LeadOutOfRange`].
+    /// [`BuildError::LeadOutOfRange`].
     pub fn borrow_ahead(mut self, lead: Duration) -> Builder<C> {
         self.lead = lead;
         self
@@ -133,7 +133,7 @@ impl<C: Clock> Builder<C> {
     ///   mint needs it. So a minting thread never writes the file; it waits only when the
     ///   clock has run past the stored mark before the write finished (a clock jump, a disk
     ///   slower than half a second), and `try_next_id` then returns
-    ///   [`Error::HighWaterPending`]. A restart within that time of the last mint waits for
+    ///   [`MintError::HighWaterPending`]. A restart within that time of the last mint waits for
     ///   the rest of it.
     ///
     /// Give each generator (each node ID, or each
@@ -169,7 +169,7 @@ impl<C: Clock> Builder<C> {
 
     /// The minting arithmetic and the clock for these options, with the lead checked and
     /// the high-water mark, if any, read and moved ahead.
-    pub(crate) fn into_core(self) -> Result<Core<C>, Error> {
+    pub(crate) fn into_core(self) -> Result<Core<C>, BuildError> {
         let minter = self.minter()?;
         Ok(Core {
             minter,
@@ -177,9 +177,9 @@ impl<C: Clock> Builder<C> {
         })
     }
 
-    fn minter(&self) -> Result<Minter, Error> {
+    fn minter(&self) -> Result<Minter, BuildError> {
         let tick_ms = self.layout.tick_ms();
-        let out_of_range = Error::LeadOutOfRange {
+        let out_of_range = BuildError::LeadOutOfRange {
             lead: self.lead,
             tick_ms,
             max: Self::MAX_LEAD,
@@ -199,12 +199,13 @@ impl<C: Clock> Builder<C> {
         let now = self.clock.precise_unix_ms();
         let max_wait = u64::try_from(Self::MAX_RESTART_WAIT.as_millis()).unwrap_or(u64::MAX);
         if mark > now.saturating_add(max_wait) {
-            return Err(Error::HighWaterAhead {
+            return Err(HighWaterError::Ahead {
                 path: path.clone(),
                 mark_ms: mark,
                 clock_ms: now,
                 max_wait: Self::MAX_RESTART_WAIT,
-            });
+            }
+            .into());
         }
         let kept = Mark::kept(file, minter.slots(), mark, now)?;
         Ok(minter.with_mark(kept, mark))
@@ -217,7 +218,7 @@ mod tests {
 
     #[test]
     fn leads_that_are_not_whole_ticks_or_too_long_are_refused() {
-        let refused = |layout: Layout, lead: Duration| Error::LeadOutOfRange {
+        let refused = |layout: Layout, lead: Duration| BuildError::LeadOutOfRange {
             lead,
             tick_ms: layout.tick_ms(),
             max: Duration::from_secs(60),

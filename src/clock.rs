@@ -10,7 +10,7 @@
 #[cfg(not(loom))]
 use crate::discipline::{CHECK_INTERVAL, Steering};
 use crate::discipline::{ClockStep, Discipline, Timeline, fixed_from_ns};
-use crate::error::Error;
+use crate::error::ClockError;
 use crate::sync::{Arc, AtomicU64, Ordering, ProcessAtomicU64};
 use crossbeam_utils::CachePadded;
 use std::sync::{Mutex, OnceLock};
@@ -373,7 +373,7 @@ impl CoarseClock {
     /// # Errors
     ///
     /// As [`with_interval`](Self::with_interval).
-    pub fn new() -> Result<CoarseClock, Error> {
+    pub fn new() -> Result<CoarseClock, ClockError> {
         CoarseClock::with_interval(CoarseClock::DEFAULT_INTERVAL)
     }
 
@@ -381,13 +381,13 @@ impl CoarseClock {
     ///
     /// # Errors
     ///
-    /// [`Error::UpkeepIntervalOutOfRange`] outside
+    /// [`ClockError::UpkeepIntervalOutOfRange`] outside
     /// [`MIN_INTERVAL`](Self::MIN_INTERVAL)`..=`[`MAX_INTERVAL`](Self::MAX_INTERVAL);
-    /// [`Error::UpkeepIntervalConflict`] when the process's upkeep thread already runs at
-    /// another interval; [`Error::UpkeepSpawn`] when the thread cannot start.
-    pub fn with_interval(interval: Duration) -> Result<CoarseClock, Error> {
+    /// [`ClockError::UpkeepIntervalConflict`] when the process's upkeep thread already runs at
+    /// another interval; [`ClockError::UpkeepSpawn`] when the thread cannot start.
+    pub fn with_interval(interval: Duration) -> Result<CoarseClock, ClockError> {
         if !(CoarseClock::MIN_INTERVAL..=CoarseClock::MAX_INTERVAL).contains(&interval) {
-            return Err(Error::UpkeepIntervalOutOfRange {
+            return Err(ClockError::UpkeepIntervalOutOfRange {
                 interval,
                 min: CoarseClock::MIN_INTERVAL,
                 max: CoarseClock::MAX_INTERVAL,
@@ -399,7 +399,7 @@ impl CoarseClock {
         let mut running = UPKEEP.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         match *running {
             Some(running) if running != interval => {
-                return Err(Error::UpkeepIntervalConflict {
+                return Err(ClockError::UpkeepIntervalConflict {
                     running,
                     requested: interval,
                 });
@@ -417,7 +417,7 @@ impl CoarseClock {
                             COARSE_UNIX_MS.store(anchor.precise_unix_ms(), Ordering::Relaxed);
                         }
                     })
-                    .map_err(|e| Error::UpkeepSpawn { kind: e.kind() })?;
+                    .map_err(|e| ClockError::UpkeepSpawn { cause: e.into() })?;
                 *running = Some(interval);
             }
         }
@@ -614,7 +614,7 @@ mod tests {
         assert!(CoarseClock::with_interval(CoarseClock::DEFAULT_INTERVAL).is_ok());
         assert_eq!(
             CoarseClock::with_interval(Duration::from_millis(2)).unwrap_err(),
-            Error::UpkeepIntervalConflict {
+            ClockError::UpkeepIntervalConflict {
                 running: CoarseClock::DEFAULT_INTERVAL,
                 requested: Duration::from_millis(2)
             }
@@ -630,7 +630,7 @@ mod tests {
         ] {
             assert_eq!(
                 CoarseClock::with_interval(bad).unwrap_err(),
-                Error::UpkeepIntervalOutOfRange {
+                ClockError::UpkeepIntervalOutOfRange {
                     interval: bad,
                     min: CoarseClock::MIN_INTERVAL,
                     max: CoarseClock::MAX_INTERVAL

@@ -4,7 +4,7 @@
 //! Each is the start of the ID's tick, read through [`Layout::try_decode`], so an ID with
 //! bits above the layout's width is an error rather than a date past the layout's end.
 
-use crate::error::Error;
+use crate::error::RangeError;
 use crate::id::Id;
 use crate::layout::Layout;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,8 +14,8 @@ impl Layout {
     ///
     /// # Errors
     ///
-    /// [`Error::IdOutOfLayout`] for an ID with bits set above the layout's width;
-    /// [`Error::TimeOutOfRange`] where the platform's `SystemTime` cannot hold the time
+    /// [`RangeError::IdOutOfLayout`] for an ID with bits set above the layout's width;
+    /// [`RangeError::TimeOutOfRange`] where the platform's `SystemTime` cannot hold the time
     /// (never for the presets).
     ///
     /// # Examples
@@ -28,7 +28,7 @@ impl Layout {
     /// assert_eq!(created, UNIX_EPOCH + Duration::from_millis(1539202764211));
     /// # Ok::<(), atomflake::Error>(())
     /// ```
-    pub fn system_time(&self, id: Id) -> Result<SystemTime, Error> {
+    pub fn system_time(&self, id: Id) -> Result<SystemTime, RangeError> {
         after(UNIX_EPOCH, self.try_decode(id)?.unix_ms)
     }
 
@@ -36,8 +36,8 @@ impl Layout {
     ///
     /// # Errors
     ///
-    /// [`Error::IdOutOfLayout`] for an ID with bits set above the layout's width;
-    /// [`Error::TimeOutOfRange`] for a time past chrono's last date (only custom layouts
+    /// [`RangeError::IdOutOfLayout`] for an ID with bits set above the layout's width;
+    /// [`RangeError::TimeOutOfRange`] for a time past chrono's last date (only custom layouts
     /// reach it).
     ///
     /// # Examples
@@ -50,12 +50,12 @@ impl Layout {
     /// # Ok::<(), atomflake::Error>(())
     /// ```
     #[cfg(feature = "chrono")]
-    pub fn chrono_utc(&self, id: Id) -> Result<chrono::DateTime<chrono::Utc>, Error> {
+    pub fn chrono_utc(&self, id: Id) -> Result<chrono::DateTime<chrono::Utc>, RangeError> {
         let unix_ms = self.try_decode(id)?.unix_ms;
         i64::try_from(unix_ms)
             .ok()
             .and_then(chrono::DateTime::from_timestamp_millis)
-            .ok_or(Error::TimeOutOfRange {
+            .ok_or(RangeError::TimeOutOfRange {
                 unix_ms,
                 target: "chrono::DateTime<Utc>",
             })
@@ -65,8 +65,8 @@ impl Layout {
     ///
     /// # Errors
     ///
-    /// [`Error::IdOutOfLayout`] for an ID with bits set above the layout's width;
-    /// [`Error::TimeOutOfRange`] for a time past the `time` crate's last date (year 9999
+    /// [`RangeError::IdOutOfLayout`] for an ID with bits set above the layout's width;
+    /// [`RangeError::TimeOutOfRange`] for a time past the `time` crate's last date (year 9999
     /// without its `large-dates` feature; only custom layouts reach it).
     ///
     /// # Examples
@@ -80,10 +80,10 @@ impl Layout {
     /// # Ok::<(), atomflake::Error>(())
     /// ```
     #[cfg(feature = "time")]
-    pub fn offset_date_time(&self, id: Id) -> Result<time::OffsetDateTime, Error> {
+    pub fn offset_date_time(&self, id: Id) -> Result<time::OffsetDateTime, RangeError> {
         let unix_ms = self.try_decode(id)?.unix_ms;
         time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(unix_ms) * 1_000_000).map_err(|_| {
-            Error::TimeOutOfRange {
+            RangeError::TimeOutOfRange {
                 unix_ms,
                 target: "time::OffsetDateTime",
             }
@@ -91,10 +91,10 @@ impl Layout {
     }
 }
 
-/// `unix_ms` milliseconds after `base`, or [`Error::TimeOutOfRange`].
-fn after(base: SystemTime, unix_ms: u64) -> Result<SystemTime, Error> {
+/// `unix_ms` milliseconds after `base`, or [`RangeError::TimeOutOfRange`].
+fn after(base: SystemTime, unix_ms: u64) -> Result<SystemTime, RangeError> {
     base.checked_add(Duration::from_millis(unix_ms))
-        .ok_or(Error::TimeOutOfRange {
+        .ok_or(RangeError::TimeOutOfRange {
             unix_ms,
             target: "SystemTime",
         })
@@ -130,7 +130,7 @@ mod tests {
     fn system_time_errors() {
         assert_eq!(
             Layout::TWITTER.system_time(Id::new(u64::MAX)),
-            Err(Error::IdOutOfLayout {
+            Err(RangeError::IdOutOfLayout {
                 id: u64::MAX,
                 max: i64::MAX as u64
             })
@@ -140,7 +140,7 @@ mod tests {
         let err = after(near_the_end, u64::MAX).unwrap_err();
         assert_eq!(
             err,
-            Error::TimeOutOfRange {
+            RangeError::TimeOutOfRange {
                 unix_ms: u64::MAX,
                 target: "SystemTime"
             }
@@ -155,12 +155,12 @@ mod tests {
     /// target type's last date.
     #[cfg(any(feature = "chrono", feature = "time"))]
     fn check_errors<T: core::fmt::Debug + PartialEq>(
-        convert: impl Fn(&Layout, Id) -> Result<T, Error>,
+        convert: impl Fn(&Layout, Id) -> Result<T, RangeError>,
         target: &'static str,
     ) {
         assert_eq!(
             convert(&Layout::TWITTER, Id::new(u64::MAX)),
-            Err(Error::IdOutOfLayout {
+            Err(RangeError::IdOutOfLayout {
                 id: u64::MAX,
                 max: i64::MAX as u64
             })
@@ -169,7 +169,7 @@ mod tests {
         let err = convert(&far, Id::new(0)).unwrap_err();
         assert_eq!(
             err,
-            Error::TimeOutOfRange {
+            RangeError::TimeOutOfRange {
                 unix_ms: far.epoch_ms(),
                 target
             }

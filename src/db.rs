@@ -5,14 +5,14 @@
 //!
 //! A signed `BIGINT` holds the IDs `0..=i64::MAX`. Nothing wraps: every impl for a signed
 //! column converts through [`to_bigint`] and [`from_bigint`], so writing an ID above
-//! `i64::MAX` fails with [`Error::IdAboveI64`] and reading a negative value fails with
-//! [`Error::NegativeId`], boxed into the client's own error (`postgres::Error`'s source,
+//! `i64::MAX` fails with [`RangeError::IdAboveI64`] and reading a negative value fails with
+//! [`RangeError::NegativeId`], boxed into the client's own error (`postgres::Error`'s source,
 //! `sqlx::Error::ColumnDecode`, `diesel::result::Error::SerializationError`, ...). Two
 //! clients blur that: sqlx's `Query::bind` keeps only the error's text (`try_bind` returns
 //! it whole), and diesel's `Error::source` skips the boxed error (match the variant and
 //! downcast the box). MySQL's `BIGINT UNSIGNED` holds every ID and needs neither check.
 
-use crate::error::Error;
+use crate::error::RangeError;
 use crate::id::Id;
 
 #[cfg(any(feature = "diesel", feature = "diesel-mysql"))]
@@ -26,7 +26,7 @@ mod sqlx;
 /// `BoxDynError`).
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// `id` as a signed `BIGINT` value, or [`Error::IdAboveI64`] naming it.
+/// `id` as a signed `BIGINT` value, or [`RangeError::IdAboveI64`] naming it.
 #[cfg_attr(
     not(any(
         feature = "postgres",
@@ -41,12 +41,12 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
     )
 )]
 fn to_bigint(id: Id) -> Result<i64, BoxError> {
-    id.to_i64().map_err(|err: Error| err.into())
+    id.to_i64().map_err(|err: RangeError| err.into())
 }
 
-/// A signed `BIGINT` value as an ID, or [`Error::NegativeId`] naming the value.
+/// A signed `BIGINT` value as an ID, or [`RangeError::NegativeId`] naming the value.
 fn from_bigint(value: i64) -> Result<Id, BoxError> {
-    Id::try_from(value).map_err(|err: Error| err.into())
+    Id::try_from(value).map_err(|err: RangeError| err.into())
 }
 
 #[cfg(test)]
@@ -59,14 +59,14 @@ mod tests {
         assert_eq!(to_bigint(Id::new(i64::MAX as u64)).unwrap(), i64::MAX);
         let err = to_bigint(Id::new(1 << 63)).unwrap_err();
         assert_eq!(
-            err.downcast_ref::<Error>(),
-            Some(&Error::IdAboveI64 { id: 1 << 63 })
+            err.downcast_ref::<RangeError>(),
+            Some(&RangeError::IdAboveI64 { id: 1 << 63 })
         );
         assert_eq!(from_bigint(i64::MAX).unwrap(), Id::new(i64::MAX as u64));
         let err = from_bigint(-1).unwrap_err();
         assert_eq!(
-            err.downcast_ref::<Error>(),
-            Some(&Error::NegativeId { value: -1 })
+            err.downcast_ref::<RangeError>(),
+            Some(&RangeError::NegativeId { value: -1 })
         );
     }
 }

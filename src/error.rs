@@ -1,16 +1,30 @@
-//! The one error type of the crate.
+//! Errors: one type per kind of operation, each with only the variants that operation can
+//! return, and [`Error`], which any of them converts into (for `?` in code that mixes
+//! them).
 //!
-//! Every variant names the bad value and the range it had to be in. Whether an error is
+//! | error | returned by |
+//! |---|---|
+//! | [`ParseIdError`] | `Id`'s `FromStr`, [`Id::from_base32`](crate::Id::from_base32) |
+//! | [`LayoutError`] | [`LayoutBuilder::build`](crate::LayoutBuilder::build) |
+//! | [`RangeError`] | [`Layout::encode`](crate::Layout::encode) and the other conversions of times, fields and IDs |
+//! | [`BuildError`] | the generators' constructors and [`Builder`](crate::Builder)'s `build*` |
+//! | [`MintError`] | `try_next_id` |
+//! | [`HighWaterError`] | inside [`BuildError`] and [`MintError`]: a high-water file |
+//! | [`ClockError`] | [`CoarseClock`](crate::CoarseClock)'s constructors |
+//! | [`SqlError`] | [`sql::PgScript`](crate::sql::PgScript) |
+//!
+//! Every message names the bad value and the range it had to be in. Whether an error is
 //! *transient* (the same call can succeed later) or *permanent* (it never will, for the
-//! same input) is said on each variant; only [`Error::SequenceExhausted`] is transient.
+//! same input) is said on each variant.
 
 use crate::base32::Base32;
-use crate::id::Id;
 use core::fmt;
+use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// A field of an ID, as named in [`Error::FieldOutOfRange`].
+/// A field of an ID, as named in the `FieldOutOfRange` errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Field {
     /// The node (machine, worker, shard) field.
@@ -28,21 +42,143 @@ impl fmt::Display for Field {
     }
 }
 
-/// Everything that can go wrong in atomflake.
+/// An operating-system error kept as the [`source`](std::error::Error::source) of an
+/// atomflake error. Shared, so that the error stays `Clone`; two compare equal when their
+/// [`kind`](Self::kind)s do.
+#[derive(Debug, Clone)]
+pub struct IoCause(Arc<io::Error>);
+
+impl IoCause {
+    /// What kind of failure the operating system reported.
+    pub fn kind(&self) -> io::ErrorKind {
+        self.0.kind()
+    }
+
+    /// The operating system's error.
+    pub fn get(&self) -> &io::Error {
+        &self.0
+    }
+}
+
+impl From<io::Error> for IoCause {
+    fn from(error: io::Error) -> IoCause {
+        IoCause(Arc::new(error))
+    }
+}
+
+impl PartialEq for IoCause {
+    fn eq(&self, other: &IoCause) -> bool {
+        self.kind() == other.kind()
+    }
+}
+
+impl Eq for IoCause {}
+
+impl fmt::Display for IoCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// Text that is not an ID. Permanent.
 ///
 /// # Examples
 ///
 /// ```
-/// use atomflake::{Error, Field, Generator, Layout};
+/// use atomflake::{Id, ParseIdError};
 ///
-/// let err = Generator::new(Layout::TWITTER, 1024).unwrap_err();
-/// assert_eq!(err, Error::FieldOutOfRange { field: Field::Node, value: 1024, max: 1023 });
-/// assert_eq!(err.to_string(), "node 1024 is out of range: the layout allows 0..=1023");
+/// assert_eq!("12x".parse::<Id>(), Err(ParseIdError::InvalidDigit { found: 'x', index: 2 }));
+/// assert_eq!(Id::from_base32("12"), Err(ParseIdError::Base32Length { length: 2 }));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Error {
-    /// A layout's fields need more than the 64 bits of an ID. Permanent.
+pub enum ParseIdError {
+    /// The text was empty.
+    EmptyId,
+    /// The text held something other than the digits 0-9.
+    InvalidDigit {
+        /// The character found.
+        found: char,
+        /// Its byte offset in the text.
+        index: usize,
+    },
+    /// The text started with a sign; IDs are unsigned and written bare.
+    SignedId {
+        /// The sign, `+` or `-`.
+        sign: char,
+    },
+    /// The text holds a number above `u64::MAX`.
+    IdOverflow,
+    /// Base32 text that is not 13 characters long.
+    Base32Length {
+        /// The number of characters given.
+        length: usize,
+    },
+    /// Base32 text holding a character outside Crockford's alphabet (`U`, punctuation,
+    /// non-ASCII).
+    InvalidBase32 {
+        /// The character found.
+        found: char,
+        /// Its byte offset in the text.
+        index: usize,
+    },
+    /// A base32 ID above `u64::MAX`: 13 characters hold 65 bits, so the first may only be
+    /// `0`..=`F`.
+    Base32Overflow {
+        /// The text given.
+        text: Base32,
+    },
+}
+
+impl fmt::Display for ParseIdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ParseIdError::EmptyId => f.write_str("cannot parse an id from empty text"),
+            ParseIdError::InvalidDigit { found, index } => write!(
+                f,
+                "invalid character {found:?} at byte {index} in id: ids are written with \
+                 the digits 0-9 only"
+            ),
+            ParseIdError::SignedId { sign } => write!(
+                f,
+                "sign {sign:?} in id: ids are unsigned, written with the digits 0-9 only"
+            ),
+            ParseIdError::IdOverflow => write!(f, "id is out of range: ids allow 0..={}", u64::MAX),
+            ParseIdError::Base32Length { length } => write!(
+                f,
+                "base32 id has {length} characters: a base32 id has exactly {}",
+                Base32::LEN
+            ),
+            ParseIdError::InvalidBase32 { found, index } => write!(
+                f,
+                "invalid character {found:?} at byte {index} in base32 id: base32 ids use \
+                 Crockford's digits 0-9 and A-Z without U (I and L read as 1, O as 0)"
+            ),
+            ParseIdError::Base32Overflow { text } => write!(
+                f,
+                "base32 id \"{text}\" is out of range: ids allow {}..={}",
+                Base32::encode(0),
+                Base32::encode(u64::MAX)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ParseIdError {}
+
+/// A layout that cannot be built. Permanent.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Layout, LayoutError};
+///
+/// assert_eq!(Layout::builder().timestamp_bits(41).tick_ms(0).build(), Err(LayoutError::ZeroTick));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LayoutError {
+    /// The fields need more than the 64 bits of an ID.
     LayoutTooWide {
         /// Width of the timestamp field.
         timestamp_bits: u32,
@@ -51,11 +187,11 @@ pub enum Error {
         /// Width of the sequence field.
         sequence_bits: u32,
     },
-    /// A layout with a 0-bit timestamp: every ID would carry the same time. Permanent.
+    /// A 0-bit timestamp: every ID would carry the same time.
     NoTimestampBits,
-    /// A layout with a tick of 0 ms. Permanent.
+    /// A tick of 0 ms.
     ZeroTick,
-    /// A layout whose last tick ends beyond `u64::MAX` Unix milliseconds. Permanent.
+    /// The last tick ends beyond `u64::MAX` Unix milliseconds.
     SpanOverflow {
         /// The layout's epoch, Unix ms.
         epoch_ms: u64,
@@ -64,9 +200,325 @@ pub enum Error {
         /// The layout's timestamp width: the span is `2^timestamp_bits` ticks.
         timestamp_bits: u32,
     },
-    /// A node or sequence value that does not fit its field. Permanent.
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            LayoutError::LayoutTooWide {
+                timestamp_bits,
+                node_bits,
+                sequence_bits,
+            } => write!(
+                f,
+                "layout needs {} bits ({timestamp_bits} timestamp + {node_bits} node + \
+                 {sequence_bits} sequence): an id holds at most 64",
+                u64::from(timestamp_bits) + u64::from(node_bits) + u64::from(sequence_bits),
+            ),
+            LayoutError::NoTimestampBits => {
+                f.write_str("timestamp width 0 is out of range: a layout needs 1..=64 timestamp bits")
+            }
+            LayoutError::ZeroTick => f.write_str("tick length 0 ms is out of range: a tick is at least 1 ms"),
+            LayoutError::SpanOverflow {
+                epoch_ms,
+                tick_ms,
+                timestamp_bits,
+            } => write!(
+                f,
+                "layout span overflows: epoch {epoch_ms} ms + 2^{timestamp_bits} ticks of \
+                 {tick_ms} ms is past u64::MAX ms"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LayoutError {}
+
+/// A value outside what a layout, an integer type or a time type can hold. Permanent.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Field, Layout, Parts, RangeError};
+///
+/// let parts = Parts { unix_ms: 1_700_000_000_000, node: 1024, sequence: 0 };
+/// assert_eq!(
+///     Layout::TWITTER.encode(parts),
+///     Err(RangeError::FieldOutOfRange { field: Field::Node, value: 1024, max: 1023 }),
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RangeError {
+    /// A node or sequence value that does not fit its field.
     FieldOutOfRange {
         /// Which field.
+        field: Field,
+        /// The value given.
+        value: u64,
+        /// The largest value the field holds.
+        max: u64,
+    },
+    /// A time before the layout's epoch.
+    TimeBeforeEpoch {
+        /// The time, Unix ms.
+        unix_ms: u64,
+        /// The layout's epoch, Unix ms.
+        epoch_ms: u64,
+    },
+    /// A time at or after the end of the layout's timestamp span.
+    TimePastEnd {
+        /// The time, Unix ms.
+        unix_ms: u64,
+        /// The first Unix ms the layout cannot express.
+        end_ms: u64,
+    },
+    /// A raw ID with bits set above the layout's width (for example Twitter's always-zero
+    /// top bit).
+    IdOutOfLayout {
+        /// The raw ID.
+        id: u64,
+        /// The largest ID the layout can hold.
+        max: u64,
+    },
+    /// An ID above `i64::MAX` does not fit a signed `BIGINT`.
+    IdAboveI64 {
+        /// The ID.
+        id: u64,
+    },
+    /// A negative `i64` is not an ID.
+    NegativeId {
+        /// The value given.
+        value: i64,
+    },
+    /// An ID's time that the target time type cannot hold (a custom layout whose span runs
+    /// past that type's last date).
+    TimeOutOfRange {
+        /// The time, Unix ms.
+        unix_ms: u64,
+        /// The time type, such as `SystemTime`.
+        target: &'static str,
+    },
+}
+
+impl fmt::Display for RangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            RangeError::FieldOutOfRange { field, value, max } => field_out_of_range(f, field, value, max),
+            RangeError::TimeBeforeEpoch { unix_ms, epoch_ms } => time_before_epoch(f, unix_ms, epoch_ms),
+            RangeError::TimePastEnd { unix_ms, end_ms } => time_past_end(f, unix_ms, end_ms),
+            RangeError::IdOutOfLayout { id, max } => {
+                write!(f, "id {id} is out of range: the layout allows 0..={max}")
+            }
+            RangeError::IdAboveI64 { id } => {
+                write!(f, "id {id} is out of range for i64: i64 allows 0..={}", i64::MAX)
+            }
+            RangeError::NegativeId { value } => {
+                write!(f, "{value} is out of range for an id: ids allow 0..={}", u64::MAX)
+            }
+            RangeError::TimeOutOfRange { unix_ms, target } => {
+                write!(f, "time {unix_ms} ms is out of range for {target}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RangeError {}
+
+fn field_out_of_range(f: &mut fmt::Formatter<'_>, field: Field, value: u64, max: u64) -> fmt::Result {
+    write!(f, "{field} {value} is out of range: the layout allows 0..={max}")
+}
+
+fn time_before_epoch(f: &mut fmt::Formatter<'_>, unix_ms: u64, epoch_ms: u64) -> fmt::Result {
+    write!(
+        f,
+        "time {unix_ms} ms is before the layout's epoch: the layout allows {epoch_ms} ms and later"
+    )
+}
+
+fn time_past_end(f: &mut fmt::Formatter<'_>, unix_ms: u64, end_ms: u64) -> fmt::Result {
+    write!(
+        f,
+        "time {unix_ms} ms is past the layout's end: the layout allows times before {end_ms} ms"
+    )
+}
+
+/// A node value that does not fit the node field: what the packing of IDs checks, turned
+/// into each operation's own error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FieldOutOfRange {
+    pub(crate) field: Field,
+    pub(crate) value: u64,
+    pub(crate) max: u64,
+}
+
+impl From<FieldOutOfRange> for RangeError {
+    fn from(FieldOutOfRange { field, value, max }: FieldOutOfRange) -> RangeError {
+        RangeError::FieldOutOfRange { field, value, max }
+    }
+}
+
+impl From<FieldOutOfRange> for BuildError {
+    fn from(FieldOutOfRange { field, value, max }: FieldOutOfRange) -> BuildError {
+        BuildError::FieldOutOfRange { field, value, max }
+    }
+}
+
+impl From<FieldOutOfRange> for SqlError {
+    fn from(FieldOutOfRange { field, value, max }: FieldOutOfRange) -> SqlError {
+        SqlError::FieldOutOfRange { field, value, max }
+    }
+}
+
+/// A time outside a layout's span: what the clock check of minting and of the time
+/// conversions finds, turned into each operation's own error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OutOfSpan {
+    Before { unix_ms: u64, epoch_ms: u64 },
+    Past { unix_ms: u64, end_ms: u64 },
+}
+
+impl From<OutOfSpan> for RangeError {
+    fn from(out: OutOfSpan) -> RangeError {
+        match out {
+            OutOfSpan::Before { unix_ms, epoch_ms } => RangeError::TimeBeforeEpoch { unix_ms, epoch_ms },
+            OutOfSpan::Past { unix_ms, end_ms } => RangeError::TimePastEnd { unix_ms, end_ms },
+        }
+    }
+}
+
+impl From<OutOfSpan> for MintError {
+    fn from(out: OutOfSpan) -> MintError {
+        match out {
+            OutOfSpan::Before { unix_ms, epoch_ms } => MintError::TimeBeforeEpoch { unix_ms, epoch_ms },
+            OutOfSpan::Past { unix_ms, end_ms } => MintError::TimePastEnd { unix_ms, end_ms },
+        }
+    }
+}
+
+/// A high-water file ([`Builder::high_water_file`](crate::Builder::high_water_file)) that
+/// cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HighWaterError {
+    /// Another live generator holds this file, in this process or another. Permanent while
+    /// that generator lives: two would mint the same IDs.
+    Locked {
+        /// The high-water file.
+        path: PathBuf,
+    },
+    /// A file that is not one atomflake wrote, or that was damaged: its mark cannot be
+    /// trusted, so nothing is minted. Permanent until the file is repaired or removed (by
+    /// someone who knows no ID past its mark was minted).
+    Corrupt {
+        /// The high-water file.
+        path: PathBuf,
+        /// The line found wrong (1 to 3; 4 for text after the last line).
+        line: usize,
+        /// What that line held (at most 60 characters of it).
+        found: String,
+    },
+    /// A file operation failed. Transient or permanent as the operating system's error is
+    /// (a full disk, missing permissions); the error is the [`source`](std::error::Error::source).
+    Io {
+        /// The high-water file.
+        path: PathBuf,
+        /// What was being done: "open", "lock", "read", "write", ...
+        action: &'static str,
+        /// What the operating system reported.
+        cause: IoCause,
+    },
+    /// The clock is further behind the file's mark than a generator waits for at start-up
+    /// ([`Builder::MAX_RESTART_WAIT`](crate::Builder::MAX_RESTART_WAIT)): the previous
+    /// run's clock was ahead, or this one's is behind. Transient: building again once the
+    /// clock has passed the mark succeeds.
+    Ahead {
+        /// The high-water file.
+        path: PathBuf,
+        /// The mark, Unix ms: IDs minted before all have earlier times.
+        mark_ms: u64,
+        /// The clock's time, Unix ms.
+        clock_ms: u64,
+        /// The longest start-up wait allowed.
+        max_wait: Duration,
+    },
+    /// The thread that keeps the mark could not be spawned. Transient if the system was
+    /// out of threads.
+    KeeperSpawn {
+        /// What the operating system reported.
+        cause: IoCause,
+    },
+}
+
+impl fmt::Display for HighWaterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HighWaterError::Locked { path } => write!(
+                f,
+                "high-water file {} is in use: another live generator holds its lock",
+                path.display()
+            ),
+            HighWaterError::Corrupt { path, line, found } => write!(
+                f,
+                "high-water file {} is corrupt: line {line} holds {found:?}, not what \
+                 atomflake writes there",
+                path.display()
+            ),
+            HighWaterError::Io { path, action, cause } => {
+                write!(
+                    f,
+                    "could not {action} high-water file {}: {cause}",
+                    path.display()
+                )
+            }
+            HighWaterError::Ahead {
+                path,
+                mark_ms,
+                clock_ms,
+                max_wait,
+            } => write!(
+                f,
+                "clock is {:?} behind high-water file {} (mark {mark_ms} ms, clock \
+                 {clock_ms} ms): a generator waits at most {max_wait:?} at start-up",
+                Duration::from_millis(mark_ms.saturating_sub(*clock_ms)),
+                path.display()
+            ),
+            HighWaterError::KeeperSpawn { cause } => {
+                write!(
+                    f,
+                    "could not spawn the thread that keeps the high-water mark: {cause}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for HighWaterError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            HighWaterError::Io { cause, .. } | HighWaterError::KeeperSpawn { cause } => Some(cause.get()),
+            _ => None,
+        }
+    }
+}
+
+/// A generator that cannot be built.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{BuildError, Field, Generator, Layout};
+///
+/// let err = Generator::new(Layout::TWITTER, 1024).unwrap_err();
+/// assert_eq!(err, BuildError::FieldOutOfRange { field: Field::Node, value: 1024, max: 1023 });
+/// assert_eq!(err.to_string(), "node 1024 is out of range: the layout allows 0..=1023");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A node that does not fit the layout's node field. Permanent.
+    FieldOutOfRange {
+        /// Which field (always the node here).
         field: Field,
         /// The value given.
         value: u64,
@@ -81,64 +533,6 @@ pub enum Error {
         /// The repeated node ID.
         node: u64,
     },
-    /// A time (from a clock or given to `encode`) before the layout's epoch. Permanent for
-    /// `encode`; from a generator it means the clock is set before the epoch.
-    TimeBeforeEpoch {
-        /// The time, Unix ms.
-        unix_ms: u64,
-        /// The layout's epoch, Unix ms.
-        epoch_ms: u64,
-    },
-    /// A time at or after the end of the layout's timestamp span. Permanent: the layout has
-    /// run out of timestamps.
-    TimePastEnd {
-        /// The time, Unix ms.
-        unix_ms: u64,
-        /// The first Unix ms the layout cannot express.
-        end_ms: u64,
-    },
-    /// A raw ID with bits set above the layout's width (for example Twitter's always-zero
-    /// top bit). Permanent.
-    IdOutOfLayout {
-        /// The raw ID.
-        id: u64,
-        /// The largest ID the layout can hold.
-        max: u64,
-    },
-    /// Every sequence value of the current tick is taken. **Transient**: IDs are available
-    /// again after `retry_after`.
-    SequenceExhausted {
-        /// The tick (since the epoch) at which IDs are available again.
-        tick: u64,
-        /// How long until that tick starts, by the generator's clock.
-        retry_after: Duration,
-    },
-    /// Text to parse as an ID was empty. Permanent.
-    EmptyId,
-    /// Text to parse as an ID held something other than the digits 0-9. Permanent.
-    InvalidDigit {
-        /// The character found.
-        found: char,
-        /// Its byte offset in the text.
-        index: usize,
-    },
-    /// Text to parse as an ID started with a sign; IDs are unsigned and written bare. Permanent.
-    SignedId {
-        /// The sign, `+` or `-`.
-        sign: char,
-    },
-    /// Text to parse as an ID holds a number above `u64::MAX`. Permanent.
-    IdOverflow,
-    /// An ID above `i64::MAX` does not fit a signed `BIGINT`. Permanent.
-    IdAboveI64 {
-        /// The ID.
-        id: u64,
-    },
-    /// A negative `i64` is not an ID. Permanent.
-    NegativeId {
-        /// The value given.
-        value: i64,
-    },
     /// A borrow-ahead lead ([`Builder::borrow_ahead`](crate::Builder::borrow_ahead)) that is
     /// not a whole number of the layout's ticks, or longer than the longest allowed.
     /// Permanent.
@@ -150,7 +544,141 @@ pub enum Error {
         /// The longest lead allowed.
         max: Duration,
     },
-    /// A [`CoarseClock`](crate::CoarseClock) upkeep interval outside the allowed range. Permanent.
+    /// The high-water file cannot be used.
+    HighWater(HighWaterError),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::FieldOutOfRange { field, value, max } => field_out_of_range(f, *field, *value, *max),
+            BuildError::NoNodes => f.write_str("no node ids: a sharded generator needs at least one"),
+            BuildError::DuplicateNode { node } => {
+                write!(f, "node {node} is given twice: each shard needs its own node id")
+            }
+            BuildError::LeadOutOfRange { lead, tick_ms, max } => write!(
+                f,
+                "borrow-ahead lead {lead:?} is out of range: allowed whole multiples of the \
+                 {tick_ms} ms tick, up to {max:?}"
+            ),
+            BuildError::HighWater(error) => fmt::Display::fmt(error, f),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::HighWater(error) => std::error::Error::source(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<HighWaterError> for BuildError {
+    fn from(error: HighWaterError) -> BuildError {
+        BuildError::HighWater(error)
+    }
+}
+
+/// Why `try_next_id` minted nothing.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Generator, Layout, ManualClock, MintError};
+///
+/// let generator = Generator::with_clock(Layout::TWITTER, 1, ManualClock::new(5))?;
+/// assert_eq!(
+///     generator.try_next_id(),
+///     Err(MintError::TimeBeforeEpoch { unix_ms: 5, epoch_ms: Layout::TWITTER.epoch_ms() }),
+/// );
+/// # Ok::<(), atomflake::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MintError {
+    /// Every sequence value of the current tick is taken. **Transient**: IDs are available
+    /// again after `retry_after`.
+    SequenceExhausted {
+        /// The tick (since the epoch) at which IDs are available again.
+        tick: u64,
+        /// How long until that tick starts, by the generator's clock.
+        retry_after: Duration,
+    },
+    /// The clock has passed the stored high-water mark while a thread of the generator's
+    /// own is storing the next one (a clock that jumped ahead, a disk slower than half a
+    /// second). **Transient**: minting resumes as soon as the mark is stored.
+    HighWaterPending,
+    /// The clock reads before the layout's epoch. Permanent until the clock is set right.
+    TimeBeforeEpoch {
+        /// The clock's time, Unix ms.
+        unix_ms: u64,
+        /// The layout's epoch, Unix ms.
+        epoch_ms: u64,
+    },
+    /// The clock reads at or after the end of the layout's span. Permanent: the layout has
+    /// run out of timestamps.
+    TimePastEnd {
+        /// The clock's time, Unix ms.
+        unix_ms: u64,
+        /// The first Unix ms the layout cannot express.
+        end_ms: u64,
+    },
+    /// Every slot of the layout's span is used: the next ID would need a time at or past
+    /// the end of the span, which the clock has not reached. Permanent for this generator.
+    SpanSpent {
+        /// The first Unix ms the layout cannot express.
+        end_ms: u64,
+    },
+    /// The high-water mark cannot be stored past the clock. Transient or permanent as the
+    /// file's error is; the generator's keeper thread tries again.
+    HighWater(HighWaterError),
+}
+
+impl fmt::Display for MintError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MintError::SequenceExhausted { tick, retry_after } => write!(
+                f,
+                "sequence exhausted: ids are available again at tick {tick}, in {retry_after:?}"
+            ),
+            MintError::HighWaterPending => f.write_str(
+                "the clock has passed the high-water mark while the next mark is being \
+                 stored: ids are available again once it is",
+            ),
+            MintError::TimeBeforeEpoch { unix_ms, epoch_ms } => time_before_epoch(f, *unix_ms, *epoch_ms),
+            MintError::TimePastEnd { unix_ms, end_ms } => time_past_end(f, *unix_ms, *end_ms),
+            MintError::SpanSpent { end_ms } => write!(
+                f,
+                "every id of the layout's span is used: the next id would need a time at or \
+                 past the layout's end, {end_ms} ms"
+            ),
+            MintError::HighWater(error) => fmt::Display::fmt(error, f),
+        }
+    }
+}
+
+impl std::error::Error for MintError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MintError::HighWater(error) => std::error::Error::source(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<HighWaterError> for MintError {
+    fn from(error: HighWaterError) -> MintError {
+        MintError::HighWater(error)
+    }
+}
+
+/// A [`CoarseClock`](crate::CoarseClock) that cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClockError {
+    /// An upkeep interval outside the allowed range. Permanent.
     UpkeepIntervalOutOfRange {
         /// The interval asked for.
         interval: Duration,
@@ -159,101 +687,62 @@ pub enum Error {
         /// The longest interval allowed.
         max: Duration,
     },
-    /// A [`CoarseClock`](crate::CoarseClock) asked for an upkeep interval other than the one the
-    /// process's running upkeep thread uses (there is one per process). Permanent while that
-    /// clock lives.
+    /// An upkeep interval other than the one the process's running upkeep thread uses
+    /// (there is one per process). Permanent while that clock lives.
     UpkeepIntervalConflict {
         /// The interval of the running upkeep thread.
         running: Duration,
         /// The interval asked for.
         requested: Duration,
     },
-    /// The upkeep thread of a [`CoarseClock`](crate::CoarseClock) could not be spawned.
-    /// Transient if the system was out of threads.
+    /// The upkeep thread could not be spawned. Transient if the system was out of threads.
     UpkeepSpawn {
         /// What the operating system reported.
-        kind: std::io::ErrorKind,
+        cause: IoCause,
     },
-    /// Another live generator holds this high-water file
-    /// ([`Builder::high_water_file`](crate::Builder::high_water_file)), in this process or
-    /// another. Permanent while that generator lives: two would mint the same IDs.
-    HighWaterLocked {
-        /// The high-water file.
-        path: PathBuf,
+}
+
+impl fmt::Display for ClockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClockError::UpkeepIntervalOutOfRange { interval, min, max } => write!(
+                f,
+                "upkeep interval {interval:?} is out of range: allowed {min:?}..={max:?}"
+            ),
+            ClockError::UpkeepIntervalConflict { running, requested } => write!(
+                f,
+                "upkeep interval {requested:?} conflicts with the running upkeep thread's \
+                 {running:?}: one upkeep thread serves the whole process"
+            ),
+            ClockError::UpkeepSpawn { cause } => write!(f, "could not spawn the upkeep thread: {cause}"),
+        }
+    }
+}
+
+impl std::error::Error for ClockError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClockError::UpkeepSpawn { cause } => Some(cause.get()),
+            _ => None,
+        }
+    }
+}
+
+/// A layout or setting that in-database minting ([`PgScript`](crate::sql::PgScript))
+/// cannot hold. Permanent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SqlError {
+    /// A node that does not fit the layout's node field.
+    FieldOutOfRange {
+        /// Which field (always the node here).
+        field: Field,
+        /// The value given.
+        value: u64,
+        /// The largest value the field holds.
+        max: u64,
     },
-    /// A high-water file that is not one atomflake wrote, or that was damaged: its mark
-    /// cannot be trusted, so nothing is minted. Permanent until the file is repaired or
-    /// removed (by someone who knows no ID past its mark was minted).
-    HighWaterCorrupt {
-        /// The high-water file.
-        path: PathBuf,
-        /// The line found wrong (1 to 3; 4 for text after the last line).
-        line: usize,
-        /// What that line held (at most 60 characters of it).
-        found: String,
-    },
-    /// A file operation on a high-water file failed. Transient or permanent as the
-    /// operating system's error is (a full disk, missing permissions).
-    HighWaterIo {
-        /// The high-water file.
-        path: PathBuf,
-        /// What was being done: "open", "lock", "read", "write", ...
-        action: &'static str,
-        /// What the operating system reported.
-        kind: std::io::ErrorKind,
-    },
-    /// The clock has passed the stored high-water mark while a thread of the generator's
-    /// own is storing the next one (a clock that jumped ahead, a disk slower than half a
-    /// second). **Transient**: minting resumes as soon as the mark is stored.
-    HighWaterPending,
-    /// The thread that keeps a high-water mark could not be spawned. Transient if the
-    /// system was out of threads.
-    KeeperSpawn {
-        /// What the operating system reported.
-        kind: std::io::ErrorKind,
-    },
-    /// Every slot of the layout's span is used: the next ID would need a time at or past
-    /// the end of the span, which the clock has not reached. Permanent for this generator.
-    SpanSpent {
-        /// The first Unix ms the layout cannot express.
-        end_ms: u64,
-    },
-    /// The clock is further behind a high-water file's mark than a generator waits for at
-    /// start-up ([`Builder::MAX_RESTART_WAIT`](crate::Builder::MAX_RESTART_WAIT)): the
-    /// previous run's clock was ahead, or this one's is behind. Transient: building again
-    /// once the clock has passed the mark succeeds.
-    HighWaterAhead {
-        /// The high-water file.
-        path: PathBuf,
-        /// The mark, Unix ms: IDs minted before all have earlier times.
-        mark_ms: u64,
-        /// The clock's time, Unix ms.
-        clock_ms: u64,
-        /// The longest start-up wait allowed.
-        max_wait: Duration,
-    },
-    /// Text to parse as a base32 ID ([`Id::from_base32`](crate::Id::from_base32)) that is not
-    /// 13 characters long. Permanent.
-    Base32Length {
-        /// The number of characters given.
-        length: usize,
-    },
-    /// Text to parse as a base32 ID holding a character outside Crockford's alphabet (`U`,
-    /// punctuation, non-ASCII). Permanent.
-    InvalidBase32 {
-        /// The character found.
-        found: char,
-        /// Its byte offset in the text.
-        index: usize,
-    },
-    /// A base32 ID above `u64::MAX`: 13 characters hold 65 bits, so the first may only be
-    /// `0`..=`F`. Permanent.
-    Base32Overflow {
-        /// The text given.
-        text: Base32,
-    },
-    /// A layout or setting that in-database minting ([`PgScript`](crate::sql::PgScript))
-    /// cannot hold. Permanent.
+    /// A layout or setting out of the script's range.
     SqlOutOfRange {
         /// What is out of range, with its unit.
         what: &'static str,
@@ -262,185 +751,116 @@ pub enum Error {
         /// The largest value allowed.
         max: u64,
     },
-    /// A prefix for the SQL script's object names that is not 1 to 40 characters of
-    /// `a-z`, `0-9` and `_` starting with a letter or `_`. Permanent.
+    /// A prefix for the script's object names that is not 1 to 40 characters of `a-z`,
+    /// `0-9` and `_` starting with a letter or `_`.
     InvalidSqlPrefix {
         /// The prefix given.
         prefix: String,
     },
-    /// An ID's time that the target time type cannot hold (a custom layout whose span runs
-    /// past that type's last date). Permanent.
-    TimeOutOfRange {
-        /// The time, Unix ms.
-        unix_ms: u64,
-        /// The time type, such as `SystemTime`.
-        target: &'static str,
-    },
 }
 
-impl fmt::Display for Error {
-    #[expect(clippy::too_many_lines, reason = "one arm per variant")]
+impl fmt::Display for SqlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Error::LayoutTooWide {
-                timestamp_bits,
-                node_bits,
-                sequence_bits,
-            } => write!(
-                f,
-                "layout needs {} bits ({timestamp_bits} timestamp + {node_bits} node + \
-                 {sequence_bits} sequence): an id holds at most 64",
-                u64::from(timestamp_bits) + u64::from(node_bits) + u64::from(sequence_bits),
-            ),
-            Error::NoTimestampBits => {
-                f.write_str("timestamp width 0 is out of range: a layout needs 1..=64 timestamp bits")
-            }
-            Error::ZeroTick => f.write_str("tick length 0 ms is out of range: a tick is at least 1 ms"),
-            Error::SpanOverflow {
-                epoch_ms,
-                tick_ms,
-                timestamp_bits,
-            } => write!(
-                f,
-                "layout span overflows: epoch {epoch_ms} ms + 2^{timestamp_bits} ticks of \
-                 {tick_ms} ms is past u64::MAX ms"
-            ),
-            Error::FieldOutOfRange { field, value, max } => {
-                write!(f, "{field} {value} is out of range: the layout allows 0..={max}")
-            }
-            Error::NoNodes => f.write_str("no node ids: a sharded generator needs at least one"),
-            Error::DuplicateNode { node } => {
-                write!(f, "node {node} is given twice: each shard needs its own node id")
-            }
-            Error::TimeBeforeEpoch { unix_ms, epoch_ms } => write!(
-                f,
-                "time {unix_ms} ms is before the layout's epoch: the layout allows \
-                 {epoch_ms} ms and later"
-            ),
-            Error::TimePastEnd { unix_ms, end_ms } => write!(
-                f,
-                "time {unix_ms} ms is past the layout's end: the layout allows times \
-                 before {end_ms} ms"
-            ),
-            Error::IdOutOfLayout { id, max } => {
-                write!(f, "id {id} is out of range: the layout allows 0..={max}")
-            }
-            Error::SequenceExhausted { tick, retry_after } => write!(
-                f,
-                "sequence exhausted: ids are available again at tick {tick}, in {retry_after:?}"
-            ),
-            Error::EmptyId => f.write_str("cannot parse an id from empty text"),
-            Error::InvalidDigit { found, index } => write!(
-                f,
-                "invalid character {found:?} at byte {index} in id: ids are written with \
-                 the digits 0-9 only"
-            ),
-            Error::SignedId { sign } => {
-                write!(
-                    f,
-                    "sign {sign:?} in id: ids are unsigned, written with the digits 0-9 only"
-                )
-            }
-            Error::IdOverflow => write!(f, "id is out of range: ids allow 0..={}", u64::MAX),
-            Error::IdAboveI64 { id } => {
-                write!(f, "id {id} is out of range for i64: i64 allows 0..={}", i64::MAX)
-            }
-            Error::NegativeId { value } => {
-                write!(f, "{value} is out of range for an id: ids allow 0..={}", u64::MAX)
-            }
-            Error::LeadOutOfRange { lead, tick_ms, max } => write!(
-                f,
-                "borrow-ahead lead {lead:?} is out of range: allowed whole multiples of the \
-                 {tick_ms} ms tick, up to {max:?}"
-            ),
-            Error::UpkeepIntervalOutOfRange { interval, min, max } => write!(
-                f,
-                "upkeep interval {interval:?} is out of range: allowed {min:?}..={max:?}"
-            ),
-            Error::UpkeepIntervalConflict { running, requested } => write!(
-                f,
-                "upkeep interval {requested:?} conflicts with the running upkeep thread's \
-                 {running:?}: one upkeep thread serves the whole process"
-            ),
-            Error::UpkeepSpawn { kind } => write!(f, "could not spawn the upkeep thread: {kind}"),
-            Error::HighWaterLocked { ref path } => write!(
-                f,
-                "high-water file {} is in use: another live generator holds its lock",
-                path.display()
-            ),
-            Error::HighWaterCorrupt {
-                ref path,
-                line,
-                ref found,
-            } => write!(
-                f,
-                "high-water file {} is corrupt: line {line} holds {found:?}, not what \
-                 atomflake writes there",
-                path.display()
-            ),
-            Error::HighWaterIo {
-                ref path,
-                action,
-                kind,
-            } => write!(f, "could not {action} high-water file {}: {kind}", path.display()),
-            Error::HighWaterPending => f.write_str(
-                "the clock has passed the high-water mark while the next mark is being \
-                 stored: ids are available again once it is",
-            ),
-            Error::KeeperSpawn { kind } => {
-                write!(
-                    f,
-                    "could not spawn the thread that keeps the high-water mark: {kind}"
-                )
-            }
-            Error::SpanSpent { end_ms } => write!(
-                f,
-                "every id of the layout's span is used: the next id would need a time at or \
-                 past the layout's end, {end_ms} ms"
-            ),
-            Error::HighWaterAhead {
-                ref path,
-                mark_ms,
-                clock_ms,
-                max_wait,
-            } => write!(
-                f,
-                "clock is {:?} behind high-water file {} (mark {mark_ms} ms, clock \
-                 {clock_ms} ms): a generator waits at most {max_wait:?} at start-up",
-                Duration::from_millis(mark_ms.saturating_sub(clock_ms)),
-                path.display()
-            ),
-            Error::Base32Length { length } => write!(
-                f,
-                "base32 id has {length} characters: a base32 id has exactly {}",
-                Base32::LEN
-            ),
-            Error::InvalidBase32 { found, index } => write!(
-                f,
-                "invalid character {found:?} at byte {index} in base32 id: base32 ids use \
-                 Crockford's digits 0-9 and A-Z without U (I and L read as 1, O as 0)"
-            ),
-            Error::Base32Overflow { text } => write!(
-                f,
-                "base32 id \"{text}\" is out of range: ids allow {}..={}",
-                Id::new(0).to_base32(),
-                Id::new(u64::MAX).to_base32()
-            ),
-            Error::SqlOutOfRange { what, value, max } => write!(
+        match self {
+            SqlError::FieldOutOfRange { field, value, max } => field_out_of_range(f, *field, *value, *max),
+            SqlError::SqlOutOfRange { what, value, max } => write!(
                 f,
                 "{what} {value} is out of range for in-database minting: allowed 0..={max}"
             ),
-            Error::InvalidSqlPrefix { ref prefix } => write!(
+            SqlError::InvalidSqlPrefix { prefix } => write!(
                 f,
                 "sql prefix {prefix:?} is not allowed: a prefix is 1..={} characters of a-z, \
                  0-9 and _, starting with a letter or _",
                 crate::sql::PgScript::MAX_PREFIX_LEN
             ),
-            Error::TimeOutOfRange { unix_ms, target } => {
-                write!(f, "time {unix_ms} ms is out of range for {target}")
-            }
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for SqlError {}
+
+/// Any atomflake error: each operation's own error converts into it, so that `?` works in
+/// code that mixes operations. Its `Display` and `source` are the inner error's.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Error, Generator, Id, Layout};
+///
+/// fn first_id(node: &str) -> Result<Id, Error> {
+///     let node: Id = node.parse()?;                         // ParseIdError
+///     let generator = Generator::new(Layout::TWITTER, node.get())?; // BuildError
+///     Ok(generator.try_next_id()?)                            // MintError
+/// }
+/// assert!(matches!(first_id("7"), Ok(_)));
+/// assert_eq!(
+///     first_id("1024").unwrap_err().to_string(),
+///     "node 1024 is out of range: the layout allows 0..=1023",
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// See [`ParseIdError`].
+    Parse(ParseIdError),
+    /// See [`LayoutError`].
+    Layout(LayoutError),
+    /// See [`RangeError`].
+    Range(RangeError),
+    /// See [`BuildError`].
+    Build(BuildError),
+    /// See [`MintError`].
+    Mint(MintError),
+    /// See [`ClockError`].
+    Clock(ClockError),
+    /// See [`SqlError`].
+    Sql(SqlError),
+}
+
+impl Error {
+    fn inner(&self) -> &(dyn std::error::Error + 'static) {
+        match self {
+            Error::Parse(error) => error,
+            Error::Layout(error) => error,
+            Error::Range(error) => error,
+            Error::Build(error) => error,
+            Error::Mint(error) => error,
+            Error::Clock(error) => error,
+            Error::Sql(error) => error,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.inner(), f)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.inner().source()
+    }
+}
+
+macro_rules! into_error {
+    ($($variant:ident($error:ty)),* $(,)?) => {
+        $(
+            impl From<$error> for Error {
+                fn from(error: $error) -> Error {
+                    Error::$variant(error)
+                }
+            }
+        )*
+    };
+}
+
+into_error!(
+    Parse(ParseIdError),
+    Layout(LayoutError),
+    Range(RangeError),
+    Build(BuildError),
+    Mint(MintError),
+    Clock(ClockError),
+    Sql(SqlError),
+);

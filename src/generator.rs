@@ -2,7 +2,7 @@
 
 use crate::builder::Builder;
 use crate::clock::{Clock, MonotonicClock};
-use crate::error::Error;
+use crate::error::BuildError;
 use crate::ids::{Core, Node, SharedWord, minting_methods};
 use crate::layout::{Layout, SlotPacker};
 use crate::mint::Word;
@@ -54,17 +54,17 @@ impl Generator<MonotonicClock> {
     ///
     /// # Errors
     ///
-    /// [`Error::FieldOutOfRange`] when `node` does not fit the layout's node field.
+    /// [`BuildError::FieldOutOfRange`] when `node` does not fit the layout's node field.
     ///
     /// ```
-    /// use atomflake::{Error, Field, Generator, Layout};
+    /// use atomflake::{BuildError, Field, Generator, Layout};
     ///
     /// assert_eq!(
     ///     Generator::new(Layout::SONYFLAKE, 65_536).unwrap_err(),
-    ///     Error::FieldOutOfRange { field: Field::Node, value: 65_536, max: 65_535 },
+    ///     BuildError::FieldOutOfRange { field: Field::Node, value: 65_536, max: 65_535 },
     /// );
     /// ```
-    pub fn new(layout: Layout, node: u64) -> Result<Generator<MonotonicClock>, Error> {
+    pub fn new(layout: Layout, node: u64) -> Result<Generator<MonotonicClock>, BuildError> {
         Builder::new(layout).build(node)
     }
 
@@ -80,7 +80,7 @@ impl<C: Clock> Generator<C> {
     ///
     /// # Errors
     ///
-    /// [`Error::FieldOutOfRange`] when `node` does not fit the layout's node field.
+    /// [`BuildError::FieldOutOfRange`] when `node` does not fit the layout's node field.
     ///
     /// ```
     /// use atomflake::{Generator, Layout, ManualClock, Parts};
@@ -94,7 +94,7 @@ impl<C: Clock> Generator<C> {
     /// );
     /// # Ok::<(), atomflake::Error>(())
     /// ```
-    pub fn with_clock(layout: Layout, node: u64, clock: C) -> Result<Generator<C>, Error> {
+    pub fn with_clock(layout: Layout, node: u64, clock: C) -> Result<Generator<C>, BuildError> {
         Builder::with_clock(layout, clock).build(node)
     }
 
@@ -109,10 +109,10 @@ impl<C: Clock> Builder<C> {
     ///
     /// # Errors
     ///
-    /// [`Error::FieldOutOfRange`] when `node` does not fit the layout's node field;
-    /// [`Error::LeadOutOfRange`] for a bad [`borrow_ahead`](Self::borrow_ahead) lead; the
+    /// [`BuildError::FieldOutOfRange`] when `node` does not fit the layout's node field;
+    /// [`BuildError::LeadOutOfRange`] for a bad [`borrow_ahead`](Self::borrow_ahead) lead; the
     /// high-water errors of [`high_water_file`](Self::high_water_file).
-    pub fn build(self, node: u64) -> Result<Generator<C>, Error> {
+    pub fn build(self, node: u64) -> Result<Generator<C>, BuildError> {
         let packer = SlotPacker::new(&self.layout(), node)?;
         let core = self.into_core()?;
         Ok(Generator {
@@ -142,7 +142,7 @@ impl<C> fmt::Debug for Generator<C> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::{Id, ManualClock, Parts};
+    use crate::{Id, ManualClock, MintError, Parts};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -231,7 +231,7 @@ mod tests {
         }
         assert_eq!(
             g.try_next_id(),
-            Err(Error::SequenceExhausted {
+            Err(MintError::SequenceExhausted {
                 tick: T0 + 1,
                 retry_after: Duration::from_millis(1)
             })
@@ -240,7 +240,7 @@ mod tests {
         clock.rewind(5);
         assert_eq!(
             g.try_next_id(),
-            Err(Error::SequenceExhausted {
+            Err(MintError::SequenceExhausted {
                 tick: T0 + 1,
                 retry_after: Duration::from_millis(6)
             })
@@ -262,7 +262,7 @@ mod tests {
         let _ = (g.next_id(), g.next_id());
         assert_eq!(
             g.try_next_id(),
-            Err(Error::SequenceExhausted {
+            Err(MintError::SequenceExhausted {
                 tick: 101,
                 retry_after: Duration::from_millis(7)
             })
@@ -292,7 +292,7 @@ mod tests {
         clock.set(5);
         assert_eq!(
             g.try_next_id(),
-            Err(Error::TimeBeforeEpoch {
+            Err(MintError::TimeBeforeEpoch {
                 unix_ms: 5,
                 epoch_ms: Layout::TWITTER.epoch_ms()
             })
@@ -301,7 +301,7 @@ mod tests {
         clock.set(end);
         assert_eq!(
             g.try_next_id(),
-            Err(Error::TimePastEnd {
+            Err(MintError::TimePastEnd {
                 unix_ms: end,
                 end_ms: end
             })
@@ -312,7 +312,7 @@ mod tests {
             node: 1,
             sequence: 0,
         };
-        assert_eq!(g.try_next_id(), Layout::TWITTER.encode(last_tick));
+        assert_eq!(g.try_next_id().ok(), Layout::TWITTER.encode(last_tick).ok());
     }
 
     #[test]
@@ -335,9 +335,9 @@ mod tests {
         clock.set(3);
         let _ = (g.next_id(), g.next_id());
         // The clock reads 3, inside the span: the error names the end, not a time.
-        assert_eq!(g.try_next_id(), Err(Error::SpanSpent { end_ms: 4 }));
+        assert_eq!(g.try_next_id(), Err(MintError::SpanSpent { end_ms: 4 }));
         assert_eq!(
-            Error::SpanSpent { end_ms: 4 }.to_string(),
+            MintError::SpanSpent { end_ms: 4 }.to_string(),
             "every id of the layout's span is used: the next id would need a time at or past \
              the layout's end, 4 ms"
         );
@@ -354,7 +354,7 @@ mod tests {
         }
         assert_eq!(
             g.try_next_id(),
-            Err(Error::SpanSpent {
+            Err(MintError::SpanSpent {
                 end_ms: full.end_unix_ms()
             })
         );

@@ -14,15 +14,15 @@
 //!
 //! - `PATH` holds the mark, as three lines of text: `atomflake high-water 1`,
 //!   `unix_ms <mark>`, `check <FNV-1a of the first two lines, 16 hex digits>`. Any other
-//!   content is an error ([`Error::HighWaterCorrupt`]), never ignored.
+//!   content is an error ([`HighWaterError::Corrupt`]), never ignored.
 //! - `PATH.tmp` is where a new mark is written and synced before it is renamed over `PATH`
 //!   (and the directory synced). A crash before the rename leaves `PATH` as it was, which
 //!   still covers every ID minted, since no mint passes a mark before its rename.
 //! - `PATH.lock` is locked (`flock`) for as long as the generator lives: a second live
 //!   generator on the same file, in this process or another, is refused
-//!   ([`Error::HighWaterLocked`]).
+//!   ([`HighWaterError::Locked`]).
 
-use crate::error::Error;
+use crate::error::HighWaterError;
 use crate::mark::MarkStore;
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions, TryLockError};
@@ -45,15 +45,15 @@ impl HighWater {
     ///
     /// # Errors
     ///
-    /// [`Error::HighWaterLocked`] when another live generator holds it;
-    /// [`Error::HighWaterCorrupt`] when the file is not a mark; [`Error::HighWaterIo`] for
+    /// [`HighWaterError::Locked`] when another live generator holds it;
+    /// [`HighWaterError::Corrupt`] when the file is not a mark; [`HighWaterError::Io`] for
     /// a failed file operation.
-    pub(crate) fn open(path: &Path) -> Result<(HighWater, Option<u64>), Error> {
+    pub(crate) fn open(path: &Path) -> Result<(HighWater, Option<u64>), HighWaterError> {
         let io = |action| {
-            move |e: io::Error| Error::HighWaterIo {
+            move |e: io::Error| HighWaterError::Io {
                 path: path.to_path_buf(),
                 action,
-                kind: e.kind(),
+                cause: e.into(),
             }
         };
         let lock = OpenOptions::new()
@@ -63,7 +63,7 @@ impl HighWater {
             .open(with_suffix(path, ".lock"))
             .map_err(io("open the lock file of"))?;
         lock.try_lock().map_err(|e| match e {
-            TryLockError::WouldBlock => Error::HighWaterLocked {
+            TryLockError::WouldBlock => HighWaterError::Locked {
                 path: path.to_path_buf(),
             },
             TryLockError::Error(e) => io("lock")(e),
@@ -92,12 +92,12 @@ impl HighWater {
 
     /// Writes `mark` to the file: a temporary file, synced, renamed over the file, and the
     /// directory synced, so the file holds the old mark or the new one, whole.
-    fn write(&self, mark: u64) -> Result<(), Error> {
+    fn write(&self, mark: u64) -> Result<(), HighWaterError> {
         let io = |action| {
-            move |e: io::Error| Error::HighWaterIo {
+            move |e: io::Error| HighWaterError::Io {
                 path: self.path.clone(),
                 action,
-                kind: e.kind(),
+                cause: e.into(),
             }
         };
         let temporary = with_suffix(&self.path, ".tmp");
@@ -117,7 +117,7 @@ impl HighWater {
 }
 
 impl MarkStore for HighWater {
-    fn store(&mut self, unix_ms: u64) -> Result<(), Error> {
+    fn store(&mut self, unix_ms: u64) -> Result<(), HighWaterError> {
         self.write(unix_ms)
     }
 }
@@ -143,7 +143,7 @@ fn format(mark: u64) -> String {
 }
 
 /// The mark in the text of a mark file.
-fn parse(path: &Path, text: &str) -> Result<u64, Error> {
+fn parse(path: &Path, text: &str) -> Result<u64, HighWaterError> {
     let mut lines = text.split_inclusive('\n');
     let mut line = |number: usize, expected: &'static str| {
         let line = lines.next().unwrap_or("");
@@ -193,13 +193,13 @@ fn parse(path: &Path, text: &str) -> Result<u64, Error> {
     Ok(mark)
 }
 
-fn corrupt(path: &Path, line: usize, found: &str) -> Error {
+fn corrupt(path: &Path, line: usize, found: &str) -> HighWaterError {
     const SHOWN: usize = 60;
     let found = match found.char_indices().nth(SHOWN) {
         Some((cut, _)) => format!("{}…", &found[..cut]),
         None => found.to_owned(),
     };
-    Error::HighWaterCorrupt {
+    HighWaterError::Corrupt {
         path: path.to_path_buf(),
         line,
         found,
@@ -218,7 +218,7 @@ mod tests {
         let damaged = |text: &str, line: usize, found: &str| {
             assert_eq!(
                 parse(path, text),
-                Err(Error::HighWaterCorrupt {
+                Err(HighWaterError::Corrupt {
                     path: path.to_path_buf(),
                     line,
                     found: found.to_owned()

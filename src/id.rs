@@ -1,6 +1,7 @@
 //! [`Id`], the 64-bit ID, and [`Parts`], its decoded fields.
 
-use crate::error::Error;
+use crate::base32::{self, Base32};
+use crate::error::{ParseIdError, RangeError};
 use core::fmt;
 use core::str::FromStr;
 
@@ -39,8 +40,8 @@ use core::str::FromStr;
 ///
 /// A signed `BIGINT` holds the IDs `0..=i64::MAX`: every ID of the Twitter and Sonyflake
 /// layouts, but not the late IDs of layouts that use all 64 bits. Nothing wraps: writing an
-/// ID above `i64::MAX` to a signed column fails with [`Error::IdAboveI64`], and reading a
-/// negative value fails with [`Error::NegativeId`], boxed into the client's error (sqlx's
+/// ID above `i64::MAX` to a signed column fails with [`RangeError::IdAboveI64`], and reading a
+/// negative value fails with [`RangeError::NegativeId`], boxed into the client's error (sqlx's
 /// `Query::bind` keeps only its text; `Query::try_bind` returns it whole). MySQL's
 /// `BIGINT UNSIGNED` holds every ID.
 ///
@@ -99,19 +100,87 @@ impl Id {
     ///
     /// # Errors
     ///
-    /// [`Error::IdAboveI64`] for IDs above `i64::MAX` (possible only for layouts that use
+    /// [`RangeError::IdAboveI64`] for IDs above `i64::MAX` (possible only for layouts that use
     /// all 64 bits, such as Discord, Instagram and Mastodon late in their spans).
     ///
     /// ```
-    /// use atomflake::{Error, Id};
-    /// assert_eq!(Id::new(u64::MAX).to_i64(), Err(Error::IdAboveI64 { id: u64::MAX }));
+    /// use atomflake::{Id, RangeError};
+    /// assert_eq!(Id::new(u64::MAX).to_i64(), Err(RangeError::IdAboveI64 { id: u64::MAX }));
     /// ```
-    pub const fn to_i64(self) -> Result<i64, Error> {
+    pub const fn to_i64(self) -> Result<i64, RangeError> {
         if self.0 > i64::MAX as u64 {
-            return Err(Error::IdAboveI64 { id: self.0 });
+            return Err(RangeError::IdAboveI64 { id: self.0 });
         }
         #[expect(clippy::cast_possible_wrap, reason = "checked against i64::MAX above")]
         Ok(self.0 as i64)
+    }
+}
+
+/// The base32 text form (see [`Base32`]).
+impl Id {
+    /// The ID as 13 characters of Crockford base32, upper-case (see [`Base32`]).
+    ///
+    /// ```
+    /// use atomflake::Id;
+    ///
+    /// assert_eq!(Id::new(0).to_base32().to_string(), "0000000000000");
+    /// assert_eq!(Id::new(u64::MAX).to_base32().to_string(), "FZZZZZZZZZZZZ");
+    /// assert!(Id::new(31).to_base32() < Id::new(32).to_base32()); // sorts like the number
+    /// ```
+    pub const fn to_base32(self) -> Base32 {
+        Base32::encode(self.0)
+    }
+
+    /// Parses 13 characters of Crockford base32: case-insensitive, `I` and `L` read as `1`,
+    /// `O` as `0`.
+    ///
+    /// # Errors
+    ///
+    /// [`ParseIdError::Base32Length`] unless the text is 13 characters long,
+    /// [`ParseIdError::InvalidBase32`] naming the first character outside the alphabet and
+    /// its byte offset, [`ParseIdError::Base32Overflow`] when the first character is above
+    /// `F` (the value would pass `u64::MAX`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{Id, ParseIdError};
+    ///
+    /// assert_eq!(Id::from_base32("0000000000O1L")?, Id::new(33));
+    /// assert_eq!(Id::from_base32("12"), Err(ParseIdError::Base32Length { length: 2 }));
+    /// assert_eq!(
+    ///     Id::from_base32("000000000000U"),
+    ///     Err(ParseIdError::InvalidBase32 { found: 'U', index: 12 }),
+    /// );
+    /// assert_eq!(
+    ///     Id::from_base32("G000000000000").unwrap_err().to_string(),
+    ///     "base32 id \"G000000000000\" is out of range: ids allow 0000000000000..=FZZZZZZZZZZZZ",
+    /// );
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    pub fn from_base32(text: &str) -> Result<Id, ParseIdError> {
+        let length = text.chars().count();
+        if length != Base32::LEN {
+            return Err(ParseIdError::Base32Length { length });
+        }
+        let mut value: u64 = 0;
+        let mut first = 0;
+        for (index, found) in text.char_indices() {
+            let Some(digit) = base32::digit(found) else {
+                return Err(ParseIdError::InvalidBase32 { found, index });
+            };
+            if index == 0 {
+                first = digit;
+            }
+            value = value << base32::BITS | u64::from(digit);
+        }
+        if first > base32::MAX_FIRST {
+            // Every character is an ASCII digit, so the text is 13 bytes.
+            return Err(ParseIdError::Base32Overflow {
+                text: Base32::from_checked(text.as_bytes()),
+            });
+        }
+        Ok(Id(value))
     }
 }
 
@@ -128,26 +197,26 @@ impl From<Id> for u64 {
 }
 
 impl TryFrom<Id> for i64 {
-    type Error = Error;
+    type Error = RangeError;
 
     /// See [`Id::to_i64`].
-    fn try_from(id: Id) -> Result<i64, Error> {
+    fn try_from(id: Id) -> Result<i64, RangeError> {
         id.to_i64()
     }
 }
 
 impl TryFrom<i64> for Id {
-    type Error = Error;
+    type Error = RangeError;
 
     /// An `i64` read back from a `BIGINT` column.
     ///
     /// # Errors
     ///
-    /// [`Error::NegativeId`] for values below 0.
-    fn try_from(value: i64) -> Result<Id, Error> {
+    /// [`RangeError::NegativeId`] for values below 0.
+    fn try_from(value: i64) -> Result<Id, RangeError> {
         u64::try_from(value)
             .map(Id)
-            .map_err(|_| Error::NegativeId { value })
+            .map_err(|_| RangeError::NegativeId { value })
     }
 }
 
@@ -164,7 +233,7 @@ impl fmt::Display for Id {
 }
 
 impl FromStr for Id {
-    type Err = Error;
+    type Err = ParseIdError;
 
     /// Parses plain decimal digits.
     ///
@@ -172,21 +241,21 @@ impl FromStr for Id {
     ///
     /// # Errors
     ///
-    /// [`Error::EmptyId`], [`Error::SignedId`] for a leading `+` or `-`,
-    /// [`Error::InvalidDigit`] naming the first non-digit and its byte offset,
-    /// [`Error::IdOverflow`] above `u64::MAX`.
-    fn from_str(text: &str) -> Result<Id, Error> {
+    /// [`ParseIdError::EmptyId`], [`ParseIdError::SignedId`] for a leading `+` or `-`,
+    /// [`ParseIdError::InvalidDigit`] naming the first non-digit and its byte offset,
+    /// [`ParseIdError::IdOverflow`] above `u64::MAX`.
+    fn from_str(text: &str) -> Result<Id, ParseIdError> {
         if text.is_empty() {
-            return Err(Error::EmptyId);
+            return Err(ParseIdError::EmptyId);
         }
         let mut value: u64 = 0;
         let mut overflowed = false;
         for (index, found) in text.char_indices() {
             let Some(digit) = found.to_digit(10) else {
                 if index == 0 && (found == '+' || found == '-') {
-                    return Err(Error::SignedId { sign: found });
+                    return Err(ParseIdError::SignedId { sign: found });
                 }
-                return Err(Error::InvalidDigit { found, index });
+                return Err(ParseIdError::InvalidDigit { found, index });
             };
             // Keep scanning after an overflow so that a bad character later in the text is
             // reported as such rather than as an overflow.
@@ -199,7 +268,7 @@ impl FromStr for Id {
             }
         }
         if overflowed {
-            return Err(Error::IdOverflow);
+            return Err(ParseIdError::IdOverflow);
         }
         Ok(Id(value))
     }
@@ -232,39 +301,45 @@ mod tests {
 
     #[test]
     fn parse_errors_are_exact() {
-        assert_eq!("".parse::<Id>(), Err(Error::EmptyId));
-        assert_eq!("+1".parse::<Id>(), Err(Error::SignedId { sign: '+' }));
-        assert_eq!("-1".parse::<Id>(), Err(Error::SignedId { sign: '-' }));
+        assert_eq!("".parse::<Id>(), Err(ParseIdError::EmptyId));
+        assert_eq!("+1".parse::<Id>(), Err(ParseIdError::SignedId { sign: '+' }));
+        assert_eq!("-1".parse::<Id>(), Err(ParseIdError::SignedId { sign: '-' }));
         assert_eq!(
             "1-".parse::<Id>(),
-            Err(Error::InvalidDigit { found: '-', index: 1 })
+            Err(ParseIdError::InvalidDigit { found: '-', index: 1 })
         );
         assert_eq!(
             " 1".parse::<Id>(),
-            Err(Error::InvalidDigit { found: ' ', index: 0 })
+            Err(ParseIdError::InvalidDigit { found: ' ', index: 0 })
         );
         assert_eq!(
             "12x".parse::<Id>(),
-            Err(Error::InvalidDigit { found: 'x', index: 2 })
+            Err(ParseIdError::InvalidDigit { found: 'x', index: 2 })
         );
         assert_eq!(
             "1é".parse::<Id>(),
-            Err(Error::InvalidDigit {
+            Err(ParseIdError::InvalidDigit {
                 found: 'é', index: 1
             })
         );
         // Non-ASCII digits are not decimal digits here.
         assert_eq!(
             "١".parse::<Id>(),
-            Err(Error::InvalidDigit {
+            Err(ParseIdError::InvalidDigit {
                 found: '١', index: 0
             })
         );
-        assert_eq!("18446744073709551616".parse::<Id>(), Err(Error::IdOverflow));
-        assert_eq!("99999999999999999999999".parse::<Id>(), Err(Error::IdOverflow));
+        assert_eq!(
+            "18446744073709551616".parse::<Id>(),
+            Err(ParseIdError::IdOverflow)
+        );
+        assert_eq!(
+            "99999999999999999999999".parse::<Id>(),
+            Err(ParseIdError::IdOverflow)
+        );
         assert_eq!(
             "99999999999999999999999z".parse::<Id>(),
-            Err(Error::InvalidDigit {
+            Err(ParseIdError::InvalidDigit {
                 found: 'z',
                 index: 23
             })
@@ -293,10 +368,10 @@ mod tests {
     #[test]
     fn i64_conversions() {
         assert_eq!(Id(i64::MAX as u64).to_i64(), Ok(i64::MAX));
-        assert_eq!(Id(1 << 63).to_i64(), Err(Error::IdAboveI64 { id: 1 << 63 }));
+        assert_eq!(Id(1 << 63).to_i64(), Err(RangeError::IdAboveI64 { id: 1 << 63 }));
         assert_eq!(i64::try_from(Id(5)), Ok(5));
         assert_eq!(Id::try_from(5_i64), Ok(Id(5)));
-        assert_eq!(Id::try_from(-1_i64), Err(Error::NegativeId { value: -1 }));
+        assert_eq!(Id::try_from(-1_i64), Err(RangeError::NegativeId { value: -1 }));
         assert_eq!(Id::from(9_u64), Id(9));
         assert_eq!(u64::from(Id(9)), 9);
     }

@@ -4,7 +4,7 @@
 //! (`minting_methods!`).
 
 use crate::clock::{Clock, MonotonicClock};
-use crate::error::Error;
+use crate::error::MintError;
 use crate::id::Id;
 use crate::layout::{Layout, SlotPacker};
 use crate::mint::{Minter, Word};
@@ -74,7 +74,7 @@ impl<C: Clock> Core<C> {
     }
 
     #[inline]
-    pub(crate) fn try_next_id<W: Word>(&self, node: &Node<W>) -> Result<Id, Error> {
+    pub(crate) fn try_next_id<W: Word>(&self, node: &Node<W>) -> Result<Id, MintError> {
         self.minter
             .try_reserve_one(&node.state, &self.clock)
             .map(|slot| node.packer.id(slot))
@@ -268,20 +268,20 @@ macro_rules! minting_methods {
             ///
             /// # Errors
             ///
-            /// [`Error::SequenceExhausted`](crate::Error::SequenceExhausted) (transient)
+            /// [`MintError::SequenceExhausted`](crate::MintError::SequenceExhausted) (transient)
             /// when the current tick's sequence is spent, with how long until the next
-            /// free tick starts; [`Error::HighWaterPending`](crate::Error::HighWaterPending)
+            /// free tick starts; [`MintError::HighWaterPending`](crate::MintError::HighWaterPending)
             /// (transient) when the clock has passed the high-water mark while it is being
-            /// moved; [`Error::TimeBeforeEpoch`](crate::Error::TimeBeforeEpoch),
-            /// [`Error::TimePastEnd`](crate::Error::TimePastEnd) and
-            /// [`Error::SpanSpent`](crate::Error::SpanSpent) when the clock is outside the
+            /// moved; [`MintError::TimeBeforeEpoch`](crate::MintError::TimeBeforeEpoch),
+            /// [`MintError::TimePastEnd`](crate::MintError::TimePastEnd) and
+            /// [`MintError::SpanSpent`](crate::MintError::SpanSpent) when the clock is outside the
             /// layout's span or the span is used up; the high-water file's error when its
             /// mark cannot be moved.
             ///
             /// # Examples
             ///
             /// ```
-            #[doc = concat!("use atomflake::{Error, Layout, ManualClock, ", stringify!($ty), "};")]
+            #[doc = concat!("use atomflake::{Layout, ManualClock, MintError, ", stringify!($ty), "};")]
             /// use std::time::Duration;
             ///
             /// let layout = Layout::builder().timestamp_bits(41).node_bits(10).sequence_bits(0).build()?;
@@ -290,14 +290,14 @@ macro_rules! minting_methods {
             /// generator.try_next_id()?;
             /// assert_eq!(
             ///     generator.try_next_id(),
-            ///     Err(Error::SequenceExhausted { tick: 1_700_000_000_001, retry_after: Duration::from_millis(1) }),
+            ///     Err(MintError::SequenceExhausted { tick: 1_700_000_000_001, retry_after: Duration::from_millis(1) }),
             /// );
             /// clock.advance(1);
             /// assert!(generator.try_next_id().is_ok());
             /// # Ok::<(), atomflake::Error>(())
             /// ```
             #[inline]
-            pub fn try_next_id(&$self) -> Result<$crate::Id, $crate::Error> {
+            pub fn try_next_id(&$self) -> Result<$crate::Id, $crate::MintError> {
                 $self.core.try_next_id($node)
             }
 

@@ -12,7 +12,7 @@
 //! Bits above `timestamp + node + sequence` (Twitter's top bit) are always zero. Every shift
 //! and mask is derived from the three widths; none is written down twice.
 
-use crate::error::{Error, Field};
+use crate::error::{Field, FieldOutOfRange, LayoutError, OutOfSpan, RangeError};
 use crate::id::{Id, Parts};
 use core::fmt;
 
@@ -128,21 +128,21 @@ impl Layout {
     }
 
     /// Checks the rules every layout keeps; the presets pass them too (tested).
-    fn validate(self) -> Result<Layout, Error> {
+    fn validate(self) -> Result<Layout, LayoutError> {
         let total =
             u64::from(self.timestamp_bits) + u64::from(self.node_bits) + u64::from(self.sequence_bits);
         if total > 64 {
-            return Err(Error::LayoutTooWide {
+            return Err(LayoutError::LayoutTooWide {
                 timestamp_bits: self.timestamp_bits,
                 node_bits: self.node_bits,
                 sequence_bits: self.sequence_bits,
             });
         }
         if self.timestamp_bits == 0 {
-            return Err(Error::NoTimestampBits);
+            return Err(LayoutError::NoTimestampBits);
         }
         if self.tick_ms == 0 {
-            return Err(Error::ZeroTick);
+            return Err(LayoutError::ZeroTick);
         }
         // The span is 2^timestamp_bits ticks; its end must be a u64 of Unix ms.
         let end = 1u128
@@ -150,7 +150,7 @@ impl Layout {
             .map(|ticks| ticks * u128::from(self.tick_ms) + u128::from(self.epoch_ms));
         match end {
             Some(end) if end <= u128::from(u64::MAX) => Ok(self),
-            _ => Err(Error::SpanOverflow {
+            _ => Err(LayoutError::SpanOverflow {
                 epoch_ms: self.epoch_ms,
                 tick_ms: self.tick_ms,
                 timestamp_bits: self.timestamp_bits,
@@ -289,10 +289,10 @@ impl Layout {
     ///
     /// # Errors
     ///
-    /// [`Error::TimeBeforeEpoch`] and [`Error::TimePastEnd`] for times outside the span.
+    /// [`RangeError::TimeBeforeEpoch`] and [`RangeError::TimePastEnd`] for times outside the span.
     #[inline]
-    pub fn tick_at(&self, unix_ms: u64) -> Result<u64, Error> {
-        self.span().tick_at(unix_ms)
+    pub fn tick_at(&self, unix_ms: u64) -> Result<u64, RangeError> {
+        Ok(self.span().tick_at(unix_ms)?)
     }
 
     /// The numbers [`tick_at`](Self::tick_at) needs, computed once, for a generator to keep.
@@ -322,7 +322,7 @@ impl Layout {
     ///
     /// # Errors
     ///
-    /// [`Error::TimeBeforeEpoch`] and [`Error::TimePastEnd`] for times outside the span,
+    /// [`RangeError::TimeBeforeEpoch`] and [`RangeError::TimePastEnd`] for times outside the span,
     /// as [`tick_at`](Self::tick_at).
     ///
     /// # Examples
@@ -341,7 +341,7 @@ impl Layout {
     /// assert_eq!(last.get() - first.get(), (1 << 22) - 1);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn first_id_at(&self, unix_ms: u64) -> Result<Id, Error> {
+    pub fn first_id_at(&self, unix_ms: u64) -> Result<Id, RangeError> {
         Ok(Id::new(self.tick_at(unix_ms)? << self.timestamp_shift()))
     }
 
@@ -350,10 +350,10 @@ impl Layout {
     ///
     /// # Errors
     ///
-    /// [`Error::TimeBeforeEpoch`] and [`Error::TimePastEnd`] for times outside the span.
+    /// [`RangeError::TimeBeforeEpoch`] and [`RangeError::TimePastEnd`] for times outside the span.
     ///
     /// ```
-    /// use atomflake::{Error, Layout};
+    /// use atomflake::{Layout, LayoutError, RangeError};
     ///
     /// let layout = Layout::SONYFLAKE; // 10 ms ticks
     /// let epoch = layout.epoch_ms();
@@ -362,11 +362,11 @@ impl Layout {
     /// assert_eq!(layout.last_id_at(epoch + 19)?.get(), (2 << 24) - 1);
     /// assert_eq!(
     ///     layout.last_id_at(epoch - 1),
-    ///     Err(Error::TimeBeforeEpoch { unix_ms: epoch - 1, epoch_ms: epoch }),
+    ///     Err(RangeError::TimeBeforeEpoch { unix_ms: epoch - 1, epoch_ms: epoch }),
     /// );
     /// # Ok::<(), atomflake::Error>(())
     /// ```
-    pub fn last_id_at(&self, unix_ms: u64) -> Result<Id, Error> {
+    pub fn last_id_at(&self, unix_ms: u64) -> Result<Id, RangeError> {
         Ok(Id::new(
             self.first_id_at(unix_ms)?.get() | mask(self.timestamp_shift()),
         ))
@@ -377,14 +377,14 @@ impl Layout {
     ///
     /// # Errors
     ///
-    /// [`Error::FieldOutOfRange`] for a node or sequence that does not fit its field,
-    /// [`Error::TimeBeforeEpoch`] and [`Error::TimePastEnd`] for a time outside the span.
+    /// [`RangeError::FieldOutOfRange`] for a node or sequence that does not fit its field,
+    /// [`RangeError::TimeBeforeEpoch`] and [`RangeError::TimePastEnd`] for a time outside the span.
     /// Nothing is ever masked or wrapped.
     ///
     /// # Examples
     ///
     /// ```
-    /// use atomflake::{Error, Field, Layout, Parts};
+    /// use atomflake::{Field, Layout, Parts, RangeError};
     ///
     /// let parts = Parts { unix_ms: 1462015105796, node: 32, sequence: 7 };
     /// assert_eq!(Layout::DISCORD.encode(parts)?.get(), 175928847299117063);
@@ -392,11 +392,11 @@ impl Layout {
     /// let too_big = Parts { sequence: 4096, ..parts };
     /// assert_eq!(
     ///     Layout::DISCORD.encode(too_big),
-    ///     Err(Error::FieldOutOfRange { field: Field::Sequence, value: 4096, max: 4095 }),
+    ///     Err(RangeError::FieldOutOfRange { field: Field::Sequence, value: 4096, max: 4095 }),
     /// );
     /// # Ok::<(), atomflake::Error>(())
     /// ```
-    pub fn encode(&self, parts: Parts) -> Result<Id, Error> {
+    pub fn encode(&self, parts: Parts) -> Result<Id, RangeError> {
         check_field(Field::Node, parts.node, self.max_node())?;
         check_field(Field::Sequence, parts.sequence, self.max_sequence())?;
         let tick = self.tick_at(parts.unix_ms)?;
@@ -434,20 +434,20 @@ impl Layout {
     ///
     /// # Errors
     ///
-    /// [`Error::IdOutOfLayout`] naming the ID and [`max_id`](Self::max_id).
+    /// [`RangeError::IdOutOfLayout`] naming the ID and [`max_id`](Self::max_id).
     ///
     /// ```
-    /// use atomflake::{Error, Id, Layout};
+    /// use atomflake::{Id, Layout, RangeError};
     ///
     /// let foreign = Id::new(u64::MAX);
     /// assert_eq!(
     ///     Layout::TWITTER.try_decode(foreign),
-    ///     Err(Error::IdOutOfLayout { id: u64::MAX, max: i64::MAX as u64 }),
+    ///     Err(RangeError::IdOutOfLayout { id: u64::MAX, max: i64::MAX as u64 }),
     /// );
     /// ```
-    pub const fn try_decode(&self, id: Id) -> Result<Parts, Error> {
+    pub const fn try_decode(&self, id: Id) -> Result<Parts, RangeError> {
         if id.get() > self.max_id() {
-            return Err(Error::IdOutOfLayout {
+            return Err(RangeError::IdOutOfLayout {
                 id: id.get(),
                 max: self.max_id(),
             });
@@ -469,7 +469,7 @@ pub(crate) struct Span {
 impl Span {
     /// See [`Layout::tick_at`].
     #[inline]
-    pub(crate) fn tick_at(self, unix_ms: u64) -> Result<u64, Error> {
+    pub(crate) fn tick_at(self, unix_ms: u64) -> Result<u64, OutOfSpan> {
         // One comparison checks both ends: a time before the epoch wraps to a huge value.
         let since_epoch = unix_ms.wrapping_sub(self.epoch_ms);
         if since_epoch > self.last_ms_since_epoch {
@@ -484,14 +484,14 @@ impl Span {
     }
 
     #[cold]
-    fn out_of_span(self, unix_ms: u64) -> Error {
+    fn out_of_span(self, unix_ms: u64) -> OutOfSpan {
         if unix_ms < self.epoch_ms {
-            Error::TimeBeforeEpoch {
+            OutOfSpan::Before {
                 unix_ms,
                 epoch_ms: self.epoch_ms,
             }
         } else {
-            Error::TimePastEnd {
+            OutOfSpan::Past {
                 unix_ms,
                 end_ms: self.end_ms,
             }
@@ -519,8 +519,8 @@ impl SlotPacker {
     ///
     /// # Errors
     ///
-    /// [`Error::FieldOutOfRange`] when `node` does not fit the layout's node field.
-    pub(crate) fn new(layout: &Layout, node: u64) -> Result<SlotPacker, Error> {
+    /// [`RangeError::FieldOutOfRange`] when `node` does not fit the layout's node field.
+    pub(crate) fn new(layout: &Layout, node: u64) -> Result<SlotPacker, FieldOutOfRange> {
         check_field(Field::Node, node, layout.max_node())?;
         let (high, low) = match layout.order {
             FieldOrder::NodeSequence => (!layout.max_sequence(), layout.max_sequence()),
@@ -541,9 +541,9 @@ impl SlotPacker {
     }
 }
 
-pub(crate) fn check_field(field: Field, value: u64, max: u64) -> Result<(), Error> {
+pub(crate) fn check_field(field: Field, value: u64, max: u64) -> Result<(), FieldOutOfRange> {
     if value > max {
-        return Err(Error::FieldOutOfRange { field, value, max });
+        return Err(FieldOutOfRange { field, value, max });
     }
     Ok(())
 }
@@ -625,17 +625,17 @@ impl LayoutBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::LayoutTooWide`] when the widths add up to more than 64,
-    /// [`Error::NoTimestampBits`] for a 0-bit timestamp, [`Error::ZeroTick`] for a 0 ms tick,
-    /// [`Error::SpanOverflow`] when `epoch + 2^timestamp_bits * tick` passes `u64::MAX` ms.
+    /// [`LayoutError::LayoutTooWide`] when the widths add up to more than 64,
+    /// [`LayoutError::NoTimestampBits`] for a 0-bit timestamp, [`LayoutError::ZeroTick`] for a 0 ms tick,
+    /// [`LayoutError::SpanOverflow`] when `epoch + 2^timestamp_bits * tick` passes `u64::MAX` ms.
     ///
     /// ```
-    /// use atomflake::{Error, Layout};
+    /// use atomflake::{Layout, LayoutError, RangeError};
     ///
     /// let err = Layout::builder().timestamp_bits(42).node_bits(12).sequence_bits(12).build();
-    /// assert_eq!(err, Err(Error::LayoutTooWide { timestamp_bits: 42, node_bits: 12, sequence_bits: 12 }));
+    /// assert_eq!(err, Err(LayoutError::LayoutTooWide { timestamp_bits: 42, node_bits: 12, sequence_bits: 12 }));
     /// ```
-    pub fn build(self) -> Result<Layout, Error> {
+    pub fn build(self) -> Result<Layout, LayoutError> {
         self.layout.validate()
     }
 }
@@ -718,7 +718,7 @@ mod tests {
         let b = Layout::builder();
         assert_eq!(
             b.timestamp_bits(41).node_bits(12).sequence_bits(12).build(),
-            Err(Error::LayoutTooWide {
+            Err(LayoutError::LayoutTooWide {
                 timestamp_bits: 41,
                 node_bits: 12,
                 sequence_bits: 12
@@ -727,17 +727,20 @@ mod tests {
         // Huge widths do not overflow the sum.
         assert_eq!(
             b.timestamp_bits(u32::MAX).node_bits(u32::MAX).build(),
-            Err(Error::LayoutTooWide {
+            Err(LayoutError::LayoutTooWide {
                 timestamp_bits: u32::MAX,
                 node_bits: u32::MAX,
                 sequence_bits: 0
             })
         );
-        assert_eq!(b.sequence_bits(12).build(), Err(Error::NoTimestampBits));
-        assert_eq!(b.timestamp_bits(41).tick_ms(0).build(), Err(Error::ZeroTick));
+        assert_eq!(b.sequence_bits(12).build(), Err(LayoutError::NoTimestampBits));
+        assert_eq!(
+            b.timestamp_bits(41).tick_ms(0).build(),
+            Err(LayoutError::ZeroTick)
+        );
         assert_eq!(
             b.timestamp_bits(64).build(),
-            Err(Error::SpanOverflow {
+            Err(LayoutError::SpanOverflow {
                 epoch_ms: 0,
                 tick_ms: 1,
                 timestamp_bits: 64
@@ -745,7 +748,7 @@ mod tests {
         );
         assert_eq!(
             b.timestamp_bits(41).epoch_ms(u64::MAX - (1 << 41) + 1).build(),
-            Err(Error::SpanOverflow {
+            Err(LayoutError::SpanOverflow {
                 epoch_ms: u64::MAX - (1 << 41) + 1,
                 tick_ms: 1,
                 timestamp_bits: 41
@@ -761,7 +764,7 @@ mod tests {
         assert!(b.timestamp_bits(63).build().is_ok());
         assert_eq!(
             b.timestamp_bits(40).tick_ms(u64::MAX / 1000).build(),
-            Err(Error::SpanOverflow {
+            Err(LayoutError::SpanOverflow {
                 epoch_ms: 0,
                 tick_ms: u64::MAX / 1000,
                 timestamp_bits: 40
@@ -780,7 +783,7 @@ mod tests {
         assert_eq!(l.tick_at(epoch + 19), Ok(1));
         assert_eq!(
             l.tick_at(epoch - 1),
-            Err(Error::TimeBeforeEpoch {
+            Err(RangeError::TimeBeforeEpoch {
                 unix_ms: epoch - 1,
                 epoch_ms: epoch
             })
@@ -788,7 +791,7 @@ mod tests {
         assert_eq!(l.tick_at(l.end_unix_ms() - 1), Ok(l.max_tick()));
         assert_eq!(
             l.tick_at(l.end_unix_ms()),
-            Err(Error::TimePastEnd {
+            Err(RangeError::TimePastEnd {
                 unix_ms: l.end_unix_ms(),
                 end_ms: l.end_unix_ms()
             })
@@ -806,7 +809,7 @@ mod tests {
         assert_eq!(l.encode(ok).map(Id::get), Ok((1 << 22) - 1));
         assert_eq!(
             l.encode(Parts { node: 1024, ..ok }),
-            Err(Error::FieldOutOfRange {
+            Err(RangeError::FieldOutOfRange {
                 field: Field::Node,
                 value: 1024,
                 max: 1023
@@ -814,7 +817,7 @@ mod tests {
         );
         assert_eq!(
             l.encode(Parts { sequence: 4096, ..ok }),
-            Err(Error::FieldOutOfRange {
+            Err(RangeError::FieldOutOfRange {
                 field: Field::Sequence,
                 value: 4096,
                 max: 4095
@@ -822,7 +825,7 @@ mod tests {
         );
         assert_eq!(
             l.encode(Parts { unix_ms: 0, ..ok }),
-            Err(Error::TimeBeforeEpoch {
+            Err(RangeError::TimeBeforeEpoch {
                 unix_ms: 0,
                 epoch_ms: l.epoch_ms()
             })
@@ -833,7 +836,7 @@ mod tests {
                 node: 1,
                 sequence: 0
             }),
-            Err(Error::FieldOutOfRange {
+            Err(RangeError::FieldOutOfRange {
                 field: Field::Node,
                 value: 1,
                 max: 0
@@ -868,7 +871,7 @@ mod tests {
         assert_eq!(l.decode(top).unix_ms, l.end_unix_ms());
         assert_eq!(
             l.try_decode(top),
-            Err(Error::IdOutOfLayout {
+            Err(RangeError::IdOutOfLayout {
                 id: 1 << 63,
                 max: (1 << 63) - 1
             })

@@ -184,7 +184,10 @@ pub use base32::Base32;
 pub use builder::Builder;
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
 pub use discipline::ClockStep;
-pub use error::{Error, Field};
+pub use error::{
+    BuildError, ClockError, Error, Field, HighWaterError, IoCause, LayoutError, MintError, ParseIdError,
+    RangeError, SqlError,
+};
 pub use generator::Generator;
 pub use id::{Id, Parts};
 pub use ids::{Ids, LocalIds};

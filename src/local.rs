@@ -2,7 +2,7 @@
 
 use crate::builder::Builder;
 use crate::clock::{Clock, MonotonicClock};
-use crate::error::Error;
+use crate::error::BuildError;
 use crate::ids::{Core, Node, minting_methods};
 use crate::layout::{Layout, SlotPacker};
 use core::fmt;
@@ -68,8 +68,8 @@ impl LocalGenerator<MonotonicClock> {
     ///
     /// # Errors
     ///
-    /// [`Error::FieldOutOfRange`] when `node` does not fit the layout's node field.
-    pub fn new(layout: Layout, node: u64) -> Result<LocalGenerator<MonotonicClock>, Error> {
+    /// [`BuildError::FieldOutOfRange`] when `node` does not fit the layout's node field.
+    pub fn new(layout: Layout, node: u64) -> Result<LocalGenerator<MonotonicClock>, BuildError> {
         Builder::new(layout).build_local(node)
     }
 }
@@ -79,8 +79,8 @@ impl<C: Clock> LocalGenerator<C> {
     ///
     /// # Errors
     ///
-    /// [`Error::FieldOutOfRange`] when `node` does not fit the layout's node field.
-    pub fn with_clock(layout: Layout, node: u64, clock: C) -> Result<LocalGenerator<C>, Error> {
+    /// [`BuildError::FieldOutOfRange`] when `node` does not fit the layout's node field.
+    pub fn with_clock(layout: Layout, node: u64, clock: C) -> Result<LocalGenerator<C>, BuildError> {
         Builder::with_clock(layout, clock).build_local(node)
     }
 
@@ -96,7 +96,7 @@ impl<C: Clock> Builder<C> {
     /// # Errors
     ///
     /// As [`build`](Self::build).
-    pub fn build_local(self, node: u64) -> Result<LocalGenerator<C>, Error> {
+    pub fn build_local(self, node: u64) -> Result<LocalGenerator<C>, BuildError> {
         let packer = SlotPacker::new(&self.layout(), node)?;
         let core = self.into_core()?;
         Ok(LocalGenerator {
@@ -126,7 +126,7 @@ impl<C> fmt::Debug for LocalGenerator<C> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::{Id, ManualClock, Parts};
+    use crate::{Id, ManualClock, MintError, Parts};
     use std::time::Duration;
 
     const T0: u64 = 1_700_000_000_000;
@@ -181,7 +181,7 @@ mod tests {
         let first = g.try_next_id().unwrap();
         assert_eq!(
             g.try_next_id(),
-            Err(Error::SequenceExhausted {
+            Err(MintError::SequenceExhausted {
                 tick: T0 + 1,
                 retry_after: Duration::from_millis(1)
             })

@@ -19,7 +19,7 @@
 //!
 //! The store is a [`MarkStore`]: the high-water file (`high_water.rs`) is one.
 
-use crate::error::Error;
+use crate::error::HighWaterError;
 use crate::layout::Layout;
 use crate::state::StateWord;
 use crate::sync::{Ordering, ProcessAtomicU64};
@@ -41,7 +41,7 @@ pub(crate) trait MarkStore: Send + 'static {
     /// # Errors
     ///
     /// When the mark could not be stored; the previous mark is then still in place.
-    fn store(&mut self, unix_ms: u64) -> Result<(), Error>;
+    fn store(&mut self, unix_ms: u64) -> Result<(), HighWaterError>;
 }
 
 /// The slot arithmetic of a layout that the limits are kept in.
@@ -87,7 +87,7 @@ pub(crate) enum Uncovered {
     /// The keeper is storing a mark past the slot: transient.
     Pending,
     /// The store failed; the keeper tries again.
-    Failed(Error),
+    Failed(HighWaterError),
 }
 
 impl Mark {
@@ -106,7 +106,12 @@ impl Mark {
     /// # Errors
     ///
     /// The store's error when that first mark cannot be stored.
-    pub(crate) fn kept(mut store: impl MarkStore, slots: Slots, mark: u64, now: u64) -> Result<Mark, Error> {
+    pub(crate) fn kept(
+        mut store: impl MarkStore,
+        slots: Slots,
+        mark: u64,
+        now: u64,
+    ) -> Result<Mark, HighWaterError> {
         let first = ahead(mark.max(now));
         store.store(first)?;
         let shared = Arc::new(Shared {
@@ -129,7 +134,7 @@ impl Mark {
             std::thread::Builder::new()
                 .name("atomflake-mark".into())
                 .spawn(move || shared.keep(store))
-                .map_err(|source| Error::KeeperSpawn { kind: source.kind() })?
+                .map_err(|source| HighWaterError::KeeperSpawn { cause: source.into() })?
         };
         Ok(Mark {
             early: ProcessAtomicU64::new(early_slot(slots, first)),
@@ -177,7 +182,7 @@ impl Mark {
     ///
     /// The store's error.
     #[cold]
-    pub(crate) fn wait_covered(&self, slot: u64) -> Result<(), Error> {
+    pub(crate) fn wait_covered(&self, slot: u64) -> Result<(), HighWaterError> {
         let Some(keeper) = &self.keeper else {
             return Ok(());
         };
@@ -254,7 +259,7 @@ struct KeeperState {
     /// The mark in the store.
     stored: u64,
     /// The error of the last store, until one succeeds.
-    failure: Option<Error>,
+    failure: Option<HighWaterError>,
     /// How many stores have finished, well or not.
     attempts: u64,
     stop: bool,
@@ -337,11 +342,11 @@ mod tests {
     /// finish, or fails when told to.
     struct Gate {
         marks: mpsc::Sender<u64>,
-        go: mpsc::Receiver<Result<(), Error>>,
+        go: mpsc::Receiver<Result<(), HighWaterError>>,
     }
 
     impl MarkStore for Gate {
-        fn store(&mut self, unix_ms: u64) -> Result<(), Error> {
+        fn store(&mut self, unix_ms: u64) -> Result<(), HighWaterError> {
             let _ = self.marks.send(unix_ms);
             self.go.recv().unwrap_or(Ok(()))
         }
@@ -364,7 +369,11 @@ mod tests {
     }
 
     /// A mark at `T0 + 1.5 s` stored, and the channels of its gate.
-    fn kept() -> (Mark, mpsc::Receiver<u64>, mpsc::Sender<Result<(), Error>>) {
+    fn kept() -> (
+        Mark,
+        mpsc::Receiver<u64>,
+        mpsc::Sender<Result<(), HighWaterError>>,
+    ) {
         let (marks, stored) = mpsc::channel();
         let (go, gate) = mpsc::channel();
         go.send(Ok(())).unwrap();
@@ -405,10 +414,10 @@ mod tests {
     #[test]
     fn a_failed_store_is_reported_to_mints_that_need_it_and_retried() {
         let (mark, stored, go) = kept();
-        let failure = Error::HighWaterIo {
+        let failure = HighWaterError::Io {
             path: "m".into(),
             action: "write",
-            kind: std::io::ErrorKind::StorageFull,
+            cause: std::io::Error::from(std::io::ErrorKind::StorageFull).into(),
         };
         go.send(Err(failure.clone())).unwrap();
         let past = slot_at(T0 + 1_600);

@@ -14,7 +14,7 @@
 //! every operation here is `Relaxed`.
 
 use crate::clock::Clock;
-use crate::error::Error;
+use crate::error::MintError;
 use crate::layout::{Layout, Span};
 use crate::mark::{Mark, Slots, Uncovered};
 use crate::state::{StateWord, Step};
@@ -84,7 +84,7 @@ pub(crate) enum Refusal {
     Uncovered { slot: u64 },
     /// Nothing can be minted: the clock is outside the layout's span, or the mark cannot
     /// be stored.
-    Fatal(Error),
+    Fatal(MintError),
 }
 
 impl Minter {
@@ -129,7 +129,7 @@ impl Minter {
 
     /// One slot now, or the error `try_next_id` reports: never waits.
     #[inline]
-    pub(crate) fn try_reserve_one<W: Word, C: Clock>(&self, state: &W, clock: &C) -> Result<u64, Error> {
+    pub(crate) fn try_reserve_one<W: Word, C: Clock>(&self, state: &W, clock: &C) -> Result<u64, MintError> {
         let refusal = match self.reserve_at(state, clock.unix_ms(), 1) {
             Ok((slot, _)) => return Ok(slot),
             Err(refusal) => refusal,
@@ -144,11 +144,11 @@ impl Minter {
             other => other,
         };
         Err(match refusal {
-            Refusal::Spent { tick, unix_ms } => Error::SequenceExhausted {
+            Refusal::Spent { tick, unix_ms } => MintError::SequenceExhausted {
                 tick,
                 retry_after: Duration::from_millis(self.layout.unix_ms_of_tick(tick).saturating_sub(unix_ms)),
             },
-            Refusal::Uncovered { .. } => Error::HighWaterPending,
+            Refusal::Uncovered { .. } => MintError::HighWaterPending,
             Refusal::Fatal(error) => error,
         })
     }
@@ -174,7 +174,10 @@ impl Minter {
         unix_ms: u64,
         want: u64,
     ) -> Result<(u64, u64), Refusal> {
-        let now_tick = self.span.tick_at(unix_ms).map_err(Refusal::Fatal)?;
+        let now_tick = self
+            .span
+            .tick_at(unix_ms)
+            .map_err(|out| Refusal::Fatal(out.into()))?;
         let mut state = state_word.load();
         loop {
             match self.word.step(state, now_tick) {
@@ -182,7 +185,7 @@ impl Minter {
                     if slot >= self.mark.early() {
                         self.mark.check(slot).map_err(|uncovered| match uncovered {
                             Uncovered::Pending => Refusal::Uncovered { slot },
-                            Uncovered::Failed(error) => Refusal::Fatal(error),
+                            Uncovered::Failed(error) => Refusal::Fatal(error.into()),
                         })?;
                     }
                     let count = self.word.block(slot, want);
@@ -195,7 +198,7 @@ impl Minter {
                 }
                 Step::Wait { tick } => return Err(Refusal::Spent { tick, unix_ms }),
                 Step::End => {
-                    return Err(Refusal::Fatal(Error::SpanSpent {
+                    return Err(Refusal::Fatal(MintError::SpanSpent {
                         end_ms: self.layout.end_unix_ms(),
                     }));
                 }

@@ -31,7 +31,7 @@
 //! # let _ = Message { id: Id::new(1), channel: Id::new(2), author: Id::new(3) };
 //! ```
 
-use crate::error::Error;
+use crate::error::ParseIdError;
 use crate::id::Id;
 use ::serde::de::{self, Deserializer, Visitor};
 use ::serde::ser::Serializer;
@@ -162,7 +162,7 @@ pub mod integer {
 /// # Ok::<(), serde_json::Error>(())
 /// ```
 pub mod base32 {
-    use super::{Error, Id};
+    use super::{Id, ParseIdError};
     use ::serde::de::{self, Deserializer, Visitor};
     use ::serde::ser::Serializer;
     use core::fmt;
@@ -195,7 +195,7 @@ pub mod base32 {
         }
 
         fn visit_str<E: de::Error>(self, text: &str) -> Result<Id, E> {
-            Id::from_base32(text).map_err(|err: Error| E::custom(err))
+            Id::from_base32(text).map_err(|err: ParseIdError| E::custom(err))
         }
     }
 }

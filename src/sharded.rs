@@ -2,7 +2,7 @@
 
 use crate::builder::Builder;
 use crate::clock::{Clock, MonotonicClock};
-use crate::error::Error;
+use crate::error::BuildError;
 use crate::ids::{Core, Node, SharedWord, minting_methods};
 use crate::layout::{Layout, SlotPacker};
 use crate::sync::{Ordering, ProcessAtomicUsize};
@@ -67,7 +67,7 @@ impl ShardedGenerator<MonotonicClock> {
     /// # Errors
     ///
     /// As [`with_clock`](Self::with_clock).
-    pub fn new(layout: Layout, nodes: impl IntoIterator<Item = u64>) -> Result<ShardedGenerator, Error> {
+    pub fn new(layout: Layout, nodes: impl IntoIterator<Item = u64>) -> Result<ShardedGenerator, BuildError> {
         Builder::new(layout).build_sharded(nodes)
     }
 }
@@ -77,19 +77,23 @@ impl<C: Clock> ShardedGenerator<C> {
     ///
     /// # Errors
     ///
-    /// [`Error::NoNodes`] for an empty set, [`Error::FieldOutOfRange`] for a node that does
-    /// not fit the layout, [`Error::DuplicateNode`] for a node given twice (two shards with
+    /// [`BuildError::NoNodes`] for an empty set, [`BuildError::FieldOutOfRange`] for a node that does
+    /// not fit the layout, [`BuildError::DuplicateNode`] for a node given twice (two shards with
     /// one node ID would mint the same IDs).
     ///
     /// ```
-    /// use atomflake::{Error, Layout, ShardedGenerator};
+    /// use atomflake::{BuildError, Layout, ShardedGenerator};
     ///
     /// assert_eq!(
     ///     ShardedGenerator::new(Layout::TWITTER, [1, 2, 1]).unwrap_err(),
-    ///     Error::DuplicateNode { node: 1 },
+    ///     BuildError::DuplicateNode { node: 1 },
     /// );
     /// ```
-    pub fn with_clock(layout: Layout, nodes: impl IntoIterator<Item = u64>, clock: C) -> Result<Self, Error> {
+    pub fn with_clock(
+        layout: Layout,
+        nodes: impl IntoIterator<Item = u64>,
+        clock: C,
+    ) -> Result<Self, BuildError> {
         Builder::with_clock(layout, clock).build_sharded(nodes)
     }
 
@@ -115,22 +119,25 @@ impl<C: Clock> Builder<C> {
     ///
     /// # Errors
     ///
-    /// As [`ShardedGenerator::with_clock`]; [`Error::LeadOutOfRange`] for a bad
+    /// As [`ShardedGenerator::with_clock`]; [`BuildError::LeadOutOfRange`] for a bad
     /// [`borrow_ahead`](Self::borrow_ahead) lead; the high-water errors of
     /// [`high_water_file`](Self::high_water_file).
-    pub fn build_sharded(self, nodes: impl IntoIterator<Item = u64>) -> Result<ShardedGenerator<C>, Error> {
+    pub fn build_sharded(
+        self,
+        nodes: impl IntoIterator<Item = u64>,
+    ) -> Result<ShardedGenerator<C>, BuildError> {
         let layout = self.layout();
         let mut seen = std::collections::BTreeSet::new();
         let mut packers = Vec::new();
         for node in nodes {
             let packer = SlotPacker::new(&layout, node)?;
             if !seen.insert(node) {
-                return Err(Error::DuplicateNode { node });
+                return Err(BuildError::DuplicateNode { node });
             }
             packers.push((packer, node));
         }
         if packers.is_empty() {
-            return Err(Error::NoNodes);
+            return Err(BuildError::NoNodes);
         }
         let core = self.into_core()?;
         let shards = packers
@@ -173,22 +180,25 @@ mod tests {
         let build = |nodes: &[u64]| {
             ShardedGenerator::with_clock(Layout::TWITTER, nodes.iter().copied(), clock.clone())
         };
-        assert_eq!(build(&[]).unwrap_err(), Error::NoNodes);
-        assert_eq!(build(&[4, 5, 4]).unwrap_err(), Error::DuplicateNode { node: 4 });
+        assert_eq!(build(&[]).unwrap_err(), BuildError::NoNodes);
+        assert_eq!(
+            build(&[4, 5, 4]).unwrap_err(),
+            BuildError::DuplicateNode { node: 4 }
+        );
         assert_eq!(
             build(&[1, 1024]).unwrap_err(),
-            Error::FieldOutOfRange {
+            BuildError::FieldOutOfRange {
                 field: Field::Node,
                 value: 1024,
                 max: 1023
             }
         );
         assert_eq!(
-            Error::NoNodes.to_string(),
+            BuildError::NoNodes.to_string(),
             "no node ids: a sharded generator needs at least one"
         );
         assert_eq!(
-            Error::DuplicateNode { node: 4 }.to_string(),
+            BuildError::DuplicateNode { node: 4 }.to_string(),
             "node 4 is given twice: each shard needs its own node id"
         );
         let ok = build(&[7, 3]).unwrap();

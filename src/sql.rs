@@ -70,7 +70,7 @@
 //! # Ok::<(), atomflake::Error>(())
 //! ```
 
-use crate::error::Error;
+use crate::error::SqlError;
 use crate::layout::{FieldOrder, Layout};
 use core::fmt::{self, Write as _};
 use std::time::Duration;
@@ -135,14 +135,14 @@ impl PgScript {
     ///
     /// # Errors
     ///
-    /// [`Error::FieldOutOfRange`] for a node that does not fit the layout;
-    /// [`Error::SqlOutOfRange`] for a layout the state cannot hold: a sequence field of
+    /// [`SqlError::FieldOutOfRange`] for a node that does not fit the layout;
+    /// [`SqlError::SqlOutOfRange`] for a layout the state cannot hold: a sequence field of
     /// more than 61 bits, or times past `i64::MAX` ms.
-    pub fn new(layout: Layout, node: u64) -> Result<PgScript, Error> {
+    pub fn new(layout: Layout, node: u64) -> Result<PgScript, SqlError> {
         const MAX_SEQUENCE_BITS: u32 = 61;
         crate::layout::check_field(crate::error::Field::Node, node, layout.max_node())?;
         if layout.sequence_bits() > MAX_SEQUENCE_BITS {
-            return Err(Error::SqlOutOfRange {
+            return Err(SqlError::SqlOutOfRange {
                 what: "sequence width (bits)",
                 value: u64::from(layout.sequence_bits()),
                 max: u64::from(MAX_SEQUENCE_BITS),
@@ -156,7 +156,7 @@ impl PgScript {
         let last_tick = usable.min((1 << (63 - counter_bits)) - 1);
         let end_ms = u128::from(layout.epoch_ms()) + u128::from(last_tick + 1) * u128::from(layout.tick_ms());
         if end_ms > i64::MAX as u128 {
-            return Err(Error::SqlOutOfRange {
+            return Err(SqlError::SqlOutOfRange {
                 what: "end of the layout's span (ms)",
                 value: u64::try_from(end_ms).unwrap_or(u64::MAX),
                 max: i64::MAX as u64,
@@ -176,9 +176,9 @@ impl PgScript {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidSqlPrefix`] unless the prefix is 1 to 40 characters of `a-z`,
+    /// [`SqlError::InvalidSqlPrefix`] unless the prefix is 1 to 40 characters of `a-z`,
     /// `0-9` and `_`, starting with a letter or `_` (a name that needs no quoting).
-    pub fn prefix(mut self, prefix: &str) -> Result<PgScript, Error> {
+    pub fn prefix(mut self, prefix: &str) -> Result<PgScript, SqlError> {
         let valid = !prefix.is_empty()
             && prefix.len() <= PgScript::MAX_PREFIX_LEN
             && !prefix.starts_with(|c: char| c.is_ascii_digit())
@@ -186,7 +186,7 @@ impl PgScript {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
         if !valid {
-            return Err(Error::InvalidSqlPrefix {
+            return Err(SqlError::InvalidSqlPrefix {
                 prefix: prefix.to_owned(),
             });
         }
@@ -199,11 +199,11 @@ impl PgScript {
     ///
     /// # Errors
     ///
-    /// [`Error::SqlOutOfRange`] above [`PgScript::MAX_WAIT`] or for a wait that is not a
+    /// [`SqlError::SqlOutOfRange`] above [`PgScript::MAX_WAIT`] or for a wait that is not a
     /// whole number of milliseconds.
-    pub fn max_wait(mut self, wait: Duration) -> Result<PgScript, Error> {
+    pub fn max_wait(mut self, wait: Duration) -> Result<PgScript, SqlError> {
         if wait > PgScript::MAX_WAIT || !wait.subsec_nanos().is_multiple_of(1_000_000) {
-            return Err(Error::SqlOutOfRange {
+            return Err(SqlError::SqlOutOfRange {
                 what: "max wait (ms)",
                 value: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
                 max: u64::try_from(PgScript::MAX_WAIT.as_millis()).unwrap_or(u64::MAX),
@@ -609,7 +609,7 @@ mod tests {
     fn bad_input_is_an_exact_error() {
         assert_eq!(
             PgScript::new(Layout::TWITTER, 1024),
-            Err(Error::FieldOutOfRange {
+            Err(SqlError::FieldOutOfRange {
                 field: crate::Field::Node,
                 value: 1024,
                 max: 1023
@@ -618,7 +618,7 @@ mod tests {
         for bad in ["", "7up", "Atom", "a-b", "a b", "ä", &"a".repeat(41)] {
             assert_eq!(
                 PgScript::new(Layout::TWITTER, 0).unwrap().prefix(bad),
-                Err(Error::InvalidSqlPrefix {
+                Err(SqlError::InvalidSqlPrefix {
                     prefix: bad.to_owned()
                 }),
                 "{bad:?}"
@@ -653,7 +653,7 @@ mod tests {
             .unwrap();
         assert!(matches!(
             PgScript::new(late, 0),
-            Err(Error::SqlOutOfRange {
+            Err(SqlError::SqlOutOfRange {
                 what: "end of the layout's span (ms)",
                 ..
             })
@@ -661,7 +661,7 @@ mod tests {
         let script = PgScript::new(Layout::TWITTER, 0).unwrap();
         assert_eq!(
             script.clone().max_wait(Duration::from_secs(601)),
-            Err(Error::SqlOutOfRange {
+            Err(SqlError::SqlOutOfRange {
                 what: "max wait (ms)",
                 value: 601_000,
                 max: 600_000

@@ -3,7 +3,7 @@
 //! second live generator (in this process and in another), damaged files, and the mark
 //! always covering every minted ID, borrowed ticks included.
 
-use atomflake::{Builder, Error, Id, Layout, ManualClock};
+use atomflake::{BuildError, Builder, HighWaterError, Id, Layout, ManualClock, MintError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -63,7 +63,7 @@ fn a_restart_with_the_clock_5_s_behind_mints_past_the_old_maximum() {
     clock.set(time_of(old_max) - 5_000);
     let generator = builder(&scratch.path, &clock).build(1).unwrap();
     match generator.try_next_id() {
-        Err(Error::SequenceExhausted { retry_after, .. }) => {
+        Err(MintError::SequenceExhausted { retry_after, .. }) => {
             // The mark is 0.5 to 1.5 s past the last ID: wait those, plus the 5 s.
             assert!(
                 retry_after > Duration::from_millis(5_500) && retry_after <= Duration::from_millis(6_501),
@@ -91,12 +91,12 @@ fn a_clock_too_far_behind_the_mark_is_refused_with_how_far() {
     let error = builder(&scratch.path, &clock).build(1).unwrap_err();
     assert_eq!(
         error,
-        Error::HighWaterAhead {
+        BuildError::HighWater(HighWaterError::Ahead {
             path: scratch.path.clone(),
             mark_ms: written,
             clock_ms: T0 - 20_000,
             max_wait: Duration::from_secs(10),
-        }
+        })
     );
     assert_eq!(
         error.to_string(),
@@ -206,9 +206,9 @@ fn a_second_live_generator_on_the_file_is_refused() {
     let error = builder(&scratch.path, &clock).build_local(1).unwrap_err();
     assert_eq!(
         error,
-        Error::HighWaterLocked {
+        BuildError::HighWater(HighWaterError::Locked {
             path: scratch.path.clone()
-        }
+        })
     );
     assert_eq!(
         error.to_string(),
@@ -243,11 +243,11 @@ fn a_damaged_file_is_an_error_never_ignored() {
         let error = builder(&scratch.path, &clock).build(1).unwrap_err();
         assert_eq!(
             error,
-            Error::HighWaterCorrupt {
+            BuildError::HighWater(HighWaterError::Corrupt {
                 path: scratch.path.clone(),
                 line,
                 found: found.to_owned()
-            },
+            }),
             "{text:?}"
         );
     }
@@ -261,11 +261,11 @@ fn a_damaged_file_is_an_error_never_ignored() {
     std::fs::write(&scratch.path, [0xff, 0xfe, b'\n']).unwrap();
     assert_eq!(
         builder(&scratch.path, &clock).build(1).unwrap_err(),
-        Error::HighWaterCorrupt {
+        BuildError::HighWater(HighWaterError::Corrupt {
             path: scratch.path.clone(),
             line: 1,
             found: "bytes that are not UTF-8".to_owned()
-        }
+        })
     );
 }
 
@@ -277,19 +277,23 @@ fn an_unwritable_directory_is_an_io_error() {
     let error = builder(&missing, &ManualClock::new(T0)).build(1).unwrap_err();
     assert_eq!(
         error,
-        Error::HighWaterIo {
+        BuildError::HighWater(HighWaterError::Io {
             path: missing.clone(),
             action: "open the lock file of",
-            kind: std::io::ErrorKind::NotFound
-        }
+            cause: std::io::Error::from(std::io::ErrorKind::NotFound).into(),
+        })
     );
     assert_eq!(
         error.to_string(),
         format!(
-            "could not open the lock file of high-water file {}: entity not found",
+            "could not open the lock file of high-water file {}: No such file or directory (os error 2)",
             missing.display()
         )
     );
+    // The operating system's error is kept as the source.
+    let source = std::error::Error::source(&error).expect("the io error");
+    let io = source.downcast_ref::<std::io::Error>().expect("an io::Error");
+    assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
 }
 
 /// Bytes this thread has passed to `write` and its kin (Linux's per-thread I/O counters);

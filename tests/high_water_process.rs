@@ -3,7 +3,7 @@
 //! until it runs the new program, which would make other tests' "drop, then build again on
 //! the same file" fail now and then if they ran in the same process.
 
-use atomflake::{Builder, Error, Layout, ManualClock};
+use atomflake::{BuildError, Builder, HighWaterError, Layout, ManualClock};
 use std::path::Path;
 use std::process::Command;
 
@@ -53,5 +53,8 @@ fn child_process_tries_the_locked_file() {
     };
     let error = builder(Path::new(&path)).build(1).unwrap_err();
     println!("child refused: {error}");
-    assert_eq!(error, Error::HighWaterLocked { path: path.into() });
+    assert_eq!(
+        error,
+        BuildError::HighWater(HighWaterError::Locked { path: path.into() })
+    );
 }

@@ -7,7 +7,7 @@
 //! - the bounds of consecutive ticks are adjacent: `last_id_at(t) + 1 == first_id_at(next tick)`,
 //!   so ranges of adjacent time windows neither overlap nor leave gaps.
 
-use atomflake::{Error, Id, Layout, Parts};
+use atomflake::{Id, Layout, Parts, RangeError};
 use proptest::prelude::*;
 
 fn preset() -> impl Strategy<Value = (&'static str, Layout)> {
@@ -53,7 +53,7 @@ fn the_span_maps_onto_all_ids() {
 fn times_outside_the_span_are_errors() {
     for (name, layout) in Layout::PRESETS {
         let end = layout.end_unix_ms();
-        let past_end = Err(Error::TimePastEnd {
+        let past_end = Err(RangeError::TimePastEnd {
             unix_ms: end,
             end_ms: end,
         });
@@ -61,7 +61,7 @@ fn times_outside_the_span_are_errors() {
         assert_eq!(layout.last_id_at(end), past_end, "{name}");
     }
     let epoch = Layout::TWITTER.epoch_ms();
-    let before = Err(Error::TimeBeforeEpoch {
+    let before = Err(RangeError::TimeBeforeEpoch {
         unix_ms: 0,
         epoch_ms: epoch,
     });

@@ -14,7 +14,7 @@
 //! - decimal text: every `u64` round-trips, and parsing any text never panics and succeeds
 //!   only on plain digits.
 
-use atomflake::{Builder, Error, FieldOrder, Generator, Id, Layout, ManualClock, Parts};
+use atomflake::{Builder, FieldOrder, Generator, Id, Layout, ManualClock, MintError, Parts, RangeError};
 use proptest::prelude::*;
 use std::time::Duration;
 
@@ -64,7 +64,7 @@ proptest! {
         let parts = Parts { unix_ms: layout.epoch_ms(), node, sequence };
         let result = layout.encode(parts);
         if node > layout.max_node() || sequence > layout.max_sequence() {
-            prop_assert!(matches!(result, Err(Error::FieldOutOfRange { .. })), "{result:?}");
+            prop_assert!(matches!(result, Err(RangeError::FieldOutOfRange { .. })), "{result:?}");
         } else {
             prop_assert_eq!(result.map(|id| layout.decode(id)), Ok(parts));
         }
@@ -150,7 +150,7 @@ proptest! {
         let clock = ManualClock::new(1_000 + 10 * tick_ms);
         let builder = Builder::with_clock(layout, clock.clone()).borrow_ahead(Duration::from_millis(lead * tick_ms));
         // The shared and the local generator run the same minting code on different cells.
-        let try_next_id: Box<dyn Fn() -> Result<Id, Error>> = if local {
+        let try_next_id: Box<dyn Fn() -> Result<Id, MintError>> = if local {
             let generator = builder.build_local(9).unwrap();
             Box::new(move || generator.try_next_id())
         } else {
@@ -178,7 +178,7 @@ proptest! {
                             prop_assert!(sequence > 0 || tick <= now_tick + lead);
                             previous = Some(id);
                         }
-                        (Err(wait_tick), Err(Error::SequenceExhausted { tick, retry_after })) => {
+                        (Err(wait_tick), Err(MintError::SequenceExhausted { tick, retry_after })) => {
                             prop_assert_eq!(tick, wait_tick);
                             prop_assert_eq!(retry_after.as_millis(), u128::from(1_000 + tick * tick_ms - now));
                         }
@@ -220,7 +220,7 @@ proptest! {
                 Err(wait_tick) => {
                     let exhausted = generator.try_next_id();
                     prop_assert!(
-                        matches!(exhausted, Err(Error::SequenceExhausted { tick, .. }) if tick == wait_tick),
+                        matches!(exhausted, Err(MintError::SequenceExhausted { tick, .. }) if tick == wait_tick),
                         "{:?}", exhausted
                     );
                 }

@@ -1,7 +1,7 @@
 //! `atomflake decode`: an ID's time, node and sequence, as text or JSON lines.
 
 use crate::{Failure, report, rfc3339, write_failed};
-use atomflake::{Base32, Error, Id, Layout};
+use atomflake::{Base32, Id, Layout, ParseIdError};
 use std::fmt;
 use std::io::{self, BufRead, BufWriter, Write};
 
@@ -39,7 +39,9 @@ pub(crate) fn run(layout: Layout, json: bool, ids: &[String]) -> Result<(), Fail
 
 /// Writes the decoded `text`, or reports why it does not decode; `Ok(false)` for the latter.
 fn decode_one(out: &mut impl Write, layout: Layout, json: bool, text: &str) -> Result<bool, Failure> {
-    let decoded = parse(text).and_then(|id| Ok((id, layout.chrono_utc(id)?)));
+    let decoded = parse(text)
+        .map_err(atomflake::Error::from)
+        .and_then(|id| Ok((id, layout.chrono_utc(id)?)));
     let (id, time) = match decoded {
         Ok(decoded) => decoded,
         Err(err) => return reject(out, format_args!("cannot decode {text:?}: {err}")),
@@ -83,7 +85,7 @@ fn reject(out: &mut impl Write, message: fmt::Arguments<'_>) -> Result<bool, Fai
 
 /// Decimal, or base32 when the text is 13 characters and not all digits (a 13-digit
 /// decimal ID is read as decimal).
-fn parse(text: &str) -> Result<Id, Error> {
+fn parse(text: &str) -> Result<Id, ParseIdError> {
     if text.len() == Base32::LEN && !text.bytes().all(|b| b.is_ascii_digit()) {
         Id::from_base32(text)
     } else {

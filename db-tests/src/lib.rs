@@ -6,7 +6,7 @@
 //! The sqlx MySQL tests start a throwaway MariaDB server (`tests/mysql/mod.rs`); without one
 //! they print `SKIPPED` (a failure under `CI=true`).
 
-use atomflake::{Error, Id};
+use atomflake::{Id, RangeError};
 
 /// IDs every signed `BIGINT` column holds: 0, a Twitter ID, and `i64::MAX`.
 pub const ROUND_TRIP: [Id; 3] = [
@@ -18,11 +18,11 @@ pub const ROUND_TRIP: [Id; 3] = [
 /// The smallest ID a signed `BIGINT` cannot hold.
 pub const ABOVE_I64: Id = Id::new(1 << 63);
 
-/// The first atomflake [`Error`] in `err`'s chain of sources (`err` itself included).
-pub fn atomflake_error<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a Error> {
+/// The first atomflake [`RangeError`] in `err`'s chain of sources (`err` itself included).
+pub fn atomflake_error<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a RangeError> {
     let mut next = Some(err);
     while let Some(err) = next {
-        if let Some(found) = err.downcast_ref::<Error>() {
+        if let Some(found) = err.downcast_ref::<RangeError>() {
             return Some(found);
         }
         next = err.source();

@@ -3,7 +3,7 @@
 #[path = "../../tests/pg/mod.rs"]
 mod pg;
 
-use atomflake::{Error, Id};
+use atomflake::{Id, RangeError};
 use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, atomflake_error, chain_text};
 use diesel::dsl::sql;
 use diesel::prelude::*;
@@ -97,7 +97,7 @@ fn an_id_above_i64_max_is_an_error_naming_it() {
     };
     assert_eq!(
         atomflake_error(&**inner),
-        Some(&Error::IdAboveI64 { id: 1 << 63 })
+        Some(&RangeError::IdAboveI64 { id: 1 << 63 })
     );
     assert_eq!(server.psql("select count(*) from messages"), "0\n");
 }
@@ -120,5 +120,8 @@ fn a_negative_bigint_is_not_an_id() {
     let DieselError::DeserializationError(inner) = &err else {
         panic!("{err:?}");
     };
-    assert_eq!(atomflake_error(&**inner), Some(&Error::NegativeId { value: -5 }));
+    assert_eq!(
+        atomflake_error(&**inner),
+        Some(&RangeError::NegativeId { value: -5 })
+    );
 }

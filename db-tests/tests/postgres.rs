@@ -3,7 +3,7 @@
 #[path = "../../tests/pg/mod.rs"]
 mod pg;
 
-use atomflake::{Error, Id};
+use atomflake::{Id, RangeError};
 use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, atomflake_error, chain_text};
 
 fn connect(server: &pg::Server) -> postgres::Client {
@@ -61,7 +61,10 @@ fn an_id_above_i64_max_is_an_error_naming_it() {
         text.contains("parameter 0: id 9223372036854775808 is out of range for i64"),
         "{text}"
     );
-    assert_eq!(atomflake_error(&err), Some(&Error::IdAboveI64 { id: 1 << 63 }));
+    assert_eq!(
+        atomflake_error(&err),
+        Some(&RangeError::IdAboveI64 { id: 1 << 63 })
+    );
     assert_eq!(server.psql("select count(*) from t"), "0\n");
 }
 
@@ -75,5 +78,5 @@ fn a_negative_bigint_is_not_an_id() {
     let err = row.try_get::<_, Id>(0).unwrap_err();
     let text = chain_text(&err);
     assert!(text.contains("column 0: -5 is out of range for an id"), "{text}");
-    assert_eq!(atomflake_error(&err), Some(&Error::NegativeId { value: -5 }));
+    assert_eq!(atomflake_error(&err), Some(&RangeError::NegativeId { value: -5 }));
 }

@@ -4,7 +4,7 @@
 #[path = "../../tests/pg/mod.rs"]
 mod pg;
 
-use atomflake::{Error, Id};
+use atomflake::{Id, RangeError};
 use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, atomflake_error};
 use sqlx::{Connection, PgConnection, SqliteConnection};
 
@@ -35,8 +35,8 @@ fn assert_above_i64(bind_err: &sqlx::Error, try_bind_err: &sqlx::error::BoxDynEr
         "{bind_err}"
     );
     assert_eq!(
-        try_bind_err.downcast_ref::<Error>(),
-        Some(&Error::IdAboveI64 { id: 1 << 63 })
+        try_bind_err.downcast_ref::<RangeError>(),
+        Some(&RangeError::IdAboveI64 { id: 1 << 63 })
     );
 }
 
@@ -114,7 +114,7 @@ fn a_negative_postgres_bigint_is_not_an_id() {
     });
     assert!(matches!(err, sqlx::Error::ColumnDecode { .. }), "{err:?}");
     assert!(err.to_string().contains("-5 is out of range for an id"), "{err}");
-    assert_eq!(atomflake_error(&err), Some(&Error::NegativeId { value: -5 }));
+    assert_eq!(atomflake_error(&err), Some(&RangeError::NegativeId { value: -5 }));
 }
 
 #[test]
@@ -172,5 +172,5 @@ fn a_negative_sqlite_integer_is_not_an_id() {
     });
     assert!(matches!(err, sqlx::Error::ColumnDecode { .. }), "{err:?}");
     assert!(err.to_string().contains("-5 is out of range for an id"), "{err}");
-    assert_eq!(atomflake_error(&err), Some(&Error::NegativeId { value: -5 }));
+    assert_eq!(atomflake_error(&err), Some(&RangeError::NegativeId { value: -5 }));
 }

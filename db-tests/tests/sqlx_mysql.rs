@@ -4,7 +4,7 @@
 //! Skipped (printed) without a MariaDB server: Debian's `mariadb-server`.
 mod mysql;
 
-use atomflake::{Error, Id};
+use atomflake::{Id, RangeError};
 use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, atomflake_error};
 use sqlx::{Connection, MySqlConnection};
 
@@ -79,6 +79,6 @@ fn a_signed_bigint_reads_back_and_its_negative_values_are_not_ids() {
     assert_eq!(max, Id::new(i64::MAX as u64));
     assert!(matches!(err, sqlx::Error::ColumnDecode { .. }), "{err:?}");
     assert!(err.to_string().contains("-5 is out of range for an id"), "{err}");
-    assert_eq!(atomflake_error(&err), Some(&Error::NegativeId { value: -5 }));
+    assert_eq!(atomflake_error(&err), Some(&RangeError::NegativeId { value: -5 }));
     assert!(refused.to_string().contains("Out of range value"), "{refused}");
 }

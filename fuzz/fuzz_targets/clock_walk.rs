@@ -5,7 +5,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use atomflake::{Clock, Error, Generator, Layout, ManualClock};
+use atomflake::{Clock, Generator, Layout, ManualClock, MintError};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Debug, Arbitrary)]
@@ -62,17 +62,17 @@ fuzz_target!(|input: Input| {
                             assert!(parts.unix_ms <= latest_clock, "{parts:?} after clock {latest_clock}");
                             last = Some(id);
                         }
-                        Err(Error::SequenceExhausted { .. }) => {
+                        Err(MintError::SequenceExhausted { .. }) => {
                             // Only the last ID's tick can be spent: the clock has not passed it.
                             let last_tick = last.map(|id| layout.decode(id).unix_ms);
                             assert!(last_tick.is_some_and(|t| now < t + layout.tick_ms()), "{now} {last_tick:?}");
                             break;
                         }
-                        Err(Error::TimeBeforeEpoch { unix_ms, epoch_ms }) => {
+                        Err(MintError::TimeBeforeEpoch { unix_ms, epoch_ms }) => {
                             assert_eq!((unix_ms, epoch_ms), (now, layout.epoch_ms()));
                             break;
                         }
-                        Err(Error::TimePastEnd { unix_ms, end_ms }) => {
+                        Err(MintError::TimePastEnd { unix_ms, end_ms }) => {
                             assert_eq!(end_ms, layout.end_unix_ms());
                             // Either the clock is past the span, or the span's last tick is
                             // spent (its successor, the end, is named).

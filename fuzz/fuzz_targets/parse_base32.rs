@@ -2,7 +2,7 @@
 //! (upper case, `I`/`L` as `1`, `O` as `0`); every `u64` round trips through its text.
 #![no_main]
 
-use atomflake::{Error, Id};
+use atomflake::{Id, ParseIdError};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: (u64, &str)| {
@@ -22,12 +22,12 @@ fuzz_target!(|input: (u64, &str)| {
                 .collect();
             assert_eq!(parsed.to_base32().to_string(), normalised, "{text:?}");
         }
-        Err(Error::Base32Length { length }) => assert_ne!(length, 13, "{text:?}"),
-        Err(Error::InvalidBase32 { found, index }) => {
+        Err(ParseIdError::Base32Length { length }) => assert_ne!(length, 13, "{text:?}"),
+        Err(ParseIdError::InvalidBase32 { found, index }) => {
             assert_eq!(text[index..].chars().next(), Some(found), "{text:?}");
             assert!(!found.is_ascii_alphanumeric() || found.eq_ignore_ascii_case(&'u'), "{text:?}");
         }
-        Err(Error::Base32Overflow { text: given }) => {
+        Err(ParseIdError::Base32Overflow { text: given }) => {
             assert_eq!(given.to_string(), text);
             // The first character is a digit above F (look-alikes read as 0 and 1).
             let first = text.as_bytes()[0].to_ascii_uppercase();

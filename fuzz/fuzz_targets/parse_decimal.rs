@@ -2,13 +2,13 @@
 //! `+`, refused here); an `Ok` ID prints back to the canonical digits and parses again.
 #![no_main]
 
-use atomflake::{Error, Id};
+use atomflake::{Id, ParseIdError};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
     let parsed = text.parse::<Id>();
     if text.starts_with('+') {
-        assert!(matches!(parsed, Err(Error::SignedId { sign: '+' })), "{text:?}: {parsed:?}");
+        assert!(matches!(parsed, Err(ParseIdError::SignedId { sign: '+' })), "{text:?}: {parsed:?}");
         return;
     }
     // The reference model: the standard library's parser.

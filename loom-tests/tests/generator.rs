@@ -4,7 +4,7 @@
 //! thread moves.
 #![cfg(loom)]
 
-use atomflake::{Builder, Clock, Error, Generator, Id, Layout, ManualClock, Parts, ShardedGenerator};
+use atomflake::{Builder, Clock, Generator, Id, Layout, ManualClock, MintError, Parts, ShardedGenerator};
 use loom::sync::Arc;
 use loom::thread;
 use std::collections::BTreeMap;
@@ -172,7 +172,7 @@ fn spent_tick_waits_for_the_clock() {
             Ok(id) => per_thread.push(vec![id]),
             Err(error) => assert_eq!(
                 error,
-                Error::SequenceExhausted {
+                MintError::SequenceExhausted {
                     tick: T0 + 1,
                     retry_after: Duration::from_millis(1)
                 }
@@ -204,9 +204,10 @@ fn try_next_id_reports_exhaustion() {
                 thread::spawn(move || [generator.try_next_id(), generator.try_next_id()])
             })
             .collect();
-        let results: Vec<Result<Id, Error>> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        let results: Vec<Result<Id, MintError>> =
+            threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
         let mut minted: Vec<Id> = results.iter().filter_map(|r| r.clone().ok()).collect();
-        let exhausted = Error::SequenceExhausted {
+        let exhausted = MintError::SequenceExhausted {
             tick: T0 + 1,
             retry_after: Duration::from_millis(1),
         };

@@ -21,7 +21,7 @@ use ::diesel::pg::Pg;
 /// # Errors
 ///
 /// An ID above `i64::MAX` is not written: `diesel::result::Error::SerializationError`
-/// holds [`Error::IdAboveI64`](crate::Error::IdAboveI64) (diesel's `Error::source` looks
+/// holds [`RangeError::IdAboveI64`](crate::RangeError::IdAboveI64) (diesel's `Error::source` looks
 /// past it: downcast the variant's box).
 #[cfg(feature = "diesel")]
 impl ToSql<BigInt, Pg> for Id {
@@ -36,7 +36,7 @@ impl ToSql<BigInt, Pg> for Id {
 /// # Errors
 ///
 /// A negative value is not an ID: `diesel::result::Error::DeserializationError` holds
-/// [`Error::NegativeId`](crate::Error::NegativeId).
+/// [`RangeError::NegativeId`](crate::RangeError::NegativeId).
 #[cfg(feature = "diesel")]
 impl FromSql<BigInt, Pg> for Id {
     fn from_sql(value: <Pg as Backend>::RawValue<'_>) -> deserialize::Result<Id> {
@@ -73,7 +73,7 @@ impl FromSql<Unsigned<BigInt>, Mysql> for Id {
 /// # Errors
 ///
 /// An ID above `i64::MAX` is not written: `diesel::result::Error::SerializationError`
-/// holds [`Error::IdAboveI64`](crate::Error::IdAboveI64) (diesel's `Error::source` looks
+/// holds [`RangeError::IdAboveI64`](crate::RangeError::IdAboveI64) (diesel's `Error::source` looks
 /// past it: downcast the variant's box).
 #[cfg(feature = "diesel-mysql")]
 impl ToSql<BigInt, Mysql> for Id {
@@ -88,7 +88,7 @@ impl ToSql<BigInt, Mysql> for Id {
 /// # Errors
 ///
 /// A negative value is not an ID: `diesel::result::Error::DeserializationError` holds
-/// [`Error::NegativeId`](crate::Error::NegativeId).
+/// [`RangeError::NegativeId`](crate::RangeError::NegativeId).
 #[cfg(feature = "diesel-mysql")]
 impl FromSql<BigInt, Mysql> for Id {
     fn from_sql(value: <Mysql as Backend>::RawValue<'_>) -> deserialize::Result<Id> {

@@ -11,18 +11,18 @@ use postgres_types::{FromSql, IsNull, ToSql, Type, accepts, to_sql_checked};
 /// # Errors
 ///
 /// An ID above `i64::MAX` is not written: the client's error (`postgres::Error`,
-/// "error serializing parameter N") has [`Error::IdAboveI64`](crate::Error::IdAboveI64)
+/// "error serializing parameter N") has [`RangeError::IdAboveI64`](crate::RangeError::IdAboveI64)
 /// as its source.
 ///
 /// ```
-/// use atomflake::{Error, Id};
+/// use atomflake::{Id, RangeError};
 /// use postgres_types::{ToSql, Type};
 ///
 /// let mut buf = bytes::BytesMut::new();
 /// let Err(err) = Id::new(1 << 63).to_sql_checked(&Type::INT8, &mut buf) else {
 ///     panic!("wrapped");
 /// };
-/// assert_eq!(err.downcast_ref::<Error>(), Some(&Error::IdAboveI64 { id: 1 << 63 }));
+/// assert_eq!(err.downcast_ref::<RangeError>(), Some(&RangeError::IdAboveI64 { id: 1 << 63 }));
 /// assert!(Id::new(7).to_sql_checked(&Type::INT8, &mut buf).is_ok());
 /// assert_eq!(buf[..], 7_i64.to_be_bytes());
 /// ```
@@ -41,7 +41,7 @@ impl ToSql for Id {
 /// # Errors
 ///
 /// A negative value is not an ID: the client's error has
-/// [`Error::NegativeId`](crate::Error::NegativeId) as its source.
+/// [`RangeError::NegativeId`](crate::RangeError::NegativeId) as its source.
 impl<'a> FromSql<'a> for Id {
     fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Id, BoxError> {
         from_bigint(i64::from_sql(ty, raw)?)

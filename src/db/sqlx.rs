@@ -38,7 +38,7 @@ impl PgHasArrayType for Id {
 /// # Errors
 ///
 /// An ID above `i64::MAX` is not written: `Query::try_bind` returns
-/// [`Error::IdAboveI64`](crate::Error::IdAboveI64) boxed; `Query::bind` defers it to the
+/// [`RangeError::IdAboveI64`](crate::RangeError::IdAboveI64) boxed; `Query::bind` defers it to the
 /// query's `sqlx::Error::Encode`, which keeps its text only (sqlx formats it into a message
 /// of its own).
 #[cfg(feature = "sqlx-postgres")]
@@ -60,7 +60,7 @@ impl Encode<'_, Postgres> for Id {
 /// # Errors
 ///
 /// A negative value is not an ID: `sqlx::Error::ColumnDecode` holds
-/// [`Error::NegativeId`](crate::Error::NegativeId).
+/// [`RangeError::NegativeId`](crate::RangeError::NegativeId).
 #[cfg(feature = "sqlx-postgres")]
 impl<'r> Decode<'r, Postgres> for Id {
     fn decode(value: <Postgres as Database>::ValueRef<'r>) -> Result<Id, BoxDynError> {
@@ -106,7 +106,7 @@ impl Encode<'_, MySql> for Id {
 /// # Errors
 ///
 /// A negative value in a signed column is not an ID: `sqlx::Error::ColumnDecode` holds
-/// [`Error::NegativeId`](crate::Error::NegativeId).
+/// [`RangeError::NegativeId`](crate::RangeError::NegativeId).
 #[cfg(feature = "sqlx-mysql")]
 impl<'r> Decode<'r, MySql> for Id {
     fn decode(value: <MySql as Database>::ValueRef<'r>) -> Result<Id, BoxDynError> {
@@ -140,7 +140,7 @@ impl Type<Sqlite> for Id {
 /// # Errors
 ///
 /// An ID above `i64::MAX` is not written: `Query::try_bind` returns
-/// [`Error::IdAboveI64`](crate::Error::IdAboveI64) boxed; `Query::bind` defers it to the
+/// [`RangeError::IdAboveI64`](crate::RangeError::IdAboveI64) boxed; `Query::bind` defers it to the
 /// query's `sqlx::Error::Encode`, which keeps its text only (sqlx formats it into a message
 /// of its own).
 #[cfg(feature = "sqlx-sqlite")]
@@ -158,7 +158,7 @@ impl<'q> Encode<'q, Sqlite> for Id {
 /// # Errors
 ///
 /// A negative value is not an ID: `sqlx::Error::ColumnDecode` holds
-/// [`Error::NegativeId`](crate::Error::NegativeId).
+/// [`RangeError::NegativeId`](crate::RangeError::NegativeId).
 #[cfg(feature = "sqlx-sqlite")]
 impl<'r> Decode<'r, Sqlite> for Id {
     fn decode(value: <Sqlite as Database>::ValueRef<'r>) -> Result<Id, BoxDynError> {
