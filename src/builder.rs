@@ -4,7 +4,7 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::error::{BuildError, HighWaterError};
 use crate::high_water::HighWater;
 use crate::ids::Core;
-use crate::layout::Layout;
+use crate::layout::{Layout, SlotPacker};
 use crate::mark::Mark;
 use crate::mint::Minter;
 use crate::wait::Wait;
@@ -165,6 +165,13 @@ impl<C: Clock> Builder<C> {
     /// The layout the generators will have.
     pub(crate) fn layout(&self) -> Layout {
         self.layout
+    }
+
+    /// [`into_core`](Self::into_core) for generators of one node, with the node checked
+    /// first (before a high-water file is opened): the core and the node's packing.
+    pub(crate) fn into_node_core(self, node: u64) -> Result<(Core<C>, SlotPacker), BuildError> {
+        let packer = SlotPacker::new(&self.layout, node)?;
+        Ok((self.into_core()?, packer))
     }
 
     /// The minting arithmetic and the clock for these options, with the lead checked and

@@ -305,8 +305,14 @@ impl fmt::Display for RangeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             RangeError::FieldOutOfRange { field, value, max } => field_out_of_range(f, field, value, max),
-            RangeError::TimeBeforeEpoch { unix_ms, epoch_ms } => time_before_epoch(f, unix_ms, epoch_ms),
-            RangeError::TimePastEnd { unix_ms, end_ms } => time_past_end(f, unix_ms, end_ms),
+            RangeError::TimeBeforeEpoch { unix_ms, epoch_ms } => write!(
+                f,
+                "time {unix_ms} ms is before the layout's epoch: the layout allows {epoch_ms} ms and later"
+            ),
+            RangeError::TimePastEnd { unix_ms, end_ms } => write!(
+                f,
+                "time {unix_ms} ms is past the layout's end: the layout allows times before {end_ms} ms"
+            ),
             RangeError::IdOutOfLayout { id, max } => {
                 write!(f, "id {id} is out of range: the layout allows 0..={max}")
             }
@@ -329,20 +335,6 @@ fn field_out_of_range(f: &mut fmt::Formatter<'_>, field: Field, value: u64, max:
     write!(f, "{field} {value} is out of range: the layout allows 0..={max}")
 }
 
-fn time_before_epoch(f: &mut fmt::Formatter<'_>, unix_ms: u64, epoch_ms: u64) -> fmt::Result {
-    write!(
-        f,
-        "time {unix_ms} ms is before the layout's epoch: the layout allows {epoch_ms} ms and later"
-    )
-}
-
-fn time_past_end(f: &mut fmt::Formatter<'_>, unix_ms: u64, end_ms: u64) -> fmt::Result {
-    write!(
-        f,
-        "time {unix_ms} ms is past the layout's end: the layout allows times before {end_ms} ms"
-    )
-}
-
 /// A node value that does not fit the node field: what the packing of IDs checks, turned
 /// into each operation's own error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -358,15 +350,16 @@ impl From<FieldOutOfRange> for RangeError {
     }
 }
 
+// Only a node is checked when building a generator or a script.
 impl From<FieldOutOfRange> for BuildError {
-    fn from(FieldOutOfRange { field, value, max }: FieldOutOfRange) -> BuildError {
-        BuildError::FieldOutOfRange { field, value, max }
+    fn from(FieldOutOfRange { value, max, .. }: FieldOutOfRange) -> BuildError {
+        BuildError::NodeOutOfRange { node: value, max }
     }
 }
 
 impl From<FieldOutOfRange> for SqlError {
-    fn from(FieldOutOfRange { field, value, max }: FieldOutOfRange) -> SqlError {
-        SqlError::FieldOutOfRange { field, value, max }
+    fn from(FieldOutOfRange { value, max, .. }: FieldOutOfRange) -> SqlError {
+        SqlError::NodeOutOfRange { node: value, max }
     }
 }
 
@@ -389,10 +382,7 @@ impl From<OutOfSpan> for RangeError {
 
 impl From<OutOfSpan> for MintError {
     fn from(out: OutOfSpan) -> MintError {
-        match out {
-            OutOfSpan::Before { unix_ms, epoch_ms } => MintError::TimeBeforeEpoch { unix_ms, epoch_ms },
-            OutOfSpan::Past { unix_ms, end_ms } => MintError::TimePastEnd { unix_ms, end_ms },
-        }
+        MintError::ClockOutOfSpan(out.into())
     }
 }
 
@@ -507,22 +497,20 @@ impl std::error::Error for HighWaterError {
 /// # Examples
 ///
 /// ```
-/// use atomflake::{BuildError, Field, Generator, Layout};
+/// use atomflake::{BuildError, Generator, Layout};
 ///
 /// let err = Generator::new(Layout::TWITTER, 1024).unwrap_err();
-/// assert_eq!(err, BuildError::FieldOutOfRange { field: Field::Node, value: 1024, max: 1023 });
+/// assert_eq!(err, BuildError::NodeOutOfRange { node: 1024, max: 1023 });
 /// assert_eq!(err.to_string(), "node 1024 is out of range: the layout allows 0..=1023");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum BuildError {
     /// A node that does not fit the layout's node field. Permanent.
-    FieldOutOfRange {
-        /// Which field (always the node here).
-        field: Field,
-        /// The value given.
-        value: u64,
-        /// The largest value the field holds.
+    NodeOutOfRange {
+        /// The node given.
+        node: u64,
+        /// The largest node the layout holds.
         max: u64,
     },
     /// A [`ShardedGenerator`](crate::ShardedGenerator) given no node IDs. Permanent.
@@ -551,7 +539,7 @@ pub enum BuildError {
 impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BuildError::FieldOutOfRange { field, value, max } => field_out_of_range(f, *field, *value, *max),
+            BuildError::NodeOutOfRange { node, max } => field_out_of_range(f, Field::Node, *node, *max),
             BuildError::NoNodes => f.write_str("no node ids: a sharded generator needs at least one"),
             BuildError::DuplicateNode { node } => {
                 write!(f, "node {node} is given twice: each shard needs its own node id")
@@ -586,12 +574,15 @@ impl From<HighWaterError> for BuildError {
 /// # Examples
 ///
 /// ```
-/// use atomflake::{Generator, Layout, ManualClock, MintError};
+/// use atomflake::{Generator, Layout, ManualClock, MintError, RangeError};
 ///
 /// let generator = Generator::with_clock(Layout::TWITTER, 1, ManualClock::new(5))?;
 /// assert_eq!(
 ///     generator.try_next_id(),
-///     Err(MintError::TimeBeforeEpoch { unix_ms: 5, epoch_ms: Layout::TWITTER.epoch_ms() }),
+///     Err(MintError::ClockOutOfSpan(RangeError::TimeBeforeEpoch {
+///         unix_ms: 5,
+///         epoch_ms: Layout::TWITTER.epoch_ms(),
+///     })),
 /// );
 /// # Ok::<(), atomflake::Error>(())
 /// ```
@@ -610,21 +601,10 @@ pub enum MintError {
     /// own is storing the next one (a clock that jumped ahead, a disk slower than half a
     /// second). **Transient**: minting resumes as soon as the mark is stored.
     HighWaterPending,
-    /// The clock reads before the layout's epoch. Permanent until the clock is set right.
-    TimeBeforeEpoch {
-        /// The clock's time, Unix ms.
-        unix_ms: u64,
-        /// The layout's epoch, Unix ms.
-        epoch_ms: u64,
-    },
-    /// The clock reads at or after the end of the layout's span. Permanent: the layout has
-    /// run out of timestamps.
-    TimePastEnd {
-        /// The clock's time, Unix ms.
-        unix_ms: u64,
-        /// The first Unix ms the layout cannot express.
-        end_ms: u64,
-    },
+    /// The clock reads outside the layout's span: [`RangeError::TimeBeforeEpoch`] (the
+    /// clock is set before the epoch; permanent until it is set right) or
+    /// [`RangeError::TimePastEnd`] (the layout has run out of timestamps; permanent).
+    ClockOutOfSpan(RangeError),
     /// Every slot of the layout's span is used: the next ID would need a time at or past
     /// the end of the span, which the clock has not reached. Permanent for this generator.
     SpanSpent {
@@ -647,8 +627,7 @@ impl fmt::Display for MintError {
                 "the clock has passed the high-water mark while the next mark is being \
                  stored: ids are available again once it is",
             ),
-            MintError::TimeBeforeEpoch { unix_ms, epoch_ms } => time_before_epoch(f, *unix_ms, *epoch_ms),
-            MintError::TimePastEnd { unix_ms, end_ms } => time_past_end(f, *unix_ms, *end_ms),
+            MintError::ClockOutOfSpan(error) => fmt::Display::fmt(error, f),
             MintError::SpanSpent { end_ms } => write!(
                 f,
                 "every id of the layout's span is used: the next id would need a time at or \
@@ -663,6 +642,7 @@ impl std::error::Error for MintError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             MintError::HighWater(error) => std::error::Error::source(error),
+            MintError::ClockOutOfSpan(error) => Some(error),
             _ => None,
         }
     }
@@ -734,12 +714,10 @@ impl std::error::Error for ClockError {
 #[non_exhaustive]
 pub enum SqlError {
     /// A node that does not fit the layout's node field.
-    FieldOutOfRange {
-        /// Which field (always the node here).
-        field: Field,
-        /// The value given.
-        value: u64,
-        /// The largest value the field holds.
+    NodeOutOfRange {
+        /// The node given.
+        node: u64,
+        /// The largest node the layout holds.
         max: u64,
     },
     /// A layout or setting out of the script's range.
@@ -762,7 +740,7 @@ pub enum SqlError {
 impl fmt::Display for SqlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SqlError::FieldOutOfRange { field, value, max } => field_out_of_range(f, *field, *value, *max),
+            SqlError::NodeOutOfRange { node, max } => field_out_of_range(f, Field::Node, *node, *max),
             SqlError::SqlOutOfRange { what, value, max } => write!(
                 f,
                 "{what} {value} is out of range for in-database minting: allowed 0..={max}"
@@ -779,56 +757,65 @@ impl fmt::Display for SqlError {
 
 impl std::error::Error for SqlError {}
 
-/// Any atomflake error: each operation's own error converts into it, so that `?` works in
-/// code that mixes operations. Its `Display` and `source` are the inner error's.
-///
-/// # Examples
-///
-/// ```
-/// use atomflake::{Error, Generator, Id, Layout};
-///
-/// fn first_id(node: &str) -> Result<Id, Error> {
-///     let node: Id = node.parse()?;                         // ParseIdError
-///     let generator = Generator::new(Layout::TWITTER, node.get())?; // BuildError
-///     Ok(generator.try_next_id()?)                            // MintError
-/// }
-/// assert!(matches!(first_id("7"), Ok(_)));
-/// assert_eq!(
-///     first_id("1024").unwrap_err().to_string(),
-///     "node 1024 is out of range: the layout allows 0..=1023",
-/// );
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Error {
-    /// See [`ParseIdError`].
-    Parse(ParseIdError),
-    /// See [`LayoutError`].
-    Layout(LayoutError),
-    /// See [`RangeError`].
-    Range(RangeError),
-    /// See [`BuildError`].
-    Build(BuildError),
-    /// See [`MintError`].
-    Mint(MintError),
-    /// See [`ClockError`].
-    Clock(ClockError),
-    /// See [`SqlError`].
-    Sql(SqlError),
+/// Declares [`Error`] with one variant per error type, its `From` conversions, and the
+/// inner error that its `Display` and `source` pass through to.
+macro_rules! umbrella {
+    ($(#[$doc:meta])* $($variant:ident($error:ident)),* $(,)?) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub enum Error {
+            $(
+                #[doc = concat!("See [`", stringify!($error), "`].")]
+                $variant($error),
+            )*
+        }
+
+        impl Error {
+            fn inner(&self) -> &(dyn std::error::Error + 'static) {
+                match self {
+                    $(Error::$variant(error) => error,)*
+                }
+            }
+        }
+
+        $(
+            impl From<$error> for Error {
+                fn from(error: $error) -> Error {
+                    Error::$variant(error)
+                }
+            }
+        )*
+    };
 }
 
-impl Error {
-    fn inner(&self) -> &(dyn std::error::Error + 'static) {
-        match self {
-            Error::Parse(error) => error,
-            Error::Layout(error) => error,
-            Error::Range(error) => error,
-            Error::Build(error) => error,
-            Error::Mint(error) => error,
-            Error::Clock(error) => error,
-            Error::Sql(error) => error,
-        }
-    }
+umbrella! {
+    /// Any atomflake error: each operation's own error converts into it, so that `?` works in
+    /// code that mixes operations. Its `Display` and `source` are the inner error's.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{Error, Generator, Id, Layout};
+    ///
+    /// fn first_id(node: &str) -> Result<Id, Error> {
+    ///     let node: Id = node.parse()?;                         // ParseIdError
+    ///     let generator = Generator::new(Layout::TWITTER, node.get())?; // BuildError
+    ///     Ok(generator.try_next_id()?)                            // MintError
+    /// }
+    /// assert!(matches!(first_id("7"), Ok(_)));
+    /// assert_eq!(
+    ///     first_id("1024").unwrap_err().to_string(),
+    ///     "node 1024 is out of range: the layout allows 0..=1023",
+    /// );
+    /// ```
+    Parse(ParseIdError),
+    Layout(LayoutError),
+    Range(RangeError),
+    Build(BuildError),
+    Mint(MintError),
+    Clock(ClockError),
+    Sql(SqlError),
 }
 
 impl fmt::Display for Error {
@@ -842,25 +829,3 @@ impl std::error::Error for Error {
         self.inner().source()
     }
 }
-
-macro_rules! into_error {
-    ($($variant:ident($error:ty)),* $(,)?) => {
-        $(
-            impl From<$error> for Error {
-                fn from(error: $error) -> Error {
-                    Error::$variant(error)
-                }
-            }
-        )*
-    };
-}
-
-into_error!(
-    Parse(ParseIdError),
-    Layout(LayoutError),
-    Range(RangeError),
-    Build(BuildError),
-    Mint(MintError),
-    Clock(ClockError),
-    Sql(SqlError),
-);

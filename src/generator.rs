@@ -4,7 +4,7 @@ use crate::builder::Builder;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::BuildError;
 use crate::ids::{Core, Node, SharedWord, minting_methods};
-use crate::layout::{Layout, SlotPacker};
+use crate::layout::Layout;
 use crate::mint::Word;
 use core::fmt;
 
@@ -54,14 +54,14 @@ impl Generator<MonotonicClock> {
     ///
     /// # Errors
     ///
-    /// [`BuildError::FieldOutOfRange`] when `node` does not fit the layout's node field.
+    /// [`BuildError::NodeOutOfRange`] when `node` does not fit the layout's node field.
     ///
     /// ```
     /// use atomflake::{BuildError, Field, Generator, Layout};
     ///
     /// assert_eq!(
     ///     Generator::new(Layout::SONYFLAKE, 65_536).unwrap_err(),
-    ///     BuildError::FieldOutOfRange { field: Field::Node, value: 65_536, max: 65_535 },
+    ///     BuildError::NodeOutOfRange { node: 65_536, max: 65_535 },
     /// );
     /// ```
     pub fn new(layout: Layout, node: u64) -> Result<Generator<MonotonicClock>, BuildError> {
@@ -80,7 +80,7 @@ impl<C: Clock> Generator<C> {
     ///
     /// # Errors
     ///
-    /// [`BuildError::FieldOutOfRange`] when `node` does not fit the layout's node field.
+    /// [`BuildError::NodeOutOfRange`] when `node` does not fit the layout's node field.
     ///
     /// ```
     /// use atomflake::{Generator, Layout, ManualClock, Parts};
@@ -109,16 +109,13 @@ impl<C: Clock> Builder<C> {
     ///
     /// # Errors
     ///
-    /// [`BuildError::FieldOutOfRange`] when `node` does not fit the layout's node field;
+    /// [`BuildError::NodeOutOfRange`] when `node` does not fit the layout's node field;
     /// [`BuildError::LeadOutOfRange`] for a bad [`borrow_ahead`](Self::borrow_ahead) lead; the
     /// high-water errors of [`high_water_file`](Self::high_water_file).
     pub fn build(self, node: u64) -> Result<Generator<C>, BuildError> {
-        let packer = SlotPacker::new(&self.layout(), node)?;
-        let core = self.into_core()?;
-        Ok(Generator {
-            node: Node::shared(&core.minter, packer, node),
-            core,
-        })
+        let (core, packer) = self.into_node_core(node)?;
+        let node = Node::shared(&core.minter, packer, node);
+        Ok(Generator { node, core })
     }
 }
 
@@ -142,7 +139,7 @@ impl<C> fmt::Debug for Generator<C> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::{Id, ManualClock, MintError, Parts};
+    use crate::{Id, ManualClock, MintError, Parts, RangeError};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -292,19 +289,19 @@ mod tests {
         clock.set(5);
         assert_eq!(
             g.try_next_id(),
-            Err(MintError::TimeBeforeEpoch {
+            Err(MintError::ClockOutOfSpan(RangeError::TimeBeforeEpoch {
                 unix_ms: 5,
                 epoch_ms: Layout::TWITTER.epoch_ms()
-            })
+            }))
         );
         let end = Layout::TWITTER.end_unix_ms();
         clock.set(end);
         assert_eq!(
             g.try_next_id(),
-            Err(MintError::TimePastEnd {
+            Err(MintError::ClockOutOfSpan(RangeError::TimePastEnd {
                 unix_ms: end,
                 end_ms: end
-            })
+            }))
         );
         clock.set(end - 1);
         let last_tick = Parts {

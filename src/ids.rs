@@ -272,8 +272,7 @@ macro_rules! minting_methods {
             /// when the current tick's sequence is spent, with how long until the next
             /// free tick starts; [`MintError::HighWaterPending`](crate::MintError::HighWaterPending)
             /// (transient) when the clock has passed the high-water mark while it is being
-            /// moved; [`MintError::TimeBeforeEpoch`](crate::MintError::TimeBeforeEpoch),
-            /// [`MintError::TimePastEnd`](crate::MintError::TimePastEnd) and
+            /// moved; [`MintError::ClockOutOfSpan`](crate::MintError::ClockOutOfSpan) and
             /// [`MintError::SpanSpent`](crate::MintError::SpanSpent) when the clock is outside the
             /// layout's span or the span is used up; the high-water file's error when its
             /// mark cannot be moved.

@@ -4,7 +4,7 @@ use crate::builder::Builder;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::BuildError;
 use crate::ids::{Core, Node, minting_methods};
-use crate::layout::{Layout, SlotPacker};
+use crate::layout::Layout;
 use core::fmt;
 use std::cell::Cell;
 
@@ -68,7 +68,7 @@ impl LocalGenerator<MonotonicClock> {
     ///
     /// # Errors
     ///
-    /// [`BuildError::FieldOutOfRange`] when `node` does not fit the layout's node field.
+    /// [`BuildError::NodeOutOfRange`] when `node` does not fit the layout's node field.
     pub fn new(layout: Layout, node: u64) -> Result<LocalGenerator<MonotonicClock>, BuildError> {
         Builder::new(layout).build_local(node)
     }
@@ -79,7 +79,7 @@ impl<C: Clock> LocalGenerator<C> {
     ///
     /// # Errors
     ///
-    /// [`BuildError::FieldOutOfRange`] when `node` does not fit the layout's node field.
+    /// [`BuildError::NodeOutOfRange`] when `node` does not fit the layout's node field.
     pub fn with_clock(layout: Layout, node: u64, clock: C) -> Result<LocalGenerator<C>, BuildError> {
         Builder::with_clock(layout, clock).build_local(node)
     }
@@ -97,12 +97,9 @@ impl<C: Clock> Builder<C> {
     ///
     /// As [`build`](Self::build).
     pub fn build_local(self, node: u64) -> Result<LocalGenerator<C>, BuildError> {
-        let packer = SlotPacker::new(&self.layout(), node)?;
-        let core = self.into_core()?;
-        Ok(LocalGenerator {
-            node: Node::local(&core.minter, packer, node),
-            core,
-        })
+        let (core, packer) = self.into_node_core(node)?;
+        let node = Node::local(&core.minter, packer, node);
+        Ok(LocalGenerator { node, core })
     }
 }
 

@@ -77,7 +77,7 @@ impl<C: Clock> ShardedGenerator<C> {
     ///
     /// # Errors
     ///
-    /// [`BuildError::NoNodes`] for an empty set, [`BuildError::FieldOutOfRange`] for a node that does
+    /// [`BuildError::NoNodes`] for an empty set, [`BuildError::NodeOutOfRange`] for a node that does
     /// not fit the layout, [`BuildError::DuplicateNode`] for a node given twice (two shards with
     /// one node ID would mint the same IDs).
     ///
@@ -170,7 +170,7 @@ impl<C> fmt::Debug for ShardedGenerator<C> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::{Field, Id, ManualClock};
+    use crate::{Id, ManualClock};
 
     const T0: u64 = 1_700_000_000_000;
 
@@ -187,9 +187,8 @@ mod tests {
         );
         assert_eq!(
             build(&[1, 1024]).unwrap_err(),
-            BuildError::FieldOutOfRange {
-                field: Field::Node,
-                value: 1024,
+            BuildError::NodeOutOfRange {
+                node: 1024,
                 max: 1023
             }
         );

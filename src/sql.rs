@@ -135,7 +135,7 @@ impl PgScript {
     ///
     /// # Errors
     ///
-    /// [`SqlError::FieldOutOfRange`] for a node that does not fit the layout;
+    /// [`SqlError::NodeOutOfRange`] for a node that does not fit the layout;
     /// [`SqlError::SqlOutOfRange`] for a layout the state cannot hold: a sequence field of
     /// more than 61 bits, or times past `i64::MAX` ms.
     pub fn new(layout: Layout, node: u64) -> Result<PgScript, SqlError> {
@@ -609,9 +609,8 @@ mod tests {
     fn bad_input_is_an_exact_error() {
         assert_eq!(
             PgScript::new(Layout::TWITTER, 1024),
-            Err(SqlError::FieldOutOfRange {
-                field: crate::Field::Node,
-                value: 1024,
+            Err(SqlError::NodeOutOfRange {
+                node: 1024,
                 max: 1023
             })
         );

@@ -23,8 +23,8 @@
 //! - a slot whose tick is ahead of the clock means the clock's tick is spent: wait for it,
 //!   unless borrow-ahead allows minting that many ticks ahead of the clock (the `lead`).
 //!
-//! (DESIGN.md's first sketch stored the *last used* slot. Storing the next free one needs
-//! no "nothing minted yet" marker, and the carry into the tick field does the tick change.)
+//! Storing the next free slot rather than the last used one needs no "nothing minted yet"
+//! marker, and the carry into the tick field does the tick change.
 //!
 //! The last slot a state word can express is the end of the layout's span. When the
 //! timestamp and sequence fill all 64 bits (Mastodon), `slot + 1` of the very last slot

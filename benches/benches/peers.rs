@@ -1,4 +1,4 @@
-//! atomflake and its peers side by side (issue 5), one run, one machine, the same layouts.
+//! atomflake and its peers side by side, one run, one machine, the same layouts.
 //! The generators are listed once in `atomflake_benches::peers`; this file times them with
 //! criterion, the `report` bin with shorter windows in one process.
 //!

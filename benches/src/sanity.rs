@@ -132,7 +132,7 @@ mod tests {
 
     const NOW: u64 = 1_700_000_000_000;
 
-    /// A generator in the style the issue warns about: a 0-bit timestamp, ID 0 every call.
+    /// A degenerate generator: a 0-bit timestamp, ID 0 every call.
     #[test]
     fn a_constant_generator_is_broken() {
         assert_eq!(

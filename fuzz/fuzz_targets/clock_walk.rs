@@ -5,7 +5,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use atomflake::{Clock, Generator, Layout, ManualClock, MintError};
+use atomflake::{Clock, Generator, Layout, ManualClock, MintError, RangeError};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Debug, Arbitrary)]
@@ -68,11 +68,11 @@ fuzz_target!(|input: Input| {
                             assert!(last_tick.is_some_and(|t| now < t + layout.tick_ms()), "{now} {last_tick:?}");
                             break;
                         }
-                        Err(MintError::TimeBeforeEpoch { unix_ms, epoch_ms }) => {
+                        Err(MintError::ClockOutOfSpan(RangeError::TimeBeforeEpoch { unix_ms, epoch_ms })) => {
                             assert_eq!((unix_ms, epoch_ms), (now, layout.epoch_ms()));
                             break;
                         }
-                        Err(MintError::TimePastEnd { unix_ms, end_ms }) => {
+                        Err(MintError::ClockOutOfSpan(RangeError::TimePastEnd { unix_ms, end_ms })) => {
                             assert_eq!(end_ms, layout.end_unix_ms());
                             // Either the clock is past the span, or the span's last tick is
                             // spent (its successor, the end, is named).

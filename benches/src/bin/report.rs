@@ -28,7 +28,7 @@ struct Budget {
     tight: Duration,
     /// Per row of paced bursts (mostly waiting between bursts).
     paced: Duration,
-    /// The saturation window per row (the issue asks for ≥ 1 s).
+    /// The saturation window per row (at least 1 s).
     saturated: Duration,
     /// The latency window per row.
     tail: Duration,
