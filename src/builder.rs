@@ -66,7 +66,7 @@ impl<C: Clock> Builder<C> {
 
     /// How far the clock may be behind a [`high_water_file`](Self::high_water_file)'s mark
     /// when building: minting waits for the clock to reach the mark. Further behind,
-    /// building fails ([`Error::HighWaterAhead`]).
+    /// building fails ([`HighWaterError::Ahead`]).
     pub const MAX_RESTART_WAIT: Duration = Duration::from_secs(10);
 
     /// A builder for generators of `layout` that read `clock`; nothing else is built (no
@@ -122,18 +122,18 @@ impl<C: Clock> Builder<C> {
     /// minted, even when its clock is behind the predecessor's.
     ///
     /// - When building, the file is locked for the generator's life (a second live
-    ///   generator on it, in any process, gets [`Error::HighWaterLocked`]) and read. New
+    ///   generator on it, in any process, gets [`HighWaterError::Locked`]) and read. New
     ///   IDs start at the mark: if the clock is behind it, minting waits (`try_next_id`
     ///   reports how long) for at most [`MAX_RESTART_WAIT`](Self::MAX_RESTART_WAIT);
-    ///   further behind, building fails with [`Error::HighWaterAhead`], which says by how
-    ///   much. A missing file is a first run; a damaged one is [`Error::HighWaterCorrupt`].
+    ///   further behind, building fails with [`HighWaterError::Ahead`], which says by how
+    ///   much. A missing file is a first run; a damaged one is [`HighWaterError::Corrupt`].
     /// - While minting, the mark is kept half a second to a second and a half ahead of the
     ///   IDs: one durable write (temporary file, fsync, rename) per second at most, made by
     ///   a thread of the generator's own (`atomflake-mark`), asked half a second before any
     ///   mint needs it. So a minting thread never writes the file; it waits only when the
     ///   clock has run past the stored mark before the write finished (a clock jump, a disk
     ///   slower than half a second), and `try_next_id` then returns
-    ///   [`MintError::HighWaterPending`]. A restart within that time of the last mint waits for
+    ///   [`MintError::HighWaterPending`](crate::MintError::HighWaterPending). A restart within that time of the last mint waits for
     ///   the rest of it.
     ///
     /// Give each generator (each node ID, or each
