@@ -64,37 +64,30 @@ pub trait Clock {
     }
 }
 
-impl<C: Clock + ?Sized> Clock for &C {
-    #[inline]
-    fn unix_ms(&self) -> u64 {
-        (**self).unix_ms()
-    }
+/// `Clock` for pointers to a clock: each method reads the clock pointed to.
+macro_rules! clock_through {
+    ($($pointer:ty),*) => {
+        $(
+            impl<C: Clock + ?Sized> Clock for $pointer {
+                #[inline]
+                fn unix_ms(&self) -> u64 {
+                    (**self).unix_ms()
+                }
 
-    #[inline]
-    fn precise_unix_ms(&self) -> u64 {
-        (**self).precise_unix_ms()
-    }
+                #[inline]
+                fn precise_unix_ms(&self) -> u64 {
+                    (**self).precise_unix_ms()
+                }
 
-    fn time_until(&self, unix_ms: u64) -> Option<Duration> {
-        (**self).time_until(unix_ms)
-    }
+                fn time_until(&self, unix_ms: u64) -> Option<Duration> {
+                    (**self).time_until(unix_ms)
+                }
+            }
+        )*
+    };
 }
 
-impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
-    #[inline]
-    fn unix_ms(&self) -> u64 {
-        (**self).unix_ms()
-    }
-
-    #[inline]
-    fn precise_unix_ms(&self) -> u64 {
-        (**self).precise_unix_ms()
-    }
-
-    fn time_until(&self, unix_ms: u64) -> Option<Duration> {
-        (**self).time_until(unix_ms)
-    }
-}
+clock_through!(&C, std::sync::Arc<C>, Box<C>);
 
 /// The process-wide quanta clock, converted to Unix time by the disciplined [`Timeline`].
 ///

@@ -584,41 +584,33 @@ pub struct LayoutBuilder {
     layout: Layout,
 }
 
+/// One consuming setter per field of the layout being built.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $field:ident: $ty:ty,)*) => {
+        $(
+            $(#[$doc])*
+            pub const fn $field(mut self, $field: $ty) -> Self {
+                self.layout.$field = $field;
+                self
+            }
+        )*
+    };
+}
+
 impl LayoutBuilder {
-    /// Width of the timestamp field; at least 1.
-    pub const fn timestamp_bits(mut self, bits: u32) -> Self {
-        self.layout.timestamp_bits = bits;
-        self
-    }
-
-    /// Width of the node field; may be 0.
-    pub const fn node_bits(mut self, bits: u32) -> Self {
-        self.layout.node_bits = bits;
-        self
-    }
-
-    /// Width of the sequence field; may be 0 (one ID per tick).
-    pub const fn sequence_bits(mut self, bits: u32) -> Self {
-        self.layout.sequence_bits = bits;
-        self
-    }
-
-    /// The Unix ms at which tick 0 starts.
-    pub const fn epoch_ms(mut self, epoch_ms: u64) -> Self {
-        self.layout.epoch_ms = epoch_ms;
-        self
-    }
-
-    /// The tick length in ms; at least 1.
-    pub const fn tick_ms(mut self, tick_ms: u64) -> Self {
-        self.layout.tick_ms = tick_ms;
-        self
-    }
-
-    /// The order of the node and sequence fields.
-    pub const fn order(mut self, order: FieldOrder) -> Self {
-        self.layout.order = order;
-        self
+    setters! {
+        /// Width of the timestamp field; at least 1.
+        timestamp_bits: u32,
+        /// Width of the node field; may be 0.
+        node_bits: u32,
+        /// Width of the sequence field; may be 0 (one ID per tick).
+        sequence_bits: u32,
+        /// The Unix ms at which tick 0 starts.
+        epoch_ms: u64,
+        /// The tick length in ms; at least 1.
+        tick_ms: u64,
+        /// The order of the node and sequence fields.
+        order: FieldOrder,
     }
 
     /// Checks the layout and returns it.
