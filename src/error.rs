@@ -749,13 +749,18 @@ impl fmt::Display for SqlError {
                 f,
                 "sql prefix {prefix:?} is not allowed: a prefix is 1..={} characters of a-z, \
                  0-9 and _, starting with a letter or _",
-                crate::sql::PgScript::MAX_PREFIX_LEN
+                SQL_PREFIX_MAX_LEN
             ),
         }
     }
 }
 
 impl std::error::Error for SqlError {}
+
+/// The longest prefix of the SQL script's object names
+/// ([`PgScript::MAX_PREFIX_LEN`](crate::sql::PgScript::MAX_PREFIX_LEN)), here so that the
+/// error's message needs nothing from the script.
+pub(crate) const SQL_PREFIX_MAX_LEN: usize = 40;
 
 /// Declares [`Error`] with one variant per error type, its `From` conversions, and the
 /// inner error that its `Display` and `source` pass through to.

@@ -129,7 +129,7 @@ impl PgScript {
     /// The longest [`max_wait`](Self::max_wait) allowed.
     pub const MAX_WAIT: Duration = Duration::from_secs(600);
     /// The longest prefix allowed (PostgreSQL names hold 63 bytes).
-    pub const MAX_PREFIX_LEN: usize = 40;
+    pub const MAX_PREFIX_LEN: usize = crate::error::SQL_PREFIX_MAX_LEN;
 
     /// The script for `layout` and `node`, with the default prefix and wait.
     ///
