@@ -8,7 +8,7 @@
 //! - [`ManualClock`]: set by hand, for tests.
 
 #[cfg(not(loom))]
-use crate::discipline::{CHECK_INTERVAL, Steering};
+use crate::discipline::{CHECK_INTERVAL, Segment, Steering};
 use crate::discipline::{ClockStep, Discipline, Timeline, fixed_from_ns};
 use crate::error::Error;
 use crate::sync::{Arc, AtomicU64, Ordering, ProcessAtomicU64};
@@ -124,12 +124,25 @@ impl Anchor {
     fn get() -> &'static Anchor {
         ANCHOR.get_or_init(|| {
             let anchor = Anchor::capture(quanta::Clock::new());
-            // Not under loom: the thread would outlive the model. A process that cannot
-            // spawn it keeps the clock running undisciplined, as before the discipline.
+            // Not under loom: the thread would outlive the model.
             #[cfg(not(loom))]
-            let _ = std::thread::Builder::new()
+            if std::thread::Builder::new()
                 .name("atomflake-discipline".into())
-                .spawn(Anchor::discipline_thread);
+                .spawn(Anchor::discipline_thread)
+                .is_err()
+            {
+                // No thread will ever renew the first piece: give it no horizon, so that
+                // the clock runs on at the calibrated rate, undisciplined, rather than 1%
+                // slow after a second. No other writer exists, so no reading can go back.
+                let first = anchor.timeline.read(|| 0).0;
+                anchor.timeline.publish(Segment::new(
+                    first.start,
+                    first.at,
+                    first.scale,
+                    u64::MAX,
+                    first.slow,
+                ));
+            }
             anchor
         })
     }
@@ -167,6 +180,9 @@ impl Anchor {
     ///
     /// A thread rather than the minting path: minting then only reads a segment, and no
     /// mint ever pays for a wall-clock read or a publish.
+    ///
+    /// A check publishes whenever it gets to it: a thread descheduled between reading the
+    /// clocks and publishing cannot make the clock go back (see `discipline.rs`).
     #[cfg(not(loom))]
     fn discipline_thread() {
         let anchor = Anchor::get();
@@ -174,22 +190,13 @@ impl Anchor {
         loop {
             std::thread::sleep(CHECK_INTERVAL);
             let (raw, wall) = wall_at(&anchor.clock);
-            let plan = steering.plan(raw, wall);
-            if let Some(next) = plan.next {
-                // Publish only before the new segment starts (see `discipline.rs`); a
-                // writer descheduled for longer just checks again next time.
-                if anchor.clock.raw() >= next.start {
-                    continue;
-                }
-                anchor.timeline.publish(next);
-            }
             let hook = STEP_HOOK
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let (Some(step), Some((_, hook))) = (
-                steering.commit(plan, hook.as_ref().map(|(bound, _)| *bound)),
-                hook.as_ref(),
-            ) {
+            let bound = hook.as_ref().map(|(bound, _)| *bound);
+            if let (Some(step), Some((_, hook))) =
+                (steering.check(&anchor.timeline, raw, wall, bound), hook.as_ref())
+            {
                 hook(step);
             }
         }
@@ -240,7 +247,8 @@ fn wall_at(clock: &quanta::Clock) -> (u64, u128) {
 ///
 /// - wall clock ahead (by more than 100 µs): the clock jumps forward to it at once;
 /// - wall clock behind: the clock *slews*, running 1% slower than real time (never
-///   backward) until it is within 100 µs again; a 5 s step back takes about 8 minutes;
+///   backward) from within a second until it is within 100 µs again; a 5 s step back
+///   takes about 8 minutes;
 /// - otherwise (the TSC's own drift from the wall clock included) it stays within about
 ///   100 µs of the wall clock.
 ///
@@ -248,6 +256,13 @@ fn wall_at(clock: &quanta::Clock) -> (u64, u128) {
 /// start-up (NTP after a VM boots), and a suspend and resume are all corrected while the
 /// process runs. A step is not slewed silently: [`on_step`](Self::on_step) sets a hook
 /// that hears of every step larger than a bound.
+///
+/// The thread renews the clock's current piece twice a second; a thread that does not
+/// run for more than half a second (a machine too loaded to schedule it) lets the clock
+/// run 1% slow, never back, until its next check jumps it forward. A process that cannot
+/// start the thread at all (the system refuses a new thread) gets an undisciplined clock:
+/// the wall-clock time read at start-up, advanced at quanta's calibrated rate, never
+/// back, never corrected, and no step reported.
 ///
 /// # Examples
 ///
@@ -566,6 +581,8 @@ mod tests {
         let anchor = Anchor::capture(quanta::Clock::new());
         let clock = &anchor.clock;
         let first = anchor.timeline.read(|| 0).0;
+        // The calibrated rate all along (the first piece's horizon is 1 s away).
+        let first = Segment::new(first.start, first.at, first.scale, u64::MAX, first.slow);
         for seconds in [0_u64, 1, 59, 3_600, 86_400, 365 * 86_400, 50 * 365 * 86_400] {
             for extra_ns in [0_u64, 1, 999_999, 123_456_789] {
                 let ns = seconds * 1_000_000_000 + extra_ns;
