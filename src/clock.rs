@@ -115,10 +115,15 @@ struct Anchor {
 
 static ANCHOR: OnceLock<Anchor> = OnceLock::new();
 
-/// The hook for clock steps, and the offset change that counts as one.
-type StepHook = (Duration, Box<dyn Fn(ClockStep) + Send + Sync>);
+/// A hook for clock steps, shared so that the discipline thread can call it after letting
+/// go of [`STEP_HOOK`].
+/// The standard `Arc` under loom too: the static lives outside any model.
+type Hook = std::sync::Arc<dyn Fn(ClockStep) + Send + Sync>;
 
-static STEP_HOOK: Mutex<Option<StepHook>> = Mutex::new(None);
+/// The hook for clock steps, and the offset change that counts as one. Held only to set,
+/// clone or clear it, never while a hook runs: a hook may call
+/// [`MonotonicClock::on_step`] itself.
+static STEP_HOOK: Mutex<Option<(Duration, Hook)>> = Mutex::new(None);
 
 impl Anchor {
     fn get() -> &'static Anchor {
@@ -182,7 +187,9 @@ impl Anchor {
     /// mint ever pays for a wall-clock read or a publish.
     ///
     /// A check publishes whenever it gets to it: a thread descheduled between reading the
-    /// clocks and publishing cannot make the clock go back (see `discipline.rs`).
+    /// clocks and publishing cannot make the clock go back (see `discipline.rs`). The step
+    /// hook runs outside [`STEP_HOOK`]'s lock and inside `catch_unwind`, so a hook can
+    /// neither deadlock the thread nor end it (see [`MonotonicClock::on_step`]).
     #[cfg(not(loom))]
     fn discipline_thread() {
         let anchor = Anchor::get();
@@ -190,17 +197,39 @@ impl Anchor {
         loop {
             std::thread::sleep(CHECK_INTERVAL);
             let (raw, wall) = wall_at(&anchor.clock);
-            let hook = STEP_HOOK
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let bound = hook.as_ref().map(|(bound, _)| *bound);
-            if let (Some(step), Some((_, hook))) =
-                (steering.check(&anchor.timeline, raw, wall, bound), hook.as_ref())
-            {
-                hook(step);
+            // A clone, so that the hook runs with the lock released.
+            let hook = step_hook().clone();
+            let step = steering.check(
+                &anchor.timeline,
+                raw,
+                wall,
+                hook.as_ref().map(|(bound, _)| *bound),
+            );
+            if let (Some(step), Some((_, hook))) = (step, hook) {
+                let call = std::panic::AssertUnwindSafe(|| hook(step));
+                if std::panic::catch_unwind(call).is_err() {
+                    // The panic hook has reported it. Drop the hook, unless it was replaced
+                    // meanwhile: it would panic again at the next step.
+                    let mut current = step_hook();
+                    if current
+                        .as_ref()
+                        .is_some_and(|(_, set)| std::sync::Arc::ptr_eq(set, &hook))
+                    {
+                        *current = None;
+                    }
+                }
             }
         }
     }
+}
+
+/// [`STEP_HOOK`], locked. A poisoned lock only means a thread panicked while holding it
+/// (never inside a hook, which runs unlocked); the value inside is still right.
+#[cfg_attr(loom, allow(dead_code))]
+fn step_hook() -> std::sync::MutexGuard<'static, Option<(Duration, Hook)>> {
+    STEP_HOOK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A raw count and the wall-clock time at it (fixed-point Unix ms): the wall clock read
@@ -292,8 +321,15 @@ impl MonotonicClock {
     /// process.
     ///
     /// The hook runs on the discipline thread, so it should return quickly (log, count,
-    /// alert). The clock has already acted when it runs: jumped forward, or started to
-    /// slew.
+    /// alert): while it runs there are no checks, and after half a second without one the
+    /// clock runs 1% slow (never back) until the next. The clock has already acted when it
+    /// runs: jumped forward, or decided to slew. It runs with no lock held, so it may call
+    /// `on_step` itself, to replace or clear itself; the next step calls the hook set last.
+    ///
+    /// A hook that panics does not stop the discipline: the panic is caught (the panic
+    /// hook still reports it) and the hook is dropped, as if `on_step` had never been
+    /// called, unless it had already been replaced. A panic that aborts the process
+    /// (`panic = "abort"`) cannot be caught.
     ///
     /// # Examples
     ///
@@ -310,9 +346,7 @@ impl MonotonicClock {
     /// });
     /// ```
     pub fn on_step(bound: Duration, hook: impl Fn(ClockStep) + Send + Sync + 'static) {
-        *STEP_HOOK
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((bound, Box::new(hook)));
+        *step_hook() = Some((bound, std::sync::Arc::new(hook)));
     }
 }
 
