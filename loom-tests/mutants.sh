@@ -36,7 +36,7 @@ for m in "${mutations[@]}"; do
     esac
     grep -E '^test .*(ok|FAILED)$' "$log" || true
     # The first line of each failure's message.
-    grep -A1 -E "^thread '.*' .*panicked at" "$log" | grep -vE "panicked at|^--$" | cut -c1-200 | sort -u || true
+    grep -A1 -E "^thread '.*' .*panicked at" "$log" | grep -vE "panicked at|^--$" | cut -c1-200 | head -4 || true
     failed=$(grep -cE '^test .*FAILED$' "$log" || true)
     if [ "$failed" -gt 0 ]; then
         caught+=("$m ($failed failing)")
