@@ -8,7 +8,7 @@
 //! - [`ManualClock`]: set by hand, for tests.
 
 #[cfg(not(loom))]
-use crate::discipline::{CHECK_INTERVAL, Steering};
+use crate::discipline::{CHECK_INTERVAL, Segment, Steering};
 use crate::discipline::{ClockStep, Discipline, Timeline, fixed_from_ns};
 use crate::error::ClockError;
 use crate::sync::{Arc, AtomicU64, Ordering, ProcessAtomicU64};
@@ -108,21 +108,39 @@ struct Anchor {
 
 static ANCHOR: OnceLock<Anchor> = OnceLock::new();
 
-/// The hook for clock steps, and the offset change that counts as one.
-type StepHook = (Duration, Box<dyn Fn(ClockStep) + Send + Sync>);
+/// A hook for clock steps, shared so that the discipline thread can call it after letting
+/// go of [`STEP_HOOK`].
+/// The standard `Arc` under loom too: the static lives outside any model.
+type Hook = std::sync::Arc<dyn Fn(ClockStep) + Send + Sync>;
 
-static STEP_HOOK: Mutex<Option<StepHook>> = Mutex::new(None);
+/// The hook for clock steps, and the offset change that counts as one. Held only to set,
+/// clone or clear it, never while a hook runs: a hook may call
+/// [`MonotonicClock::on_step`] itself.
+static STEP_HOOK: Mutex<Option<(Duration, Hook)>> = Mutex::new(None);
 
 impl Anchor {
     fn get() -> &'static Anchor {
         ANCHOR.get_or_init(|| {
             let anchor = Anchor::capture(quanta::Clock::new());
-            // Not under loom: the thread would outlive the model. A process that cannot
-            // spawn it keeps the clock running undisciplined, as before the discipline.
+            // Not under loom: the thread would outlive the model.
             #[cfg(not(loom))]
-            let _ = std::thread::Builder::new()
+            if std::thread::Builder::new()
                 .name("atomflake-discipline".into())
-                .spawn(Anchor::discipline_thread);
+                .spawn(Anchor::discipline_thread)
+                .is_err()
+            {
+                // No thread will ever renew the first piece: give it no horizon, so that
+                // the clock runs on at the calibrated rate, undisciplined, rather than 1%
+                // slow after a second. No other writer exists, so no reading can go back.
+                let first = anchor.timeline.read(|| 0).0;
+                anchor.timeline.publish(Segment::new(
+                    first.start,
+                    first.at,
+                    first.scale,
+                    u64::MAX,
+                    first.slow,
+                ));
+            }
             anchor
         })
     }
@@ -160,6 +178,11 @@ impl Anchor {
     ///
     /// A thread rather than the minting path: minting then only reads a segment, and no
     /// mint ever pays for a wall-clock read or a publish.
+    ///
+    /// A check publishes whenever it gets to it: a thread descheduled between reading the
+    /// clocks and publishing cannot make the clock go back (see `discipline.rs`). The step
+    /// hook runs outside [`STEP_HOOK`]'s lock and inside `catch_unwind`, so a hook can
+    /// neither deadlock the thread nor end it (see [`MonotonicClock::on_step`]).
     #[cfg(not(loom))]
     fn discipline_thread() {
         let anchor = Anchor::get();
@@ -167,26 +190,39 @@ impl Anchor {
         loop {
             std::thread::sleep(CHECK_INTERVAL);
             let (raw, wall) = wall_at(&anchor.clock);
-            let plan = steering.plan(raw, wall);
-            if let Some(next) = plan.next {
-                // Publish only before the new segment starts (see `discipline.rs`); a
-                // writer descheduled for longer just checks again next time.
-                if anchor.clock.raw() >= next.start {
-                    continue;
+            // A clone, so that the hook runs with the lock released.
+            let hook = step_hook().clone();
+            let step = steering.check(
+                &anchor.timeline,
+                raw,
+                wall,
+                hook.as_ref().map(|(bound, _)| *bound),
+            );
+            if let (Some(step), Some((_, hook))) = (step, hook) {
+                let call = std::panic::AssertUnwindSafe(|| hook(step));
+                if std::panic::catch_unwind(call).is_err() {
+                    // The panic hook has reported it. Drop the hook, unless it was replaced
+                    // meanwhile: it would panic again at the next step.
+                    let mut current = step_hook();
+                    if current
+                        .as_ref()
+                        .is_some_and(|(_, set)| std::sync::Arc::ptr_eq(set, &hook))
+                    {
+                        *current = None;
+                    }
                 }
-                anchor.timeline.publish(next);
-            }
-            let hook = STEP_HOOK
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if let (Some(step), Some((_, hook))) = (
-                steering.commit(plan, hook.as_ref().map(|(bound, _)| *bound)),
-                hook.as_ref(),
-            ) {
-                hook(step);
             }
         }
     }
+}
+
+/// [`STEP_HOOK`], locked. A poisoned lock only means a thread panicked while holding it
+/// (never inside a hook, which runs unlocked); the value inside is still right.
+#[cfg_attr(loom, allow(dead_code))]
+fn step_hook() -> std::sync::MutexGuard<'static, Option<(Duration, Hook)>> {
+    STEP_HOOK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A raw count and the wall-clock time at it (fixed-point Unix ms): the wall clock read
@@ -233,7 +269,8 @@ fn wall_at(clock: &quanta::Clock) -> (u64, u128) {
 ///
 /// - wall clock ahead (by more than 100 µs): the clock jumps forward to it at once;
 /// - wall clock behind: the clock *slews*, running 1% slower than real time (never
-///   backward) until it is within 100 µs again; a 5 s step back takes about 8 minutes;
+///   backward) from within a second until it is within 100 µs again; a 5 s step back
+///   takes about 8 minutes;
 /// - otherwise (the TSC's own drift from the wall clock included) it stays within about
 ///   100 µs of the wall clock.
 ///
@@ -241,6 +278,13 @@ fn wall_at(clock: &quanta::Clock) -> (u64, u128) {
 /// start-up (NTP after a VM boots), and a suspend and resume are all corrected while the
 /// process runs. A step is not slewed silently: [`on_step`](Self::on_step) sets a hook
 /// that hears of every step larger than a bound.
+///
+/// The thread renews the clock's current piece twice a second; a thread that does not
+/// run for more than half a second (a machine too loaded to schedule it) lets the clock
+/// run 1% slow, never back, until its next check jumps it forward. A process that cannot
+/// start the thread at all (the system refuses a new thread) gets an undisciplined clock:
+/// the wall-clock time read at start-up, advanced at quanta's calibrated rate, never
+/// back, never corrected, and no step reported.
 ///
 /// # Examples
 ///
@@ -270,8 +314,15 @@ impl MonotonicClock {
     /// process.
     ///
     /// The hook runs on the discipline thread, so it should return quickly (log, count,
-    /// alert). The clock has already acted when it runs: jumped forward, or started to
-    /// slew.
+    /// alert): while it runs there are no checks, and after half a second without one the
+    /// clock runs 1% slow (never back) until the next. The clock has already acted when it
+    /// runs: jumped forward, or decided to slew. It runs with no lock held, so it may call
+    /// `on_step` itself, to replace or clear itself; the next step calls the hook set last.
+    ///
+    /// A hook that panics does not stop the discipline: the panic is caught (the panic
+    /// hook still reports it) and the hook is dropped, as if `on_step` had never been
+    /// called, unless it had already been replaced. A panic that aborts the process
+    /// (`panic = "abort"`) cannot be caught.
     ///
     /// # Examples
     ///
@@ -288,9 +339,7 @@ impl MonotonicClock {
     /// });
     /// ```
     pub fn on_step(bound: Duration, hook: impl Fn(ClockStep) + Send + Sync + 'static) {
-        *STEP_HOOK
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((bound, Box::new(hook)));
+        *step_hook() = Some((bound, std::sync::Arc::new(hook)));
     }
 }
 
@@ -559,6 +608,8 @@ mod tests {
         let anchor = Anchor::capture(quanta::Clock::new());
         let clock = &anchor.clock;
         let first = anchor.timeline.read(|| 0).0;
+        // The calibrated rate all along (the first piece's horizon is 1 s away).
+        let first = Segment::new(first.start, first.at, first.scale, u64::MAX, first.slow);
         for seconds in [0_u64, 1, 59, 3_600, 86_400, 365 * 86_400, 50 * 365 * 86_400] {
             for extra_ns in [0_u64, 1, 999_999, 123_456_789] {
                 let ns = seconds * 1_000_000_000 + extra_ns;

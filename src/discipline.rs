@@ -3,17 +3,19 @@
 //!
 //! The clock is a piecewise-linear function from quanta's raw counter to Unix time:
 //!
-//! - [`Segment`]: one linear piece, `unix_ms(raw) = at + (raw - start) × scale` in 64.64
-//!   fixed-point milliseconds, flat before `start`.
+//! - [`Segment`]: one piece, in 64.64 fixed-point milliseconds: flat before `start`, then
+//!   the calibrated rate up to its `horizon`, then [`SLEW_PPM`] slower than that for good.
 //! - [`Timeline`]: the current piece, published to readers lock-free: two slots and a
 //!   version counter, a seqlock whose writer never makes a reader wait (it writes the slot
 //!   no current reader uses).
 //! - [`Discipline`]: the pure rule that picks the next piece from the current one, a raw
 //!   count and the wall-clock time at that count. Wall clock ahead (by more than
-//!   [`DEADBAND_NS`]): jump to it. Wall clock behind: slew, running [`SLEW_PPM`] slower
-//!   than real time until within the dead band again. Never back.
-//! - [`Steering`]: the writer's side, which keeps the current piece and notices steps to
-//!   report.
+//!   [`DEADBAND_NS`]): jump to it. Wall clock behind: publish nothing, so that the current
+//!   piece reaches its horizon and the clock slews, running [`SLEW_PPM`] slower than real
+//!   time. Otherwise renew the piece (same value, same rate, a later horizon) when less
+//!   than half of [`HORIZON_NS`] is left to its horizon. Never back.
+//! - [`Steering`]: the writer's side, which keeps the current piece, publishes the next
+//!   one and notices steps to report.
 //!
 //! A process-wide thread runs the checks every [`CHECK_INTERVAL`] (see `clock.rs`), so the
 //! minting path only ever reads the published piece. Tests drive [`Steering`] with
@@ -21,16 +23,32 @@
 //!
 //! # Why a new piece never reads earlier than the old one
 //!
-//! Every piece starts [`Discipline::guard`] raw counts after the check that made it, at
-//! a value no lower than the old piece reaches there, and is flat before its start. So
-//! a read of the old piece at any count up to the new start is at most the new piece's
-//! lowest value. The writer publishes only if the counter has not reached the new start
-//! yet, and a reader keeps the old piece only if the version did not change by the time it
-//! had read the counter: so no read of the old piece happens past the new start, except
-//! by the nanoseconds a processor may run the counter read ahead of the version check
-//! (far less than the guard). Within a piece time grows with the counter. The
-//! generators' state word would absorb a clock moving back in any case (IDs never go
-//! back, see `state.rs`); this is about the clock's own readings.
+//! Every piece is non-decreasing in the raw count, and every piece the rule publishes
+//! reads at least as late as the piece before it at *every* raw count, not only at the
+//! counts after it was published. A new piece `new` replacing `old` after a check at count
+//! `c`:
+//!
+//! - starts at `c` at a value no lower than `old` reaches there (`old`'s own value for a
+//!   renewal, the wall clock, which is ahead, for a jump), and is flat before `c`: at a
+//!   count `r ≤ c`, `new(r) = new(c) ≥ old(c) ≥ old(r)`;
+//! - after `c` it grows at least as fast as `old`: both run at the calibrated rate up to
+//!   their horizons and at the one slow rate past them, and `new`'s horizon is no earlier
+//!   than `old`'s. So `new(r) ≥ old(r)` for `r > c` too.
+//!
+//! A slower piece is never published: the clock slows only when its own piece passes its
+//! horizon, which is fixed when the piece is published. So the order of a publish and of
+//! the counter does not matter: a reader that read `old` at count `r1` and then `new` (or
+//! any later piece) at `r2 ≥ r1` gets `old(r1) ≤ old(r2) ≤ new(r2)`, however late the
+//! writer published. A reader never sees pieces out of order (the seqlock, below), and the
+//! counter does not go back between two reads. The writer needs no deadline, and the
+//! reader never waits for it and writes nothing.
+//!
+//! The price is that a slew starts at the current piece's horizon, up to [`HORIZON_NS`]
+//! after the check that found the wall clock behind; and a discipline thread that stalls
+//! for longer than half of [`HORIZON_NS`] lets the clock run 1% slow (never back) until its
+//! next check, which jumps it forward as usual. The generators' state word would absorb a
+//! clock moving back in any case (IDs never go back, see `state.rs`); this is about the
+//! clock's own readings.
 
 use crate::sync::{Atomic64, Ordering, ProcessAtomicU64};
 use std::time::Duration;
@@ -48,9 +66,13 @@ pub(crate) const SLEW_PPM: u64 = 10_000;
 /// the wall clock is itself that noisy, and re-publishing costs every reader a cache miss.
 pub(crate) const DEADBAND_NS: u64 = 100_000;
 
-/// How far after a check a new piece starts, in ns (converted to raw counts): the time the
-/// writer has to publish it.
-const GUARD_NS: u64 = 20_000;
+/// How long a piece runs at the calibrated rate, in ns from its start (converted to raw
+/// counts): past its horizon it runs [`SLEW_PPM`] slow. The rule renews the piece when less
+/// than half of this is left, so the discipline thread may stall for 500 ms (50 checks)
+/// before the clock runs slow, and renews twice a second (a cache miss for every reader
+/// each time). The cost: a slew starts 0.5 to 1 s after the check that asked for it, which
+/// lengthens a 5 s slew of 500 s by at most 1 s.
+pub(crate) const HORIZON_NS: u64 = 1_000_000_000;
 
 /// Fixed-point fraction bits: times are Unix ms `<< FRAC_BITS`.
 const FRAC_BITS: u32 = 64;
@@ -69,24 +91,68 @@ pub(crate) fn ns_from_fixed(fixed: u128) -> u64 {
     u64::try_from(whole.saturating_add(part)).unwrap_or(u64::MAX)
 }
 
-/// One linear piece of the clock: Unix time as a function of the raw counter.
+/// One piece of the clock: Unix time as a function of the raw counter.
+///
+/// ```text
+/// unix ms `<< FRAC_BITS`
+///   │                       at_horizon() + (raw − horizon) × slow
+///   │                  ╱‾‾‾‾‾‾‾
+///   │           ╱‾‾‾‾‾  at + (raw − start) × scale
+///   │ at ‾‾‾‾‾‾‾
+///   └──────────┬────────┬──────── raw
+///            start   horizon
+/// ```
+///
+/// `slow ≤ scale`, so the piece never decreases. Build one with [`Segment::new`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Segment {
     /// The raw count where the piece starts; earlier counts read as its start.
     pub(crate) start: u64,
     /// Unix ms at `start`, `<< FRAC_BITS`.
     pub(crate) at: u128,
-    /// Milliseconds per raw count, `<< FRAC_BITS`.
+    /// Milliseconds per raw count up to `horizon`, `<< FRAC_BITS`: the calibrated rate.
     pub(crate) scale: u64,
+    /// The raw count past which the piece runs at `slow`; at least `start`.
+    pub(crate) horizon: u64,
+    /// Milliseconds per raw count past `horizon`, `<< FRAC_BITS`: the slewing rate.
+    pub(crate) slow: u64,
 }
 
 impl Segment {
+    /// The piece that reads `at` at `start`, runs at `scale` up to `horizon` (no earlier
+    /// than `start`) and at `slow` (no faster than `scale`) after it.
+    pub(crate) fn new(start: u64, at: u128, scale: u64, horizon: u64, slow: u64) -> Segment {
+        Segment {
+            start,
+            at,
+            scale,
+            horizon: horizon.max(start),
+            slow: slow.min(scale),
+        }
+    }
+
+    /// Unix ms `<< FRAC_BITS` at the horizon.
+    #[inline]
+    pub(crate) fn at_horizon(self) -> u128 {
+        // Two u64 factors: the product fits a u128.
+        let counts = u128::from(self.horizon.saturating_sub(self.start));
+        self.at.saturating_add(counts * u128::from(self.scale))
+    }
+
     /// Unix ms `<< FRAC_BITS` at the raw count `raw`.
     #[inline]
     pub(crate) fn fixed_at(self, raw: u64) -> u128 {
-        let counts = u128::from(raw.saturating_sub(self.start));
-        // `counts × scale` < 2^128: two u64 factors.
-        self.at.saturating_add(counts * u128::from(self.scale))
+        // Up to the horizon (every read while the discipline thread runs): one compare
+        // and one multiply, flat before `start`. Past it, the slow line from the value at
+        // the horizon.
+        if raw <= self.horizon {
+            // `counts × scale` < 2^128: two u64 factors.
+            self.at
+                .saturating_add(u128::from(raw.saturating_sub(self.start)) * u128::from(self.scale))
+        } else {
+            self.at_horizon()
+                .saturating_add(u128::from(raw - self.horizon) * u128::from(self.slow))
+        }
     }
 
     /// Whole Unix ms at the raw count `raw`.
@@ -96,26 +162,36 @@ impl Segment {
     }
 
     /// How long from the raw count `raw` until this piece reads `unix_ms`, to the ns, at
-    /// the piece's rate (zero when it already does).
+    /// the piece's rates (zero when it already does); a counter of `nominal` ms per count
+    /// `<< FRAC_BITS` in real time. A flat stretch before `start` is not counted: the
+    /// answer may be early, never late.
     pub(crate) fn time_until(self, raw: u64, unix_ms: u64, nominal: u64) -> Duration {
-        let left = (u128::from(unix_ms) << FRAC_BITS).saturating_sub(self.fixed_at(raw));
-        // Clock time left, in real time: a slewing piece takes longer by nominal / scale.
-        let left = if self.scale == nominal || self.scale == 0 {
-            left
-        } else {
-            left / u128::from(self.scale) * u128::from(nominal)
-        };
-        Duration::from_nanos(ns_from_fixed(left))
+        let target = u128::from(unix_ms) << FRAC_BITS;
+        let now = self.fixed_at(raw);
+        if target <= now || self.slow == 0 {
+            return Duration::ZERO;
+        }
+        // Counts to go: at `scale` up to the horizon (if not past it), then at `slow`.
+        let mut counts = 0;
+        let mut from = now;
+        if raw <= self.horizon && self.scale > 0 {
+            let upto = target.min(self.at_horizon());
+            counts += (upto.saturating_sub(from)) / u128::from(self.scale);
+            from = upto.max(from);
+        }
+        counts += target.saturating_sub(from) / u128::from(self.slow);
+        Duration::from_nanos(ns_from_fixed(counts.saturating_mul(u128::from(nominal))))
     }
 }
 
-/// A [`Segment`] in atomics (one of the [`Timeline`]'s two slots).
+/// A [`Segment`] in atomics (one of the [`Timeline`]'s two slots), without its rates,
+/// which are the timeline's.
 #[derive(Debug)]
 struct Slot<A> {
     start: A,
     at_high: A,
     at_low: A,
-    scale: A,
+    horizon: A,
 }
 
 impl<A: Atomic64> Slot<A> {
@@ -125,19 +201,23 @@ impl<A: Atomic64> Slot<A> {
             start: A::new(segment.start),
             at_high: A::new(high),
             at_low: A::new(low),
-            scale: A::new(segment.scale),
+            horizon: A::new(segment.horizon),
         }
     }
 
     // Relaxed field accesses: the version counter's Release/Acquire and the fences in
     // `Timeline` order them (see there).
     #[inline]
-    fn load(&self) -> Segment {
+    fn load(&self, scale: u64, slow: u64) -> Segment {
         Segment {
             start: self.start.load(Ordering::Relaxed),
-            at: u128::from(self.at_high.load(Ordering::Relaxed)) << 64
-                | u128::from(self.at_low.load(Ordering::Relaxed)),
-            scale: self.scale.load(Ordering::Relaxed),
+            at: join(
+                self.at_high.load(Ordering::Relaxed),
+                self.at_low.load(Ordering::Relaxed),
+            ),
+            scale,
+            horizon: self.horizon.load(Ordering::Relaxed),
+            slow,
         }
     }
 
@@ -146,7 +226,7 @@ impl<A: Atomic64> Slot<A> {
         self.start.store(segment.start, Ordering::Relaxed);
         self.at_high.store(high, Ordering::Relaxed);
         self.at_low.store(low, Ordering::Relaxed);
-        self.scale.store(segment.scale, Ordering::Relaxed);
+        self.horizon.store(segment.horizon, Ordering::Relaxed);
     }
 }
 
@@ -156,6 +236,12 @@ fn split(value: u128) -> (u64, u64) {
     (u64::try_from(value >> 64).unwrap_or(u64::MAX), low)
 }
 
+/// The u128 of a high and a low half.
+#[inline]
+fn join(high: u64, low: u64) -> u128 {
+    u128::from(high) << 64 | u128::from(low)
+}
+
 /// The clock's current [`Segment`], published by one writer to any number of readers.
 ///
 /// A seqlock over two slots: publish number `v` writes slot `v % 2` and then sets the
@@ -163,7 +249,11 @@ fn split(value: u128) -> (u64, u64) {
 /// publish after next. A reader loads the version, the slot's fields and the raw counter,
 /// then checks the version again; it retries only when a publish completed in between
 /// (never while one is in progress), so a writer that is descheduled mid-publish delays
-/// nobody.
+/// nobody. A reader writes nothing.
+///
+/// The two rates are fixed when the timeline is made (every piece the rule makes runs at
+/// the calibrated rate up to its horizon and at the slewing rate after), so only a piece's
+/// raw counts and values are published.
 ///
 /// # Atomic orderings
 ///
@@ -175,19 +265,29 @@ fn split(value: u128) -> (u64, u64) {
 ///   `version + 1`) happens before the reader's second version load, which then differs.
 ///   That is the standard seqlock argument, with the previous publish's version store in
 ///   the role of the "odd" version.
+/// - A later read never returns an earlier piece: its first version load reads the same
+///   or a later version than an earlier read's (coherence, and the `Acquire` chain between
+///   threads), and the check above makes the piece that version's. That and the counter
+///   are all the module's argument needs.
 #[derive(Debug)]
 pub(crate) struct Timeline<A = ProcessAtomicU64> {
     /// How many segments were published after the first; the current one is in
     /// `slots[version % 2]`.
     version: A,
+    /// Every piece's [`Segment::scale`].
+    scale: u64,
+    /// Every piece's [`Segment::slow`].
+    slow: u64,
     slots: [Slot<A>; 2],
 }
 
 impl<A: Atomic64> Timeline<A> {
-    /// A timeline that starts with `first`.
+    /// A timeline that starts with `first`, at its rates.
     pub(crate) fn new(first: Segment) -> Timeline<A> {
         Timeline {
             version: A::new(0),
+            scale: first.scale,
+            slow: first.slow,
             slots: [Slot::new(first), Slot::new(first)],
         }
     }
@@ -198,7 +298,7 @@ impl<A: Atomic64> Timeline<A> {
         loop {
             // Acquire: pairs with `publish`'s Release store of this version.
             let version = self.version.load(Ordering::Acquire);
-            let segment = self.slots[usize::from(version % 2 == 1)].load();
+            let segment = self.slots[usize::from(version % 2 == 1)].load(self.scale, self.slow);
             // Acquire fence: see "Atomic orderings" above.
             A::fence(Ordering::Acquire);
             let now = raw();
@@ -209,8 +309,14 @@ impl<A: Atomic64> Timeline<A> {
         }
     }
 
-    /// Publishes `segment`. One writer at a time: the caller makes sure of it.
+    /// Publishes `segment`, which must have the timeline's rates. One writer at a time:
+    /// the caller makes sure of it.
     pub(crate) fn publish(&self, segment: Segment) {
+        debug_assert_eq!(
+            (segment.scale, segment.slow),
+            (self.scale, self.slow),
+            "a piece at other rates"
+        );
         // Relaxed: only the single writer stores the version.
         let version = self.version.load(Ordering::Relaxed).wrapping_add(1);
         // Release fence: orders the previous publish's version store before this one's
@@ -229,8 +335,8 @@ pub(crate) struct Discipline {
     nominal: u64,
     /// The rate while slewing: `nominal × (1 − SLEW_PPM / 10^6)`.
     slewing: u64,
-    /// [`GUARD_NS`] in raw counts.
-    guard: u64,
+    /// [`HORIZON_NS`] in raw counts.
+    horizon: u64,
     /// [`DEADBAND_NS`] in fixed-point ms.
     deadband: u128,
 }
@@ -247,13 +353,18 @@ pub(crate) struct Plan {
 impl Discipline {
     /// The rule for a counter of `nominal` ms per count `<< FRAC_BITS`.
     pub(crate) fn new(nominal: u64) -> Discipline {
+        // Counts per HORIZON_NS: HORIZON_NS ms-fixed / scale.
+        let horizon = fixed_from_ns(u128::from(HORIZON_NS)) / u128::from(nominal.max(1));
+        Discipline::with_horizon(nominal, u64::try_from(horizon).unwrap_or(u64::MAX))
+    }
+
+    /// The rule with a horizon of `horizon` raw counts (for models with a few counts).
+    pub(crate) fn with_horizon(nominal: u64, horizon: u64) -> Discipline {
         let slewing = u128::from(nominal) * u128::from(1_000_000 - SLEW_PPM) / 1_000_000;
-        // Counts per GUARD_NS: GUARD_NS ms-fixed / scale.
-        let guard = fixed_from_ns(u128::from(GUARD_NS)) / u128::from(nominal.max(1));
         Discipline {
             nominal,
             slewing: u64::try_from(slewing).unwrap_or(nominal),
-            guard: u64::try_from(guard).unwrap_or(u64::MAX),
+            horizon,
             deadband: fixed_from_ns(u128::from(DEADBAND_NS)),
         }
     }
@@ -263,50 +374,45 @@ impl Discipline {
         self.nominal
     }
 
-    /// How many raw counts after a check its new segment starts.
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn guard(&self) -> u64 {
-        self.guard
+    /// A piece from `start` at `at`, at the calibrated rate for a horizon from `start`
+    /// (and no earlier than `not_before`).
+    fn piece(&self, start: u64, at: u128, not_before: u64) -> Segment {
+        let horizon = start.saturating_add(self.horizon).max(not_before);
+        Segment::new(start, at, self.nominal, horizon, self.slewing)
     }
 
     /// The first segment: the wall-clock time `wall` (fixed-point Unix ms) at raw count
     /// `raw`, at the calibrated rate.
     pub(crate) fn anchor(&self, raw: u64, wall: u128) -> Segment {
-        Segment {
-            start: raw,
-            at: wall,
-            scale: self.nominal,
-        }
+        self.piece(raw, wall, raw)
     }
 
     /// The plan after reading the wall-clock time `wall` (fixed-point Unix ms) at raw count
     /// `raw`, while `current` is the clock.
+    ///
+    /// Every piece it plans starts at `raw`, at least as late as `current` reads there, at
+    /// the calibrated rate, with a horizon no earlier than `current`'s: see the module's
+    /// argument.
     pub(crate) fn check(&self, current: Segment, raw: u64, wall: u128) -> Plan {
-        let start = raw.saturating_add(self.guard);
-        let clock = current.fixed_at(start);
-        // The wall clock carried to `start` at the calibrated rate.
-        let wall = wall.saturating_add(u128::from(self.guard) * u128::from(self.nominal));
+        let clock = current.fixed_at(raw);
         let offset_ns = if wall >= clock {
             i64::try_from(ns_from_fixed(wall - clock)).unwrap_or(i64::MAX)
         } else {
             -i64::try_from(ns_from_fixed(clock - wall)).unwrap_or(i64::MAX)
         };
-        let piece = |at, scale| Some(Segment { start, at, scale });
         let next = if wall > clock.saturating_add(self.deadband) {
             // The wall clock is ahead: jump to it.
-            piece(wall, self.nominal)
+            Some(self.piece(raw, wall, current.horizon))
         } else if clock > wall.saturating_add(self.deadband) {
-            // Behind: slew from where the clock is (unless already slewing).
-            if current.scale == self.slewing {
-                None
-            } else {
-                piece(clock, self.slewing)
-            }
-        } else if current.scale == self.nominal {
+            // Behind: leave the piece to run into its horizon and slew (or slew on).
             None
+        } else if current.horizon < raw.saturating_add(self.horizon / 2) {
+            // On time, and less than half a horizon left (or the clock slewed back within
+            // the dead band, or the thread stalled past the horizon): renew, from where
+            // the clock is.
+            Some(self.piece(raw, clock, current.horizon))
         } else {
-            // Within the dead band again: back to the calibrated rate.
-            piece(clock, self.nominal)
+            None
         };
         Plan { next, offset_ns }
     }
@@ -328,8 +434,9 @@ pub enum ClockStep {
         by: Duration,
     },
     /// The wall clock moved back: the clock is `ahead` of it and slews, running 1% slower
-    /// than real time, until it is on time again in about `converges_in`. IDs minted
-    /// meanwhile carry times up to `ahead` in the future, and never repeat.
+    /// than real time from within a second, until it is on time again in about
+    /// `converges_in`. IDs minted meanwhile carry times up to `ahead` in the future, and
+    /// never repeat.
     Back {
         /// How far the clock is ahead of the wall clock.
         ahead: Duration,
@@ -372,6 +479,12 @@ impl Steering {
         }
     }
 
+    /// The segment the clock reads now (the last one published).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn current(&self) -> Segment {
+        self.current
+    }
+
     /// Plans a check at `raw` with the wall clock at `wall`.
     pub(crate) fn plan(&self, raw: u64, wall: u128) -> Plan {
         self.discipline.check(self.current, raw, wall)
@@ -387,6 +500,24 @@ impl Steering {
         self.last_offset_ns = plan.offset_ns;
         let bound = bound?;
         (u128::from(moved) > bound.as_nanos()).then(|| ClockStep::from_offset(plan.offset_ns))
+    }
+
+    /// One check, as the discipline thread makes it: plans at `raw` with the wall clock at
+    /// `wall`, publishes the new segment on `timeline` if there is one (whenever this runs:
+    /// no deadline, see the module docs), and commits. Returns the step to report, as
+    /// [`commit`](Self::commit).
+    pub(crate) fn check<A: Atomic64>(
+        &mut self,
+        timeline: &Timeline<A>,
+        raw: u64,
+        wall: u128,
+        bound: Option<Duration>,
+    ) -> Option<ClockStep> {
+        let plan = self.plan(raw, wall);
+        if let Some(next) = plan.next {
+            timeline.publish(next);
+        }
+        self.commit(plan, bound)
     }
 }
 
@@ -411,20 +542,45 @@ mod tests {
 
     #[test]
     fn a_segment_is_flat_before_its_start_and_linear_after() {
-        let segment = Segment {
-            start: 1_000,
-            at: fixed_from_ns(1_700_000_000_000_000_000),
-            scale: three_ghz(),
-        };
+        let slow = Discipline::new(three_ghz()).slewing;
+        // The calibrated rate for 10 ms (30 M counts), then 1% slow.
+        let segment = Segment::new(
+            1_000,
+            fixed_from_ns(1_700_000_000_000_000_000),
+            three_ghz(),
+            1_000 + 30_000_000,
+            slow,
+        );
         assert_eq!(segment.unix_ms_at(0), 1_700_000_000_000);
         assert_eq!(segment.unix_ms_at(1_000 + 2_999_999), 1_700_000_000_000);
         assert_eq!(segment.unix_ms_at(1_000 + 3_000_001), 1_700_000_000_001);
+        assert_eq!(segment.at_horizon(), segment.fixed_at(segment.horizon));
+        // 10 ms at the calibrated rate, then 1 ms takes 1/0.99 ms.
+        assert_eq!(
+            segment.unix_ms_at(1_000 + 30_000_000 + 3_030_300),
+            1_700_000_000_010
+        );
+        assert_eq!(
+            segment.unix_ms_at(1_000 + 30_000_000 + 3_030_304),
+            1_700_000_000_011
+        );
         let left = segment.time_until(1_000, 1_700_000_000_002, three_ghz());
         assert!(
             left.abs_diff(Duration::from_millis(2)) <= Duration::from_nanos(1),
             "{left:?}"
         );
+        // Across the horizon: 10 ms, then 2 ms at 99%.
+        let left = segment.time_until(1_000, 1_700_000_000_012, three_ghz());
+        let expected = Duration::from_nanos(10_000_000 + 2_000_000 * 100 / 99);
+        assert!(left.abs_diff(expected) <= Duration::from_nanos(2), "{left:?}");
         assert_eq!(segment.time_until(1_000, 5, three_ghz()), Duration::ZERO);
+        // Readings never decrease, across the horizon too.
+        let mut last = 0;
+        for raw in (0..40_000_000).step_by(7_919) {
+            let now = segment.fixed_at(raw);
+            assert!(now >= last, "back at {raw}");
+            last = now;
+        }
     }
 
     #[test]
@@ -441,14 +597,13 @@ mod tests {
     }
 
     #[test]
-    fn the_rule_jumps_forward_slews_back_and_leaves_small_offsets() {
+    fn the_rule_jumps_forward_slews_back_renews_and_leaves_small_offsets() {
         let discipline = Discipline::new(three_ghz());
         let wall = fixed_from_ns(1_700_000_000_000_000_000);
         let current = discipline.anchor(0, wall);
-        let raw = 3_000_000_000; // 1 s later
-        let on_time = wall + fixed_from_ns(1_000_000_000);
-        let start = raw + discipline.guard();
-        let guard_ms = u128::from(discipline.guard()) * u128::from(three_ghz());
+        assert_eq!(current.horizon, 3_000_000_000, "1 s of a 3 GHz counter");
+        let raw = 300_000_000; // 100 ms later
+        let on_time = wall + fixed_from_ns(100_000_000);
 
         let plan = discipline.check(current, raw, on_time + fixed_from_ns(50_000));
         assert_eq!(plan.next, None, "50 µs ahead is inside the dead band");
@@ -458,40 +613,94 @@ mod tests {
         let plan = discipline.check(current, raw, ahead);
         assert_eq!(
             plan.next,
-            Some(Segment {
-                start,
-                at: ahead + guard_ms,
-                scale: three_ghz()
-            }),
+            Some(Segment::new(
+                raw,
+                ahead,
+                three_ghz(),
+                raw + 3_000_000_000,
+                discipline.slewing
+            )),
             "the wall clock 5 s ahead: jump"
         );
 
         let behind = on_time - fixed_from_ns(5_000_000_000);
         let plan = discipline.check(current, raw, behind);
-        let slewing = plan.next.unwrap();
-        assert_eq!(slewing.start, start);
         assert_eq!(
-            slewing.at,
-            current.fixed_at(start),
-            "slewing starts where the clock is"
-        );
-        assert_eq!(
-            slewing.scale,
-            u64::try_from(u128::from(three_ghz()) * 99 / 100).unwrap()
+            plan.next, None,
+            "behind: the piece runs into its horizon and slews"
         );
         assert!(
             (-5_000_000_010..=-4_999_999_990).contains(&plan.offset_ns),
             "{plan:?}"
         );
-        assert_eq!(
-            discipline.check(slewing, raw + 3_000, behind).next,
-            None,
-            "still slewing"
-        );
+        let late = 4_000_000_000; // past the horizon, still ahead
+        assert_eq!(discipline.check(current, late, behind).next, None, "slewing on");
 
-        // Back within the dead band while slewing: the calibrated rate again.
-        let plan = discipline.check(slewing, raw, slewing.fixed_at(raw));
-        assert_eq!(plan.next.map(|s| s.scale), Some(three_ghz()));
+        // On time with less than half a horizon left: renewed, seamlessly.
+        let raw = 1_600_000_000;
+        let plan = discipline.check(current, raw, current.fixed_at(raw));
+        let renewed = plan.next.expect("renewed");
+        assert_eq!(
+            renewed,
+            Segment::new(
+                raw,
+                current.fixed_at(raw),
+                three_ghz(),
+                raw + 3_000_000_000,
+                discipline.slewing
+            )
+        );
+        // Past the horizon (slewed back within the dead band, or a stalled thread): the
+        // calibrated rate again, from where the clock is.
+        let plan = discipline.check(current, late, current.fixed_at(late));
+        let back = plan.next.expect("the calibrated rate again");
+        assert_eq!((back.start, back.at), (late, current.fixed_at(late)));
+        assert_eq!(back.horizon, late + 3_000_000_000);
+    }
+
+    /// Every plan, published late, never reads earlier than the piece before it did before
+    /// the publish: a slew planned at a check, a jump, a renewal, and a return from a
+    /// stall, each published from 1 µs to 10 s after its check.
+    #[test]
+    fn a_plan_published_late_never_reads_earlier() {
+        let discipline = Discipline::new(three_ghz());
+        let first = discipline.anchor(0, fixed_from_ns(1_700_000_000_000_000_000));
+        let second = fixed_from_ns(1_000_000_000);
+        // (check, wall clock minus clock at the check)
+        let checks: [(u64, i128); 4] = [
+            (3_000_000, -1),    // 1 ms in, the wall clock 1 s behind: slew
+            (3_000_000, 1),     // 1 ms in, 1 s ahead: jump
+            (1_800_000_000, 0), // 600 ms in, on time: renew
+            (9_000_000_000, 0), // 3 s in, past the horizon: back to the calibrated rate
+        ];
+        for (check, ahead) in checks {
+            let clock = first.fixed_at(check);
+            let wall = match ahead {
+                -1 => clock - second,
+                1 => clock + second,
+                _ => clock,
+            };
+            for late in [3_000, 3_000_000, 300_000_000, 3_000_000_000, 30_000_000_000] {
+                let timeline: Timeline = Timeline::new(first);
+                let steering = Steering::new(discipline, first);
+                let plan = steering.plan(check, wall);
+                let raw = check + late;
+                let (old, _) = timeline.read(|| raw);
+                let before = old.fixed_at(raw);
+                if let Some(next) = plan.next {
+                    timeline.publish(next);
+                }
+                for after in [raw, raw + 1, raw + 3_000] {
+                    let (new, _) = timeline.read(|| after);
+                    assert!(
+                        new.fixed_at(after) >= before,
+                        "went back by {} ns: {ahead} s ahead, published {late} counts late, read at +{}",
+                        ns_from_fixed(before - new.fixed_at(after)),
+                        after - raw
+                    );
+                }
+            }
+        }
     }
 
     #[test]
@@ -534,7 +743,7 @@ mod tests {
         );
     }
 
-    /// The clock faults of issue 7, simulated: a 3 GHz counter with a calibration error
+    /// Clock faults, simulated: a 3 GHz counter with a calibration error
     /// (`drift_ppm`), a wall clock that steps, and suspends that stop the counter. Checks
     /// run every [`CHECK_INTERVAL`] of simulated real time; a Twitter generator mints
     /// between checks through the simulated clock.
@@ -629,12 +838,13 @@ mod tests {
 
             /// One discipline check, as the thread does it.
             fn check(&self) {
-                let mut steering = self.steering.borrow_mut();
-                let plan = steering.plan(self.raw.get(), fixed_from_ns(self.wall_ns()));
-                if let Some(next) = plan.next {
-                    self.timeline.publish(next);
-                }
-                if let Some(step) = steering.commit(plan, Some(Duration::from_secs(1))) {
+                let step = self.steering.borrow_mut().check(
+                    &self.timeline,
+                    self.raw.get(),
+                    fixed_from_ns(self.wall_ns()),
+                    Some(Duration::from_secs(1)),
+                );
+                if let Some(step) = step {
                     self.steps.borrow_mut().push(step);
                 }
             }
@@ -749,6 +959,60 @@ mod tests {
             );
         }
 
+        #[test]
+        fn a_healthy_discipline_never_lets_the_clock_run_slow() {
+            // On time, and a counter 100 ppm slow (the clock behind: jumps, never slews).
+            for drift_ppm in [0, -100] {
+                let sim = Sim::new(drift_ppm);
+                let generator = generator(&sim);
+                let mut last = Id::new(0);
+                sim.run_checks(&generator, &mut last, 60_000, 1, |sim| {
+                    let horizon = sim.steering.borrow().current().horizon;
+                    assert!(
+                        horizon >= sim.raw.get() + Model::HORIZON_COUNTS / 2,
+                        "{drift_ppm} ppm: the horizon {horizon} is near at {}",
+                        sim.raw.get()
+                    );
+                });
+            }
+        }
+
+        #[test]
+        fn a_stalled_discipline_runs_slow_never_back_and_recovers() {
+            let sim = Sim::new(0);
+            let generator = generator(&sim);
+            let mut last = Id::new(0);
+            sim.run_checks(&generator, &mut last, 1_000, 1, |_| {});
+            let left = sim.steering.borrow().current().horizon - sim.raw.get();
+            // The thread stalls for 3 s: the clock runs on, reads never go back
+            // (`Sim::read`), and past the horizon it runs 1% slow.
+            let before = sim.read();
+            for _ in 0..300 {
+                sim.run(CHECK_INTERVAL.as_nanos());
+                let id = generator.try_next_id().unwrap();
+                assert!(id > last);
+                last = id;
+            }
+            let gained = ns_from_fixed(sim.read() - before);
+            let on_time_ns = left / 3;
+            let expected = on_time_ns + (3_000_000_000 - on_time_ns) * 99 / 100;
+            assert!(
+                gained.abs_diff(expected) < 1_000,
+                "gained {gained} ns, not {expected}"
+            );
+            let behind = sim.offset_ms();
+            assert!((20.0..=25.0).contains(&behind), "{behind} ms behind");
+            // The next check jumps it forward, and it stays on time.
+            sim.run_checks(&generator, &mut last, 10, 1, |_| {});
+            assert!(sim.offset_ms().abs() < 0.2, "{} ms", sim.offset_ms());
+            let mut worst = 0.0_f64;
+            sim.run_checks(&generator, &mut last, 10_000, 1, |sim| {
+                worst = worst.max(sim.offset_ms().abs());
+            });
+            assert!(worst < 0.2, "{worst} ms");
+            assert!(sim.steps.borrow().is_empty(), "25 ms is within the 1 s bound");
+        }
+
         /// A clock fault between checks.
         #[derive(Debug, Clone)]
         enum Fault {
@@ -758,6 +1022,9 @@ mod tests {
             Step(i16),
             /// Real time passes with the counter stopped (ms).
             Suspend(u16),
+            /// Real time passes, counter running, with no check: the discipline thread
+            /// stalls (ms).
+            Stall(u16),
         }
 
         fn fault() -> impl proptest::strategy::Strategy<Value = Fault> {
@@ -766,41 +1033,47 @@ mod tests {
                 6 => (1..2_000_u16).prop_map(Fault::Run),
                 2 => (-2_000..2_000_i16).prop_map(Fault::Step),
                 1 => (1..5_000_u16).prop_map(Fault::Suspend),
+                1 => (1..3_000_u16).prop_map(Fault::Stall),
             ]
         }
 
         /// The discipline's rule restated in plain nanoseconds (no fixed point, no
         /// segments): what the clock should read.
         struct Model {
-            /// Counter and clock (ns) where the current rate started.
+            /// Counter and clock (ns) where the current piece started.
             base: (u64, i128),
-            slewing: bool,
+            /// The counter where the current piece starts to run 1% slow.
+            horizon: u64,
         }
 
         impl Model {
-            const GUARD_COUNTS: u64 = 3 * GUARD_NS;
+            const HORIZON_COUNTS: u64 = 3 * HORIZON_NS;
 
-            /// The clock at `raw` (3 counts per ns, 1% slower while slewing).
+            /// The clock at `raw`: 3 counts per ns, 1% slower past the horizon.
             fn at(&self, raw: u64) -> i128 {
-                let ns = i128::from(raw.saturating_sub(self.base.0)) / 3;
-                self.base.1 + if self.slewing { ns * 99 / 100 } else { ns }
+                let ns = |counts: u64| i128::from(counts) / 3;
+                if raw <= self.horizon {
+                    self.base.1 + ns(raw.saturating_sub(self.base.0))
+                } else {
+                    self.base.1 + ns(self.horizon - self.base.0) + ns(raw - self.horizon) * 99 / 100
+                }
             }
 
             /// The rule; `false` when the offset was within 1 µs of the dead band's edge,
             /// where the two rounding schemes may decide differently.
             fn check(&mut self, raw: u64, wall: i128) -> bool {
-                let start = raw + Model::GUARD_COUNTS;
-                let (clock, wall) = (self.at(start), wall + i128::from(GUARD_NS));
+                let clock = self.at(raw);
                 let band = i128::from(DEADBAND_NS);
                 let clear = ((wall - clock).abs() - band).abs() > 1_000;
+                let horizon = (raw + Model::HORIZON_COUNTS).max(self.horizon);
                 if wall > clock + band {
-                    (self.base, self.slewing) = ((start, wall), false);
+                    // Jump.
+                    (self.base, self.horizon) = ((raw, wall), horizon);
                 } else if clock > wall + band {
-                    if !self.slewing {
-                        (self.base, self.slewing) = ((start, clock), true);
-                    }
-                } else if self.slewing {
-                    (self.base, self.slewing) = ((start, clock), false);
+                    // Slew: the piece runs into its horizon.
+                } else if self.horizon < raw + Model::HORIZON_COUNTS / 2 {
+                    // Renew.
+                    (self.base, self.horizon) = ((raw, clock), horizon);
                 }
                 clear
             }
@@ -809,10 +1082,11 @@ mod tests {
         proptest::proptest! {
             #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
 
-            /// Invariants, under any run of drift, steps and suspends: the clock never
-            /// goes back (`Sim::read`), IDs strictly increase (`run_checks`), the clock
-            /// agrees with the model to 1 µs before every check, and once the faults stop
-            /// it converges to within 2 ms of the wall clock and stays there.
+            /// Invariants, under any run of drift, steps, suspends and stalls of the
+            /// discipline thread: the clock never goes back (`Sim::read`), IDs strictly
+            /// increase (`run_checks`), the clock agrees with the model to 1 µs before
+            /// every check, and once the faults stop it converges to within 2 ms of the
+            /// wall clock and stays there.
             #[test]
             fn the_discipline_follows_its_model_and_converges(
                 drift_ppm in -200_i128..200,
@@ -821,7 +1095,10 @@ mod tests {
                 let sim = Sim::new(drift_ppm);
                 let generator = generator(&sim);
                 let mut last = Id::new(0);
-                let mut model = Model { base: (0, i128::try_from(START_NS).unwrap()), slewing: false };
+                let mut model = Model {
+                    base: (0, i128::try_from(START_NS).unwrap()),
+                    horizon: Model::HORIZON_COUNTS,
+                };
                 let mut check = |sim: &Sim| {
                     let ours = i128::from(ns_from_fixed(sim.read()));
                     let theirs = model.at(sim.raw.get());
@@ -832,7 +1109,7 @@ mod tests {
                         // On the dead band's edge: follow the implementation's decision.
                         let segment = sim.steering.borrow().current;
                         model.base = (segment.start, i128::from(ns_from_fixed(segment.at)));
-                        model.slewing = segment.scale != three_ghz();
+                        model.horizon = segment.horizon;
                     }
                 };
                 for fault in faults {
@@ -849,13 +1126,20 @@ mod tests {
                         }
                         Fault::Step(ms) => sim.step_wall(i128::from(ms)),
                         Fault::Suspend(ms) => sim.suspend(u128::from(ms) * 1_000_000),
+                        Fault::Stall(ms) => {
+                            for _ in 0..ms / 10 {
+                                sim.run(CHECK_INTERVAL.as_nanos());
+                                sim.read();
+                            }
+                        }
                     }
                 }
                 // Quiet from here: a slew of the offset takes |offset| × 100, and up to 2%
-                // longer against a counter drifting the same way by 200 ppm.
+                // longer against a counter drifting the same way by 200 ppm, after up to a
+                // horizon (1 s) at the calibrated rate.
                 let offset = sim.offset_ms().abs();
                 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-                let converge_ms = (offset * 102.0) as u64 + 1_000;
+                let converge_ms = (offset * 102.0) as u64 + 2_000;
                 sim.run_checks(&generator, &mut last, converge_ms, 1, |_| {});
                 let mut worst = 0.0_f64;
                 sim.run_checks(&generator, &mut last, 2_000, 1, |sim| worst = worst.max(sim.offset_ms().abs()));
@@ -874,19 +1158,20 @@ mod loom_models {
     use loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
     use loom::thread;
 
-    /// A counter of one count per 10 µs, so that a new segment starts 2 counts after its
-    /// check.
+    /// A counter of one count per 10 µs.
     fn ten_us() -> u64 {
         u64::try_from(fixed_from_ns(10_000)).unwrap()
     }
 
-    /// Invariant: a reader racing two re-anchorings (a slew, then a jump) and a ticking
-    /// counter only ever sees whole published segments, and its readings never go back.
+    /// Invariant: a reader racing three checks of the discipline (the wall clock behind,
+    /// then ahead twice: a slew, then two jumps), each published whenever the writer gets
+    /// to it, and a counter ticking past the checks and past the first piece's horizon,
+    /// only ever sees whole published segments, and its readings never go back.
     #[test]
     fn reanchoring_racing_with_reads_never_tears_or_goes_back() {
         loom::model(|| {
-            let discipline = Discipline::new(ten_us());
-            assert_eq!(discipline.guard, 2);
+            // A horizon of 1 count: the ticker passes it.
+            let discipline = Discipline::with_horizon(ten_us(), 1);
             let first = discipline.anchor(0, fixed_from_ns(1_700_000_000_000_000_000));
             let timeline = Arc::new(Timeline::<AtomicU64>::new(first));
             let raw = Arc::new(AtomicU64::new(0));
@@ -896,19 +1181,16 @@ mod loom_models {
                 thread::spawn(move || {
                     let mut steering = Steering::new(discipline, first);
                     let mut published = vec![first];
-                    // The wall clock 1 s behind the clock (slew), then 1 s ahead (jump).
-                    for ahead in [false, true] {
+                    // The wall clock 1 s behind the clock (slew), then 1 s ahead (jump), twice.
+                    for ahead in [false, true, true] {
                         let now = raw.load(SeqCst);
                         let clock = steering.current.fixed_at(now);
                         let second = fixed_from_ns(1_000_000_000);
                         let wall = if ahead { clock + second } else { clock - second };
-                        let plan = steering.plan(now, wall);
-                        let next = plan.next.expect("both checks change the segment");
-                        // As the discipline thread: publish only before the start.
-                        if raw.load(SeqCst) < next.start {
-                            timeline.publish(next);
-                            steering.commit(plan, None);
-                            published.push(next);
+                        // As the discipline thread.
+                        steering.check(&*timeline, now, wall, None);
+                        if steering.current != *published.last().unwrap() {
+                            published.push(steering.current);
                         }
                     }
                     published
@@ -917,8 +1199,9 @@ mod loom_models {
             let ticker = {
                 let raw = Arc::clone(&raw);
                 thread::spawn(move || {
-                    raw.fetch_add(1, SeqCst);
-                    raw.fetch_add(1, SeqCst);
+                    for _ in 0..2 {
+                        raw.fetch_add(1, SeqCst);
+                    }
                 })
             };
             let reads: Vec<(Segment, u64)> = (0..2).map(|_| timeline.read(|| raw.load(SeqCst))).collect();

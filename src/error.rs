@@ -747,9 +747,8 @@ impl fmt::Display for SqlError {
             ),
             SqlError::InvalidSqlPrefix { prefix } => write!(
                 f,
-                "sql prefix {prefix:?} is not allowed: a prefix is 1..={} characters of a-z, \
-                 0-9 and _, starting with a letter or _",
-                SQL_PREFIX_MAX_LEN
+                "sql prefix {prefix:?} is not allowed: a prefix is 1..={SQL_PREFIX_MAX_LEN} \
+                 characters of a-z, 0-9 and _, starting with a letter or _"
             ),
         }
     }
