@@ -64,8 +64,11 @@
 //!
 //! - The clock never moves back, and minting never reads the wall clock: a background
 //!   thread compares the two every 10 ms and publishes a new anchor lock-free. Wall clock
-//!   ahead: the clock jumps to it. Behind: it slews, 1% slower than real time, until within
-//!   100 µs. So drift, a wall clock stepped after start-up and a suspend are corrected
+//!   ahead: the clock jumps to it. Behind: it slews, 1% slower than real time (starting
+//!   within a second), until within 100 µs. Each published piece of the clock reads no
+//!   earlier than the one before at every instant, however late the thread publishes it;
+//!   a thread that does not run for over half a second lets the clock run 1% slow, never
+//!   back, until its next check. So drift, a wall clock stepped after start-up and a suspend are corrected
 //!   while the process runs, and after convergence the clock stays within 2 ms of the wall
 //!   clock. [`MonotonicClock::on_step`] reports steps instead of slewing them silently.
 //!
