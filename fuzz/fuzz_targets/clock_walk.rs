@@ -73,16 +73,19 @@ fuzz_target!(|input: Input| {
                             break;
                         }
                         Err(MintError::ClockOutOfSpan(RangeError::TimePastEnd { unix_ms, end_ms })) => {
+                            // The clock is past the span.
+                            assert_eq!((unix_ms, end_ms), (now, layout.end_unix_ms()));
+                            assert!(now >= end_ms, "{now} {end_ms}");
+                            break;
+                        }
+                        Err(MintError::SpanSpent { end_ms }) => {
+                            // The clock is inside the span, and its last slot is used: the
+                            // last ID is in the span's last tick.
                             assert_eq!(end_ms, layout.end_unix_ms());
-                            // Either the clock is past the span, or the span's last tick is
-                            // spent (its successor, the end, is named).
-                            let last_tick_spent = last.is_some_and(|id| {
-                                layout.decode(id).unix_ms + layout.tick_ms() == end_ms
-                            });
-                            assert!(
-                                (unix_ms == now && now >= end_ms) || (unix_ms == end_ms && last_tick_spent),
-                                "{unix_ms} {now} {last:?}"
-                            );
+                            assert!(now < end_ms, "{now} {end_ms}");
+                            let last_tick_spent =
+                                last.is_some_and(|id| layout.decode(id).unix_ms + layout.tick_ms() == end_ms);
+                            assert!(last_tick_spent, "{last:?}");
                             break;
                         }
                         Err(other) => panic!("unexpected {other:?}"),
