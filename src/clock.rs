@@ -104,7 +104,21 @@ struct Anchor {
     clock: quanta::Clock,
     discipline: Discipline,
     timeline: Timeline,
+    /// Whether the discipline thread runs, and so keeps [`RECENT_UNIX_MS`] fresh.
+    ticking: bool,
 }
+
+/// The clock's time, Unix ms, as the discipline thread read it just after the start of
+/// each of the clock's milliseconds: what [`MonotonicClock::unix_ms`] returns. On a cache
+/// line of its own, so that no other static's writes evict it from the minting threads'
+/// caches.
+static RECENT_UNIX_MS: CachePadded<ProcessAtomicU64> = CachePadded::new(ProcessAtomicU64::new(0));
+
+/// How long after a millisecond starts the discipline thread aims to wake, so that the
+/// time it stores is that millisecond's and not the one before (a sleep never wakes early,
+/// but the counter and the clock's rate are read a few ns apart).
+#[cfg(not(loom))]
+const WAKE_AFTER: Duration = Duration::from_micros(5);
 
 static ANCHOR: OnceLock<Anchor> = OnceLock::new();
 
@@ -121,14 +135,19 @@ static STEP_HOOK: Mutex<Option<(Duration, Hook)>> = Mutex::new(None);
 impl Anchor {
     fn get() -> &'static Anchor {
         ANCHOR.get_or_init(|| {
-            let anchor = Anchor::capture(quanta::Clock::new());
-            // Not under loom: the thread would outlive the model.
+            let mut anchor = Anchor::capture(quanta::Clock::new());
+            anchor.refresh_recent();
+            // Not under loom: the thread would outlive the model. The thread's own
+            // `Anchor::get` waits for this initialisation to finish.
             #[cfg(not(loom))]
-            if std::thread::Builder::new()
-                .name("atomflake-discipline".into())
-                .spawn(Anchor::discipline_thread)
-                .is_err()
             {
+                anchor.ticking = std::thread::Builder::new()
+                    .name("atomflake-discipline".into())
+                    .spawn(Anchor::discipline_thread)
+                    .is_ok();
+            }
+            #[cfg(not(loom))]
+            if !anchor.ticking {
                 // No thread will ever renew the first piece: give it no horizon, so that
                 // the clock runs on at the calibrated rate, undisciplined, rather than 1%
                 // slow after a second. No other writer exists, so no reading can go back.
@@ -158,6 +177,27 @@ impl Anchor {
             clock,
             discipline,
             timeline: Timeline::new(discipline.anchor(raw, wall)),
+            ticking: false,
+        }
+    }
+
+    /// Stores the clock's time for [`MonotonicClock::unix_ms`] to read.
+    fn refresh_recent(&self) {
+        // Relaxed: the value orders nothing; a single writer's stores are seen in order,
+        // and the time only grows.
+        RECENT_UNIX_MS.store(self.precise_unix_ms(), Ordering::Relaxed);
+    }
+
+    /// Sleeps until just after the clock's next millisecond starts.
+    #[cfg(not(loom))]
+    fn sleep_to_next_ms(&self) {
+        let next = self.precise_unix_ms().saturating_add(1);
+        loop {
+            let left = self.time_until(next);
+            if left.is_zero() {
+                return;
+            }
+            std::thread::sleep(left + WAKE_AFTER);
         }
     }
 
@@ -173,8 +213,9 @@ impl Anchor {
         segment.time_until(raw, unix_ms, self.discipline.nominal())
     }
 
-    /// The discipline thread: compares the clock with the wall clock every
-    /// [`CHECK_INTERVAL`] and publishes the segment the [`Discipline`] asks for.
+    /// The discipline thread: stores the clock's time at the start of each of its
+    /// milliseconds for [`MonotonicClock::unix_ms`], and compares the clock with the wall
+    /// clock every [`CHECK_INTERVAL`], publishing the segment the [`Discipline`] asks for.
     ///
     /// A thread rather than the minting path: minting then only reads a segment, and no
     /// mint ever pays for a wall-clock read or a publish.
@@ -187,8 +228,15 @@ impl Anchor {
     fn discipline_thread() {
         let anchor = Anchor::get();
         let mut steering = Steering::new(anchor.discipline, anchor.timeline.read(|| 0).0);
+        let mut next_check = std::time::Instant::now() + CHECK_INTERVAL;
         loop {
-            std::thread::sleep(CHECK_INTERVAL);
+            anchor.sleep_to_next_ms();
+            anchor.refresh_recent();
+            let now = std::time::Instant::now();
+            if now < next_check {
+                continue;
+            }
+            next_check = now + CHECK_INTERVAL;
             let (raw, wall) = wall_at(&anchor.clock);
             // A clone, so that the hook runs with the lock released.
             let hook = step_hook().clone();
@@ -198,6 +246,8 @@ impl Anchor {
                 wall,
                 hook.as_ref().map(|(bound, _)| *bound),
             );
+            // A jump forward shows at once.
+            anchor.refresh_recent();
             if let (Some(step), Some((_, hook))) = (step, hook) {
                 let call = std::panic::AssertUnwindSafe(|| hook(step));
                 if std::panic::catch_unwind(call).is_err() {
@@ -258,12 +308,23 @@ fn wall_at(clock: &quanta::Clock) -> (u64, u128) {
 }
 
 /// The default clock: quanta's monotonic TSC clock, disciplined to the wall clock, never
-/// moving back.
+/// moving back, read on the minting path with one atomic load.
 ///
 /// The first `MonotonicClock` in a process calibrates quanta, reads `SystemTime` once and
 /// starts the process's discipline thread; later ones share all of that, so creating one
-/// is cheap and every generator in the process agrees on the time. Reading it is one TSC
-/// read and one multiply-add on a segment the thread publishes ([`Clock::unix_ms`]).
+/// is cheap and every generator in the process agrees on the time.
+///
+/// - [`unix_ms`](Clock::unix_ms), what a mint reads, is one `Relaxed` load of the time the
+///   discipline thread stored just after the clock's current millisecond started (it wakes
+///   for each one). So an ID's timestamp can lag the clock by the thread's wake-up
+///   latency: a tick late while the thread has not yet run in this millisecond, more
+///   when it is descheduled longer. `benches/README.md` has the measured lag.
+/// - [`precise_unix_ms`](Clock::precise_unix_ms), what a generator reads when its tick's
+///   sequence is spent (and [`time_until`](Clock::time_until), for its sleep), is the TSC
+///   itself: one raw read and a multiply-add on the segment the thread publishes. A
+///   spent tick never waits for the thread.
+/// - [`PreciseClock`] is the same clock read precisely on every mint, for a timestamp that
+///   is never late, at the cost of a TSC read per ID.
 ///
 /// The discipline thread compares the clock with the wall clock every 10 ms:
 ///
@@ -298,13 +359,18 @@ fn wall_at(clock: &quanta::Clock) -> (u64, u128) {
 #[derive(Debug, Clone, Copy)]
 pub struct MonotonicClock {
     anchor: &'static Anchor,
+    /// The anchor's `ticking`, kept beside the pointer so that a read needs no
+    /// dereference: when no discipline thread runs, reads are precise.
+    ticking: bool,
 }
 
 impl MonotonicClock {
     /// The process's monotonic clock (anchored on first use).
     pub fn new() -> MonotonicClock {
+        let anchor = Anchor::get();
         MonotonicClock {
-            anchor: Anchor::get(),
+            anchor,
+            ticking: anchor.ticking,
         }
     }
 
@@ -343,6 +409,16 @@ impl MonotonicClock {
     }
 }
 
+impl MonotonicClock {
+    /// The read of a clock whose discipline thread did not start: out of line, so that the
+    /// common read inlines as one load.
+    #[cold]
+    #[inline(never)]
+    fn unticked_unix_ms(&self) -> u64 {
+        self.anchor.precise_unix_ms()
+    }
+}
+
 impl Default for MonotonicClock {
     fn default() -> MonotonicClock {
         MonotonicClock::new()
@@ -350,6 +426,62 @@ impl Default for MonotonicClock {
 }
 
 impl Clock for MonotonicClock {
+    #[inline]
+    fn unix_ms(&self) -> u64 {
+        if self.ticking {
+            // Relaxed: see `Anchor::refresh_recent`.
+            RECENT_UNIX_MS.load(Ordering::Relaxed)
+        } else {
+            self.unticked_unix_ms()
+        }
+    }
+
+    #[inline]
+    fn precise_unix_ms(&self) -> u64 {
+        self.anchor.precise_unix_ms()
+    }
+
+    fn time_until(&self, unix_ms: u64) -> Option<Duration> {
+        Some(self.anchor.time_until(unix_ms))
+    }
+}
+
+/// [`MonotonicClock`] read precisely on every call: one TSC read and a multiply-add per
+/// ID, for timestamps that are never late (the default clock's can lag by the discipline
+/// thread's wake-up latency).
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Clock, Generator, Layout, PreciseClock};
+///
+/// let generator = Generator::with_clock(Layout::TWITTER, 7, PreciseClock::new())?;
+/// let before = generator.clock().unix_ms();
+/// assert!(Layout::TWITTER.decode(generator.next_id()).unix_ms >= before);
+/// # Ok::<(), atomflake::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct PreciseClock {
+    anchor: &'static Anchor,
+}
+
+impl PreciseClock {
+    /// The process's monotonic clock, read precisely (anchored on first use, as
+    /// [`MonotonicClock::new`]).
+    pub fn new() -> PreciseClock {
+        PreciseClock {
+            anchor: Anchor::get(),
+        }
+    }
+}
+
+impl Default for PreciseClock {
+    fn default() -> PreciseClock {
+        PreciseClock::new()
+    }
+}
+
+impl Clock for PreciseClock {
     #[inline]
     fn unix_ms(&self) -> u64 {
         self.anchor.precise_unix_ms()
@@ -590,6 +722,25 @@ mod tests {
             None,
             "a manual clock cannot tell"
         );
+    }
+
+    #[test]
+    fn monotonic_clock_reads_the_millisecond_the_thread_stored() {
+        let clock = MonotonicClock::new();
+        assert!(clock.ticking, "the discipline thread runs");
+        let before = clock.precise_unix_ms();
+        let recent = clock.unix_ms();
+        assert!(
+            recent <= clock.precise_unix_ms(),
+            "never ahead of the precise read"
+        );
+        // Generous: the thread may be descheduled on a busy machine.
+        assert!(recent + 200 >= before, "{recent} lags {before}");
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(clock.unix_ms() > recent, "the thread moves it on");
+        let precise = PreciseClock::new();
+        let (a, b) = (precise.unix_ms(), clock.precise_unix_ms());
+        assert!(a <= b && b <= precise.unix_ms(), "one clock, read two ways");
     }
 
     #[test]

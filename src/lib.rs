@@ -185,7 +185,7 @@ mod wait;
 
 pub use base32::Base32;
 pub use builder::Builder;
-pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock};
+pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock, PreciseClock};
 pub use discipline::ClockStep;
 pub use error::{
     BuildError, ClockError, Error, Field, HighWaterError, IoCause, LayoutError, MintError, ParseIdError,

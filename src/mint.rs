@@ -127,9 +127,38 @@ impl Minter {
         self.layout
     }
 
+    /// The common case of a mint, small enough to inline: one step from the loaded state
+    /// at `unix_ms` and one CAS. `None` for everything else (a spent tick, the high-water
+    /// limit, a time outside the span, a lost CAS), which the callers hand to the full
+    /// loop, [`reserve_at`](Self::reserve_at), from a fresh load.
+    #[inline]
+    fn reserve_fast<W: Word>(&self, state_word: &W, unix_ms: u64, want: u64) -> Option<(u64, u64)> {
+        let now_tick = self.span.tick_at(unix_ms).ok()?;
+        let state = state_word.load();
+        let Step::Mint { slot } = self.word.step(state, now_tick) else {
+            return None;
+        };
+        if slot >= self.mark.early() {
+            return None;
+        }
+        let count = self.word.block(slot, want);
+        state_word.advance(state, slot + count).ok()?;
+        Some((slot, count))
+    }
+
     /// One slot now, or the error `try_next_id` reports: never waits.
     #[inline]
     pub(crate) fn try_reserve_one<W: Word, C: Clock>(&self, state: &W, clock: &C) -> Result<u64, MintError> {
+        match self.reserve_fast(state, clock.unix_ms(), 1) {
+            Some((slot, _)) => Ok(slot),
+            None => self.try_reserve_one_slow(state, clock),
+        }
+    }
+
+    /// [`try_reserve_one`](Self::try_reserve_one) past its fast path.
+    #[cold]
+    #[inline(never)]
+    fn try_reserve_one_slow<W: Word, C: Clock>(&self, state: &W, clock: &C) -> Result<u64, MintError> {
         let refusal = match self.reserve_at(state, clock.unix_ms(), 1) {
             Ok((slot, _)) => return Ok(slot),
             Err(refusal) => refusal,
@@ -159,6 +188,16 @@ impl Minter {
     /// Panics when nothing can be minted ([`Refusal::Fatal`], the generators' `# Panics`).
     #[inline]
     pub(crate) fn reserve<W: Word, C: Clock>(&self, state: &W, clock: &C, want: u64) -> (u64, u64) {
+        match self.reserve_fast(state, clock.unix_ms(), want) {
+            Some(block) => block,
+            None => self.reserve_slow(state, clock, want),
+        }
+    }
+
+    /// [`reserve`](Self::reserve) past its fast path: the full loop, then the wait.
+    #[cold]
+    #[inline(never)]
+    fn reserve_slow<W: Word, C: Clock>(&self, state: &W, clock: &C, want: u64) -> (u64, u64) {
         match self.reserve_at(state, clock.unix_ms(), want) {
             Ok(block) => block,
             Err(refusal) => self.wait_for_block(state, clock, refusal, want),
@@ -167,7 +206,6 @@ impl Minter {
 
     /// One attempt at the time `unix_ms`: the CAS loop. Reserves `1..=want` slots of one
     /// tick (`want` ≥ 1).
-    #[inline]
     pub(crate) fn reserve_at<W: Word>(
         &self,
         state_word: &W,

@@ -19,6 +19,7 @@ thread_local! {
     static THREAD_NUMBER: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
+#[inline]
 fn thread_number() -> usize {
     THREAD_NUMBER.with(|number| {
         number.get().unwrap_or_else(|| {
@@ -58,7 +59,37 @@ fn thread_number() -> usize {
 /// ```
 pub struct ShardedGenerator<C = MonotonicClock> {
     shards: Box<[Node<SharedWord>]>,
+    /// Picks a thread's shard without a division.
+    pick: ShardPick,
     core: Core<C>,
+}
+
+/// `n % shards` by multiplication (Lemire, Kaser and Kurz, "Faster remainder by direct
+/// computation", 2019): exact for `n` and `shards` below 2^32; a thread number past that
+/// is cut to its low 32 bits, which still picks a valid shard.
+#[derive(Debug, Clone, Copy)]
+struct ShardPick {
+    shards: u64,
+    /// `⌈2^64 / shards⌉`, wrapped: 0 for one shard, which then always gives shard 0.
+    magic: u64,
+}
+
+impl ShardPick {
+    fn new(shards: usize) -> ShardPick {
+        let shards = u64::try_from(shards).unwrap_or(u64::MAX);
+        ShardPick {
+            shards,
+            magic: (u64::MAX / shards).wrapping_add(1),
+        }
+    }
+
+    #[inline]
+    fn of(self, thread: usize) -> usize {
+        let low = self.magic.wrapping_mul(thread as u64 & u64::from(u32::MAX));
+        let shard = (u128::from(low) * u128::from(self.shards)) >> 64;
+        // Below `shards`, which came from a `usize`.
+        usize::try_from(shard).unwrap_or(0)
+    }
 }
 
 impl ShardedGenerator<MonotonicClock> {
@@ -100,7 +131,7 @@ impl<C: Clock> ShardedGenerator<C> {
     /// This thread's shard.
     #[inline]
     fn shard(&self) -> &Node<SharedWord> {
-        &self.shards[thread_number() % self.shards.len()]
+        &self.shards[self.pick.of(thread_number())]
     }
 
     /// The node ID this thread mints with.
@@ -139,12 +170,14 @@ impl<C: Clock> Builder<C> {
         if packers.is_empty() {
             return Err(BuildError::NoNodes);
         }
+        let packers_len = packers.len();
         let core = self.into_core()?;
         let shards = packers
             .into_iter()
             .map(|(packer, node)| Node::shared(&core.minter, packer, node))
             .collect();
-        Ok(ShardedGenerator { shards, core })
+        let pick = ShardPick::new(packers_len);
+        Ok(ShardedGenerator { shards, pick, core })
     }
 }
 
@@ -202,6 +235,17 @@ mod tests {
         );
         let ok = build(&[7, 3]).unwrap();
         assert_eq!(ok.nodes().collect::<Vec<_>>(), [7, 3]);
+    }
+
+    #[test]
+    fn a_shard_is_picked_as_the_remainder() {
+        for shards in [1_usize, 2, 3, 7, 32, 1000, 1023, 1024] {
+            let pick = ShardPick::new(shards);
+            for thread in (0..5_000).chain([u32::MAX as usize - 1, u32::MAX as usize]) {
+                assert_eq!(pick.of(thread), thread % shards, "{thread} % {shards}");
+            }
+            assert!(pick.of(usize::MAX) < shards);
+        }
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! time their cap, so they are timed in [paced bursts](crate::measure::paced), beside
 //! atomflake and ferroid on the Twitter layout timed the same way.
 
-use atomflake::{Builder, CoarseClock, Generator, Layout, LocalGenerator, ShardedGenerator, Wait};
+use atomflake::{
+    Builder, CoarseClock, Generator, Layout, LocalGenerator, PreciseClock, ShardedGenerator, Wait,
+};
 use ferroid::generator::{AtomicSnowflakeGenerator, BasicSnowflakeGenerator, LockSnowflakeGenerator};
 use ferroid::time::MonotonicClock as FerroidClock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -89,7 +91,8 @@ mod ids {
         }
     }
 }
-use ids::{FerroidTwitter, FerroidWide, SnowdonTwitter, SnowdonWide};
+pub use ids::FerroidWide;
+use ids::{FerroidTwitter, SnowdonTwitter, SnowdonWide};
 
 /// How a row is timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,7 +203,8 @@ fn atomflake_decoder(layout: Layout) -> impl Fn(u128) -> u64 {
     }
 }
 
-fn ferroid_clock() -> FerroidClock<1> {
+/// ferroid's `MonotonicClock` (its 1 ms ticker) with the Twitter epoch.
+pub fn ferroid_clock() -> FerroidClock<1> {
     FerroidClock::<1>::with_epoch(Duration::from_millis(TWITTER_EPOCH_MS))
 }
 
@@ -367,6 +371,12 @@ pub fn unsaturated(v: &mut impl Visit) {
     v.visit(
         Entry::new("atomflake Generator (CoarseClock)", WIDE, How::Tight),
         || coarse.next_id().get().into(),
+        atomflake_decoder(wide),
+    );
+    let precise = Generator::with_clock(wide, 0, PreciseClock::new()).expect("node 0");
+    v.visit(
+        Entry::new("atomflake Generator (PreciseClock)", WIDE, How::Tight),
+        || precise.next_id().get().into(),
         atomflake_decoder(wide),
     );
     let local = LocalGenerator::new(wide, 0).expect("node 0");
