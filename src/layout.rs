@@ -299,7 +299,11 @@ impl Layout {
     pub(crate) const fn span(&self) -> Span {
         Span {
             epoch_ms: self.epoch_ms,
-            tick_ms: self.tick_ms,
+            tick_ms: match core::num::NonZeroU64::new(self.tick_ms) {
+                Some(tick_ms) => tick_ms,
+                // A built layout's tick is at least 1 ms (`validate`).
+                None => core::num::NonZeroU64::MIN,
+            },
             last_ms_since_epoch: self.end_unix_ms() - self.epoch_ms - 1,
             end_ms: self.end_unix_ms(),
         }
@@ -460,7 +464,8 @@ impl Layout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Span {
     epoch_ms: u64,
-    tick_ms: u64,
+    /// Never 0 (a layout's tick is at least 1 ms): the division needs no check.
+    tick_ms: core::num::NonZeroU64,
     /// `end_ms - epoch_ms - 1`: the last ms of the span, counted from the epoch.
     last_ms_since_epoch: u64,
     end_ms: u64,
@@ -476,7 +481,7 @@ impl Span {
             return Err(self.out_of_span(unix_ms));
         }
         // Most layouts tick in milliseconds: skip the division for them.
-        Ok(if self.tick_ms == 1 {
+        Ok(if self.tick_ms.get() == 1 {
             since_epoch
         } else {
             since_epoch / self.tick_ms
