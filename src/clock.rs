@@ -503,8 +503,12 @@ static COARSE_UNIX_MS: CachePadded<ProcessAtomicU64> = CachePadded::new(ProcessA
 /// process, so clocks come and go without starting and stopping threads.
 static UPKEEP: Mutex<Option<Duration>> = Mutex::new(None);
 
-/// A clock that reads a time kept fresh by a background thread: one atomic load, for
-/// timestamps up to one upkeep interval late.
+/// A clock that reads a time kept fresh by a background thread at an interval of your
+/// choice: one atomic load, for timestamps up to one upkeep interval late.
+///
+/// The default [`MonotonicClock`] already reads a stored time, refreshed at the start of
+/// every millisecond by its discipline thread; a `CoarseClock` is for a different interval
+/// (a longer one wakes its thread less often, for timestamps up to that much late).
 ///
 /// This is quanta's `Upkeep`/`recent()` design with one change: the upkeep thread stores
 /// the time already converted to Unix ms (from [`MonotonicClock`]'s anchor), so a read is a

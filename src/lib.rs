@@ -26,7 +26,10 @@
 //!   that tests, loom models and fuzzers drive directly; only the generator reads a clock.
 //! - [`MonotonicClock`], the default clock, is quanta's TSC clock disciplined to the wall
 //!   clock by a background thread: it jumps forward to a wall clock that is ahead and slews
-//!   towards one that is behind, so it never moves back. Any clock may still move
+//!   towards one that is behind, so it never moves back. A mint reads it with one load of
+//!   the time that thread stores at the start of each millisecond; a generator whose tick
+//!   is spent reads the TSC itself, so it never waits for the thread ([`PreciseClock`]
+//!   reads the TSC on every mint). Any clock may still move
 //!   back ([`ManualClock`], a custom [`Clock`]): the generator then continues the last
 //!   tick's sequence, and IDs still never repeat or decrease.
 //! - All atomics come from one shim (`sync.rs`) that switches to loom under `--cfg loom`,
@@ -58,7 +61,10 @@
 //!   threads and any clock behaviour (including a clock that moves back).
 //! - Timestamps: an ID's time is the clock's tick when it was minted, or (after the clock
 //!   moved back) the last tick already used, never later than the clock. With
-//!   [`Builder::borrow_ahead`], up to the configured lead later than the clock.
+//!   [`Builder::borrow_ahead`], up to the configured lead later than the clock. With the
+//!   default clock, "the clock's tick" is the millisecond its thread last stored: usually
+//!   the current one, a tick or a few behind while the thread waits to be scheduled
+//!   (`benches/README.md` has the measured lag); [`PreciseClock`] is never behind.
 //!
 //! Across clock steps and drift, with the default [`MonotonicClock`]:
 //!
@@ -127,7 +133,7 @@
 //!   own (`atomflake-mark`) that writes the file, so that minting threads never do.
 //! - The first [`MonotonicClock`] in a process calibrates quanta, which can take up to
 //!   ~200 ms, and starts the discipline thread (`atomflake-discipline`, awake for a few µs
-//!   every 10 ms); later ones are free.
+//!   every millisecond: about 2.5% of a core on a 2-vCPU VM); later ones are free.
 //!
 //! # Performance
 //!

@@ -60,7 +60,8 @@ fn blocks(c: &mut Criterion) {
     group.finish();
 }
 
-/// `LocalGenerator` against the clock read it cannot avoid.
+/// `LocalGenerator` against the clock reads: the raw counter, the default clock's load and
+/// its precise read.
 fn local(c: &mut Criterion) {
     let layout = wide();
     let mut group = c.benchmark_group("local");
@@ -70,6 +71,9 @@ fn local(c: &mut Criterion) {
     let monotonic = MonotonicClock::new();
     group.bench_function("atomflake MonotonicClock::unix_ms()", |b| {
         b.iter(|| atomflake::Clock::unix_ms(&monotonic));
+    });
+    group.bench_function("atomflake MonotonicClock::precise_unix_ms()", |b| {
+        b.iter(|| atomflake::Clock::precise_unix_ms(&monotonic));
     });
     let local = LocalGenerator::new(layout, 0).expect("node 0");
     if sane("atomflake LocalGenerator", || local.next_id().get(), layout) {
