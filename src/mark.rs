@@ -5,7 +5,7 @@
 //! A restarted generator starts past the stored mark, so it never mints an ID its
 //! predecessor minted ([`Builder::high_water_file`](crate::Builder::high_water_file)).
 //!
-//! - Slots before the **early** limit (half a [`WINDOW`] before the mark) mint with no
+//! - Slots before the **early** limit (half a [`WINDOW_MS`] before the mark) mint with no
 //!   other work: one `Relaxed` load and a compare.
 //! - A slot at or past it asks the keeper to move the mark a window and a half past the
 //!   slot's tick, and mints: the mark still covers it.
@@ -29,7 +29,7 @@ use std::time::Duration;
 
 /// How far past the tick that needs it the mark is moved: at most one store per window
 /// while the clock runs normally.
-pub(crate) const WINDOW: Duration = Duration::from_secs(1);
+pub(crate) const WINDOW_MS: u64 = 1_000;
 
 /// How long the keeper waits before it tries a failed store again.
 const RETRY: Duration = Duration::from_millis(100);
@@ -114,10 +114,11 @@ impl Mark {
     ) -> Result<Mark, HighWaterError> {
         let first = ahead(mark.max(now));
         store.store(first)?;
+        let early = early_slot(slots, first);
         let shared = Arc::new(Shared {
             slots,
             covered: ProcessAtomicU64::new(slots.first_from(first)),
-            early: ProcessAtomicU64::new(early_slot(slots, first)),
+            early: ProcessAtomicU64::new(early),
             requested: ProcessAtomicU64::new(first),
             state: Mutex::new(KeeperState {
                 wanted: first,
@@ -137,7 +138,7 @@ impl Mark {
                 .map_err(|source| HighWaterError::KeeperSpawn { cause: source.into() })?
         };
         Ok(Mark {
-            early: ProcessAtomicU64::new(early_slot(slots, first)),
+            early: ProcessAtomicU64::new(early),
             keeper: Some(Keeper {
                 shared,
                 thread: Some(thread),
@@ -206,14 +207,12 @@ impl Mark {
 
 /// The mark that covers `unix_ms` with a window and a half to spare.
 fn ahead(unix_ms: u64) -> u64 {
-    let window = u64::try_from(WINDOW.as_millis()).unwrap_or(u64::MAX);
-    unix_ms.saturating_add(window + window / 2)
+    unix_ms.saturating_add(WINDOW_MS + WINDOW_MS / 2)
 }
 
 /// The early limit of a stored `mark`: half a window before it.
 fn early_slot(slots: Slots, mark: u64) -> u64 {
-    let half = u64::try_from(WINDOW.as_millis() / 2).unwrap_or(u64::MAX);
-    slots.first_from(mark.saturating_sub(half))
+    slots.first_from(mark.saturating_sub(WINDOW_MS / 2))
 }
 
 /// The keeper thread and what it shares with the minting threads.
@@ -275,9 +274,8 @@ impl Shared {
     /// past it is asked for already.
     fn ask(&self, slot: u64) {
         let tick_end = self.slots.tick_end(slot);
-        let window = u64::try_from(WINDOW.as_millis()).unwrap_or(u64::MAX);
         // Relaxed: `requested` only saves lock traffic; the state under the lock decides.
-        if self.requested.load(Ordering::Relaxed) >= tick_end.saturating_add(window) {
+        if self.requested.load(Ordering::Relaxed) >= tick_end.saturating_add(WINDOW_MS) {
             return;
         }
         let wanted = ahead(tick_end);
