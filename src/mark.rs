@@ -432,6 +432,34 @@ mod tests {
     }
 
     #[test]
+    fn try_next_id_reports_a_mark_being_stored_as_pending() {
+        use crate::clock::ManualClock;
+        use crate::error::MintError;
+        use crate::mint::Minter;
+        use crate::wait::Wait;
+        let (mark, stored, go) = kept();
+        let minter = Minter::new(ms_slots().layout, 0, Wait::Spin).with_mark(mark, 0);
+        let state = std::cell::Cell::new(minter.start());
+        // The clock jumped past the stored mark (T0 + 1.5 s) while the keeper's store is
+        // held: nothing is minted past the mark.
+        let clock = ManualClock::new(T0 + 1_600);
+        let pending = minter.try_reserve_one(&state, &clock);
+        assert_eq!(pending, Err(MintError::HighWaterPending));
+        assert_eq!(
+            MintError::HighWaterPending.to_string(),
+            "the clock has passed the high-water mark while the next mark is being stored: \
+             ids are available again once it is"
+        );
+        assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500);
+        go.send(Ok(())).unwrap();
+        minter.reserve(&state, &clock, 1);
+        assert_eq!(
+            minter.try_reserve_one(&state, &clock),
+            Ok(slot_at(T0 + 1_600) + 1)
+        );
+    }
+
+    #[test]
     fn dropping_the_mark_stops_the_keeper() {
         let (mark, _stored, _go) = kept();
         drop(mark);
