@@ -1,10 +1,16 @@
 //! [`Builder`]: the options every generator type shares (clock, borrow-ahead, waiting).
 
 use crate::clock::{Clock, MonotonicClock};
+#[cfg(feature = "lease-postgres")]
+use crate::error::LeaseError;
 use crate::error::{BuildError, HighWaterError};
 use crate::high_water::HighWater;
 use crate::ids::Core;
 use crate::layout::{Layout, SlotPacker};
+#[cfg(feature = "lease-postgres")]
+use crate::lease::Lease;
+#[cfg(feature = "lease-postgres")]
+use crate::mark::Fence;
 use crate::mark::Mark;
 use crate::mint::Minter;
 use crate::wait::Wait;
@@ -184,28 +190,32 @@ impl<C: Clock> Builder<C> {
         })
     }
 
-    fn minter(&self) -> Result<Minter, BuildError> {
+    /// The minter for the layout, lead and wait, with no mark yet.
+    fn plain_minter(&self, max_lead: Duration) -> Result<Minter, BuildError> {
         let tick_ms = self.layout.tick_ms();
         let out_of_range = BuildError::LeadOutOfRange {
             lead: self.lead,
             tick_ms,
-            max: Self::MAX_LEAD,
+            max: max_lead,
         };
         let lead_ms = u64::try_from(self.lead.as_millis()).map_err(|_| out_of_range.clone())?;
         let whole_ticks =
             self.lead.subsec_nanos().is_multiple_of(1_000_000) && lead_ms.is_multiple_of(tick_ms);
-        if self.lead > Self::MAX_LEAD || !whole_ticks {
+        if self.lead > max_lead || !whole_ticks {
             return Err(out_of_range);
         }
-        let minter = Minter::new(self.layout, lead_ms / tick_ms, self.wait);
+        Ok(Minter::new(self.layout, lead_ms / tick_ms, self.wait))
+    }
+
+    fn minter(&self) -> Result<Minter, BuildError> {
+        let minter = self.plain_minter(Self::MAX_LEAD)?;
         let Some(path) = &self.high_water else {
             return Ok(minter);
         };
         let (file, mark) = HighWater::open(path)?;
         let mark = mark.unwrap_or(0);
         let now = self.clock.precise_unix_ms();
-        let max_wait = u64::try_from(Self::MAX_RESTART_WAIT.as_millis()).unwrap_or(u64::MAX);
-        if mark > now.saturating_add(max_wait) {
+        if too_far_ahead(mark, now) {
             return Err(HighWaterError::Ahead {
                 path: path.clone(),
                 mark_ms: mark,
@@ -214,9 +224,54 @@ impl<C: Clock> Builder<C> {
             }
             .into());
         }
-        let kept = Mark::kept(file, minter.slots(), mark, now)?;
+        let kept = Mark::kept(file, minter.slots(), mark, now, None)?;
         Ok(minter.with_mark(kept, mark))
     }
+}
+
+#[cfg(feature = "lease-postgres")]
+impl<C: Clock + Clone + Send + 'static> Builder<C> {
+    /// The core and node of a generator on `lease`: starts past the lease's mark, keeps
+    /// the mark in the lease row, and stops minting at the lease's local deadline.
+    pub(crate) fn into_leased_core(self, lease: Lease) -> Result<(Core<C>, SlotPacker), BuildError> {
+        if let Some(path) = self.high_water {
+            return Err(BuildError::TwoMarks { path });
+        }
+        let packer = SlotPacker::new(&self.layout, lease.node())?;
+        // A lead past a quarter of the lease time would run into the deadline.
+        let minter = self.plain_minter(Self::MAX_LEAD.min(lease.ttl() / 4))?;
+        let mark = lease.high_water_ms();
+        let now = self.clock.precise_unix_ms();
+        if too_far_ahead(mark, now) {
+            return Err(LeaseError::Ahead {
+                namespace: lease.namespace().to_owned(),
+                node: lease.node(),
+                mark_ms: mark,
+                clock_ms: now,
+                max_wait: Self::MAX_RESTART_WAIT,
+            }
+            .into());
+        }
+        let clock = self.clock.clone();
+        let fence = Fence {
+            clock: Box::new(move || clock.precise_unix_ms()),
+            lapsed: lease.expired(),
+            renew_every: lease.renew_every(),
+        };
+        let kept = Mark::kept(lease, minter.slots(), mark, now, Some(fence))?;
+        let core = Core {
+            minter: minter.with_mark(kept, mark),
+            clock: self.clock,
+        };
+        Ok((core, packer))
+    }
+}
+
+/// Whether a stored `mark` is further ahead of the clock's `now` than a generator waits
+/// for at start-up.
+fn too_far_ahead(mark: u64, now: u64) -> bool {
+    let max_wait = u64::try_from(Builder::<MonotonicClock>::MAX_RESTART_WAIT.as_millis()).unwrap_or(u64::MAX);
+    mark > now.saturating_add(max_wait)
 }
 
 #[cfg(all(test, not(loom)))]

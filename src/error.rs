@@ -10,6 +10,7 @@
 //! | [`BuildError`] | the generators' constructors and [`Builder`](crate::Builder)'s `build*` |
 //! | [`MintError`] | `try_next_id` |
 //! | [`HighWaterError`] | inside [`BuildError`] and [`MintError`]: a high-water file |
+//! | [`LeaseError`] | acquiring a node-ID lease; inside [`BuildError`] and [`MintError`]: keeping it |
 //! | [`ClockError`] | [`CoarseClock`](crate::CoarseClock)'s constructors |
 //! | [`SqlError`] | [`sql::PgScript`](crate::sql::PgScript) |
 //!
@@ -492,6 +493,209 @@ impl std::error::Error for HighWaterError {
     }
 }
 
+/// What a database client reported, kept whole: the error's [`source`](std::error::Error::source)
+/// is the client's own error (for the `lease-postgres` feature, a `postgres::Error`).
+///
+/// Two causes are equal when their messages are.
+#[derive(Debug, Clone)]
+pub struct DbCause(Arc<dyn std::error::Error + Send + Sync>);
+
+impl DbCause {
+    /// The client's error.
+    pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.0
+    }
+
+    #[cfg_attr(
+        not(any(test, feature = "lease-postgres")),
+        allow(dead_code, reason = "made only by the database clients")
+    )]
+    pub(crate) fn new(error: impl std::error::Error + Send + Sync + 'static) -> DbCause {
+        DbCause(Arc::new(error))
+    }
+}
+
+impl PartialEq for DbCause {
+    fn eq(&self, other: &DbCause) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for DbCause {}
+
+impl fmt::Display for DbCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+/// A node-ID lease that cannot be taken or kept (the `lease-postgres` feature).
+///
+/// The lease's namespace and node are in every variant that concerns one node, so that a
+/// message in a fleet's logs says which.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LeaseError {
+    /// Every node of the layout's range is held by a lease that has not expired.
+    /// Transient: a node is free again once its holder releases it or its lease expires.
+    NoFreeNode {
+        /// The namespace the lease was asked in.
+        namespace: String,
+        /// The largest node of the layout: the range searched was `0..=max`.
+        max: u64,
+    },
+    /// The node asked for is held by a lease that has not expired. Transient, as
+    /// [`NoFreeNode`](Self::NoFreeNode).
+    NodeTaken {
+        /// The namespace the lease was asked in.
+        namespace: String,
+        /// The node asked for.
+        node: u64,
+    },
+    /// A node asked for that the layout cannot hold. Permanent.
+    NodeOutOfRange {
+        /// The node asked for.
+        node: u64,
+        /// The largest node the layout holds.
+        max: u64,
+    },
+    /// A namespace that is empty or longer than 63 bytes. Permanent.
+    InvalidNamespace {
+        /// The namespace given.
+        namespace: String,
+    },
+    /// A lease time out of the allowed range. Permanent.
+    TtlOutOfRange {
+        /// The time given.
+        ttl: Duration,
+        /// The shortest allowed.
+        min: Duration,
+        /// The longest allowed.
+        max: Duration,
+    },
+    /// The node's stored high-water mark is further ahead of this process's clock than a
+    /// generator waits for at start-up ([`Builder::MAX_RESTART_WAIT`](crate::Builder::MAX_RESTART_WAIT)):
+    /// the previous holder's clock was ahead, or this one's is behind. Transient: building
+    /// again once the clock has passed the mark succeeds.
+    Ahead {
+        /// The lease's namespace.
+        namespace: String,
+        /// The leased node.
+        node: u64,
+        /// The stored mark, Unix ms.
+        mark_ms: u64,
+        /// This process's clock, Unix ms.
+        clock_ms: u64,
+        /// The longest start-up wait allowed.
+        max_wait: Duration,
+    },
+    /// No renewal succeeded before the lease's local deadline (the time the last
+    /// successful renewal was sent, plus the lease time, less a margin), so the generator
+    /// stopped minting on its own, before the server could give the node to another
+    /// process. Transient: a renewal that finds the lease still this holder's resumes
+    /// minting; one that finds it taken ends in [`Lost`](Self::Lost).
+    Expired {
+        /// The lease's namespace.
+        namespace: String,
+        /// The leased node.
+        node: u64,
+        /// The lease's generation (fencing token).
+        generation: i64,
+    },
+    /// Another process holds the node now: the lease's generation in the table is no
+    /// longer this holder's. Permanent: this generator mints nothing more.
+    Lost {
+        /// The lease's namespace.
+        namespace: String,
+        /// The node that was leased.
+        node: u64,
+        /// This holder's generation, which the table no longer has.
+        generation: i64,
+    },
+    /// A database operation failed (no connection, a server restart, a failed
+    /// statement). Transient or permanent as the client's error is; the error is the
+    /// [`source`](std::error::Error::source). A lease being renewed is tried again.
+    Database {
+        /// What was being done: "connect", "acquire", "renew", ...
+        action: &'static str,
+        /// What the client reported.
+        cause: DbCause,
+    },
+}
+
+impl fmt::Display for LeaseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LeaseError::NoFreeNode { namespace, max } => write!(
+                f,
+                "no free node in lease namespace {namespace:?}: every node of 0..={max} is \
+                 held by a live lease"
+            ),
+            LeaseError::NodeTaken { namespace, node } => write!(
+                f,
+                "node {node} of lease namespace {namespace:?} is held by a live lease"
+            ),
+            LeaseError::NodeOutOfRange { node, max } => field_out_of_range(f, Field::Node, *node, *max),
+            LeaseError::InvalidNamespace { namespace } => write!(
+                f,
+                "lease namespace {namespace:?} is invalid: allowed 1 to {} bytes",
+                LEASE_NAMESPACE_MAX_LEN
+            ),
+            LeaseError::TtlOutOfRange { ttl, min, max } => {
+                write!(
+                    f,
+                    "lease time {ttl:?} is out of range: allowed {min:?} to {max:?}"
+                )
+            }
+            LeaseError::Ahead {
+                namespace,
+                node,
+                mark_ms,
+                clock_ms,
+                max_wait,
+            } => write!(
+                f,
+                "clock is {:?} behind the high-water mark of node {node} in lease namespace \
+                 {namespace:?} (mark {mark_ms} ms, clock {clock_ms} ms): a generator waits at \
+                 most {max_wait:?} at start-up",
+                Duration::from_millis(mark_ms.saturating_sub(*clock_ms)),
+            ),
+            LeaseError::Expired {
+                namespace,
+                node,
+                generation,
+            } => write!(
+                f,
+                "lease on node {node} of namespace {namespace:?} (generation {generation}) \
+                 passed its local deadline without a renewal: minting stops until a renewal \
+                 succeeds"
+            ),
+            LeaseError::Lost {
+                namespace,
+                node,
+                generation,
+            } => write!(
+                f,
+                "lease on node {node} of namespace {namespace:?} is lost: another process \
+                 holds it now (this holder's generation {generation} is gone); minting has \
+                 ended"
+            ),
+            LeaseError::Database { action, cause } => {
+                write!(f, "lease database operation {action:?} failed: {cause}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for LeaseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LeaseError::Database { cause, .. } => Some(cause.get()),
+            _ => None,
+        }
+    }
+}
+
 /// A generator that cannot be built.
 ///
 /// # Examples
@@ -534,6 +738,14 @@ pub enum BuildError {
     },
     /// The high-water file cannot be used.
     HighWater(HighWaterError),
+    /// The node-ID lease cannot be used (the `lease-postgres` feature).
+    Lease(LeaseError),
+    /// A builder given both a high-water file and a lease, which keeps the mark itself.
+    /// Permanent.
+    TwoMarks {
+        /// The high-water file given.
+        path: PathBuf,
+    },
 }
 
 impl fmt::Display for BuildError {
@@ -550,6 +762,12 @@ impl fmt::Display for BuildError {
                  {tick_ms} ms tick, up to {max:?}"
             ),
             BuildError::HighWater(error) => fmt::Display::fmt(error, f),
+            BuildError::Lease(error) => fmt::Display::fmt(error, f),
+            BuildError::TwoMarks { path } => write!(
+                f,
+                "a generator on a lease keeps its high-water mark in the lease: the                  high-water file {} is not used with it",
+                path.display()
+            ),
         }
     }
 }
@@ -558,8 +776,15 @@ impl std::error::Error for BuildError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             BuildError::HighWater(error) => std::error::Error::source(error),
+            BuildError::Lease(error) => std::error::Error::source(error),
             _ => None,
         }
+    }
+}
+
+impl From<LeaseError> for BuildError {
+    fn from(error: LeaseError) -> BuildError {
+        BuildError::Lease(error)
     }
 }
 
@@ -614,6 +839,10 @@ pub enum MintError {
     /// The high-water mark cannot be stored past the clock. Transient or permanent as the
     /// file's error is; the generator's keeper thread tries again.
     HighWater(HighWaterError),
+    /// The generator's node-ID lease has passed its local deadline without a renewal
+    /// ([`LeaseError::Expired`], transient), or another process holds the node now
+    /// ([`LeaseError::Lost`], permanent).
+    Lease(LeaseError),
 }
 
 impl fmt::Display for MintError {
@@ -634,6 +863,7 @@ impl fmt::Display for MintError {
                  past the layout's end, {end_ms} ms"
             ),
             MintError::HighWater(error) => fmt::Display::fmt(error, f),
+            MintError::Lease(error) => fmt::Display::fmt(error, f),
         }
     }
 }
@@ -642,9 +872,16 @@ impl std::error::Error for MintError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             MintError::HighWater(error) => std::error::Error::source(error),
+            MintError::Lease(error) => std::error::Error::source(error),
             MintError::ClockOutOfSpan(error) => Some(error),
             _ => None,
         }
+    }
+}
+
+impl From<LeaseError> for MintError {
+    fn from(error: LeaseError) -> MintError {
+        MintError::Lease(error)
     }
 }
 
@@ -761,6 +998,10 @@ impl std::error::Error for SqlError {}
 /// error's message needs nothing from the script.
 pub(crate) const SQL_PREFIX_MAX_LEN: usize = 40;
 
+/// The longest lease namespace, in bytes (PostgreSQL's identifier length, so that a
+/// namespace can name things in the database too).
+pub(crate) const LEASE_NAMESPACE_MAX_LEN: usize = 63;
+
 /// Declares [`Error`] with one variant per error type, its `From` conversions, and the
 /// inner error that its `Display` and `source` pass through to.
 macro_rules! umbrella {
@@ -820,6 +1061,7 @@ umbrella! {
     Mint(MintError),
     Clock(ClockError),
     Sql(SqlError),
+    Lease(LeaseError),
 }
 
 impl fmt::Display for Error {

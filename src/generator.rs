@@ -119,6 +119,32 @@ impl<C: Clock> Builder<C> {
     }
 }
 
+#[cfg(feature = "lease-postgres")]
+impl<C: Clock + Clone + Send + 'static> Builder<C> {
+    /// A [`Generator`] on the node of `lease`, which it keeps: it starts past the node's
+    /// high-water mark, keeps the mark in the lease row, renews the lease in the
+    /// background, and releases it when dropped ([`lease`](crate::lease)).
+    ///
+    /// Past the lease's local deadline without a renewal, `try_next_id` returns
+    /// [`MintError::Lease`](crate::MintError::Lease) ([`LeaseError::Expired`](crate::LeaseError::Expired),
+    /// then [`Lost`](crate::LeaseError::Lost) if another process took the node), and
+    /// `next_id` waits for the next renewal, then panics if it fails too.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::NodeOutOfRange`] when the lease's node does not fit this layout;
+    /// [`BuildError::LeadOutOfRange`] for a lead past a quarter of the lease time;
+    /// [`BuildError::TwoMarks`] with a [`high_water_file`](Self::high_water_file);
+    /// [`BuildError::Lease`]: the node's mark too far ahead of the clock
+    /// ([`LeaseError::Ahead`](crate::LeaseError::Ahead)) or the first store failing.
+    pub fn build_leased(self, lease: crate::lease::Lease) -> Result<Generator<C>, BuildError> {
+        let node = lease.node();
+        let (core, packer) = self.into_leased_core(lease)?;
+        let node = Node::shared(&core.minter, packer, node);
+        Ok(Generator { node, core })
+    }
+}
+
 minting_methods!(
     Generator, Ids,
     node: |self| &self.node,

@@ -23,7 +23,7 @@
 //!   ([`HighWaterError::Locked`]).
 
 use crate::error::HighWaterError;
-use crate::mark::MarkStore;
+use crate::mark::{Hold, MarkStore};
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read, Write};
@@ -117,8 +117,12 @@ impl HighWater {
 }
 
 impl MarkStore for HighWater {
-    fn store(&mut self, unix_ms: u64) -> Result<(), HighWaterError> {
-        self.write(unix_ms)
+    type Error = HighWaterError;
+
+    fn store(&mut self, unix_ms: u64) -> Result<Hold, HighWaterError> {
+        self.write(unix_ms)?;
+        // The file's lock is held until the generator drops it.
+        Ok(None)
     }
 }
 

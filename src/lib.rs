@@ -178,6 +178,8 @@ mod high_water;
 mod id;
 mod ids;
 mod layout;
+#[cfg(feature = "lease-postgres")]
+pub mod lease;
 mod local;
 mod mark;
 mod mint;
@@ -194,8 +196,8 @@ pub use builder::Builder;
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock, PreciseClock};
 pub use discipline::ClockStep;
 pub use error::{
-    BuildError, ClockError, Error, Field, HighWaterError, IoCause, LayoutError, MintError, ParseIdError,
-    RangeError, SqlError,
+    BuildError, ClockError, DbCause, Error, Field, HighWaterError, IoCause, LayoutError, LeaseError,
+    MintError, ParseIdError, RangeError, SqlError,
 };
 pub use generator::Generator;
 pub use id::{Id, Parts};

@@ -103,6 +103,21 @@ impl<C: Clock> Builder<C> {
     }
 }
 
+#[cfg(feature = "lease-postgres")]
+impl<C: Clock + Clone + Send + 'static> Builder<C> {
+    /// A [`LocalGenerator`] on the node of `lease`, which it keeps.
+    ///
+    /// # Errors
+    ///
+    /// As [`build_leased`](Self::build_leased).
+    pub fn build_local_leased(self, lease: crate::lease::Lease) -> Result<LocalGenerator<C>, BuildError> {
+        let node = lease.node();
+        let (core, packer) = self.into_leased_core(lease)?;
+        let node = Node::local(&core.minter, packer, node);
+        Ok(LocalGenerator { node, core })
+    }
+}
+
 minting_methods!(
     LocalGenerator, LocalIds,
     node: |self| &self.node,

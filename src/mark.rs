@@ -13,19 +13,25 @@
 //!   store a mark past it (`try_next_id` reports it instead), so no ID ever passes a mark
 //!   that is not durably stored.
 //!
-//! The keeper is a thread of the generator's own, so the durable write (a file's fsync)
-//! never runs on a minting thread: minting waits for it only when the clock has run more
-//! than half a window past the last stored mark before the write finished.
+//! The keeper is a thread of the generator's own, so the durable write (a file's fsync, a
+//! lease row's update) never runs on a minting thread: minting waits for it only when the
+//! clock has run more than half a window past the last stored mark before the write
+//! finished.
 //!
-//! The store is a [`MarkStore`]: the high-water file (`high_water.rs`) is one.
+//! The store is a [`MarkStore`]: the high-water file (`high_water.rs`) is one, a node-ID
+//! lease row (`lease.rs`) another. A lease's store also renews the lease, and holds the
+//! mark only for a while after each store began ([`Hold`]): the keeper stores again
+//! before that, and the **fence**, the first slot past the hold, caps both limits. So
+//! the lease's deadline costs the minting path nothing: it is part of the one limit
+//! already loaded.
 
-use crate::error::HighWaterError;
+use crate::error::{BuildError, HighWaterError, MintError};
 use crate::layout::Layout;
 use crate::state::StateWord;
 use crate::sync::{Ordering, ProcessAtomicU64};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How far past the tick that needs it the mark is moved: at most one store per window
 /// while the clock runs normally.
@@ -36,12 +42,46 @@ const RETRY: Duration = Duration::from_millis(100);
 
 /// Where a mark is kept durably.
 pub(crate) trait MarkStore: Send + 'static {
-    /// Makes `unix_ms` the stored mark, durably, before it returns.
+    /// What a failed store reports: to the minting threads that need the mark, and to the
+    /// builder for the first store.
+    type Error: Into<MintError> + Into<BuildError>;
+
+    /// Makes `unix_ms` the stored mark, durably, before it returns: how long this
+    /// process holds the store from the moment the call began, `None` for good.
     ///
     /// # Errors
     ///
     /// When the mark could not be stored; the previous mark is then still in place.
-    fn store(&mut self, unix_ms: u64) -> Result<(), HighWaterError>;
+    fn store(&mut self, unix_ms: u64) -> Result<Hold, Self::Error>;
+
+    /// Whether `error` ends the store for good: the keeper then stops storing.
+    fn is_final(error: &Self::Error) -> bool {
+        let _ = error;
+        false
+    }
+}
+
+/// How long a store's holder may rely on what it stored.
+pub(crate) type Hold = Option<Duration>;
+
+/// A store whose hold ends ([`Hold`]): how the keeper reads time, what to report past the
+/// hold, and how often to store again.
+pub(crate) struct Fence {
+    /// The generator's clock, read precisely (Unix ms).
+    pub(crate) clock: Box<dyn Fn() -> u64 + Send>,
+    /// What a slot past the hold reports while the store is not lost.
+    pub(crate) lapsed: MintError,
+    /// How often the keeper stores again while no new mark is wanted.
+    pub(crate) renew_every: Duration,
+}
+
+impl std::fmt::Debug for Fence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fence")
+            .field("lapsed", &self.lapsed)
+            .field("renew_every", &self.renew_every)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The slot arithmetic of a layout that the limits are kept in.
@@ -86,8 +126,9 @@ pub(crate) struct Mark {
 pub(crate) enum Uncovered {
     /// The keeper is storing a mark past the slot: transient.
     Pending,
-    /// The store failed; the keeper tries again.
-    Failed(HighWaterError),
+    /// The store failed (the keeper tries again unless the failure is final), or the slot
+    /// is past the store's hold.
+    Failed(MintError),
 }
 
 impl Mark {
@@ -101,30 +142,36 @@ impl Mark {
 
     /// A mark kept in `store`, which holds `mark` (Unix ms) now. Stores a mark a window
     /// and a half past `now` (or past `mark`, if later) before returning, then hands the
-    /// store to a keeper thread.
+    /// store to a keeper thread. A store whose hold ends needs a `fence`.
     ///
     /// # Errors
     ///
     /// The store's error when that first mark cannot be stored.
-    pub(crate) fn kept(
-        mut store: impl MarkStore,
+    pub(crate) fn kept<S: MarkStore>(
+        mut store: S,
         slots: Slots,
         mark: u64,
         now: u64,
-    ) -> Result<Mark, HighWaterError> {
+        fence: Option<Fence>,
+    ) -> Result<Mark, BuildError> {
         let first = ahead(mark.max(now));
-        store.store(first)?;
-        let early = early_slot(slots, first);
+        let sent = fence.as_ref().map(|fence| (fence.clock)());
+        let hold = store.store(first).map_err(Into::<BuildError>::into)?;
+        let fence_slot = fence_slot(slots, sent, hold);
+        let early = early_slot(slots, first).min(fence_slot);
         let shared = Arc::new(Shared {
             slots,
-            covered: ProcessAtomicU64::new(slots.first_from(first)),
+            covered: ProcessAtomicU64::new(slots.first_from(first).min(fence_slot)),
             early: ProcessAtomicU64::new(early),
+            fence: ProcessAtomicU64::new(fence_slot),
             requested: ProcessAtomicU64::new(first),
+            lapsed: fence.as_ref().map(|fence| fence.lapsed.clone()),
             state: Mutex::new(KeeperState {
                 wanted: first,
                 stored: first,
                 failure: None,
                 attempts: 0,
+                ended: false,
                 stop: false,
             }),
             asked: Condvar::new(),
@@ -134,7 +181,7 @@ impl Mark {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
                 .name("atomflake-mark".into())
-                .spawn(move || shared.keep(store))
+                .spawn(move || shared.keep(store, fence))
                 .map_err(|source| HighWaterError::KeeperSpawn { cause: source.into() })?
         };
         Ok(Mark {
@@ -170,20 +217,17 @@ impl Mark {
         if slot < shared.covered.load(Ordering::Relaxed) {
             return Ok(());
         }
-        match &shared.lock().failure {
-            Some(failure) => Err(Uncovered::Failed(failure.clone())),
-            None => Err(Uncovered::Pending),
-        }
+        Err(shared.refusal(slot, &shared.lock()))
     }
 
     /// Waits until `slot` is covered by a stored mark, or a store that finishes meanwhile
-    /// fails.
+    /// fails, or the store has ended.
     ///
     /// # Errors
     ///
-    /// The store's error.
+    /// The store's error, or what a slot past the store's hold reports.
     #[cold]
-    pub(crate) fn wait_covered(&self, slot: u64) -> Result<(), HighWaterError> {
+    pub(crate) fn wait_covered(&self, slot: u64) -> Result<(), MintError> {
         let Some(keeper) = &self.keeper else {
             return Ok(());
         };
@@ -197,8 +241,10 @@ impl Mark {
                     .fetch_max(shared.early.load(Ordering::Relaxed), Ordering::Relaxed);
                 return Ok(());
             }
-            if let (Some(failure), true) = (&state.failure, state.attempts > attempts) {
-                return Err(failure.clone());
+            if state.ended || (state.failure.is_some() && state.attempts > attempts) {
+                if let Uncovered::Failed(error) = shared.refusal(slot, &state) {
+                    return Err(error);
+                }
             }
             state = shared.moved.wait(state).unwrap_or_else(PoisonError::into_inner);
         }
@@ -215,6 +261,23 @@ fn early_slot(slots: Slots, mark: u64) -> u64 {
     slots.first_from(mark.saturating_sub(WINDOW_MS / 2))
 }
 
+/// The first slot past a store's hold that began at `sent` (Unix ms): `u64::MAX` when the
+/// hold does not end. A slot counts as within the hold only if its whole tick is.
+fn fence_slot(slots: Slots, sent: Option<u64>, hold: Hold) -> u64 {
+    match (sent, hold) {
+        (Some(sent), Some(hold)) => {
+            let hold_ms = u64::try_from(hold.as_millis()).unwrap_or(u64::MAX);
+            let end = sent.saturating_add(hold_ms);
+            // The first slot whose tick ends past `end`: the tick that starts at or
+            // before `end - tick` is the last one wholly inside.
+            slots.first_from(end.saturating_sub(slots.layout.tick_ms()).saturating_add(1))
+        }
+        // A hold without a clock to measure it cannot be trusted at all.
+        (None, Some(_)) => 0,
+        (_, None) => u64::MAX,
+    }
+}
+
 /// The keeper thread and what it shares with the minting threads.
 #[derive(Debug)]
 struct Keeper {
@@ -228,7 +291,7 @@ impl Drop for Keeper {
         self.shared.asked.notify_one();
         if let Some(thread) = self.thread.take() {
             // The keeper catches nothing and panics on nothing it is given; a panic there
-            // would already have stopped the store, and the mark on disk is still valid.
+            // would already have stopped the store, and the stored mark is still valid.
             let _ = thread.join();
         }
     }
@@ -237,13 +300,19 @@ impl Drop for Keeper {
 #[derive(Debug)]
 struct Shared {
     slots: Slots,
-    /// Slots before this are covered by the stored mark. Only grows.
+    /// Slots before this are covered by the stored mark and within the store's hold.
+    /// Only grows.
     covered: ProcessAtomicU64,
-    /// Half a window before `covered`. Only grows.
+    /// Half a window before the stored mark, and never past the fence. Only grows.
     early: ProcessAtomicU64,
+    /// The first slot past the store's hold; `u64::MAX` for a store held for good. Only
+    /// grows.
+    fence: ProcessAtomicU64,
     /// The largest mark asked for so far (Unix ms), so that a mint asks at most once per
     /// window instead of taking the lock.
     requested: ProcessAtomicU64,
+    /// What a slot past the fence reports while the store has not ended.
+    lapsed: Option<MintError>,
     state: Mutex<KeeperState>,
     /// Signalled when a mark is asked for, or the keeper should stop.
     asked: Condvar,
@@ -258,9 +327,11 @@ struct KeeperState {
     /// The mark in the store.
     stored: u64,
     /// The error of the last store, until one succeeds.
-    failure: Option<HighWaterError>,
+    failure: Option<MintError>,
     /// How many stores have finished, well or not.
     attempts: u64,
+    /// A store failed for good ([`MarkStore::is_final`]): nothing is stored again.
+    ended: bool,
     stop: bool,
 }
 
@@ -268,6 +339,17 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, KeeperState> {
         // Poisoned only by a panic while held, which nothing here does between updates.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Why `slot`, not covered, may not be minted now.
+    fn refusal(&self, slot: u64, state: &KeeperState) -> Uncovered {
+        let past_fence = slot >= self.fence.load(Ordering::Relaxed);
+        match (&state.failure, &self.lapsed) {
+            (Some(failure), _) if state.ended => Uncovered::Failed(failure.clone()),
+            (_, Some(lapsed)) if past_fence => Uncovered::Failed(lapsed.clone()),
+            (Some(failure), _) => Uncovered::Failed(failure.clone()),
+            (None, _) => Uncovered::Pending,
+        }
     }
 
     /// Asks for a mark a window and a half past `slot`'s tick, unless one at least a window
@@ -287,42 +369,64 @@ impl Shared {
         }
     }
 
-    /// The keeper thread: stores each mark asked for, then moves the limits.
-    fn keep(&self, mut store: impl MarkStore) {
+    /// The keeper thread: stores each mark asked for, and with a fence stores again
+    /// within every `renew_every`; then moves the limits.
+    fn keep<S: MarkStore>(&self, mut store: S, fence: Option<Fence>) {
+        let renew_every = fence.as_ref().map(|fence| fence.renew_every);
+        let mut last_sent = Instant::now();
         let mut state = self.lock();
         loop {
             if state.stop {
                 return;
             }
-            if state.wanted <= state.stored {
-                state = self.asked.wait(state).unwrap_or_else(PoisonError::into_inner);
+            let due = renew_every.map(|every| last_sent + every);
+            let renew = due.is_some_and(|due| Instant::now() >= due);
+            let idle = state.wanted <= state.stored && state.failure.is_none() && !renew;
+            if state.ended || idle {
+                state = match due {
+                    Some(due) if !state.ended => {
+                        let timeout = due.saturating_duration_since(Instant::now());
+                        self.asked
+                            .wait_timeout(state, timeout)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
+                    _ => self.asked.wait(state).unwrap_or_else(PoisonError::into_inner),
+                };
                 continue;
             }
-            let target = state.wanted;
+            let target = state.wanted.max(state.stored);
             drop(state);
+            last_sent = Instant::now();
+            let sent = fence.as_ref().map(|fence| (fence.clock)());
             let result = store.store(target);
             state = self.lock();
             state.attempts += 1;
             match result {
-                Ok(()) => {
+                Ok(hold) => {
                     state.stored = target;
                     state.failure = None;
+                    let fence = fence_slot(self.slots, sent, hold);
+                    self.fence.fetch_max(fence, Ordering::Relaxed);
                     // Relaxed: a minting thread that sees the new limit mints a slot the
                     // stored mark covers; the store finished before these stores.
                     self.covered
-                        .fetch_max(self.slots.first_from(target), Ordering::Relaxed);
+                        .fetch_max(self.slots.first_from(target).min(fence), Ordering::Relaxed);
                     self.early
-                        .fetch_max(early_slot(self.slots, target), Ordering::Relaxed);
+                        .fetch_max(early_slot(self.slots, target).min(fence), Ordering::Relaxed);
                     self.moved.notify_all();
                 }
                 Err(error) => {
-                    state.failure = Some(error);
+                    state.ended = S::is_final(&error);
+                    state.failure = Some(error.into());
                     self.moved.notify_all();
-                    state = self
-                        .asked
-                        .wait_timeout(state, RETRY)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
+                    if !state.ended {
+                        state = self
+                            .asked
+                            .wait_timeout(state, RETRY)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0;
+                    }
                 }
             }
         }
@@ -332,6 +436,8 @@ impl Shared {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use crate::error::{DbCause, LeaseError};
     use std::sync::mpsc;
 
     const T0: u64 = 1_700_000_000_000;
@@ -344,9 +450,11 @@ mod tests {
     }
 
     impl MarkStore for Gate {
-        fn store(&mut self, unix_ms: u64) -> Result<(), HighWaterError> {
+        type Error = HighWaterError;
+
+        fn store(&mut self, unix_ms: u64) -> Result<Hold, HighWaterError> {
             let _ = self.marks.send(unix_ms);
-            self.go.recv().unwrap_or(Ok(()))
+            self.go.recv().unwrap_or(Ok(())).map(|()| None)
         }
     }
 
@@ -375,7 +483,7 @@ mod tests {
         let (marks, stored) = mpsc::channel();
         let (go, gate) = mpsc::channel();
         go.send(Ok(())).unwrap();
-        let mark = Mark::kept(Gate { marks, go: gate }, ms_slots(), 0, T0).unwrap();
+        let mark = Mark::kept(Gate { marks, go: gate }, ms_slots(), 0, T0, None).unwrap();
         assert_eq!(
             stored.recv().unwrap(),
             T0 + 1_500,
@@ -419,8 +527,8 @@ mod tests {
         };
         go.send(Err(failure.clone())).unwrap();
         let past = slot_at(T0 + 1_600);
-        assert_eq!(mark.wait_covered(past), Err(failure.clone()));
-        assert!(matches!(mark.check(past), Err(Uncovered::Failed(e)) if e == failure));
+        assert_eq!(mark.wait_covered(past), Err(failure.clone().into()));
+        assert!(matches!(mark.check(past), Err(Uncovered::Failed(e)) if e == failure.clone().into()));
         // Slots the stored mark covers still mint.
         assert!(mark.check(slot_at(T0 + 1_400)).is_ok());
         // The keeper tries again, and a success clears the failure.
@@ -457,6 +565,130 @@ mod tests {
             minter.try_reserve_one(&state, &clock),
             Ok(slot_at(T0 + 1_600) + 1)
         );
+    }
+
+    /// A store held for `HOLD` after each store began, whose stores the test answers.
+    struct Lease {
+        marks: mpsc::Sender<u64>,
+        go: mpsc::Receiver<Result<(), LeaseError>>,
+    }
+
+    const HOLD: Duration = Duration::from_secs(3);
+
+    impl MarkStore for Lease {
+        type Error = LeaseError;
+
+        fn store(&mut self, unix_ms: u64) -> Result<Hold, LeaseError> {
+            let _ = self.marks.send(unix_ms);
+            self.go.recv().unwrap_or(Ok(())).map(|()| Some(HOLD))
+        }
+
+        fn is_final(error: &LeaseError) -> bool {
+            matches!(error, LeaseError::Lost { .. })
+        }
+    }
+
+    fn lapsed() -> MintError {
+        LeaseError::Expired {
+            namespace: "n".into(),
+            node: 1,
+            generation: 2,
+        }
+        .into()
+    }
+
+    /// A mark kept in a [`Lease`] store, held from `T0`, the clock that measures the hold,
+    /// and the channels.
+    fn leased(
+        renew_every: Duration,
+    ) -> (
+        Mark,
+        ManualClock,
+        mpsc::Receiver<u64>,
+        mpsc::Sender<Result<(), LeaseError>>,
+    ) {
+        let (marks, stored) = mpsc::channel();
+        let (go, gate) = mpsc::channel();
+        go.send(Ok(())).unwrap();
+        let clock = ManualClock::new(T0);
+        let fence = Fence {
+            clock: Box::new({
+                let clock = clock.clone();
+                move || clock.precise_unix_ms()
+            }),
+            lapsed: lapsed(),
+            renew_every,
+        };
+        let mark = Mark::kept(Lease { marks, go: gate }, ms_slots(), 0, T0, Some(fence)).unwrap();
+        assert_eq!(stored.recv().unwrap(), T0 + 1_500);
+        (mark, clock, stored, go)
+    }
+
+    const NO_RENEWAL: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn the_hold_caps_the_limits_and_a_renewal_moves_it() {
+        let (mark, clock, stored, go) = leased(NO_RENEWAL);
+        // The store failing from now on: the hold that began at T0 ends at T0 + 3 s.
+        clock.set(T0 + 2_900);
+        let unavailable = LeaseError::Database {
+            action: "renew",
+            cause: DbCause::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+        };
+        go.send(Err(unavailable.clone())).unwrap();
+        let last_in_hold = slot_at(T0 + 2_999);
+        assert_eq!(mark.wait_covered(last_in_hold), Err(unavailable.clone().into()));
+        assert_eq!(stored.recv().unwrap(), T0 + 3_000 + 1_500);
+        assert!(
+            matches!(mark.check(last_in_hold), Err(Uncovered::Failed(e)) if e == unavailable.clone().into())
+        );
+        // Past the hold: the lapsed error, whatever the store reports.
+        assert!(matches!(mark.check(slot_at(T0 + 3_000)), Err(Uncovered::Failed(e)) if e == lapsed()));
+        // `next_id`'s wait ends when the next attempt fails too.
+        go.send(Err(unavailable.clone())).unwrap();
+        assert_eq!(mark.wait_covered(slot_at(T0 + 3_000)), Err(lapsed()));
+        assert_eq!(stored.recv().unwrap(), T0 + 3_000 + 1_500, "retried");
+        // Slots the mark and the hold cover still mint.
+        assert!(mark.check(slot_at(T0 + 1_400)).is_ok());
+        // A renewal sent at T0 + 2.9 s holds until T0 + 5.9 s.
+        go.send(Ok(())).unwrap();
+        mark.wait_covered(slot_at(T0 + 3_000)).unwrap();
+        assert!(mark.check(slot_at(T0 + 4_400)).is_ok());
+        assert!(matches!(mark.check(slot_at(T0 + 5_900)), Err(_)));
+    }
+
+    #[test]
+    fn a_lost_store_ends_minting_and_is_not_tried_again() {
+        let (mark, clock, stored, go) = leased(Duration::from_millis(20));
+        clock.set(T0 + 1_000);
+        let lost = LeaseError::Lost {
+            namespace: "n".into(),
+            node: 1,
+            generation: 2,
+        };
+        go.send(Err(lost.clone())).unwrap();
+        // The renewal, due within 20 ms, finds the lease lost.
+        assert_eq!(stored.recv().unwrap(), T0 + 1_500);
+        let past = slot_at(T0 + 1_500);
+        assert_eq!(mark.wait_covered(past), Err(lost.clone().into()));
+        assert!(matches!(mark.check(past), Err(Uncovered::Failed(e)) if e == lost.clone().into()));
+        assert!(
+            stored.recv_timeout(Duration::from_millis(200)).is_err(),
+            "no store after a final failure"
+        );
+    }
+
+    #[test]
+    fn the_keeper_renews_while_no_mark_is_asked_for() {
+        let (_mark, _clock, stored, go) = leased(Duration::from_millis(20));
+        for _ in 0..3 {
+            go.send(Ok(())).unwrap();
+            assert_eq!(
+                stored.recv_timeout(Duration::from_secs(5)).unwrap(),
+                T0 + 1_500,
+                "the same mark, stored again"
+            );
+        }
     }
 
     #[test]

@@ -223,7 +223,7 @@ impl Minter {
                     if slot >= self.mark.early() {
                         self.mark.check(slot).map_err(|uncovered| match uncovered {
                             Uncovered::Pending => Refusal::Uncovered { slot },
-                            Uncovered::Failed(error) => Refusal::Fatal(error.into()),
+                            Uncovered::Failed(error) => Refusal::Fatal(error),
                         })?;
                     }
                     let count = self.word.block(slot, want);

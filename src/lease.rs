@@ -1,0 +1,541 @@
+//! Node-ID leases kept in PostgreSQL: one ID space across a fleet of processes.
+//!
+//! Snowflake IDs are unique only while every live generator of a layout has its own node
+//! ID. A [`Lease`] claims one from a table in the fleet's own PostgreSQL, and a generator
+//! built on it ([`Builder::build_leased`](crate::Builder::build_leased)) keeps it:
+//!
+//! - **Claim.** [`Lease::acquire`] takes the lowest node of the layout's range that no
+//!   live lease holds (or the one asked for) in one statement: an `INSERT ... ON CONFLICT
+//!   DO UPDATE` whose update only takes an expired row, so two claimants racing for one
+//!   node serialize on its row and the second finds it live. Every claim bumps the row's
+//!   **generation**, the lease's fencing token. Expiry is decided by the server's clock
+//!   (`clock_timestamp()`), never the claimant's.
+//! - **Mark.** The row holds the node's **high-water mark** (Unix ms): every ID minted on
+//!   the node has an earlier time. A generator on the lease starts past it, and moves it
+//!   ahead of its IDs the way [`Builder::high_water_file`](crate::Builder::high_water_file)
+//!   moves the file's: the same keeper thread, one write a second at most, ahead of need,
+//!   never on a minting thread. Storing the mark renews the lease, and succeeds only while
+//!   the row's generation is still this holder's.
+//! - **Fence.** Every store is also a renewal: the keeper stores every quarter of the
+//!   lease time, and a store that succeeds lets the generator mint until its *local
+//!   deadline*: the generator's clock when the store was sent, plus the lease time, less a
+//!   fifth of it (the margin for clock rates and the discipline's slew). The deadline is
+//!   part of the limit the minting path already loads, so it costs no extra load. Past
+//!   it, `try_next_id` returns [`LeaseError::Expired`] until a renewal succeeds; a renewal
+//!   that finds another generation ends minting for good ([`LeaseError::Lost`]).
+//! - **Release.** Dropping the generator (or an unused [`Lease`]) writes the last mark and
+//!   expires the row, so the node is free at once.
+//!
+//! Two fences protect the IDs. The deadline stops a holder before the server can expire
+//! its lease; and whatever a holder's clock does, it never mints past the last mark it
+//! stored, while a successor starts past every mark stored before its claim. So even a
+//! holder whose deadline failed it (a clock that stood still) never repeats a successor's
+//! ID.
+//!
+//! The lease's connection is its own, made from the [`postgres::Config`] given, without
+//! TLS: use a Unix socket, loopback, or a network you trust. A connection that fails is
+//! made again by the next renewal.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use atomflake::lease::{self, Lease, LeaseOptions};
+//! use atomflake::{Builder, Layout};
+//!
+//! let config: lease::postgres::Config = "host=/run/postgresql user=app dbname=app".parse()?;
+//! let lease = Lease::acquire(&config, &Layout::TWITTER, &LeaseOptions::new("orders"))?;
+//! println!("node {} (generation {})", lease.node(), lease.generation());
+//! let ids = Builder::new(Layout::TWITTER).build_leased(lease)?;
+//! let id = ids.try_next_id()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use crate::error::{DbCause, LEASE_NAMESPACE_MAX_LEN, LeaseError, MintError};
+use crate::layout::Layout;
+use crate::mark::{Hold, MarkStore};
+use std::time::Duration;
+
+/// The PostgreSQL client the lease connects with (the `postgres` crate), for its
+/// [`Config`](postgres::Config).
+pub use postgres_client as postgres;
+
+/// The longest namespace, in bytes.
+pub const MAX_NAMESPACE_LEN: usize = LEASE_NAMESPACE_MAX_LEN;
+
+/// The shortest lease time.
+pub const MIN_TTL: Duration = Duration::from_secs(1);
+
+/// The longest lease time.
+pub const MAX_TTL: Duration = Duration::from_secs(3600);
+
+/// The lease time unless one is given.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+/// The table every lease lives in: created by [`Lease::acquire`] when missing, and
+/// printed by `atomflake lease ddl` for migration tools. One row per `(namespace, node)`
+/// ever claimed.
+pub const DDL: &str = "\
+CREATE TABLE IF NOT EXISTS atomflake_lease (
+    namespace     text        NOT NULL,
+    node          bigint      NOT NULL CHECK (node >= 0),
+    holder        text        NOT NULL,
+    generation    bigint      NOT NULL,
+    expires_at    timestamptz NOT NULL,
+    high_water_ms bigint      NOT NULL CHECK (high_water_ms >= 0),
+    PRIMARY KEY (namespace, node)
+);
+";
+
+/// Claims the lowest node of `$2..=$3` that no live lease holds. `$1` namespace, `$4`
+/// holder, `$5` lease time in ms.
+const CLAIM: &str = "
+WITH candidate AS (
+    SELECT n AS node
+    FROM generate_series($2::bigint, $3::bigint) AS n
+    WHERE NOT EXISTS (
+        SELECT 1 FROM atomflake_lease l
+        WHERE l.namespace = $1 AND l.node = n AND l.expires_at > clock_timestamp())
+    ORDER BY n
+    LIMIT 1
+)
+INSERT INTO atomflake_lease AS l (namespace, node, holder, generation, expires_at, high_water_ms)
+SELECT $1, node, $4, 1, clock_timestamp() + $5::bigint * interval '1 millisecond', 0
+FROM candidate
+ON CONFLICT (namespace, node) DO UPDATE
+    SET holder = excluded.holder,
+        generation = l.generation + 1,
+        expires_at = excluded.expires_at
+    WHERE l.expires_at <= clock_timestamp()
+RETURNING l.node, l.generation, l.high_water_ms";
+
+/// Whether `$2..=$3` has a node no live lease holds.
+const ANY_FREE: &str = "
+SELECT EXISTS (
+    SELECT 1 FROM generate_series($2::bigint, $3::bigint) AS n
+    WHERE NOT EXISTS (
+        SELECT 1 FROM atomflake_lease l
+        WHERE l.namespace = $1 AND l.node = n AND l.expires_at > clock_timestamp()))";
+
+/// Stores a mark and renews: only while the generation is the holder's. `$1` namespace,
+/// `$2` node, `$3` generation, `$4` lease time in ms, `$5` mark.
+const RENEW: &str = "
+UPDATE atomflake_lease
+SET expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond',
+    high_water_ms = GREATEST(high_water_ms, $5::bigint)
+WHERE namespace = $1 AND node = $2 AND generation = $3";
+
+/// Stores the last mark and expires the row. `$1` namespace, `$2` node, `$3` generation,
+/// `$4` mark.
+const RELEASE: &str = "
+UPDATE atomflake_lease
+SET expires_at = clock_timestamp(),
+    high_water_ms = GREATEST(high_water_ms, $4::bigint)
+WHERE namespace = $1 AND node = $2 AND generation = $3";
+
+/// Every row of a namespace. `$1` namespace.
+const LIST: &str = "
+SELECT node, holder, generation,
+       (extract(epoch FROM expires_at) * 1000)::bigint,
+       expires_at > clock_timestamp(),
+       high_water_ms
+FROM atomflake_lease
+WHERE namespace = $1
+ORDER BY node";
+
+/// What to claim: the namespace, the lease time, and optionally the node and the holder's
+/// name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseOptions {
+    namespace: String,
+    ttl: Duration,
+    node: Option<u64>,
+    holder: Option<String>,
+}
+
+impl LeaseOptions {
+    /// A lease in `namespace`: one ID space, one layout. Every process minting IDs of the
+    /// same layout into the same place (a table, a topic) shares one namespace; two
+    /// namespaces are independent node spaces.
+    pub fn new(namespace: impl Into<String>) -> LeaseOptions {
+        LeaseOptions {
+            namespace: namespace.into(),
+            ttl: DEFAULT_TTL,
+            node: None,
+            holder: None,
+        }
+    }
+
+    /// The lease time ([`DEFAULT_TTL`] unless set; [`MIN_TTL`] to [`MAX_TTL`]): how long
+    /// after its last renewal the server keeps a silent holder's node. A holder stops
+    /// minting a fifth of it earlier. Shorter frees a crashed holder's node sooner; longer
+    /// rides out longer database outages.
+    pub fn ttl(mut self, ttl: Duration) -> LeaseOptions {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Claims this node, instead of the lowest free one.
+    pub fn node(mut self, node: u64) -> LeaseOptions {
+        self.node = Some(node);
+        self
+    }
+
+    /// The holder's name in the table (`hostname:pid` unless set), for people reading it.
+    pub fn holder(mut self, holder: impl Into<String>) -> LeaseOptions {
+        self.holder = Some(holder.into());
+        self
+    }
+
+    fn validate(&self, layout: &Layout) -> Result<(), LeaseError> {
+        if self.namespace.is_empty() || self.namespace.len() > MAX_NAMESPACE_LEN {
+            return Err(LeaseError::InvalidNamespace {
+                namespace: self.namespace.clone(),
+            });
+        }
+        if !(MIN_TTL..=MAX_TTL).contains(&self.ttl) {
+            return Err(LeaseError::TtlOutOfRange {
+                ttl: self.ttl,
+                min: MIN_TTL,
+                max: MAX_TTL,
+            });
+        }
+        match self.node {
+            Some(node) if node > layout.max_node() => Err(LeaseError::NodeOutOfRange {
+                node,
+                max: layout.max_node(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A claimed node ID: held until it is dropped, or kept by the generator built on it.
+pub struct Lease {
+    config: postgres::Config,
+    client: Option<postgres::Client>,
+    namespace: String,
+    node: u64,
+    generation: i64,
+    holder: String,
+    ttl: Duration,
+    /// The row's mark when claimed.
+    claimed_mark: u64,
+    /// The last mark stored.
+    stored: u64,
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("namespace", &self.namespace)
+            .field("node", &self.node)
+            .field("generation", &self.generation)
+            .field("holder", &self.holder)
+            .field("ttl", &self.ttl)
+            .field("connected", &self.client.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// One row of the lease table ([`list`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseRow {
+    /// The node.
+    pub node: u64,
+    /// Who claimed it last.
+    pub holder: String,
+    /// How many times it has been claimed: the last claim's fencing token.
+    pub generation: i64,
+    /// When the lease expires (or expired), Unix ms, by the server's clock.
+    pub expires_unix_ms: i64,
+    /// Whether it has not expired yet, by the server's clock.
+    pub live: bool,
+    /// The node's high-water mark, Unix ms: every ID minted on it has an earlier time.
+    pub high_water_ms: u64,
+}
+
+impl Lease {
+    /// Claims a node of `layout`'s range in `options`' namespace: creates the table when
+    /// missing, then takes the lowest node no live lease holds (or the one asked for).
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::NoFreeNode`] (or [`NodeTaken`](LeaseError::NodeTaken) for a node
+    /// asked for) when live leases hold them all; [`LeaseError::InvalidNamespace`],
+    /// [`TtlOutOfRange`](LeaseError::TtlOutOfRange) and
+    /// [`NodeOutOfRange`](LeaseError::NodeOutOfRange) for bad options;
+    /// [`LeaseError::Database`] when the server cannot be reached or a statement fails.
+    pub fn acquire(
+        config: &postgres::Config,
+        layout: &Layout,
+        options: &LeaseOptions,
+    ) -> Result<Lease, LeaseError> {
+        options.validate(layout)?;
+        let config = with_timeouts(config.clone(), options.ttl);
+        let mut client = connect(&config, options.ttl)?;
+        client
+            .batch_execute(DDL)
+            .map_err(database("create the lease table"))?;
+        let (low, high) = match options.node {
+            Some(node) => (node, node),
+            None => (0, layout.max_node()),
+        };
+        let holder = options.holder.clone().unwrap_or_else(default_holder);
+        let namespace = options.namespace.as_str();
+        let (low, high) = (to_i64(low), to_i64(high));
+        let ttl_ms = to_i64(millis(options.ttl));
+        loop {
+            let claimed = client
+                .query_opt(CLAIM, &[&namespace, &low, &high, &holder, &ttl_ms])
+                .map_err(database("claim a node"))?;
+            if let Some(row) = claimed {
+                let node: i64 = row.get(0);
+                let mark: i64 = row.get(2);
+                let mark = u64::try_from(mark).unwrap_or(0);
+                return Ok(Lease {
+                    config,
+                    client: Some(client),
+                    namespace: options.namespace.clone(),
+                    node: u64::try_from(node).unwrap_or(0),
+                    generation: row.get(1),
+                    holder,
+                    ttl: options.ttl,
+                    claimed_mark: mark,
+                    stored: mark,
+                });
+            }
+            // Nothing claimed: every node is live, or another claimant took the one this
+            // statement found free. Only the first is an answer.
+            let any_free: bool = client
+                .query_one(ANY_FREE, &[&namespace, &low, &high])
+                .map_err(database("look for a free node"))?
+                .get(0);
+            if !any_free {
+                return Err(match options.node {
+                    Some(node) => LeaseError::NodeTaken {
+                        namespace: options.namespace.clone(),
+                        node,
+                    },
+                    None => LeaseError::NoFreeNode {
+                        namespace: options.namespace.clone(),
+                        max: layout.max_node(),
+                    },
+                });
+            }
+        }
+    }
+
+    /// The leased node ID.
+    pub fn node(&self) -> u64 {
+        self.node
+    }
+
+    /// The lease's generation: how many times the node has been claimed, this claim
+    /// included. The fencing token: the lease is this holder's only while the table has
+    /// this generation.
+    pub fn generation(&self) -> i64 {
+        self.generation
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The holder's name in the table.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// The lease time.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The node's high-water mark when it was claimed (Unix ms): every ID a previous
+    /// holder minted has an earlier time.
+    pub fn high_water_ms(&self) -> u64 {
+        self.claimed_mark
+    }
+
+    /// How long after a renewal is sent the holder may mint: the lease time less a fifth.
+    pub(crate) fn hold(&self) -> Duration {
+        self.ttl - self.ttl / 5
+    }
+
+    /// How often the keeper renews while no new mark is needed.
+    pub(crate) fn renew_every(&self) -> Duration {
+        self.ttl / 4
+    }
+
+    /// What minting past the local deadline reports.
+    pub(crate) fn expired(&self) -> MintError {
+        LeaseError::Expired {
+            namespace: self.namespace.clone(),
+            node: self.node,
+            generation: self.generation,
+        }
+        .into()
+    }
+
+    /// The error for a store that finds the generation gone.
+    fn lost(&self) -> LeaseError {
+        LeaseError::Lost {
+            namespace: self.namespace.clone(),
+            node: self.node,
+            generation: self.generation,
+        }
+    }
+
+    /// Runs `sql` with the lease's key, connecting first when there is no connection:
+    /// the number of rows it changed.
+    fn update(
+        &mut self,
+        action: &'static str,
+        sql: &str,
+        ttl_ms: Option<i64>,
+        mark: u64,
+    ) -> Result<u64, LeaseError> {
+        let client = match &mut self.client {
+            Some(client) if !client.is_closed() => client,
+            slot => slot.insert(connect(&self.config, self.ttl)?),
+        };
+        let (namespace, node, mark) = (self.namespace.as_str(), to_i64(self.node), to_i64(mark));
+        let result = match ttl_ms {
+            Some(ttl_ms) => client.execute(sql, &[&namespace, &node, &self.generation, &ttl_ms, &mark]),
+            None => client.execute(sql, &[&namespace, &node, &self.generation, &mark]),
+        };
+        if result.is_err() && client.is_closed() {
+            // A connection that failed is made again by the next store.
+            self.client = None;
+        }
+        result.map_err(database(action))
+    }
+
+    /// Frees the node now: stores the last mark and expires the row. Dropping the lease
+    /// (or the generator built on it) does the same, and reports nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::Lost`] when another process holds the node already;
+    /// [`LeaseError::Database`] when the statement fails (the lease then expires by
+    /// itself).
+    pub fn release(mut self) -> Result<(), LeaseError> {
+        self.release_now()
+    }
+
+    fn release_now(&mut self) -> Result<(), LeaseError> {
+        let stored = std::mem::replace(&mut self.stored, u64::MAX);
+        if stored == u64::MAX {
+            return Ok(());
+        }
+        match self.update("release", RELEASE, None, stored)? {
+            0 => Err(self.lost()),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl MarkStore for Lease {
+    type Error = LeaseError;
+
+    fn store(&mut self, unix_ms: u64) -> Result<Hold, LeaseError> {
+        let ttl_ms = to_i64(millis(self.ttl));
+        match self.update("renew", RENEW, Some(ttl_ms), unix_ms)? {
+            0 => Err(self.lost()),
+            _ => {
+                self.stored = self.stored.max(unix_ms);
+                Ok(Some(self.hold()))
+            }
+        }
+    }
+
+    fn is_final(error: &LeaseError) -> bool {
+        matches!(error, LeaseError::Lost { .. })
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // Nothing to report to: a lease not released expires by itself.
+        let _ = self.release_now();
+    }
+}
+
+/// Every lease row of `namespace`, by node.
+///
+/// # Errors
+///
+/// [`LeaseError::InvalidNamespace`]; [`LeaseError::Database`] when the server cannot be
+/// reached or the table is missing.
+pub fn list(config: &postgres::Config, namespace: &str) -> Result<Vec<LeaseRow>, LeaseError> {
+    if namespace.is_empty() || namespace.len() > MAX_NAMESPACE_LEN {
+        return Err(LeaseError::InvalidNamespace {
+            namespace: namespace.to_owned(),
+        });
+    }
+    let config = with_timeouts(config.clone(), DEFAULT_TTL);
+    let mut client = connect(&config, DEFAULT_TTL)?;
+    let rows = client
+        .query(LIST, &[&namespace])
+        .map_err(database("list leases"))?;
+    Ok(rows
+        .iter()
+        .map(|row| LeaseRow {
+            node: u64::try_from(row.get::<_, i64>(0)).unwrap_or(0),
+            holder: row.get(1),
+            generation: row.get(2),
+            expires_unix_ms: row.get(3),
+            live: row.get(4),
+            high_water_ms: u64::try_from(row.get::<_, i64>(5)).unwrap_or(0),
+        })
+        .collect())
+}
+
+/// `config` with a connect timeout (a quarter of the lease time) unless it has one, and
+/// TCP keepalives: a renewal never waits long for a server that is gone.
+fn with_timeouts(mut config: postgres::Config, ttl: Duration) -> postgres::Config {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(ttl / 4);
+    }
+    config.keepalives(true);
+    config
+}
+
+/// A connection whose statements time out after a quarter of the lease time.
+fn connect(config: &postgres::Config, ttl: Duration) -> Result<postgres::Client, LeaseError> {
+    let mut client = config.connect(postgres::NoTls).map_err(database("connect"))?;
+    client
+        .batch_execute(&format!("SET statement_timeout = {}", millis(ttl / 4)))
+        .map_err(database("connect"))?;
+    Ok(client)
+}
+
+/// Wraps a client error as [`LeaseError::Database`].
+fn database(action: &'static str) -> impl Fn(postgres::Error) -> LeaseError {
+    move |error| LeaseError::Database {
+        action,
+        cause: DbCause::new(error),
+    }
+}
+
+/// `hostname:pid`.
+fn default_holder() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    format!("{host}:{}", std::process::id())
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A node, mark or time as a `bigint`: every one here is far below `i64::MAX`.
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
