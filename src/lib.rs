@@ -89,7 +89,9 @@
 //!   further behind. Damaged files and a second live generator on a file are errors.
 //!
 //! What the user provides: a distinct node ID for each live generator of a layout (and a
-//! high-water file of its own), and a wall clock that is right eventually.
+//! high-water file of its own), and a wall clock that is right eventually. [`node`] reads
+//! a node ID from an environment variable or a Kubernetes StatefulSet pod's ordinal, and
+//! says how far each of those is unique.
 //!
 //! # Feature flags
 //!
@@ -181,6 +183,7 @@ mod layout;
 mod local;
 mod mark;
 mod mint;
+pub mod node;
 #[cfg(feature = "serde")]
 pub mod serde;
 mod sharded;
@@ -194,8 +197,8 @@ pub use builder::Builder;
 pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock, PreciseClock};
 pub use discipline::ClockStep;
 pub use error::{
-    BuildError, ClockError, Error, Field, HighWaterError, IoCause, LayoutError, MintError, ParseIdError,
-    RangeError, SqlError,
+    BuildError, ClockError, Error, Field, HighWaterError, IoCause, LayoutError, MintError, NodeSourceError,
+    ParseIdError, RangeError, SqlError,
 };
 pub use generator::Generator;
 pub use id::{Id, Parts};
