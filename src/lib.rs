@@ -89,7 +89,9 @@
 //!   further behind. Damaged files and a second live generator on a file are errors.
 //!
 //! What the user provides: a distinct node ID for each live generator of a layout (and a
-//! high-water file of its own), and a wall clock that is right eventually.
+//! high-water file of its own), and a wall clock that is right eventually. [`node`] reads
+//! a node ID from an environment variable or a Kubernetes StatefulSet pod's ordinal, and
+//! says how far each of those is unique.
 //!
 //! # Feature flags
 //!
@@ -183,6 +185,7 @@ pub mod lease;
 mod local;
 mod mark;
 mod mint;
+pub mod node;
 #[cfg(feature = "serde")]
 pub mod serde;
 mod sharded;
@@ -197,7 +200,7 @@ pub use clock::{Clock, CoarseClock, ManualClock, MonotonicClock, PreciseClock};
 pub use discipline::ClockStep;
 pub use error::{
     BuildError, ClockError, DbCause, Error, Field, HighWaterError, IoCause, LayoutError, LeaseError,
-    MintError, ParseIdError, RangeError, SqlError,
+    MintError, NodeSourceError, ParseIdError, RangeError, SqlError,
 };
 pub use generator::Generator;
 pub use id::{Id, Parts};
