@@ -497,28 +497,35 @@ impl std::error::Error for HighWaterError {
 /// What a database client reported, kept whole: the error's [`source`](std::error::Error::source)
 /// is the client's own error (for the `lease-postgres` feature, a `postgres::Error`).
 ///
-/// Two causes are equal when their messages are.
+/// Its text is the server's message and SQLSTATE when the server reported the error. Two
+/// causes are equal when their texts are.
 #[derive(Debug, Clone)]
-pub struct DbCause(Arc<dyn std::error::Error + Send + Sync>);
+pub struct DbCause {
+    error: Arc<dyn std::error::Error + Send + Sync>,
+    text: String,
+}
 
 impl DbCause {
     /// The client's error.
     pub fn get(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
-        &*self.0
+        &*self.error
     }
 
     #[cfg_attr(
         not(any(test, feature = "lease-postgres")),
         allow(dead_code, reason = "made only by the database clients")
     )]
-    pub(crate) fn new(error: impl std::error::Error + Send + Sync + 'static) -> DbCause {
-        DbCause(Arc::new(error))
+    pub(crate) fn new(error: impl std::error::Error + Send + Sync + 'static, text: String) -> DbCause {
+        DbCause {
+            error: Arc::new(error),
+            text,
+        }
     }
 }
 
 impl PartialEq for DbCause {
     fn eq(&self, other: &DbCause) -> bool {
-        self.0.to_string() == other.0.to_string()
+        self.text == other.text
     }
 }
 
@@ -526,7 +533,7 @@ impl Eq for DbCause {}
 
 impl fmt::Display for DbCause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
+        f.write_str(&self.text)
     }
 }
 
@@ -639,8 +646,7 @@ impl fmt::Display for LeaseError {
             LeaseError::NodeOutOfRange { node, max } => field_out_of_range(f, Field::Node, *node, *max),
             LeaseError::InvalidNamespace { namespace } => write!(
                 f,
-                "lease namespace {namespace:?} is invalid: allowed 1 to {} bytes",
-                LEASE_NAMESPACE_MAX_LEN
+                "lease namespace {namespace:?} is invalid: allowed 1 to {LEASE_NAMESPACE_MAX_LEN} bytes"
             ),
             LeaseError::TtlOutOfRange { ttl, min, max } => {
                 write!(

@@ -52,7 +52,7 @@
 
 use crate::error::{DbCause, LEASE_NAMESPACE_MAX_LEN, LeaseError, MintError};
 use crate::layout::Layout;
-use crate::mark::{Hold, MarkStore};
+use crate::mark::{Hold, MarkStore, hold_of};
 use std::time::Duration;
 
 /// The PostgreSQL client the lease connects with (the `postgres` crate), for its
@@ -169,18 +169,21 @@ impl LeaseOptions {
     /// after its last renewal the server keeps a silent holder's node. A holder stops
     /// minting a fifth of it earlier. Shorter frees a crashed holder's node sooner; longer
     /// rides out longer database outages.
+    #[must_use]
     pub fn ttl(mut self, ttl: Duration) -> LeaseOptions {
         self.ttl = ttl;
         self
     }
 
     /// Claims this node, instead of the lowest free one.
+    #[must_use]
     pub fn node(mut self, node: u64) -> LeaseOptions {
         self.node = Some(node);
         self
     }
 
     /// The holder's name in the table (`hostname:pid` unless set), for people reading it.
+    #[must_use]
     pub fn holder(mut self, holder: impl Into<String>) -> LeaseOptions {
         self.holder = Some(holder.into());
         self
@@ -274,9 +277,7 @@ impl Lease {
         options.validate(layout)?;
         let config = with_timeouts(config.clone(), options.ttl);
         let mut client = connect(&config, options.ttl)?;
-        client
-            .batch_execute(DDL)
-            .map_err(database("create the lease table"))?;
+        create_table(&mut client)?;
         let (low, high) = match options.node {
             Some(node) => (node, node),
             None => (0, layout.max_node()),
@@ -361,7 +362,7 @@ impl Lease {
 
     /// How long after a renewal is sent the holder may mint: the lease time less a fifth.
     pub(crate) fn hold(&self) -> Duration {
-        self.ttl - self.ttl / 5
+        hold_of(self.ttl)
     }
 
     /// How often the keeper renews while no new mark is needed.
@@ -442,13 +443,11 @@ impl MarkStore for Lease {
 
     fn store(&mut self, unix_ms: u64) -> Result<Hold, LeaseError> {
         let ttl_ms = to_i64(millis(self.ttl));
-        match self.update("renew", RENEW, Some(ttl_ms), unix_ms)? {
-            0 => Err(self.lost()),
-            _ => {
-                self.stored = self.stored.max(unix_ms);
-                Ok(Some(self.hold()))
-            }
+        if self.update("renew", RENEW, Some(ttl_ms), unix_ms)? == 0 {
+            return Err(self.lost());
         }
+        self.stored = self.stored.max(unix_ms);
+        Ok(Some(self.hold()))
     }
 
     fn is_final(error: &LeaseError) -> bool {
@@ -494,10 +493,15 @@ pub fn list(config: &postgres::Config, namespace: &str) -> Result<Vec<LeaseRow>,
 }
 
 /// `config` with a connect timeout (a quarter of the lease time) unless it has one, and
-/// TCP keepalives: a renewal never waits long for a server that is gone.
+/// TCP keepalives: a renewal never waits long for a server that is gone. Its
+/// `application_name` is `atomflake-lease` unless set, so that `pg_stat_activity` shows
+/// which connections hold leases.
 fn with_timeouts(mut config: postgres::Config, ttl: Duration) -> postgres::Config {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(ttl / 4);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("atomflake-lease");
     }
     config.keepalives(true);
     config
@@ -512,11 +516,39 @@ fn connect(config: &postgres::Config, ttl: Duration) -> Result<postgres::Client,
     Ok(client)
 }
 
-/// Wraps a client error as [`LeaseError::Database`].
+/// Creates the table when missing. `CREATE TABLE IF NOT EXISTS` run by two sessions at
+/// once can fail in one of them (both insert the new type), so creators take turns on a
+/// transaction-level advisory lock, and a table already there takes no lock.
+fn create_table(client: &mut postgres::Client) -> Result<(), LeaseError> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('atomflake_lease') IS NOT NULL", &[])
+        .map_err(database("create the lease table"))?
+        .get(0);
+    if exists {
+        return Ok(());
+    }
+    client
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock(hashtext('atomflake_lease')); {DDL} COMMIT;"
+        ))
+        .map_err(database("create the lease table"))
+}
+
+/// Wraps a client error as [`LeaseError::Database`]. A server's error is described by its
+/// SQLSTATE and message (the client's own text says only "db error").
 fn database(action: &'static str) -> impl Fn(postgres::Error) -> LeaseError {
-    move |error| LeaseError::Database {
-        action,
-        cause: DbCause::new(error),
+    move |error| {
+        let text = match error.as_db_error() {
+            Some(db) => format!("{} ({})", db.message(), db.code().code()),
+            None => match std::error::Error::source(&error) {
+                Some(source) => format!("{error}: {source}"),
+                None => error.to_string(),
+            },
+        };
+        LeaseError::Database {
+            action,
+            cause: DbCause::new(error, text),
+        }
     }
 }
 

@@ -224,14 +224,24 @@ impl Server {
                 // Only the wall clock moves: timeouts and sleeps keep real time.
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
-        run(command
+        let output = command
             .arg("-D")
             .arg(self.data())
             .arg("-l")
             .arg(self.root.join("log"))
             .args(["-w", "-t", "60", "-o"])
             .arg(settings)
-            .arg("start"));
+            .arg("start")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|err| panic!("cannot run pg_ctl: {err}"));
+        assert!(
+            output.status.success(),
+            "pg_ctl start failed ({}):\n{}\nserver log:\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            std::fs::read_to_string(self.root.join("log")).unwrap_or_default(),
+        );
     }
 
     /// Stops the server: `mode` is `fast` or `immediate` (a crash: no shutdown checkpoint).

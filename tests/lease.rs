@@ -1,0 +1,658 @@
+//! Node-ID leases against a real PostgreSQL server, with real processes: each test starts
+//! a throwaway cluster (`tests/pg`) and runs this test binary again as the lease holders
+//! ([`lease_child`]), which it freezes, kills and resumes.
+//!
+//! Every holder prints one line per event, stamped with its wall clock at the time:
+//! `node N G` once claimed (node, generation), `id ID MS` per minted ID, `lease MS TEXT`
+//! when a mint is refused for the lease (each distinct text once), `refused TEXT` when no
+//! lease could be taken, `clock MS` with its generator's clock at start.
+
+#![cfg(feature = "lease-postgres")]
+
+mod pg;
+
+use atomflake::lease::{self, Lease, LeaseOptions};
+use atomflake::{
+    BuildError, Builder, Clock, Generator, Id, Layout, LeaseError, MintError, MonotonicClock, PreciseClock,
+};
+use pg::Server;
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Twitter's epoch and tick with a 4-bit node field: 16 nodes.
+fn layout() -> Layout {
+    Layout::builder()
+        .timestamp_bits(41)
+        .node_bits(4)
+        .sequence_bits(12)
+        .epoch_ms(1_288_834_974_657)
+        .build()
+        .unwrap()
+}
+
+const TTL: Duration = Duration::from_secs(2);
+
+fn unix_ms() -> u64 {
+    u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
+
+fn config(server: &Server) -> lease::postgres::Config {
+    server.conninfo().parse().unwrap()
+}
+
+/// The environment of a child: what it does, where, and how.
+const MODE: &str = "ATOMFLAKE_LEASE_CHILD";
+const CONNINFO: &str = "ATOMFLAKE_LEASE_CONNINFO";
+const NAMESPACE: &str = "ATOMFLAKE_LEASE_NAMESPACE";
+const NODE: &str = "ATOMFLAKE_LEASE_NODE";
+const CLOCK: &str = "ATOMFLAKE_LEASE_CLOCK";
+const COUNT: &str = "ATOMFLAKE_LEASE_COUNT";
+const TTL_MS: &str = "ATOMFLAKE_LEASE_TTL_MS";
+
+/// A running holder and the lines it printed so far.
+struct Holder {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Holder {
+    /// Runs this test binary as a holder: `mode` is `hold` (claim, then wait for stdin to
+    /// close) or `mint` (claim, then mint until `COUNT` IDs or the lease is lost).
+    fn spawn(server: &Server, namespace: &str, mode: &str, env: &[(&str, &str)]) -> Holder {
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command
+            .args(["--exact", "lease_child", "--nocapture", "--test-threads=1"])
+            .env(MODE, mode)
+            .env(CONNINFO, server.conninfo())
+            .env(NAMESPACE, namespace)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (send, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = send.send(line);
+            }
+        });
+        Holder {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads lines until one satisfies `done`, for at most `timeout`.
+    fn wait_for(&mut self, timeout: Duration, done: impl Fn(&[String]) -> bool) {
+        let start = Instant::now();
+        while !done(&self.seen) {
+            let left = timeout.saturating_sub(start.elapsed());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(mpsc::RecvTimeoutError::Timeout | mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("waited {timeout:?}; lines so far: {:?}", tail(&self.seen))
+                }
+            }
+        }
+    }
+
+    /// The node it claimed.
+    fn node(&mut self) -> u64 {
+        self.wait_for(Duration::from_secs(20), |seen| {
+            seen.iter()
+                .any(|l| l.starts_with("node ") || l.starts_with("refused "))
+        });
+        let line = self
+            .seen
+            .iter()
+            .find(|l| l.starts_with("node "))
+            .unwrap_or_else(|| panic!("no lease: {:?}", self.seen));
+        line.split(' ').nth(1).unwrap().parse().unwrap()
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for it to exit, then returns every line.
+    fn finish(mut self, timeout: Duration) -> Vec<String> {
+        let start = Instant::now();
+        loop {
+            if self.child.try_wait().unwrap().is_some() {
+                break;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "holder did not exit in {timeout:?}: {:?}",
+                tail(&self.seen)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(line);
+        }
+        std::mem::take(&mut self.seen)
+    }
+
+    /// Ends a `hold` child: closes its stdin, so it drops its lease and exits.
+    fn close(mut self) -> Vec<String> {
+        drop(self.child.stdin.take());
+        self.finish(Duration::from_secs(20))
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The rest of the first line that starts with `prefix`.
+fn field<'a>(lines: &'a [String], prefix: &str) -> &'a str {
+    lines
+        .iter()
+        .find_map(|line| line.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line: {:?}", tail(lines)))
+}
+
+fn tail(lines: &[String]) -> &[String] {
+    &lines[lines.len().saturating_sub(8)..]
+}
+
+/// The `(id, stamp)` of every `id` line.
+fn ids(lines: &[String]) -> Vec<(u64, u64)> {
+    lines
+        .iter()
+        .filter_map(|line| line.strip_prefix("id "))
+        .map(|rest| {
+            let (id, stamp) = rest.split_once(' ').unwrap();
+            (id.parse().unwrap(), stamp.parse().unwrap())
+        })
+        .collect()
+}
+
+/// The `(stamp, text)` of every `lease` line.
+fn lease_lines(lines: &[String]) -> Vec<(u64, &str)> {
+    lines
+        .iter()
+        .filter_map(|line| line.strip_prefix("lease "))
+        .map(|rest| {
+            let (stamp, text) = rest.split_once(' ').unwrap();
+            (stamp.parse().unwrap(), text)
+        })
+        .collect()
+}
+
+fn count_ids(seen: &[String]) -> usize {
+    seen.iter().filter(|l| l.starts_with("id ")).count()
+}
+
+fn assert_unique(all: &[u64]) {
+    let unique: HashSet<u64> = all.iter().copied().collect();
+    assert_eq!(unique.len(), all.len(), "duplicate ids");
+}
+
+/// Not a test of its own: the holder process the tests run. Without [`MODE`] it returns
+/// at once.
+#[test]
+fn lease_child() {
+    let Ok(mode) = std::env::var(MODE) else {
+        return;
+    };
+    // The test harness has written "test lease_child ... " without a newline.
+    println!();
+    let env = |name| std::env::var(name).unwrap();
+    let config: lease::postgres::Config = env(CONNINFO).parse().unwrap();
+    let ttl = std::env::var(TTL_MS).map_or(TTL, |ms| Duration::from_millis(ms.parse().unwrap()));
+    let mut options = LeaseOptions::new(env(NAMESPACE)).ttl(ttl);
+    let asked = std::env::var(NODE).ok().map(|node| node.parse().unwrap());
+    if let Some(node) = asked {
+        options = options.node(node);
+    }
+    let start = Instant::now();
+    let lease = loop {
+        match Lease::acquire(&config, &layout(), &options) {
+            Ok(lease) => break lease,
+            // A successor asked for a node: wait for its holder's lease to expire.
+            Err(LeaseError::NodeTaken { .. }) if start.elapsed() < Duration::from_secs(20) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(error) => {
+                println!("refused {error}");
+                return;
+            }
+        }
+    };
+    println!("node {} {}", lease.node(), lease.generation());
+    match mode.as_str() {
+        "hold" => {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            drop(lease);
+        }
+        "mint" => {
+            let count = std::env::var(COUNT).map_or(usize::MAX, |count| count.parse().unwrap());
+            if std::env::var(CLOCK).as_deref() == Ok("precise") {
+                mint(
+                    &Builder::with_clock(layout(), PreciseClock::new())
+                        .build_leased(lease)
+                        .unwrap(),
+                    count,
+                );
+            } else {
+                mint(
+                    &Builder::with_clock(layout(), MonotonicClock::new())
+                        .build_leased(lease)
+                        .unwrap(),
+                    count,
+                );
+            }
+        }
+        other => panic!("unknown mode {other}"),
+    }
+}
+
+/// Mints `count` IDs, one a millisecond, printing each; stops when the lease is lost.
+fn mint<C: Clock>(generator: &Generator<C>, count: usize) {
+    println!("clock {}", generator.clock().precise_unix_ms());
+    let mut out = std::io::stdout().lock();
+    let mut minted = 0;
+    let mut last_refusal = String::new();
+    while minted < count {
+        match generator.try_next_id() {
+            Ok(id) => {
+                writeln!(out, "id {} {}", id.get(), unix_ms()).unwrap();
+                minted += 1;
+            }
+            Err(MintError::Lease(error)) => {
+                let text = error.to_string();
+                if text != last_refusal {
+                    writeln!(out, "lease {} {text}", unix_ms()).unwrap();
+                    last_refusal = text;
+                }
+                if matches!(error, LeaseError::Lost { .. }) {
+                    return;
+                }
+            }
+            Err(MintError::HighWaterPending | MintError::SequenceExhausted { .. }) => {}
+            Err(other) => panic!("{other}"),
+        }
+        out.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn sixteen_processes_get_sixteen_nodes_and_a_seventeenth_is_refused() {
+    let Some(server) = Server::start("lease-16") else {
+        return;
+    };
+    let mut holders: Vec<Holder> = (0..16)
+        .map(|_| Holder::spawn(&server, "fleet", "hold", &[]))
+        .collect();
+    let nodes: HashSet<u64> = holders.iter_mut().map(Holder::node).collect();
+    assert_eq!(nodes, (0..16).collect());
+    let seventeenth = Holder::spawn(&server, "fleet", "hold", &[]).close();
+    assert_eq!(
+        field(&seventeenth, "refused "),
+        "no free node in lease namespace \"fleet\": every node of 0..=15 is held by a live lease"
+    );
+    // Another namespace is another node space.
+    let mut other = Holder::spawn(&server, "other", "hold", &[]);
+    assert_eq!(other.node(), 0);
+    other.close();
+    let rows = lease::list(&config(&server), "fleet").unwrap();
+    assert_eq!(rows.len(), 16);
+    assert!(rows.iter().all(|row| row.live && row.generation == 1));
+    for holder in holders {
+        holder.close();
+    }
+    // Released on drop: every node free at once, its mark kept.
+    let rows = lease::list(&config(&server), "fleet").unwrap();
+    assert!(rows.iter().all(|row| !row.live), "{rows:?}");
+}
+
+/// A holder frozen past its lease time loses its node to a successor, and after
+/// `SIGCONT` mints nothing more.
+fn frozen_holder(clock: &str) {
+    let test = &format!("lease-frozen-{clock}");
+    let Some(server) = Server::start(test) else {
+        return;
+    };
+    let mut frozen = Holder::spawn(&server, "frozen", "mint", &[(CLOCK, clock)]);
+    let node = frozen.node();
+    frozen.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
+    frozen.signal("-STOP");
+    let stopped = unix_ms();
+    std::thread::sleep(TTL + Duration::from_millis(500));
+    let node_text = node.to_string();
+    let successor = Holder::spawn(
+        &server,
+        "frozen",
+        "mint",
+        &[(NODE, &node_text), (CLOCK, clock), (COUNT, "300")],
+    );
+    let successor = successor.finish(Duration::from_secs(30));
+    assert_eq!(field(&successor, "node "), format!("{node} 2"));
+    let resumed = unix_ms();
+    frozen.signal("-CONT");
+    let frozen = frozen.finish(Duration::from_secs(20));
+
+    let before: Vec<(u64, u64)> = ids(&frozen);
+    let after_resume: Vec<u64> = before
+        .iter()
+        .filter(|(_, stamp)| *stamp >= resumed)
+        .map(|(id, _)| *id)
+        .collect();
+    let successor_ids: Vec<u64> = ids(&successor).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(successor_ids.len(), 300);
+    let first = successor_ids[0];
+    let last = before.iter().map(|(id, _)| *id).max().unwrap();
+    assert!(
+        first > last,
+        "successor's first {first} is not past the frozen holder's last {last}"
+    );
+    assert!(
+        before
+            .iter()
+            .all(|(_, stamp)| *stamp < stopped + 50 || *stamp >= resumed)
+    );
+    if clock == "precise" {
+        assert_eq!(after_resume, [] as [u64; 0], "minted after SIGCONT");
+    }
+    let mut all: Vec<u64> = before.iter().map(|(id, _)| *id).collect();
+    all.extend(&successor_ids);
+    assert_unique(&all);
+    let refusals = lease_lines(&frozen);
+    let (_, last_refusal) = refusals.last().unwrap_or_else(|| panic!("{:?}", tail(&frozen)));
+    assert_eq!(
+        *last_refusal,
+        format!(
+            "lease on node {node} of namespace \"frozen\" is lost: another process holds it now \
+             (this holder's generation 1 is gone); minting has ended"
+        )
+    );
+    println!(
+        "{clock} clock: frozen holder minted {} ids ({} after SIGCONT), successor 300; refusals {refusals:?}",
+        before.len(),
+        after_resume.len()
+    );
+}
+
+#[test]
+fn a_frozen_holder_loses_its_node_and_mints_nothing_more() {
+    frozen_holder("precise");
+}
+
+/// With the default clock, a thread that resumes before the clock's thread may mint with
+/// the time read before the pause: those IDs are still below its stored mark, so never a
+/// successor's.
+#[test]
+fn a_frozen_holder_on_the_default_clock_never_repeats_its_successor() {
+    frozen_holder("default");
+}
+
+#[test]
+fn a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark() {
+    let test = "a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark";
+    let Some(server) = Server::start("lease-killed") else {
+        return;
+    };
+    if !std::path::Path::new(pg::LIBFAKETIME).exists() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{test}: libfaketime missing under CI=true"
+        );
+        eprintln!("SKIPPED {test}: libfaketime is not installed (Debian package faketime)");
+        return;
+    }
+    let mut killed = Holder::spawn(&server, "killed", "mint", &[]);
+    let node = killed.node();
+    killed.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
+    killed.signal("-KILL");
+    let killed = killed.finish(Duration::from_secs(10));
+    let mark: u64 = server
+        .psql(&format!(
+            "SELECT high_water_ms FROM atomflake_lease WHERE namespace = 'killed' AND node = {node}"
+        ))
+        .trim()
+        .parse()
+        .unwrap();
+    let behind = server.file("behind");
+    std::fs::write(&behind, "-3s").unwrap();
+    let node_text = node.to_string();
+    let behind_text = behind.display().to_string();
+    let mut successor = Holder::spawn(
+        &server,
+        "killed",
+        "mint",
+        &[
+            (NODE, &node_text),
+            (COUNT, "100"),
+            ("LD_PRELOAD", pg::LIBFAKETIME),
+            ("FAKETIME_TIMESTAMP_FILE", &behind_text),
+            ("FAKETIME_NO_CACHE", "1"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ],
+    );
+    successor.wait_for(Duration::from_secs(30), |seen| {
+        seen.iter().any(|l| l.starts_with("clock "))
+    });
+    let real = unix_ms();
+    let successor = successor.finish(Duration::from_secs(30));
+    assert_eq!(field(&successor, "node "), format!("{node} 2"));
+    let clock: u64 = field(&successor, "clock ").parse().unwrap();
+    assert!(
+        real - clock > 2_500,
+        "the successor's clock is {} ms behind",
+        real - clock
+    );
+    let successor_ids: Vec<u64> = ids(&successor).into_iter().map(|(id, _)| id).collect();
+    let first_time = layout().decode(Id::new(successor_ids[0])).unix_ms;
+    assert!(
+        first_time >= mark,
+        "successor's first id at {first_time} ms, mark {mark} ms"
+    );
+    let last = ids(&killed).into_iter().map(|(id, _)| id).max().unwrap();
+    assert!(successor_ids[0] > last);
+    let mut all: Vec<u64> = ids(&killed).into_iter().map(|(id, _)| id).collect();
+    all.extend(&successor_ids);
+    assert_unique(&all);
+    println!(
+        "killed holder's last id at {} ms, mark {mark} ms, successor's clock {} ms behind, its first id at {first_time} ms",
+        layout().decode(Id::new(last)).unix_ms,
+        real - clock
+    );
+}
+
+#[test]
+fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_deadline() {
+    let Some(server) = Server::start("lease-restart") else {
+        return;
+    };
+    // A lease time of 1 s: the holder may mint for 0.8 s after a renewal is sent, less
+    // than the mark's lead (1 to 1.5 s), so the deadline, not the mark, stops it.
+    let ttl = Duration::from_secs(1);
+    let mut holder = Holder::spawn(
+        &server,
+        "restart",
+        "mint",
+        &[(CLOCK, "precise"), (TTL_MS, "1000")],
+    );
+    holder.node();
+    holder.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
+    let terminated = server.psql(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name = 'atomflake-lease') t",
+    );
+    assert_eq!(terminated.trim(), "1", "the lease's connection");
+    // Past a renewal or two: the holder connects again.
+    std::thread::sleep(Duration::from_millis(1_500));
+    server.stop("fast");
+    // The last renewal was before this.
+    let down = unix_ms();
+    std::thread::sleep(Duration::from_secs(3));
+    // The server was down from `down` to here: nothing renewed the lease.
+    let up = unix_ms();
+    server.start_again();
+    holder.wait_for(Duration::from_secs(20), |seen| {
+        ids(seen).iter().filter(|(_, stamp)| *stamp > up).count() >= 100
+    });
+    let lines = holder.finish_killed();
+    let minted = ids(&lines);
+    let all: Vec<u64> = minted.iter().map(|(id, _)| *id).collect();
+    assert!(all.windows(2).all(|pair| pair[0] < pair[1]), "ids in order");
+    assert_unique(&all);
+    // The server expires the lease at the earliest TTL after the last renewal before it
+    // went down; the holder stops a fifth of TTL before that.
+    let fence = down + u64::try_from(ttl.saturating_sub(ttl / 5).as_millis()).unwrap() + 50;
+    let inside: Vec<&(u64, u64)> = minted
+        .iter()
+        .filter(|(_, stamp)| *stamp > fence && *stamp < up)
+        .collect();
+    assert!(inside.is_empty(), "minted past the deadline: {inside:?}");
+    let refusals = lease_lines(&lines);
+    assert!(
+        refusals.iter().all(|(stamp, _)| *stamp >= down),
+        "refused before the server went down: {refusals:?}"
+    );
+    assert!(
+        refusals
+            .iter()
+            .any(|(_, text)| text.contains("passed its local deadline")),
+        "{refusals:?}"
+    );
+    assert_eq!(
+        server
+            .psql("SELECT generation FROM atomflake_lease WHERE namespace = 'restart'")
+            .trim(),
+        "1",
+        "the same lease throughout"
+    );
+    println!(
+        "minted {} ids; last before the restart at {} ms after it went down; refusals {refusals:?}",
+        all.len(),
+        minted
+            .iter()
+            .filter(|(_, stamp)| *stamp < up)
+            .map(|(_, stamp)| stamp - down.min(*stamp))
+            .max()
+            .unwrap_or(0)
+    );
+}
+
+impl Holder {
+    /// Kills it and returns every line.
+    fn finish_killed(self) -> Vec<String> {
+        self.signal("-KILL");
+        self.finish(Duration::from_secs(10))
+    }
+}
+
+#[test]
+fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
+    let Some(server) = Server::start("lease-gen") else {
+        return;
+    };
+    let config = config(&server);
+    let options = LeaseOptions::new("in-process").ttl(TTL).holder("test");
+    // A previous holder's mark, 3 s ahead of the clock.
+    let lease = Lease::acquire(&config, &layout(), &options).unwrap();
+    assert_eq!(
+        (lease.node(), lease.generation(), lease.high_water_ms()),
+        (0, 1, 0)
+    );
+    drop(lease);
+    let ahead = unix_ms() + 3_000;
+    server.psql(&format!("UPDATE atomflake_lease SET high_water_ms = {ahead}"));
+    let lease = Lease::acquire(&config, &layout(), &options).unwrap();
+    assert_eq!(
+        (lease.node(), lease.generation(), lease.high_water_ms()),
+        (0, 2, ahead)
+    );
+    let generator = Builder::new(layout()).build_leased(lease).unwrap();
+    let first = generator.next_id();
+    assert!(layout().decode(first).unix_ms >= ahead);
+    let rows = lease::list(&config, "in-process").unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].live && rows[0].holder == "test" && rows[0].generation == 2);
+    assert!(rows[0].high_water_ms > layout().decode(first).unix_ms, "{rows:?}");
+    let last = generator.next_id();
+    drop(generator);
+    let rows = lease::list(&config, "in-process").unwrap();
+    assert!(!rows[0].live, "released");
+    assert!(rows[0].high_water_ms > layout().decode(last).unix_ms);
+
+    // A node asked for that is held; a mark too far ahead; a file beside the lease.
+    let held = Lease::acquire(&config, &layout(), &options.clone().node(5)).unwrap();
+    assert_eq!(
+        Lease::acquire(&config, &layout(), &options.clone().node(5)).unwrap_err(),
+        LeaseError::NodeTaken {
+            namespace: "in-process".into(),
+            node: 5
+        }
+    );
+    drop(held);
+    let far = unix_ms() + 60_000;
+    server.psql(&format!(
+        "UPDATE atomflake_lease SET high_water_ms = {far} WHERE node = 5"
+    ));
+    let lease = Lease::acquire(&config, &layout(), &options.clone().node(5)).unwrap();
+    let error = Builder::new(layout()).build_leased(lease).unwrap_err();
+    assert!(
+        matches!(&error, BuildError::Lease(LeaseError::Ahead { node: 5, mark_ms, max_wait, .. }) if *mark_ms == far && *max_wait == Duration::from_secs(10)),
+        "{error:?}"
+    );
+    let lease = Lease::acquire(&config, &layout(), &options.clone().node(6)).unwrap();
+    let error = Builder::new(layout())
+        .high_water_file("/tmp/unused.hw")
+        .build_leased(lease)
+        .unwrap_err();
+    assert_eq!(
+        error,
+        BuildError::TwoMarks {
+            path: "/tmp/unused.hw".into()
+        }
+    );
+    let lease = Lease::acquire(&config, &layout(), &options.clone().node(6)).unwrap();
+    let error = Builder::new(layout())
+        .borrow_ahead(Duration::from_secs(1))
+        .build_leased(lease)
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "borrow-ahead lead 1s is out of range: allowed whole multiples of the 1 ms tick, up to 500ms"
+    );
+}
+
+#[test]
+fn a_server_that_is_not_there_is_a_database_error() {
+    let config: lease::postgres::Config =
+        "host=/nonexistent-atomflake port=1 user=postgres connect_timeout=1"
+            .parse()
+            .unwrap();
+    let error = Lease::acquire(&config, &layout(), &LeaseOptions::new("n")).unwrap_err();
+    let LeaseError::Database { action, cause } = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(*action, "connect");
+    assert!(std::error::Error::source(&error).is_some());
+    assert!(
+        error
+            .to_string()
+            .starts_with("lease database operation \"connect\" failed: "),
+        "{error} ({cause})"
+    );
+}
