@@ -1,9 +1,12 @@
 //! `atomflake`: mint, decode and list Snowflake IDs from the command line.
 //!
 //! ```text
-//! atomflake mint [--layout NAME] [--node N] [-n COUNT] [--format decimal|base32|json]
+//! atomflake mint [--layout NAME] [--node N | --lease URL [--namespace NS] [--ttl S]] [-n COUNT] [--format decimal|base32|json]
 //! atomflake decode [--layout NAME] [--json] [ID ...]
 //! atomflake layouts
+//! atomflake sql [--layout NAME] --node N [--prefix P] [--max-wait-ms MS]
+//! atomflake lease list --lease URL [--namespace NS]
+//! atomflake lease ddl
 //! ```
 //!
 //! Exit codes: 0 on success, 2 for bad input (a usage error, an unknown layout, a node out
@@ -13,6 +16,7 @@
 //! quietly with 0.
 
 mod decode;
+mod lease;
 mod mint;
 
 use atomflake::Layout;
@@ -39,16 +43,18 @@ enum Command {
         /// Layout preset (see `atomflake layouts`).
         #[arg(long, default_value = "twitter", value_name = "NAME")]
         layout: String,
-        /// Node ID of this minter. Give every process that mints at the same time its own
-        /// node, or their IDs can collide.
-        #[arg(
-            long,
-            env = "ATOMFLAKE_NODE",
-            default_value = "0",
-            value_name = "N",
-            allow_negative_numbers = true
-        )]
-        node: String,
+        /// Node ID of this minter (0 unless given). Give every process that mints at the
+        /// same time its own node, or their IDs can collide; or take one with `--lease`.
+        #[arg(long, env = "ATOMFLAKE_NODE", value_name = "N", allow_negative_numbers = true)]
+        node: Option<String>,
+        /// Take the node from a lease in this PostgreSQL database (a URL,
+        /// `postgres://user@host/db`, or `key=value` connection settings): the lowest free
+        /// node of the layout, held while minting, released at exit. The IDs start past
+        /// every ID minted on that node before.
+        #[arg(long, env = "ATOMFLAKE_LEASE", value_name = "URL")]
+        lease: Option<String>,
+        #[command(flatten)]
+        lease_options: lease::LeaseArgs,
         /// How many IDs to mint.
         #[arg(short = 'n', long = "count", default_value_t = 1, value_name = "COUNT")]
         count: u64,
@@ -75,6 +81,9 @@ enum Command {
         #[arg(value_name = "ID", allow_negative_numbers = true)]
         ids: Vec<String>,
     },
+    /// Node-ID leases kept in PostgreSQL.
+    #[command(subcommand)]
+    Lease(lease::LeaseCommand),
     /// List the layout presets: field widths, tick, epoch, the date their IDs outgrow a
     /// signed 64-bit BIGINT, and the date they run out.
     Layouts,
@@ -145,9 +154,18 @@ fn main() -> ExitCode {
         Command::Mint {
             layout,
             node,
+            lease,
+            lease_options,
             count,
             format,
-        } => layout_named(&layout).and_then(|layout| mint::run(layout, &node, count, format)),
+        } => layout_named(&layout).and_then(|layout| match (lease, node) {
+            (Some(_), Some(node)) => Err(Failure::Usage(format!(
+                "--node {node} and --lease: the lease picks the node (ATOMFLAKE_NODE counts as --node)"
+            ))),
+            (Some(url), None) => lease::mint(layout, &url, &lease_options, count, format),
+            (None, node) => mint::run(layout, node.as_deref().unwrap_or("0"), count, format),
+        }),
+        Command::Lease(command) => lease::run(command),
         Command::Decode { layout, json, ids } => {
             layout_named(&layout).and_then(|layout| decode::run(layout, json, &ids))
         }

@@ -21,8 +21,22 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 pub(crate) fn run(layout: Layout, node: &str, count: u64, format: Format) -> Result<(), Failure> {
     let node = node_in(layout, node)?;
     let generator = Generator::new(layout, node).map_err(|err| Failure::Usage(err.to_string()))?;
+    write_ids(&generator, count, format, |generator, block| {
+        generator.fill(block);
+        Ok(())
+    })
+}
+
+/// Mints `count` IDs with `fill` (a block at a time) and writes them to stdout.
+pub(crate) fn write_ids<C: Clock>(
+    generator: &Generator<C>,
+    count: u64,
+    format: Format,
+    mut fill: impl FnMut(&Generator<C>, &mut [Id]) -> Result<(), Failure>,
+) -> Result<(), Failure> {
     // `fill` panics on a clock outside the layout's span: say so cleanly instead.
-    layout
+    generator
+        .layout()
         .tick_at(generator.clock().unix_ms())
         .map_err(|err| Failure::Other(format!("cannot mint now: {err}")))?;
 
@@ -33,7 +47,7 @@ pub(crate) fn run(layout: Layout, node: &str, count: u64, format: Format) -> Res
     let mut left = count;
     while left > 0 {
         let block = &mut ids[..usize::try_from(left).map_or(BLOCK, |left| left.min(BLOCK))];
-        generator.fill(block);
+        fill(generator, block)?;
         for &id in &*block {
             write_id(&mut out, &mut digits, id, format).map_err(write_failed)?;
         }

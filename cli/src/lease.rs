@@ -1,0 +1,130 @@
+//! `atomflake mint --lease` and `atomflake lease`: node IDs leased from PostgreSQL.
+
+use crate::mint::write_ids;
+use crate::{Failure, Format, rfc3339_ms, write_failed};
+use atomflake::lease::{self, Lease, LeaseOptions, postgres};
+use atomflake::{Builder, Generator, Id, Layout, LeaseError, MintError, MonotonicClock};
+use clap::{Args, Subcommand};
+use std::io::{self, Write};
+use std::time::{Duration, Instant};
+
+/// The lease settings of `mint --lease`.
+#[derive(Args)]
+pub(crate) struct LeaseArgs {
+    /// The lease namespace: one node space. Every process minting the same IDs uses the
+    /// same one.
+    #[arg(long, default_value = "atomflake", value_name = "NS")]
+    namespace: String,
+    /// The lease time in seconds: how long after its last renewal a silent holder's node
+    /// stays taken.
+    #[arg(long, default_value_t = 10, value_name = "S")]
+    ttl: u64,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum LeaseCommand {
+    /// List the leases of a namespace: node, generation (the fencing token), whether it
+    /// is live, when it expires, the node's high-water mark, and the holder.
+    List {
+        /// The PostgreSQL database holding the leases (a URL or `key=value` settings).
+        #[arg(long, env = "ATOMFLAKE_LEASE", value_name = "URL")]
+        lease: String,
+        /// The lease namespace.
+        #[arg(long, default_value = "atomflake", value_name = "NS")]
+        namespace: String,
+    },
+    /// Print the lease table's DDL, for migration tools (`mint --lease` creates it when
+    /// missing).
+    Ddl,
+}
+
+pub(crate) fn run(command: LeaseCommand) -> Result<(), Failure> {
+    let mut out = io::stdout().lock();
+    match command {
+        LeaseCommand::Ddl => out.write_all(lease::DDL.as_bytes()).map_err(write_failed),
+        LeaseCommand::List { lease, namespace } => {
+            let rows = lease::list(&config(&lease)?, &namespace).map_err(failure)?;
+            let mut write = || -> io::Result<()> {
+                writeln!(
+                    out,
+                    "{:>5} {:>10} {:<4} {:<24} {:<24} holder",
+                    "node", "generation", "live", "expires", "high-water"
+                )?;
+                for row in &rows {
+                    writeln!(
+                        out,
+                        "{:>5} {:>10} {:<4} {:<24} {:<24} {}",
+                        row.node,
+                        row.generation,
+                        if row.live { "yes" } else { "no" },
+                        rfc3339_ms(u64::try_from(row.expires_unix_ms).unwrap_or(0)),
+                        rfc3339_ms(row.high_water_ms),
+                        row.holder,
+                    )?;
+                }
+                out.flush()
+            };
+            write().map_err(write_failed)
+        }
+    }
+}
+
+/// `mint --lease`: mints `count` IDs on a leased node, then releases it.
+pub(crate) fn mint(
+    layout: Layout,
+    url: &str,
+    args: &LeaseArgs,
+    count: u64,
+    format: Format,
+) -> Result<(), Failure> {
+    let ttl = Duration::from_secs(args.ttl);
+    let options = LeaseOptions::new(&args.namespace).ttl(ttl);
+    let lease = Lease::acquire(&config(url)?, &layout, &options).map_err(failure)?;
+    let generator = Builder::new(layout)
+        .build_leased(lease)
+        .map_err(|err| Failure::Other(err.to_string()))?;
+    write_ids(&generator, count, format, |generator, block| {
+        for id in block {
+            *id = next_id(generator, ttl)?;
+        }
+        Ok(())
+    })
+}
+
+/// The next ID, waiting out what passes (a spent tick, a mark being stored, a lease being
+/// renewed) for at most `patience`.
+fn next_id(generator: &Generator<MonotonicClock>, patience: Duration) -> Result<Id, Failure> {
+    let start = Instant::now();
+    loop {
+        let error = match generator.try_next_id() {
+            Ok(id) => return Ok(id),
+            Err(error) => error,
+        };
+        let transient = matches!(
+            error,
+            MintError::SequenceExhausted { .. }
+                | MintError::HighWaterPending
+                | MintError::Lease(LeaseError::Expired { .. } | LeaseError::Database { .. })
+        );
+        if !transient || start.elapsed() > patience {
+            return Err(Failure::Other(format!("cannot mint: {error}")));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn config(url: &str) -> Result<postgres::Config, Failure> {
+    url.parse()
+        .map_err(|err| Failure::Usage(format!("invalid --lease {url:?}: {err}")))
+}
+
+/// Bad options are bad input; the rest (no free node, the database) is not.
+#[expect(clippy::needless_pass_by_value, reason = "called as map_err(failure)")]
+fn failure(error: LeaseError) -> Failure {
+    match error {
+        LeaseError::InvalidNamespace { .. }
+        | LeaseError::TtlOutOfRange { .. }
+        | LeaseError::NodeOutOfRange { .. } => Failure::Usage(error.to_string()),
+        _ => Failure::Other(error.to_string()),
+    }
+}

@@ -1,0 +1,88 @@
+//! `atomflake mint --lease` and `atomflake lease` against a throwaway PostgreSQL server
+//! (the repository's harness, `tests/pg`).
+
+#[path = "../../tests/pg/mod.rs"]
+mod pg;
+
+use std::process::{Command, Output};
+
+fn atomflake(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_atomflake"))
+        .args(args)
+        .env_remove("ATOMFLAKE_NODE")
+        .env_remove("ATOMFLAKE_LEASE")
+        .output()
+        .expect("the atomflake binary runs")
+}
+
+fn text(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).expect("UTF-8")
+}
+
+#[test]
+fn the_ddl_is_the_tables() {
+    let output = atomflake(&["lease", "ddl"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(text(&output.stdout), atomflake::lease::DDL);
+}
+
+#[test]
+fn a_node_and_a_lease_together_are_refused() {
+    let output = atomflake(&["mint", "--node", "3", "--lease", "host=/nowhere"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        text(&output.stderr),
+        "atomflake: --node 3 and --lease: the lease picks the node (ATOMFLAKE_NODE counts as --node)\n"
+    );
+    let output = atomflake(&["mint", "--lease", "host=/nowhere", "--ttl", "0"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        text(&output.stderr),
+        "atomflake: lease time 0ns is out of range: allowed 1s to 3600s\n"
+    );
+}
+
+#[test]
+fn mint_takes_its_node_from_a_lease_and_lease_list_shows_it() {
+    let Some(server) = pg::Server::start("cli-lease") else {
+        return;
+    };
+    let url = server.url();
+    let first = atomflake(&["mint", "--lease", &url, "--namespace", "cli", "-n", "5000"]);
+    assert_eq!((first.status.code(), text(&first.stderr)), (Some(0), ""));
+    let second = atomflake(&[
+        "mint",
+        "--lease",
+        &server.conninfo(),
+        "--namespace",
+        "cli",
+        "-n",
+        "5",
+    ]);
+    assert_eq!((second.status.code(), text(&second.stderr)), (Some(0), ""));
+    let ids =
+        |output: &Output| -> Vec<u64> { text(&output.stdout).lines().map(|l| l.parse().unwrap()).collect() };
+    let (first, second) = (ids(&first), ids(&second));
+    assert_eq!(first.len(), 5000);
+    assert!(first.windows(2).all(|w| w[0] < w[1]));
+    // Node 0 both times (released at exit), and the second run starts past the first.
+    let layout = atomflake::Layout::TWITTER;
+    assert!(
+        first
+            .iter()
+            .chain(&second)
+            .all(|&id| layout.decode(atomflake::Id::new(id)).node == 0)
+    );
+    assert!(second[0] > *first.last().unwrap());
+
+    let list = atomflake(&["lease", "list", "--lease", &url, "--namespace", "cli"]);
+    assert_eq!((list.status.code(), text(&list.stderr)), (Some(0), ""));
+    let lines: Vec<&str> = text(&list.stdout).lines().collect();
+    assert_eq!(
+        lines[0],
+        " node generation live expires                  high-water               holder"
+    );
+    let fields: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(&fields[..3], ["0", "2", "no"], "{}", lines[1]);
+    assert_eq!(lines.len(), 2);
+}
