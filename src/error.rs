@@ -512,7 +512,7 @@ impl DbCause {
     }
 
     #[cfg_attr(
-        not(any(test, feature = "lease-postgres")),
+        not(any(all(test, not(loom)), feature = "lease-postgres")),
         allow(dead_code, reason = "made only by the database clients")
     )]
     pub(crate) fn new(error: impl std::error::Error + Send + Sync + 'static, text: String) -> DbCause {

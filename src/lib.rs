@@ -116,6 +116,10 @@
 //! - `diesel-mysql`: [`Id`] as `Unsigned<BigInt>` and `BigInt` on diesel's `Mysql` backend;
 //!   needs no libmysqlclient to build.
 //!
+//! - `lease-postgres`: node-ID leases kept in PostgreSQL ([`lease`]): a fleet of processes
+//!   shares one ID space, each on its own node, fenced, with the node's high-water mark in
+//!   the lease row. Connects with the `postgres` client crate.
+//!
 //! The database features never wrap: an ID above `i64::MAX` is an error to write to a
 //! signed `BIGINT` and a negative value an error to read (see [`Id`], `# Databases`).
 //!
@@ -126,8 +130,8 @@
 //!
 //! - [`Generator::next_id`] panics when the clock is outside the layout's span (before the
 //!   epoch, or after the span ran out), or when a high-water file cannot be written and
-//!   the clock has passed its mark;
-//!   [`Generator::try_next_id`] returns those errors.
+//!   the clock has passed its mark, or when a lease has expired and its next renewal fails
+//!   too, or is lost; [`Generator::try_next_id`] returns those errors.
 //! - One generator mints at most [`Layout::ids_per_tick`] IDs per tick (4,096 per ms for
 //!   Twitter): 4.096 M IDs/s, about 244 ns per ID at saturation, however fast a single
 //!   mint is.

@@ -69,7 +69,7 @@ pub(crate) type Hold = Option<Duration>;
 /// server's (the discipline slews at most 1 %) and for the moment the server reads its
 /// clock, which is after the renewal was sent.
 #[cfg_attr(
-    not(any(test, feature = "lease-postgres")),
+    not(any(all(test, not(loom)), feature = "lease-postgres")),
     allow(dead_code, reason = "the lease's rule")
 )]
 pub(crate) fn hold_of(ttl: Duration) -> Duration {

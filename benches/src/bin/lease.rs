@@ -1,0 +1,113 @@
+//! What a node-ID lease costs: the minting path on a lease against the same generator
+//! without one, the time to acquire a lease, and renewals per minute. Starts a throwaway
+//! PostgreSQL server (the repository's test harness, `tests/pg`).
+//!
+//! `cargo run --release -p atomflake-benches --bin lease [ROUNDS] [--renewals]`
+//!
+//! - **Minting:** `ROUNDS` (default 7) alternating rounds of 20 M `next_id` calls on one
+//!   thread, a `Generator` with no mark against one built on a lease, both on the default
+//!   clock; a layout of 39/4/20 (1 M IDs per ms: never at the cap), so the rounds time
+//!   the minting path, not the layout. Medians per ID and their ratio.
+//! - **Acquire:** 20 acquisitions, each a new connection (as a new process makes), the
+//!   table check and the claim, then a release. Median and maximum.
+//! - **Renewals** (`--renewals`, two minutes more): the lease row's updates counted by
+//!   PostgreSQL (`pg_stat_user_tables.n_tup_upd`) over 60 s, for an idle generator and
+//!   for one minting all the time.
+
+#[path = "../../../tests/pg/mod.rs"]
+mod pg;
+
+use atomflake::lease::{Lease, LeaseOptions, postgres};
+use atomflake::{Builder, Clock, Generator, Layout};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// 39-bit ms timestamps from 2024-01-01 (to 2041), 16 nodes, 1 M IDs per ms.
+fn layout() -> Layout {
+    Layout::builder()
+        .timestamp_bits(39)
+        .node_bits(4)
+        .sequence_bits(20)
+        .epoch_ms(1_704_067_200_000)
+        .build()
+        .expect("a valid layout")
+}
+
+const PER_ROUND: u32 = 20_000_000;
+
+/// ns per ID over one round.
+fn round<C: Clock>(generator: &Generator<C>) -> f64 {
+    let start = Instant::now();
+    for _ in 0..PER_ROUND {
+        black_box(generator.next_id().get());
+    }
+    start.elapsed().as_secs_f64() * 1e9 / f64::from(PER_ROUND)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Updates of the lease table so far, as PostgreSQL's statistics count them.
+fn updates(server: &pg::Server) -> u64 {
+    // Statistics are flushed by each backend when it goes idle, at most once a second.
+    std::thread::sleep(Duration::from_millis(1_500));
+    server
+        .psql("SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'atomflake_lease'")
+        .trim()
+        .parse()
+        .expect("a count")
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let rounds: usize = args.iter().find_map(|arg| arg.parse().ok()).unwrap_or(7);
+    let renewals = args.iter().any(|arg| arg == "--renewals");
+    let server = pg::Server::start("lease-bench").expect("PostgreSQL 15 (see tests/pg)");
+    let config: postgres::Config = server.conninfo().parse().expect("conninfo");
+    let options = LeaseOptions::new("bench");
+
+    let mut acquire = Vec::new();
+    for _ in 0..20 {
+        let start = Instant::now();
+        let lease = Lease::acquire(&config, &layout(), &options).expect("a lease");
+        acquire.push(start.elapsed().as_secs_f64() * 1e3);
+        lease.release().expect("released");
+    }
+    let slowest = acquire.iter().copied().fold(0.0, f64::max);
+    println!(
+        "acquire: median {:.2} ms, max {slowest:.2} ms (20 acquisitions)",
+        median(acquire)
+    );
+
+    let plain = Builder::new(layout()).build(1).expect("node 1");
+    let lease = Lease::acquire(&config, &layout(), &options).expect("a lease");
+    let leased = Builder::new(layout())
+        .build_leased(lease)
+        .expect("built on the lease");
+    let (mut without, mut with) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        without.push(round(&plain));
+        with.push(round(&leased));
+    }
+    let (without_ns, with_ns) = (median(without.clone()), median(with.clone()));
+    println!("mint without a lease: {without:.2?} ns/id, median {without_ns:.2}");
+    println!("mint on a lease:      {with:.2?} ns/id, median {with_ns:.2}");
+    println!("ratio (lease / none): {:.3}", with_ns / without_ns);
+
+    if renewals {
+        let idle_from = updates(&server);
+        std::thread::sleep(Duration::from_secs(60));
+        let idle = updates(&server) - idle_from;
+        let busy_from = updates(&server);
+        let until = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < until {
+            for _ in 0..1_000 {
+                black_box(leased.next_id().get());
+            }
+        }
+        let busy = updates(&server) - busy_from;
+        println!("lease row updates per minute (ttl 10 s): idle {idle}, minting {busy}");
+    }
+}
