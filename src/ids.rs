@@ -66,6 +66,13 @@ pub(crate) struct Core<C> {
     pub(crate) clock: C,
 }
 
+impl<C> Core<C> {
+    /// `node` has stopped minting for good (its generator is being dropped).
+    pub(crate) fn finish<W: Word>(&self, node: &Node<W>) {
+        self.minter.finish(node.state.load());
+    }
+}
+
 impl<C: Clock> Core<C> {
     #[inline]
     pub(crate) fn next_id<W: Word>(&self, node: &Node<W>) -> Id {

@@ -23,8 +23,10 @@
 //!   part of the limit the minting path already loads, so it costs no extra load. Past
 //!   it, `try_next_id` returns [`LeaseError::Expired`] until a renewal succeeds; a renewal
 //!   that finds another generation ends minting for good ([`LeaseError::Lost`]).
-//! - **Release.** Dropping the generator (or an unused [`Lease`]) writes the last mark and
-//!   expires the row, so the node is free at once.
+//! - **Release.** Dropping the generator writes the mark that covers exactly what it
+//!   minted (the end of its last ID's tick, below the mark stored ahead of need) and
+//!   expires the row, so the node is free at once and a successor's first ID need not
+//!   wait for its clock. An unused [`Lease`] is released when dropped too.
 //!
 //! Two fences protect the IDs. The deadline stops a holder before the server can expire
 //! its lease; and whatever a holder's clock does, it never mints past the last mark it
@@ -132,6 +134,14 @@ SET expires_at = clock_timestamp(),
     high_water_ms = GREATEST(high_water_ms, $4::bigint)
 WHERE namespace = $1 AND node = $2 AND generation = $3";
 
+/// Stores the mark that covers exactly what the holder minted, which may be below the
+/// stored one, and expires the row. `$1` namespace, `$2` node, `$3` generation, `$4` mark.
+const RELEASE_FINISHED: &str = "
+UPDATE atomflake_lease
+SET expires_at = clock_timestamp(),
+    high_water_ms = $4::bigint
+WHERE namespace = $1 AND node = $2 AND generation = $3";
+
 /// Every row of a namespace. `$1` namespace.
 const LIST: &str = "
 SELECT node, holder, generation,
@@ -225,6 +235,9 @@ pub struct Lease {
     claimed_mark: u64,
     /// The last mark stored.
     stored: u64,
+    /// The mark that covers exactly what the generator on the lease minted, once it
+    /// stopped: what the release stores.
+    finished: Option<u64>,
 }
 
 impl std::fmt::Debug for Lease {
@@ -304,6 +317,7 @@ impl Lease {
                     ttl: options.ttl,
                     claimed_mark: mark,
                     stored: mark,
+                    finished: None,
                 });
             }
             // Nothing claimed: every node is live, or another claimant took the one this
@@ -431,10 +445,17 @@ impl Lease {
         if stored == u64::MAX {
             return Ok(());
         }
-        match self.update("release", RELEASE, None, stored)? {
-            0 => Err(self.lost()),
-            _ => Ok(()),
+        // The exact mark of what was minted, when known: below the stored mark, so that a
+        // successor does not wait for its clock to reach a mark stored ahead of need.
+        // Never below the mark claimed: the generator started past it.
+        let (sql, mark) = match self.finished {
+            Some(finished) => (RELEASE_FINISHED, finished.max(self.claimed_mark)),
+            None => (RELEASE, stored),
+        };
+        if self.update("release", sql, None, mark)? == 0 {
+            return Err(self.lost());
         }
+        Ok(())
     }
 }
 
@@ -452,6 +473,10 @@ impl MarkStore for Lease {
 
     fn is_final(error: &LeaseError) -> bool {
         matches!(error, LeaseError::Lost { .. })
+    }
+
+    fn finish(&mut self, unix_ms: u64) {
+        self.finished = Some(unix_ms);
     }
 }
 

@@ -59,6 +59,13 @@ pub(crate) trait MarkStore: Send + 'static {
         let _ = error;
         false
     }
+
+    /// The generator has stopped minting, and no ID it minted reaches `unix_ms`: a store
+    /// that is released when dropped may release it with this mark, which can be below
+    /// the last one stored.
+    fn finish(&mut self, unix_ms: u64) {
+        let _ = unix_ms;
+    }
 }
 
 /// How long a store's holder may rely on what it stored.
@@ -184,6 +191,7 @@ impl Mark {
                 failure: None,
                 attempts: 0,
                 ended: false,
+                finished: None,
                 stop: false,
             }),
             asked: Condvar::new(),
@@ -230,6 +238,19 @@ impl Mark {
             return Ok(());
         }
         Err(shared.refusal(slot, &shared.lock()))
+    }
+
+    /// The generator has stopped minting for good, and `next_free` is its state word's
+    /// next free slot: the keeper hands the store the mark that covers exactly what was
+    /// minted ([`MarkStore::finish`]) before it stops. Nothing, when nothing was minted
+    /// past `start`.
+    pub(crate) fn finish(&self, start: u64, next_free: u64) {
+        let Some(keeper) = &self.keeper else {
+            return;
+        };
+        if next_free > start {
+            keeper.shared.lock().finished = Some(keeper.shared.slots.tick_end(next_free - 1));
+        }
     }
 
     /// Waits until `slot` is covered by a stored mark, or a store that finishes meanwhile
@@ -343,6 +364,8 @@ struct KeeperState {
     attempts: u64,
     /// A store failed for good ([`MarkStore::is_final`]): nothing is stored again.
     ended: bool,
+    /// The mark that covers exactly what the generator minted, once it stopped.
+    finished: Option<u64>,
     stop: bool,
 }
 
@@ -388,6 +411,10 @@ impl Shared {
         let mut state = self.lock();
         loop {
             if state.stop {
+                if let Some(finished) = state.finished {
+                    drop(state);
+                    store.finish(finished);
+                }
                 return;
             }
             let due = renew_every.map(|every| last_sent + every);

@@ -117,6 +117,11 @@ impl Minter {
         self
     }
 
+    /// The generator stopped minting, its state word at `next_free`: see [`Mark::finish`].
+    pub(crate) fn finish(&self, next_free: u64) {
+        self.mark.finish(self.start, next_free);
+    }
+
     /// The state a new state word starts from.
     pub(crate) fn start(&self) -> u64 {
         self.start

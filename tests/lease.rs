@@ -593,7 +593,16 @@ fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
     drop(generator);
     let rows = lease::list(&config, "in-process").unwrap();
     assert!(!rows[0].live, "released");
-    assert!(rows[0].high_water_ms > layout().decode(last).unix_ms);
+    // The release stores the end of the last ID's tick, not the mark stored ahead.
+    assert_eq!(rows[0].high_water_ms, layout().decode(last).unix_ms + 1);
+    let lease = Lease::acquire(&config, &layout(), &options).unwrap();
+    assert_eq!(
+        (lease.generation(), lease.high_water_ms()),
+        (3, layout().decode(last).unix_ms + 1)
+    );
+    let successor = Builder::new(layout()).build_leased(lease).unwrap();
+    assert!(successor.next_id() > last);
+    drop(successor);
 
     // A node asked for that is held; a mark too far ahead; a file beside the lease.
     let held = Lease::acquire(&config, &layout(), &options.clone().node(5)).unwrap();
