@@ -367,7 +367,7 @@ fn frozen_holder(clock: &str) {
     assert!(
         before
             .iter()
-            .all(|(_, stamp)| *stamp < stopped + 50 || *stamp >= resumed)
+            .all(|(_, stamp)| *stamp < stopped + 200 || *stamp >= resumed)
     );
     if clock == "precise" {
         assert_eq!(after_resume, [] as [u64; 0], "minted after SIGCONT");
@@ -516,8 +516,10 @@ fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_d
     assert!(all.windows(2).all(|pair| pair[0] < pair[1]), "ids in order");
     assert_unique(&all);
     // The server expires the lease at the earliest TTL after the last renewal before it
-    // went down; the holder stops a fifth of TTL before that.
-    let fence = down + u64::try_from(ttl.saturating_sub(ttl / 5).as_millis()).unwrap() + 50;
+    // went down; the holder stops a fifth of TTL before that. 200 ms of slack for the
+    // time between a mint and its stamp on a busy machine: the mark alone would let the
+    // holder mint for up to 1.5 s.
+    let fence = down + u64::try_from(ttl.saturating_sub(ttl / 5).as_millis()).unwrap() + 200;
     let inside: Vec<&(u64, u64)> = minted
         .iter()
         .filter(|(_, stamp)| *stamp > fence && *stamp < up)
