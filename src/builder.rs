@@ -257,6 +257,8 @@ impl<C: Clock + Clone + Send + 'static> Builder<C> {
             clock: Box::new(move || clock.precise_unix_ms()),
             lapsed: lease.expired(),
             renew_every: lease.renew_every(),
+            // `next_id` rides out a failing database for as long as the lease lasts.
+            patience: lease.ttl(),
         };
         let kept = Mark::kept(lease, minter.slots(), mark, now, Some(fence))?;
         let core = Core {

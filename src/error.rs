@@ -611,7 +611,8 @@ pub enum LeaseError {
         generation: i64,
     },
     /// Another process holds the node now: the lease's generation in the table is no
-    /// longer this holder's. Permanent: this generator mints nothing more.
+    /// longer this holder's. Permanent: the generator stores no mark and renews nothing
+    /// more, so it mints nothing past its deadline or its last stored mark.
     Lost {
         /// The lease's namespace.
         namespace: String,

@@ -127,8 +127,12 @@ impl<C: Clock + Clone + Send + 'static> Builder<C> {
     ///
     /// Past the lease's local deadline without a renewal, `try_next_id` returns
     /// [`MintError::Lease`](crate::MintError::Lease) ([`LeaseError::Expired`](crate::LeaseError::Expired),
-    /// then [`Lost`](crate::LeaseError::Lost) if another process took the node), and
-    /// `next_id` waits for the next renewal, then panics if it fails too.
+    /// then [`Lost`](crate::LeaseError::Lost) if another process took the node), as it
+    /// returns the database's error while the mark cannot be stored. `next_id` waits out
+    /// a failing database for up to the lease time, then panics; it panics at once on a
+    /// lost lease. Dropping the generator releases the lease, which waits for the
+    /// release statement (bounded by the connection's timeouts, a quarter of the lease
+    /// time each).
     ///
     /// # Errors
     ///
@@ -151,14 +155,6 @@ minting_methods!(
     new: "Generator::new(Layout::TWITTER, 7)",
     with_clock: "Generator::with_clock(layout, 7, clock.clone())",
 );
-
-/// Hands the generator's high-water store the mark that covers exactly what it minted,
-/// for a lease to release the node with.
-impl<C> Drop for Generator<C> {
-    fn drop(&mut self) {
-        self.core.finish(&self.node);
-    }
-}
 
 impl<C> fmt::Debug for Generator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

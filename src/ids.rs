@@ -7,6 +7,7 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::error::MintError;
 use crate::id::Id;
 use crate::layout::{Layout, SlotPacker};
+use crate::mark::Finish;
 use crate::mint::{Minter, Word};
 use crate::sync::AtomicU64;
 use crossbeam_utils::CachePadded;
@@ -14,11 +15,21 @@ use std::cell::Cell;
 
 /// One node's state word, the packing of its slots into IDs, and its node ID.
 #[derive(Debug)]
-pub(crate) struct Node<W> {
+pub(crate) struct Node<W: Word> {
     /// The next free slot (see `state.rs`).
     pub(crate) state: W,
     pub(crate) packer: SlotPacker,
     pub(crate) id: u64,
+    /// Tells the high-water store how far this node minted, when it is dropped.
+    finish: Option<Finish>,
+}
+
+impl<W: Word> Drop for Node<W> {
+    fn drop(&mut self) {
+        if let Some(finish) = &self.finish {
+            finish.finish(self.state.load());
+        }
+    }
 }
 
 /// A shared state word on a cache line of its own, so that neighbouring data (another
@@ -32,6 +43,7 @@ impl Node<SharedWord> {
             state: CachePadded::new(AtomicU64::new(minter.start())),
             packer,
             id,
+            finish: minter.finisher(),
         }
     }
 }
@@ -43,6 +55,7 @@ impl Node<Cell<u64>> {
             state: Cell::new(minter.start()),
             packer,
             id,
+            finish: minter.finisher(),
         }
     }
 }
@@ -64,13 +77,6 @@ impl Word for SharedWord {
 pub(crate) struct Core<C> {
     pub(crate) minter: Minter,
     pub(crate) clock: C,
-}
-
-impl<C> Core<C> {
-    /// `node` has stopped minting for good (its generator is being dropped).
-    pub(crate) fn finish<W: Word>(&self, node: &Node<W>) {
-        self.minter.finish(node.state.load());
-    }
 }
 
 impl<C: Clock> Core<C> {
@@ -151,7 +157,7 @@ fn write_block(packer: SlotPacker, (mut slot, count): (u64, u64), ids: &mut [Id]
 /// IDs reserved a tick's block at a time from one state word: the iterator inside [`Ids`]
 /// and [`LocalIds`].
 #[derive(Debug)]
-pub(crate) struct Blocks<'a, C, W> {
+pub(crate) struct Blocks<'a, C, W: Word> {
     core: &'a Core<C>,
     node: &'a Node<W>,
     /// The next slot of the current block.

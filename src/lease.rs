@@ -22,7 +22,8 @@
 //!   fifth of it (the margin for clock rates and the discipline's slew). The deadline is
 //!   part of the limit the minting path already loads, so it costs no extra load. Past
 //!   it, `try_next_id` returns [`LeaseError::Expired`] until a renewal succeeds; a renewal
-//!   that finds another generation ends minting for good ([`LeaseError::Lost`]).
+//!   that finds another generation ends renewals for good ([`LeaseError::Lost`]), so
+//!   nothing more is minted past the deadline or the last stored mark, whichever is first.
 //! - **Release.** Dropping the generator writes the mark that covers exactly what it
 //!   minted (the end of its last ID's tick, below the mark stored ahead of need) and
 //!   expires the row, so the node is free at once and a successor's first ID need not
@@ -76,6 +77,10 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// The table every lease lives in: created by [`Lease::acquire`] when missing, and
 /// printed by `atomflake lease ddl` for migration tools. One row per `(namespace, node)`
 /// ever claimed.
+///
+/// Never delete a row of a namespace in use: it holds the node's high-water mark, and a
+/// node claimed without its row starts from the claimant's clock, with a generation that
+/// may repeat one a paused holder still has.
 pub const DDL: &str = "\
 CREATE TABLE IF NOT EXISTS atomflake_lease (
     namespace     text        NOT NULL,
@@ -177,8 +182,10 @@ impl LeaseOptions {
 
     /// The lease time ([`DEFAULT_TTL`] unless set; [`MIN_TTL`] to [`MAX_TTL`]): how long
     /// after its last renewal the server keeps a silent holder's node. A holder stops
-    /// minting a fifth of it earlier. Shorter frees a crashed holder's node sooner; longer
-    /// rides out longer database outages.
+    /// minting a fifth of it earlier. Shorter frees a crashed holder's node sooner. It is
+    /// also how long `next_id` waits out a failing database before it panics; minting
+    /// itself pauses sooner, once the clock reaches the last mark stored (1 to 1.5 s
+    /// after the database became unreachable), as the mark moves every second.
     #[must_use]
     pub fn ttl(mut self, ttl: Duration) -> LeaseOptions {
         self.ttl = ttl;
@@ -288,6 +295,14 @@ impl Lease {
         options: &LeaseOptions,
     ) -> Result<Lease, LeaseError> {
         options.validate(layout)?;
+        off_runtime(|| Lease::claim(config, layout, options))
+    }
+
+    fn claim(
+        config: &postgres::Config,
+        layout: &Layout,
+        options: &LeaseOptions,
+    ) -> Result<Lease, LeaseError> {
         let config = with_timeouts(config.clone(), options.ttl);
         let mut client = connect(&config, options.ttl)?;
         create_table(&mut client)?;
@@ -304,15 +319,13 @@ impl Lease {
                 .query_opt(CLAIM, &[&namespace, &low, &high, &holder, &ttl_ms])
                 .map_err(database("claim a node"))?;
             if let Some(row) = claimed {
-                let node: i64 = row.get(0);
-                let mark: i64 = row.get(2);
-                let mark = u64::try_from(mark).unwrap_or(0);
+                let mark = unsigned(&row, 2, "claim a node")?;
                 return Ok(Lease {
                     config,
-                    client: Some(client),
                     namespace: options.namespace.clone(),
-                    node: u64::try_from(node).unwrap_or(0),
-                    generation: row.get(1),
+                    node: unsigned(&row, 0, "claim a node")?,
+                    generation: column(&row, 1, "claim a node")?,
+                    client: Some(client),
                     holder,
                     ttl: options.ttl,
                     claimed_mark: mark,
@@ -322,10 +335,10 @@ impl Lease {
             }
             // Nothing claimed: every node is live, or another claimant took the one this
             // statement found free. Only the first is an answer.
-            let any_free: bool = client
+            let row = client
                 .query_one(ANY_FREE, &[&namespace, &low, &high])
-                .map_err(database("look for a free node"))?
-                .get(0);
+                .map_err(database("look for a free node"))?;
+            let any_free: bool = column(&row, 0, "look for a free node")?;
             if !any_free {
                 return Err(match options.node {
                     Some(node) => LeaseError::NodeTaken {
@@ -412,6 +425,16 @@ impl Lease {
         ttl_ms: Option<i64>,
         mark: u64,
     ) -> Result<u64, LeaseError> {
+        off_runtime(|| self.update_here(action, sql, ttl_ms, mark))
+    }
+
+    fn update_here(
+        &mut self,
+        action: &'static str,
+        sql: &str,
+        ttl_ms: Option<i64>,
+        mark: u64,
+    ) -> Result<u64, LeaseError> {
         let client = match &mut self.client {
             Some(client) if !client.is_closed() => client,
             slot => slot.insert(connect(&self.config, self.ttl)?),
@@ -484,6 +507,9 @@ impl Drop for Lease {
     fn drop(&mut self) {
         // Nothing to report to: a lease not released expires by itself.
         let _ = self.release_now();
+        // Closing the connection blocks on the client's runtime too.
+        let client = self.client.take();
+        off_runtime(move || drop(client));
     }
 }
 
@@ -500,25 +526,28 @@ pub fn list(config: &postgres::Config, namespace: &str) -> Result<Vec<LeaseRow>,
         });
     }
     let config = with_timeouts(config.clone(), DEFAULT_TTL);
-    let mut client = connect(&config, DEFAULT_TTL)?;
-    let rows = client
-        .query(LIST, &[&namespace])
-        .map_err(database("list leases"))?;
-    Ok(rows
-        .iter()
-        .map(|row| LeaseRow {
-            node: u64::try_from(row.get::<_, i64>(0)).unwrap_or(0),
-            holder: row.get(1),
-            generation: row.get(2),
-            expires_unix_ms: row.get(3),
-            live: row.get(4),
-            high_water_ms: u64::try_from(row.get::<_, i64>(5)).unwrap_or(0),
-        })
-        .collect())
+    off_runtime(|| {
+        let action = "list leases";
+        let mut client = connect(&config, DEFAULT_TTL)?;
+        let rows = client.query(LIST, &[&namespace]).map_err(database(action))?;
+        rows.iter()
+            .map(|row| {
+                Ok(LeaseRow {
+                    node: unsigned(row, 0, action)?,
+                    holder: column(row, 1, action)?,
+                    generation: column(row, 2, action)?,
+                    expires_unix_ms: column(row, 3, action)?,
+                    live: column(row, 4, action)?,
+                    high_water_ms: unsigned(row, 5, action)?,
+                })
+            })
+            .collect()
+    })
 }
 
-/// `config` with a connect timeout (a quarter of the lease time) unless it has one, and
-/// TCP keepalives: a renewal never waits long for a server that is gone. Its
+/// `config` with a connect timeout and a TCP user timeout (a quarter of the lease time)
+/// unless it has them, and TCP keepalives: a renewal never waits long for a server that
+/// is gone. Its
 /// `application_name` is `atomflake-lease` unless set, so that `pg_stat_activity` shows
 /// which connections hold leases.
 fn with_timeouts(mut config: postgres::Config, ttl: Duration) -> postgres::Config {
@@ -528,7 +557,16 @@ fn with_timeouts(mut config: postgres::Config, ttl: Duration) -> postgres::Confi
     if config.get_application_name().is_none() {
         config.application_name("atomflake-lease");
     }
-    config.keepalives(true);
+    // A server that vanished without closing the connection (a partition, a dead host):
+    // a statement sent stays unacknowledged, and the connection fails after this long.
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(ttl / 4);
+    }
+    config
+        .keepalives(true)
+        .keepalives_idle(ttl / 4)
+        .keepalives_interval(Duration::from_secs(1))
+        .keepalives_retries(3);
     config
 }
 
@@ -575,6 +613,39 @@ fn database(action: &'static str) -> impl Fn(postgres::Error) -> LeaseError {
             cause: DbCause::new(error, text),
         }
     }
+}
+
+/// Runs `work` on a thread of its own and waits for it. The `postgres` client runs a
+/// Tokio runtime of its own inside every call, which panics on a thread that is already
+/// running one: so a lease can be taken, kept and released from async code too (the
+/// calling thread still blocks; use `spawn_blocking` to spare the runtime).
+fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| match scope.spawn(work).join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+/// A column of a lease row, or [`LeaseError::Database`] when the table's column does not
+/// have the type the DDL gives it.
+fn column<'a, T: postgres::types::FromSql<'a>>(
+    row: &'a postgres::Row,
+    index: usize,
+    action: &'static str,
+) -> Result<T, LeaseError> {
+    row.try_get(index).map_err(database(action))
+}
+
+/// A `bigint` column that is a node or a mark: never negative in a table the DDL made.
+fn unsigned(row: &postgres::Row, index: usize, action: &'static str) -> Result<u64, LeaseError> {
+    let value: i64 = column(row, index, action)?;
+    u64::try_from(value).map_err(|_| {
+        let text = format!("column {index} of atomflake_lease holds {value}, below 0");
+        LeaseError::Database {
+            action,
+            cause: DbCause::new(std::io::Error::other(text.clone()), text),
+        }
+    })
 }
 
 /// `hostname:pid`.

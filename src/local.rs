@@ -125,14 +125,6 @@ minting_methods!(
     with_clock: "LocalGenerator::with_clock(layout, 7, clock.clone())",
 );
 
-/// Hands the generator's high-water store the mark that covers exactly what it minted,
-/// for a lease to release the node with.
-impl<C> Drop for LocalGenerator<C> {
-    fn drop(&mut self) {
-        self.core.finish(&self.node);
-    }
-}
-
 impl<C> fmt::Debug for LocalGenerator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LocalGenerator")

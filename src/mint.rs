@@ -16,7 +16,7 @@
 use crate::clock::Clock;
 use crate::error::MintError;
 use crate::layout::{Layout, Span};
-use crate::mark::{Mark, Slots, Uncovered};
+use crate::mark::{Finish, Mark, Slots, Uncovered};
 use crate::state::{StateWord, Step};
 use crate::sync::{AtomicU64, Ordering};
 use crate::wait::{self, Backoff, Wait};
@@ -80,8 +80,9 @@ pub(crate) struct Minter {
 pub(crate) enum Refusal {
     /// The tick of `unix_ms` is spent; the next free slot is in `tick`.
     Spent { tick: u64, unix_ms: u64 },
-    /// `slot` is past the stored high-water mark, and the keeper is moving it.
-    Uncovered { slot: u64 },
+    /// `slot` is past the stored high-water mark (or the store's hold), and the keeper is
+    /// moving it; `failure` is what its last attempt reported, if it failed.
+    Uncovered { slot: u64, failure: Option<MintError> },
     /// Nothing can be minted: the clock is outside the layout's span, or the mark cannot
     /// be stored.
     Fatal(MintError),
@@ -117,9 +118,9 @@ impl Minter {
         self
     }
 
-    /// The generator stopped minting, its state word at `next_free`: see [`Mark::finish`].
-    pub(crate) fn finish(&self, next_free: u64) {
-        self.mark.finish(self.start, next_free);
+    /// What a node's state word tells the high-water store when it is dropped.
+    pub(crate) fn finisher(&self) -> Option<Finish> {
+        self.mark.finisher(self.start)
     }
 
     /// The state a new state word starts from.
@@ -182,7 +183,7 @@ impl Minter {
                 tick,
                 retry_after: Duration::from_millis(self.layout.unix_ms_of_tick(tick).saturating_sub(unix_ms)),
             },
-            Refusal::Uncovered { .. } => MintError::HighWaterPending,
+            Refusal::Uncovered { failure, .. } => failure.unwrap_or(MintError::HighWaterPending),
             Refusal::Fatal(error) => error,
         })
     }
@@ -227,8 +228,12 @@ impl Minter {
                 Step::Mint { slot } => {
                     if slot >= self.mark.early() {
                         self.mark.check(slot).map_err(|uncovered| match uncovered {
-                            Uncovered::Pending => Refusal::Uncovered { slot },
-                            Uncovered::Failed(error) => Refusal::Fatal(error),
+                            Uncovered::Pending => Refusal::Uncovered { slot, failure: None },
+                            Uncovered::Failed(error) => Refusal::Uncovered {
+                                slot,
+                                failure: Some(error),
+                            },
+                            Uncovered::Ended(error) => Refusal::Fatal(error),
                         })?;
                     }
                     let count = self.word.block(slot, want);
@@ -265,7 +270,7 @@ impl Minter {
         loop {
             match refusal {
                 Refusal::Fatal(error) => panic!("atomflake: cannot mint an id: {error}"),
-                Refusal::Uncovered { slot } => {
+                Refusal::Uncovered { slot, .. } => {
                     if let Err(error) = self.mark.wait_covered(slot) {
                         panic!("atomflake: cannot mint an id: {error}");
                     }
@@ -295,6 +300,9 @@ impl Minter {
         want: u64,
     ) -> (u64, u64) {
         let mut unix_ms = clock.unix_ms();
+        // When the first refusal for the mark came: a failing store is waited for as
+        // `wait_for_block` waits for it.
+        let mut uncovered_since = None;
         loop {
             match self.reserve_at(state, unix_ms, want) {
                 Ok(block) => return block,
@@ -304,7 +312,11 @@ impl Minter {
                 }
                 // The keeper stores the mark within a write's time: poll at the timer's
                 // resolution rather than block the runtime thread on it.
-                Err(Refusal::Uncovered { .. }) => {
+                Err(Refusal::Uncovered { failure, .. }) => {
+                    let since = *uncovered_since.get_or_insert_with(std::time::Instant::now);
+                    if let Some(error) = failure.filter(|_| self.mark.out_of_patience(since)) {
+                        panic!("atomflake: cannot mint an id: {error}");
+                    }
                     tokio::time::sleep(Duration::from_millis(1)).await;
                 }
             }
