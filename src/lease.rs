@@ -425,30 +425,22 @@ impl Lease {
         ttl_ms: Option<i64>,
         mark: u64,
     ) -> Result<u64, LeaseError> {
-        off_runtime(|| self.update_here(action, sql, ttl_ms, mark))
-    }
-
-    fn update_here(
-        &mut self,
-        action: &'static str,
-        sql: &str,
-        ttl_ms: Option<i64>,
-        mark: u64,
-    ) -> Result<u64, LeaseError> {
-        let client = match &mut self.client {
-            Some(client) if !client.is_closed() => client,
-            slot => slot.insert(connect(&self.config, self.ttl)?),
-        };
-        let (namespace, node, mark) = (self.namespace.as_str(), to_i64(self.node), to_i64(mark));
-        let result = match ttl_ms {
-            Some(ttl_ms) => client.execute(sql, &[&namespace, &node, &self.generation, &ttl_ms, &mark]),
-            None => client.execute(sql, &[&namespace, &node, &self.generation, &mark]),
-        };
-        if result.is_err() && client.is_closed() {
-            // A connection that failed is made again by the next store.
-            self.client = None;
-        }
-        result.map_err(database(action))
+        off_runtime(|| {
+            let client = match &mut self.client {
+                Some(client) if !client.is_closed() => client,
+                slot => slot.insert(connect(&self.config, self.ttl)?),
+            };
+            let (namespace, node, mark) = (self.namespace.as_str(), to_i64(self.node), to_i64(mark));
+            let result = match ttl_ms {
+                Some(ttl_ms) => client.execute(sql, &[&namespace, &node, &self.generation, &ttl_ms, &mark]),
+                None => client.execute(sql, &[&namespace, &node, &self.generation, &mark]),
+            };
+            if result.is_err() && client.is_closed() {
+                // A connection that failed is made again by the next store.
+                self.client = None;
+            }
+            result.map_err(database(action))
+        })
     }
 
     /// Frees the node now: stores the last mark and expires the row. Dropping the lease

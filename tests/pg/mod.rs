@@ -85,16 +85,22 @@ fn is_root() -> bool {
 
 /// Runs `command`, panicking with its output if it fails.
 fn run(command: &mut Command) -> Output {
+    run_or_explain(command, String::new)
+}
+
+/// Runs `command`, panicking with its output and `explain()` (a log, say) if it fails.
+fn run_or_explain(command: &mut Command, explain: impl FnOnce() -> String) -> Output {
     let output = command
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|err| panic!("cannot run {command:?}: {err}"));
     assert!(
         output.status.success(),
-        "{command:?} failed ({}):\n{}\n{}",
+        "{command:?} failed ({}):\n{}\n{}\n{}",
         output.status,
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr),
+        explain(),
     );
     output
 }
@@ -224,23 +230,22 @@ impl Server {
                 // Only the wall clock moves: timeouts and sleeps keep real time.
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
         }
-        let output = command
-            .arg("-D")
-            .arg(self.data())
-            .arg("-l")
-            .arg(self.root.join("log"))
-            .args(["-w", "-t", "60", "-o"])
-            .arg(settings)
-            .arg("start")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|err| panic!("cannot run pg_ctl: {err}"));
-        assert!(
-            output.status.success(),
-            "pg_ctl start failed ({}):\n{}\nserver log:\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            std::fs::read_to_string(self.root.join("log")).unwrap_or_default(),
+        let log = self.root.join("log");
+        run_or_explain(
+            command
+                .arg("-D")
+                .arg(self.data())
+                .arg("-l")
+                .arg(&log)
+                .args(["-w", "-t", "60", "-o"])
+                .arg(settings)
+                .arg("start"),
+            || {
+                format!(
+                    "server log:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                )
+            },
         );
     }
 
