@@ -9,8 +9,6 @@ use crate::ids::Core;
 use crate::layout::{Layout, SlotPacker};
 #[cfg(feature = "lease-postgres")]
 use crate::lease::Lease;
-#[cfg(feature = "lease-postgres")]
-use crate::mark::Fence;
 use crate::mark::Mark;
 use crate::mint::Minter;
 use crate::wait::Wait;
@@ -253,13 +251,7 @@ impl<C: Clock + Clone + Send + 'static> Builder<C> {
             .into());
         }
         let clock = self.clock.clone();
-        let fence = Fence {
-            clock: Box::new(move || clock.precise_unix_ms()),
-            lapsed: lease.expired(),
-            renew_every: lease.renew_every(),
-            // `next_id` rides out a failing database for as long as the lease lasts.
-            patience: lease.ttl(),
-        };
+        let fence = lease.fence(Box::new(move || clock.precise_unix_ms()));
         let kept = Mark::kept(lease, minter.slots(), mark, now, Some(fence))?;
         let core = Core {
             minter: minter.with_mark(kept, mark),

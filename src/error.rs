@@ -468,12 +468,12 @@ impl fmt::Display for HighWaterError {
                 mark_ms,
                 clock_ms,
                 max_wait,
-            } => write!(
+            } => clock_behind(
                 f,
-                "clock is {:?} behind high-water file {} (mark {mark_ms} ms, clock \
-                 {clock_ms} ms): a generator waits at most {max_wait:?} at start-up",
-                Duration::from_millis(mark_ms.saturating_sub(*clock_ms)),
-                path.display()
+                format_args!("high-water file {}", path.display()),
+                *mark_ms,
+                *clock_ms,
+                *max_wait,
             ),
             HighWaterError::KeeperSpawn { cause } => {
                 write!(
@@ -483,6 +483,22 @@ impl fmt::Display for HighWaterError {
             }
         }
     }
+}
+
+/// The message of a stored mark too far ahead of the clock: `what` names the store.
+fn clock_behind(
+    f: &mut fmt::Formatter<'_>,
+    what: fmt::Arguments<'_>,
+    mark_ms: u64,
+    clock_ms: u64,
+    max_wait: Duration,
+) -> fmt::Result {
+    write!(
+        f,
+        "clock is {:?} behind {what} (mark {mark_ms} ms, clock {clock_ms} ms): a generator \
+         waits at most {max_wait:?} at start-up",
+        Duration::from_millis(mark_ms.saturating_sub(clock_ms)),
+    )
 }
 
 impl std::error::Error for HighWaterError {
@@ -661,12 +677,12 @@ impl fmt::Display for LeaseError {
                 mark_ms,
                 clock_ms,
                 max_wait,
-            } => write!(
+            } => clock_behind(
                 f,
-                "clock is {:?} behind the high-water mark of node {node} in lease namespace \
-                 {namespace:?} (mark {mark_ms} ms, clock {clock_ms} ms): a generator waits at \
-                 most {max_wait:?} at start-up",
-                Duration::from_millis(mark_ms.saturating_sub(*clock_ms)),
+                format_args!("the high-water mark of node {node} in lease namespace {namespace:?}"),
+                *mark_ms,
+                *clock_ms,
+                *max_wait,
             ),
             LeaseError::Expired {
                 namespace,

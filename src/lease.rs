@@ -53,9 +53,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::error::{DbCause, LEASE_NAMESPACE_MAX_LEN, LeaseError, MintError};
+use crate::error::{DbCause, LEASE_NAMESPACE_MAX_LEN, LeaseError};
 use crate::layout::Layout;
-use crate::mark::{Hold, MarkStore, hold_of};
+use crate::mark::{Fence, Hold, MarkStore, hold_of};
 use std::time::Duration;
 
 /// The PostgreSQL client the lease connects with (the `postgres` crate), for its
@@ -207,11 +207,7 @@ impl LeaseOptions {
     }
 
     fn validate(&self, layout: &Layout) -> Result<(), LeaseError> {
-        if self.namespace.is_empty() || self.namespace.len() > MAX_NAMESPACE_LEN {
-            return Err(LeaseError::InvalidNamespace {
-                namespace: self.namespace.clone(),
-            });
-        }
+        check_namespace(&self.namespace)?;
         if !(MIN_TTL..=MAX_TTL).contains(&self.ttl) {
             return Err(LeaseError::TtlOutOfRange {
                 ttl: self.ttl,
@@ -240,8 +236,8 @@ pub struct Lease {
     ttl: Duration,
     /// The row's mark when claimed.
     claimed_mark: u64,
-    /// The last mark stored.
-    stored: u64,
+    /// The last mark stored; `None` once released.
+    stored: Option<u64>,
     /// The mark that covers exactly what the generator on the lease minted, once it
     /// stopped: what the release stores.
     finished: Option<u64>,
@@ -329,7 +325,7 @@ impl Lease {
                     holder,
                     ttl: options.ttl,
                     claimed_mark: mark,
-                    stored: mark,
+                    stored: Some(mark),
                     finished: None,
                 });
             }
@@ -387,24 +383,21 @@ impl Lease {
         self.claimed_mark
     }
 
-    /// How long after a renewal is sent the holder may mint: the lease time less a fifth.
-    pub(crate) fn hold(&self) -> Duration {
-        hold_of(self.ttl)
-    }
-
-    /// How often the keeper renews while no new mark is needed.
-    pub(crate) fn renew_every(&self) -> Duration {
-        self.ttl / 4
-    }
-
-    /// What minting past the local deadline reports.
-    pub(crate) fn expired(&self) -> MintError {
-        LeaseError::Expired {
-            namespace: self.namespace.clone(),
-            node: self.node,
-            generation: self.generation,
+    /// How the keeper keeps this lease's hold, measured with `clock` (the generator's,
+    /// read precisely): renewed every quarter of the lease time; past the hold, minting
+    /// reports the lease expired; `next_id` waits out failing stores for the lease time.
+    pub(crate) fn fence(&self, clock: Box<dyn Fn() -> u64 + Send>) -> Fence {
+        Fence {
+            clock,
+            lapsed: LeaseError::Expired {
+                namespace: self.namespace.clone(),
+                node: self.node,
+                generation: self.generation,
+            }
+            .into(),
+            renew_every: self.ttl / 4,
+            patience: self.ttl,
         }
-        .into()
     }
 
     /// The error for a store that finds the generation gone.
@@ -456,10 +449,9 @@ impl Lease {
     }
 
     fn release_now(&mut self) -> Result<(), LeaseError> {
-        let stored = std::mem::replace(&mut self.stored, u64::MAX);
-        if stored == u64::MAX {
+        let Some(stored) = self.stored.take() else {
             return Ok(());
-        }
+        };
         // The exact mark of what was minted, when known: below the stored mark, so that a
         // successor does not wait for its clock to reach a mark stored ahead of need.
         // Never below the mark claimed: the generator started past it.
@@ -482,8 +474,8 @@ impl MarkStore for Lease {
         if self.update("renew", RENEW, Some(ttl_ms), unix_ms)? == 0 {
             return Err(self.lost());
         }
-        self.stored = self.stored.max(unix_ms);
-        Ok(Some(self.hold()))
+        self.stored = self.stored.map(|stored| stored.max(unix_ms));
+        Ok(Some(hold_of(self.ttl)))
     }
 
     fn is_final(error: &LeaseError) -> bool {
@@ -512,11 +504,7 @@ impl Drop for Lease {
 /// [`LeaseError::InvalidNamespace`]; [`LeaseError::Database`] when the server cannot be
 /// reached or the table is missing.
 pub fn list(config: &postgres::Config, namespace: &str) -> Result<Vec<LeaseRow>, LeaseError> {
-    if namespace.is_empty() || namespace.len() > MAX_NAMESPACE_LEN {
-        return Err(LeaseError::InvalidNamespace {
-            namespace: namespace.to_owned(),
-        });
-    }
+    check_namespace(namespace)?;
     let config = with_timeouts(config.clone(), DEFAULT_TTL);
     off_runtime(|| {
         let action = "list leases";
@@ -535,6 +523,16 @@ pub fn list(config: &postgres::Config, namespace: &str) -> Result<Vec<LeaseRow>,
             })
             .collect()
     })
+}
+
+/// `namespace`, unless it is empty or longer than [`MAX_NAMESPACE_LEN`] bytes.
+fn check_namespace(namespace: &str) -> Result<(), LeaseError> {
+    if namespace.is_empty() || namespace.len() > MAX_NAMESPACE_LEN {
+        return Err(LeaseError::InvalidNamespace {
+            namespace: namespace.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 /// `config` with a connect timeout and a TCP user timeout (a quarter of the lease time)

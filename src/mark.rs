@@ -263,10 +263,9 @@ impl Mark {
     /// the patience.
     #[cfg(feature = "tokio")]
     pub(crate) fn out_of_patience(&self, since: Instant) -> bool {
-        self.keeper.as_ref().is_some_and(|keeper| {
-            let state = keeper.shared.lock();
-            state.ended || (state.failure.is_some() && since.elapsed() >= keeper.shared.patience)
-        })
+        self.keeper
+            .as_ref()
+            .is_some_and(|keeper| keeper.shared.gives_up(&keeper.shared.lock(), since))
     }
 
     /// Waits until `slot` is covered by a stored mark. Gives up when the store has ended,
@@ -291,8 +290,7 @@ impl Mark {
                     .fetch_max(shared.early.load(Ordering::Relaxed), Ordering::Relaxed);
                 return Ok(());
             }
-            let patient = state.failure.is_none() || since.elapsed() < shared.patience;
-            if (!patient || state.ended)
+            if shared.gives_up(&state, since)
                 && let Uncovered::Failed(error) | Uncovered::Ended(error) = shared.refusal(slot, &state)
             {
                 return Err(error);
@@ -420,6 +418,12 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, KeeperState> {
         // Poisoned only by a panic while held, which nothing here does between updates.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a wait for a covering mark that began at `since` ends: the store has ended,
+    /// or it is failing and the wait has lasted the patience.
+    fn gives_up(&self, state: &KeeperState, since: Instant) -> bool {
+        state.ended || (state.failure.is_some() && since.elapsed() >= self.patience)
     }
 
     /// Why `slot`, not covered, may not be minted now.
