@@ -657,3 +657,62 @@ fn millis(duration: Duration) -> u64 {
 fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A server that is never reached: bad options are refused before connecting.
+    fn nowhere() -> postgres::Config {
+        "host=/nonexistent-atomflake port=1 user=nobody".parse().unwrap()
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_the_value_and_the_range() {
+        let refused =
+            |options: LeaseOptions| Lease::acquire(&nowhere(), &Layout::TWITTER, &options).unwrap_err();
+        let long = "n".repeat(64);
+        for namespace in ["", long.as_str()] {
+            let error = refused(LeaseOptions::new(namespace));
+            assert_eq!(
+                error,
+                LeaseError::InvalidNamespace {
+                    namespace: namespace.into()
+                }
+            );
+            assert_eq!(
+                error.to_string(),
+                format!("lease namespace {namespace:?} is invalid: allowed 1 to 63 bytes")
+            );
+            assert_eq!(list(&nowhere(), namespace).unwrap_err(), error);
+        }
+        assert!(
+            LeaseOptions::new("n".repeat(63))
+                .validate(&Layout::TWITTER)
+                .is_ok()
+        );
+        for ttl in [Duration::from_millis(999), Duration::from_secs(3601)] {
+            let error = refused(LeaseOptions::new("n").ttl(ttl));
+            assert_eq!(
+                error,
+                LeaseError::TtlOutOfRange {
+                    ttl,
+                    min: MIN_TTL,
+                    max: MAX_TTL
+                }
+            );
+        }
+        let error = refused(LeaseOptions::new("n").node(1024));
+        assert_eq!(
+            error,
+            LeaseError::NodeOutOfRange {
+                node: 1024,
+                max: 1023
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "node 1024 is out of range: the layout allows 0..=1023"
+        );
+    }
+}
