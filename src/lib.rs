@@ -190,6 +190,8 @@ mod local;
 mod mark;
 mod mint;
 pub mod node;
+#[cfg(all(feature = "raw", not(loom)))]
+pub mod raw;
 #[cfg(feature = "serde")]
 pub mod serde;
 mod sharded;

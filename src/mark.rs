@@ -130,11 +130,14 @@ impl Slots {
         self.word.first_slot(tick)
     }
 
+    /// The Unix ms at which `slot`'s tick starts.
+    pub(crate) fn tick_start(self, slot: u64) -> u64 {
+        self.layout.unix_ms_of_tick(self.word.tick(slot))
+    }
+
     /// The Unix ms at which the tick after `slot`'s starts.
     fn tick_end(self, slot: u64) -> u64 {
-        self.layout
-            .unix_ms_of_tick(self.word.tick(slot))
-            .saturating_add(self.layout.tick_ms())
+        self.tick_start(slot).saturating_add(self.layout.tick_ms())
     }
 }
 
@@ -327,7 +330,7 @@ impl Finish {
 }
 
 /// The mark that covers `unix_ms` with a window and a half to spare.
-fn ahead(unix_ms: u64) -> u64 {
+pub(crate) fn ahead(unix_ms: u64) -> u64 {
     unix_ms.saturating_add(WINDOW_MS + WINDOW_MS / 2)
 }
 

@@ -218,6 +218,31 @@ impl Minter {
         unix_ms: u64,
         want: u64,
     ) -> Result<(u64, u64), Refusal> {
+        self.reserve_within(state_word, unix_ms, want, |slot| {
+            if slot < self.mark.early() {
+                return Ok(());
+            }
+            self.mark.check(slot).map_err(|uncovered| match uncovered {
+                Uncovered::Pending => Refusal::Uncovered { slot, failure: None },
+                Uncovered::Failed(error) => Refusal::Uncovered {
+                    slot,
+                    failure: Some(error),
+                },
+                Uncovered::Ended(error) => Refusal::Fatal(error),
+            })
+        })
+    }
+
+    /// [`reserve_at`](Self::reserve_at) with the high-water limit decided by `covered`,
+    /// which says whether a slot may be minted: the CAS loop itself.
+    #[inline]
+    pub(crate) fn reserve_within<W: Word>(
+        &self,
+        state_word: &W,
+        unix_ms: u64,
+        want: u64,
+        covered: impl Fn(u64) -> Result<(), Refusal>,
+    ) -> Result<(u64, u64), Refusal> {
         let now_tick = self
             .span
             .tick_at(unix_ms)
@@ -226,16 +251,7 @@ impl Minter {
         loop {
             match self.word.step(state, now_tick) {
                 Step::Mint { slot } => {
-                    if slot >= self.mark.early() {
-                        self.mark.check(slot).map_err(|uncovered| match uncovered {
-                            Uncovered::Pending => Refusal::Uncovered { slot, failure: None },
-                            Uncovered::Failed(error) => Refusal::Uncovered {
-                                slot,
-                                failure: Some(error),
-                            },
-                            Uncovered::Ended(error) => Refusal::Fatal(error),
-                        })?;
-                    }
+                    covered(slot)?;
                     let count = self.word.block(slot, want);
                     // Winning the CAS is what makes the slots ours; on failure `actual` is
                     // a newer state to step from.

@@ -1,0 +1,314 @@
+//! Minting over a state word that the caller keeps, with the time passed in: for hosts that
+//! keep a generator's state outside the generator types, such as PostgreSQL's shared
+//! memory (atomflake's extension, `pg/` in the repository).
+//!
+//! A [`WordMinter`] runs the generators' own transition and CAS loop over a caller's
+//! [`AtomicU64`]: the same rules hold for every word it advances (IDs never repeat and
+//! never decrease, a clock that moves back continues the last tick, a spent tick is
+//! reported, never skipped). What a generator does itself is left to the caller, which
+//! knows its host:
+//!
+//! - **reading the clock**: pass the Unix time in ms to every [`mint`](WordMinter::mint);
+//! - **waiting for a spent tick**: [`Refusal::Spent`] says until when;
+//! - **the high-water mark**: pass the mark last stored durably; a slot at or past it is
+//!   refused with [`Refusal::Uncovered`], which names the mark to store before minting on.
+//!   After a restart, start every word at [`start`](WordMinter::start) of the stored mark.
+//!
+//! Any number of threads or processes may mint over one word at once. The word holds the
+//! next free slot of the layout's span (the state word, see the crate's design docs); the
+//! caller only creates it, with [`start`](WordMinter::start), and never writes it.
+//!
+//! # Examples
+//!
+//! ```
+//! use atomflake::raw::{Refusal, WordMinter};
+//! use atomflake::Layout;
+//! use std::sync::atomic::AtomicU64;
+//!
+//! let minter = WordMinter::new(Layout::TWITTER, 7)?;
+//! let mut mark = 0; // no mark stored yet
+//! let word = AtomicU64::new(minter.start(mark));
+//! let now = 1_700_000_000_000;
+//! let id = loop {
+//!     match minter.mint(&word, now, mark) {
+//!         Ok(id) => break id,
+//!         // Store the new mark durably (a file, synced), then mint again.
+//!         Err(Refusal::Uncovered { mark_ms }) => mark = mark_ms,
+//!         Err(Refusal::Spent { until_ms }) => unreachable!("wait until {until_ms}"),
+//!         Err(Refusal::Failed(error)) => return Err(error.into()),
+//!     }
+//! };
+//! assert_eq!(Layout::TWITTER.decode(id).unix_ms, now);
+//! assert_eq!(mark, now + 1_500);
+//! # Ok::<(), atomflake::Error>(())
+//! ```
+
+use crate::error::{BuildError, MintError};
+use crate::id::Id;
+use crate::layout::{Layout, SlotPacker};
+use crate::mark;
+use crate::mint::{self, Minter};
+use crate::wait::Wait;
+use std::sync::atomic::AtomicU64;
+
+/// Mints IDs of one layout and node over state words the caller keeps.
+#[derive(Debug)]
+pub struct WordMinter {
+    minter: Minter,
+    packer: SlotPacker,
+}
+
+/// Why [`WordMinter::mint`] minted nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The tick of the time given is spent (every sequence value of the word's current
+    /// tick is used, and the clock has not passed it): no ID before `until_ms`. Transient.
+    Spent {
+        /// The Unix ms from which a mint can succeed.
+        until_ms: u64,
+    },
+    /// The next ID's tick starts at or after the mark given: store `mark_ms` durably,
+    /// then mint again with it. Transient.
+    Uncovered {
+        /// The mark to store: a window and a half (1.5 s) past the later of the time given
+        /// and the next ID's tick, so that one store serves many mints.
+        mark_ms: u64,
+    },
+    /// Nothing can be minted: the time is outside the layout's span
+    /// ([`MintError::ClockOutOfSpan`]), or every slot of the span is used
+    /// ([`MintError::SpanSpent`]). Permanent for that time.
+    Failed(MintError),
+}
+
+impl WordMinter {
+    /// A minter for `node` of `layout`.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::NodeOutOfRange`] when `node` does not fit the layout's node field.
+    ///
+    /// ```
+    /// use atomflake::raw::WordMinter;
+    /// use atomflake::{BuildError, Layout};
+    ///
+    /// assert_eq!(
+    ///     WordMinter::new(Layout::TWITTER, 1024).unwrap_err(),
+    ///     BuildError::NodeOutOfRange { node: 1024, max: 1023 },
+    /// );
+    /// ```
+    pub fn new(layout: Layout, node: u64) -> Result<WordMinter, BuildError> {
+        Ok(WordMinter {
+            packer: SlotPacker::new(&layout, node)?,
+            minter: Minter::new(layout, 0, Wait::Spin),
+        })
+    }
+
+    /// The layout this minter mints.
+    pub fn layout(&self) -> Layout {
+        self.minter.layout()
+    }
+
+    /// The value a new state word starts at, past every ID of a previous run whose stored
+    /// mark was `mark_ms` (0 when none was stored): its first ID's tick starts at or after
+    /// the mark.
+    ///
+    /// ```
+    /// use atomflake::raw::WordMinter;
+    /// use atomflake::Layout;
+    /// use std::sync::atomic::AtomicU64;
+    ///
+    /// let minter = WordMinter::new(Layout::TWITTER, 7)?;
+    /// let mark = 1_700_000_000_000;
+    /// let word = AtomicU64::new(minter.start(mark));
+    /// // A clock behind the mark continues from it: no ID before the mark.
+    /// let id = minter.mint(&word, mark - 5_000, u64::MAX);
+    /// assert!(id.is_err(), "the mark's tick waits for the clock");
+    /// let id = minter.mint(&word, mark, u64::MAX).unwrap();
+    /// assert_eq!(Layout::TWITTER.decode(id).unix_ms, mark);
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    pub fn start(&self, mark_ms: u64) -> u64 {
+        self.minter.slots().first_from(mark_ms)
+    }
+
+    /// Mints one ID over `word` at the time `unix_ms`, if the next ID's tick starts before
+    /// the durably stored mark `mark_ms` (pass `u64::MAX` to mint without a mark). Never
+    /// waits: one CAS loop.
+    ///
+    /// `word` must have been created with [`start`](Self::start) by a minter of the same
+    /// layout, and be advanced by such minters only (of any node: the word does not hold
+    /// the node, so one word per node).
+    ///
+    /// # Errors
+    ///
+    /// A [`Refusal`]: the tick is spent, the mark must move first, or the time is outside
+    /// the layout's span.
+    #[inline]
+    pub fn mint(&self, word: &AtomicU64, unix_ms: u64, mark_ms: u64) -> Result<Id, Refusal> {
+        let covered = self.minter.slots().first_from(mark_ms);
+        let within = |slot| {
+            if slot < covered {
+                Ok(())
+            } else {
+                Err(mint::Refusal::Uncovered { slot, failure: None })
+            }
+        };
+        match self.minter.reserve_within(word, unix_ms, 1, within) {
+            Ok((slot, _)) => Ok(self.packer.id(slot)),
+            Err(refusal) => Err(self.public(refusal, unix_ms)),
+        }
+    }
+
+    #[cold]
+    fn public(&self, refusal: mint::Refusal, unix_ms: u64) -> Refusal {
+        let layout = self.minter.layout();
+        match refusal {
+            mint::Refusal::Spent { tick, .. } => Refusal::Spent {
+                until_ms: layout.unix_ms_of_tick(tick),
+            },
+            mint::Refusal::Uncovered { slot, .. } => Refusal::Uncovered {
+                mark_ms: mark::ahead(unix_ms.max(self.minter.slots().tick_start(slot))),
+            },
+            mint::Refusal::Fatal(error) => Refusal::Failed(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::RangeError;
+    use std::collections::HashSet;
+    use std::time::Duration;
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    #[test]
+    fn a_word_mints_what_a_generator_mints() {
+        let clock = crate::ManualClock::new(NOW);
+        let generator = crate::Generator::with_clock(Layout::DISCORD, 35, clock.clone()).unwrap();
+        let minter = WordMinter::new(Layout::DISCORD, 35).unwrap();
+        let word = AtomicU64::new(minter.start(0));
+        // Through a tick's last sequence value, a clock step back and a later tick.
+        for now in [NOW, NOW, NOW + 3, NOW + 1, NOW + 1, NOW + 9] {
+            clock.set(now);
+            for _ in 0..1500 {
+                match (minter.mint(&word, now, u64::MAX), generator.try_next_id()) {
+                    (Ok(raw), Ok(id)) => assert_eq!(raw, id, "at {now}"),
+                    (
+                        Err(Refusal::Spent { until_ms }),
+                        Err(MintError::SequenceExhausted { retry_after, .. }),
+                    ) => {
+                        assert_eq!(Duration::from_millis(until_ms - now), retry_after, "at {now}");
+                    }
+                    other => panic!("at {now}: {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_spent_tick_says_until_when() {
+        let minter = WordMinter::new(Layout::TWITTER, 0).unwrap();
+        let word = AtomicU64::new(minter.start(0));
+        for _ in 0..4096 {
+            assert!(minter.mint(&word, NOW, u64::MAX).is_ok());
+        }
+        assert_eq!(
+            minter.mint(&word, NOW, u64::MAX),
+            Err(Refusal::Spent { until_ms: NOW + 1 })
+        );
+        // A clock 2 s behind continues the spent tick, and waits for it too.
+        assert_eq!(
+            minter.mint(&word, NOW - 2_000, u64::MAX),
+            Err(Refusal::Spent { until_ms: NOW + 1 })
+        );
+        let id = minter.mint(&word, NOW + 1, u64::MAX).unwrap();
+        assert_eq!(Layout::TWITTER.decode(id).unix_ms, NOW + 1);
+    }
+
+    #[test]
+    fn no_id_reaches_the_mark_given() {
+        let minter = WordMinter::new(Layout::SONYFLAKE, 9).unwrap();
+        let word = AtomicU64::new(minter.start(NOW));
+        // The word starts at the mark: the mark's tick is past a mark at the same time.
+        assert_eq!(
+            minter.mint(&word, NOW, NOW),
+            Err(Refusal::Uncovered { mark_ms: NOW + 1_500 })
+        );
+        // A clock behind the word's start waits for it.
+        assert_eq!(
+            minter.mint(&word, NOW - 700, NOW),
+            Err(Refusal::Spent { until_ms: NOW })
+        );
+        let id = minter.mint(&word, NOW, NOW + 1_500).unwrap();
+        assert_eq!(Layout::SONYFLAKE.decode(id).unix_ms, NOW);
+        // Sonyflake's 10 ms tick: a tick that starts at the mark is past it, one that
+        // starts before it is covered.
+        assert_eq!(
+            minter.mint(&word, NOW + 20, NOW + 20),
+            Err(Refusal::Uncovered { mark_ms: NOW + 1_520 })
+        );
+        assert!(minter.mint(&word, NOW + 20, NOW + 21).is_ok());
+    }
+
+    #[test]
+    fn times_outside_the_span_fail() {
+        let minter = WordMinter::new(Layout::TWITTER, 0).unwrap();
+        let word = AtomicU64::new(0);
+        assert_eq!(
+            minter.mint(&word, 5, u64::MAX),
+            Err(Refusal::Failed(MintError::ClockOutOfSpan(
+                RangeError::TimeBeforeEpoch {
+                    unix_ms: 5,
+                    epoch_ms: Layout::TWITTER.epoch_ms()
+                }
+            )))
+        );
+        let end = Layout::TWITTER.end_unix_ms();
+        assert_eq!(
+            minter.mint(&word, end, u64::MAX),
+            Err(Refusal::Failed(MintError::ClockOutOfSpan(
+                RangeError::TimePastEnd {
+                    unix_ms: end,
+                    end_ms: end
+                }
+            )))
+        );
+    }
+
+    #[test]
+    fn threads_sharing_a_word_never_mint_one_id_twice() {
+        let minter = WordMinter::new(Layout::TWITTER, 7).unwrap();
+        let word = AtomicU64::new(minter.start(0));
+        let per_thread: Vec<Vec<Id>> = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..4u64)
+                .map(|thread| {
+                    let (minter, word) = (&minter, &word);
+                    scope.spawn(move || {
+                        // Each thread's clock runs on its own, some behind the others.
+                        let mut ids = Vec::new();
+                        let mut now = NOW + thread;
+                        while ids.len() < 20_000 {
+                            match minter.mint(word, now, u64::MAX) {
+                                Ok(id) => ids.push(id),
+                                Err(Refusal::Spent { until_ms }) => now = until_ms,
+                                Err(other) => panic!("{other:?}"),
+                            }
+                        }
+                        ids
+                    })
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        let mut seen = HashSet::new();
+        for ids in &per_thread {
+            assert!(ids.windows(2).all(|w| w[0] < w[1]), "one thread's IDs rise");
+            for id in ids {
+                assert!(seen.insert(*id), "{id} minted twice");
+            }
+        }
+        assert_eq!(seen.len(), 80_000);
+    }
+}
