@@ -49,70 +49,24 @@ impl HighWater {
     /// [`HighWaterError::Corrupt`] when the file is not a mark; [`HighWaterError::Io`] for
     /// a failed file operation.
     pub(crate) fn open(path: &Path) -> Result<(HighWater, Option<u64>), HighWaterError> {
-        let io = |action| {
-            move |e: io::Error| HighWaterError::Io {
-                path: path.to_path_buf(),
-                action,
-                cause: e.into(),
-            }
-        };
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(with_suffix(path, ".lock"))
-            .map_err(io("open the lock file of"))?;
+            .map_err(io_error(path, "open the lock file of"))?;
         lock.try_lock().map_err(|e| match e {
             TryLockError::WouldBlock => HighWaterError::Locked {
                 path: path.to_path_buf(),
             },
-            TryLockError::Error(e) => io("lock")(e),
+            TryLockError::Error(e) => io_error(path, "lock")(e),
         })?;
-        let mark = match File::open(path) {
-            Ok(mut file) => {
-                let mut text = String::new();
-                file.read_to_string(&mut text).map_err(|e| {
-                    if e.kind() == io::ErrorKind::InvalidData {
-                        corrupt(path, 1, "bytes that are not UTF-8")
-                    } else {
-                        io("read")(e)
-                    }
-                })?;
-                Some(parse(path, &text)?)
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io("open")(e)),
-        };
+        let mark = read(path)?;
         let high_water = HighWater {
             path: path.to_path_buf(),
             _lock: lock,
         };
         Ok((high_water, mark))
-    }
-
-    /// Writes `mark` to the file: a temporary file, synced, renamed over the file, and the
-    /// directory synced, so the file holds the old mark or the new one, whole.
-    fn write(&self, mark: u64) -> Result<(), HighWaterError> {
-        let io = |action| {
-            move |e: io::Error| HighWaterError::Io {
-                path: self.path.clone(),
-                action,
-                cause: e.into(),
-            }
-        };
-        let temporary = with_suffix(&self.path, ".tmp");
-        let mut file = File::create(&temporary).map_err(io("create the temporary file of"))?;
-        file.write_all(format(mark).as_bytes())
-            .and_then(|()| file.sync_all())
-            .map_err(io("write"))?;
-        std::fs::rename(&temporary, &self.path).map_err(io("rename the temporary file over"))?;
-        let directory = match self.path.parent() {
-            Some(parent) if !parent.as_os_str().is_empty() => parent,
-            _ => Path::new("."),
-        };
-        File::open(directory)
-            .and_then(|directory| directory.sync_all())
-            .map_err(io("sync the directory of"))
     }
 }
 
@@ -120,9 +74,65 @@ impl MarkStore for HighWater {
     type Error = HighWaterError;
 
     fn store(&mut self, unix_ms: u64) -> Result<Hold, HighWaterError> {
-        self.write(unix_ms)?;
+        write(&self.path, unix_ms)?;
         // The file's lock is held until the generator drops it.
         Ok(None)
+    }
+}
+
+/// The mark in the file at `path`: `None` when there is no file.
+///
+/// # Errors
+///
+/// [`HighWaterError::Corrupt`] when the file is not a mark; [`HighWaterError::Io`] for a
+/// failed file operation.
+pub(crate) fn read(path: &Path) -> Result<Option<u64>, HighWaterError> {
+    match File::open(path) {
+        Ok(mut file) => {
+            let mut text = String::new();
+            file.read_to_string(&mut text).map_err(|e| {
+                if e.kind() == io::ErrorKind::InvalidData {
+                    corrupt(path, 1, "bytes that are not UTF-8")
+                } else {
+                    io_error(path, "read")(e)
+                }
+            })?;
+            parse(path, &text).map(Some)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_error(path, "open")(e)),
+    }
+}
+
+/// Writes `mark` to the file at `path`: a temporary file, synced, renamed over the file,
+/// and the directory synced, so the file holds the old mark or the new one, whole. Two
+/// writers of one file at once must not be.
+///
+/// # Errors
+///
+/// [`HighWaterError::Io`] for a failed file operation.
+pub(crate) fn write(path: &Path, mark: u64) -> Result<(), HighWaterError> {
+    let temporary = with_suffix(path, ".tmp");
+    let mut file = File::create(&temporary).map_err(io_error(path, "create the temporary file of"))?;
+    file.write_all(format(mark).as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(io_error(path, "write"))?;
+    std::fs::rename(&temporary, path).map_err(io_error(path, "rename the temporary file over"))?;
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    File::open(directory)
+        .and_then(|directory| directory.sync_all())
+        .map_err(io_error(path, "sync the directory of"))
+}
+
+/// What a failed `action` on the file at `path` reports.
+fn io_error<'a>(path: &'a Path, action: &'static str) -> impl Fn(io::Error) -> HighWaterError + 'a {
+    move |e| HighWaterError::Io {
+        path: path.to_path_buf(),
+        action,
+        cause: e.into(),
     }
 }
 

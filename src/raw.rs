@@ -13,6 +13,8 @@
 //! - **the high-water mark**: pass the mark last stored durably; a slot at or past it is
 //!   refused with [`Refusal::Uncovered`], which names the mark to store before minting on.
 //!   After a restart, start every word at [`start`](WordMinter::start) of the stored mark.
+//!   [`read_mark`] and [`write_mark`] keep it in a file of the high-water file's format
+//!   ([`Builder::high_water_file`](crate::Builder::high_water_file)), written durably.
 //!
 //! Any number of threads or processes may mint over one word at once. The word holds the
 //! next free slot of the layout's span (the state word, see the crate's design docs); the
@@ -43,12 +45,14 @@
 //! # Ok::<(), atomflake::Error>(())
 //! ```
 
-use crate::error::{BuildError, MintError};
+use crate::error::{BuildError, HighWaterError, MintError};
+use crate::high_water;
 use crate::id::Id;
 use crate::layout::{Layout, SlotPacker};
 use crate::mark;
 use crate::mint::{self, Minter};
 use crate::wait::Wait;
+use std::path::Path;
 use std::sync::atomic::AtomicU64;
 
 /// Mints IDs of one layout and node over state words the caller keeps.
@@ -172,6 +176,40 @@ impl WordMinter {
             mint::Refusal::Fatal(error) => Refusal::Failed(error),
         }
     }
+}
+
+/// The mark in the high-water file at `path`: `None` when there is no file yet.
+///
+/// # Errors
+///
+/// [`HighWaterError::Corrupt`] when the file is not a mark (never ignored);
+/// [`HighWaterError::Io`] for a failed file operation.
+pub fn read_mark(path: &Path) -> Result<Option<u64>, HighWaterError> {
+    high_water::read(path)
+}
+
+/// Stores `unix_ms` in the high-water file at `path`, durably: a temporary file beside it
+/// (`PATH.tmp`), synced, renamed over it, and the directory synced, so the file holds the
+/// old mark or the new one, whole. The caller makes sure that no two writes of one file
+/// overlap (a lock), and that the mark never moves back.
+///
+/// # Errors
+///
+/// [`HighWaterError::Io`] for a failed file operation; the file then still holds the old
+/// mark.
+///
+/// ```
+/// use atomflake::raw::{read_mark, write_mark};
+///
+/// let path = std::env::temp_dir().join(format!("atomflake-doc-{}.hw", std::process::id()));
+/// assert_eq!(read_mark(&path)?, None);
+/// write_mark(&path, 1_700_000_001_500)?;
+/// assert_eq!(read_mark(&path)?, Some(1_700_000_001_500));
+/// # std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn write_mark(path: &Path, unix_ms: u64) -> Result<(), HighWaterError> {
+    high_water::write(path, unix_ms)
 }
 
 #[cfg(test)]
