@@ -61,26 +61,6 @@ fn ids(output: &str) -> Vec<u64> {
         .collect()
 }
 
-/// The seed: Instagram's published PL/pgSQL (2011 engineering blog, "Sharding & IDs at
-/// Instagram"), shard 5, restated with `now()` as the time: a sequence taken modulo 1024
-/// and no per-millisecond check.
-const SEED: &str = "
-CREATE SEQUENCE seed_seq;
-CREATE FUNCTION seed_next_id(OUT result bigint) LANGUAGE plpgsql AS $$
-DECLARE
-    our_epoch bigint := 1314220021721;
-    seq_id bigint;
-    now_millis bigint;
-    shard_id int := 5;
-BEGIN
-    SELECT nextval('seed_seq') % 1024 INTO seq_id;
-    SELECT floor(extract(epoch FROM now()) * 1000) INTO now_millis;
-    result := (now_millis - our_epoch) << 23;
-    result := result | (shard_id << 10);
-    result := result | (seq_id);
-END
-$$;";
-
 #[test]
 fn the_script_applies_twice_and_refuses_another_layouts_state() {
     let Some(server) = Server::start("apply") else {
@@ -288,7 +268,7 @@ fn one_statement_inserts_5000_rows_where_the_seed_collides() {
     let Some(server) = installed("statement", Layout::INSTAGRAM, 5) else {
         return;
     };
-    server.psql(SEED);
+    server.psql(pg::SEED);
     server.psql(
         "CREATE TABLE ours (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), n int);
          CREATE TABLE seeds (id bigint PRIMARY KEY DEFAULT seed_next_id(), n int);",
@@ -302,45 +282,6 @@ fn one_statement_inserts_5000_rows_where_the_seed_collides() {
     );
 }
 
-/// Runs pgbench with `clients` sessions, each running `script` for `seconds`, and returns
-/// (transactions, failed transactions, transactions per second).
-fn pgbench(server: &Server, script: &str, clients: u32, seconds: u32) -> (u64, u64, f64) {
-    let path = server.file(&format!("bench-{}.sql", script.len()));
-    std::fs::write(&path, script).unwrap();
-    let output = server.pgbench([
-        "-n".to_owned(),
-        "-c".to_owned(),
-        clients.to_string(),
-        "-j".to_owned(),
-        clients.min(2).to_string(),
-        "-T".to_owned(),
-        seconds.to_string(),
-        "-f".to_owned(),
-        path.display().to_string(),
-    ]);
-    let field = |label: &str| -> String {
-        let line = output
-            .lines()
-            .find(|line| line.starts_with(label))
-            .unwrap_or_else(|| panic!("no {label:?} in pgbench's output:\n{output}"));
-        line[label.len()..].trim().to_owned()
-    };
-    let done: u64 = field("number of transactions actually processed:")
-        .split('/')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let failed: u64 = field("number of failed transactions:")
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let tps: f64 = field("tps =").split_whitespace().next().unwrap().parse().unwrap();
-    (done, failed, tps)
-}
-
 #[test]
 fn many_sessions_mint_no_duplicate_with_the_clock_or_with_times_jumping_about() {
     let Some(server) = installed("sessions", Layout::INSTAGRAM, 7) else {
@@ -351,8 +292,7 @@ fn many_sessions_mint_no_duplicate_with_the_clock_or_with_times_jumping_about() 
         "CREATE TABLE clocked (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), v int);
          CREATE TABLE jumping (id bigint PRIMARY KEY, v int);",
     );
-    let (done, failed, _) = pgbench(
-        &server,
+    let (done, failed, _) = server.bench(
         "INSERT INTO clocked (v) SELECT g FROM generate_series(1, 50) AS g;\n",
         4,
         3,
@@ -368,8 +308,7 @@ fn many_sessions_mint_no_duplicate_with_the_clock_or_with_times_jumping_about() 
     // Each call's time up to 40 ms behind the clock, at random: calls continue a tick
     // ahead of their time or jump, from 6 sessions at once. A duplicate would fail a
     // transaction on the primary key.
-    let (done, failed, _) = pgbench(
-        &server,
+    let (done, failed, _) = server.bench(
         "INSERT INTO jumping
              SELECT jumpy.atomflake_next_id_at(
                         floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - (random() * 40)::bigint), g
@@ -610,7 +549,7 @@ fn measure_rows_per_second_against_the_seed() {
     let Some(server) = installed("measure", Layout::INSTAGRAM, 5) else {
         return;
     };
-    server.psql(&SEED.replace(
+    server.psql(&pg::SEED.replace(
         "extract(epoch FROM now())",
         "extract(epoch FROM clock_timestamp())",
     ));
@@ -622,8 +561,7 @@ fn measure_rows_per_second_against_the_seed() {
     let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     for round in 0..rounds {
         for (which, table) in ["seeds", "ours"].into_iter().enumerate() {
-            let (done, failed, tps) = pgbench(
-                &server,
+            let (done, failed, tps) = server.bench(
                 &format!("INSERT INTO {table} (v) SELECT g FROM generate_series(1, 50) AS g;\n"),
                 clients,
                 seconds,

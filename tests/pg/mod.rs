@@ -23,6 +23,26 @@ use std::time::{Duration, Instant};
 /// The preloaded library that moves one process's clock (Debian package `faketime`).
 pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
+/// The seed: Instagram's published PL/pgSQL (2011 engineering blog, "Sharding & IDs at
+/// Instagram"), shard 5, restated with `now()` as the time: a sequence taken modulo 1024
+/// and no per-millisecond check.
+pub const SEED: &str = "
+CREATE SEQUENCE seed_seq;
+CREATE FUNCTION seed_next_id(OUT result bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    our_epoch bigint := 1314220021721;
+    seq_id bigint;
+    now_millis bigint;
+    shard_id int := 5;
+BEGIN
+    SELECT nextval('seed_seq') % 1024 INTO seq_id;
+    SELECT floor(extract(epoch FROM now()) * 1000) INTO now_millis;
+    result := (now_millis - our_epoch) << 23;
+    result := result | (shard_id << 10);
+    result := result | (seq_id);
+END
+$$;";
+
 /// How a test server is started.
 #[derive(Default)]
 pub struct Options {
@@ -65,6 +85,20 @@ fn bin_dir() -> Option<PathBuf> {
     let output = Command::new("pg_config").arg("--bindir").output().ok()?;
     let dir = PathBuf::from(String::from_utf8(output.stdout).ok()?.trim());
     dir.join("pg_ctl").exists().then_some(dir)
+}
+
+/// Whether the server's library directory holds the shared library `name` (an extension
+/// installed with `cargo pgrx install`); says it is skipping `test` when not.
+pub fn has_library(test: &str, name: &str) -> bool {
+    let installed =
+        bin_dir().is_some_and(|bin| bin.with_file_name("lib").join(format!("{name}.so")).exists());
+    if !installed {
+        skip(
+            test,
+            &format!("the {name} extension is not installed (see pg/README.md)"),
+        );
+    }
+    installed
 }
 
 /// Says loudly that `test` did not run; under `CI=true` that is a failure.
@@ -294,6 +328,45 @@ impl Server {
     pub fn pgbench<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(&self, args: I) -> String {
         let output = run(self.client("pgbench").args(args));
         String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Runs pgbench with `clients` sessions, each running `script` for `seconds`, and returns
+    /// (transactions, failed transactions, transactions per second).
+    pub fn bench(&self, script: &str, clients: u32, seconds: u32) -> (u64, u64, f64) {
+        let path = self.file(&format!("bench-{}.sql", script.len()));
+        std::fs::write(&path, script).unwrap();
+        let output = self.pgbench([
+            "-n".to_owned(),
+            "-c".to_owned(),
+            clients.to_string(),
+            "-j".to_owned(),
+            clients.min(2).to_string(),
+            "-T".to_owned(),
+            seconds.to_string(),
+            "-f".to_owned(),
+            path.display().to_string(),
+        ]);
+        let field = |label: &str| -> String {
+            let line = output
+                .lines()
+                .find(|line| line.starts_with(label))
+                .unwrap_or_else(|| panic!("no {label:?} in pgbench's output:\n{output}"));
+            line[label.len()..].trim().to_owned()
+        };
+        let done: u64 = field("number of transactions actually processed:")
+            .split('/')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let failed: u64 = field("number of failed transactions:")
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let tps: f64 = field("tps =").split_whitespace().next().unwrap().parse().unwrap();
+        (done, failed, tps)
     }
 
     /// A file in the server's temporary directory (for scripts, faketime files).

@@ -1,0 +1,651 @@
+//! The PostgreSQL extension (`pg/`, installed with `cargo pgrx install`) on real servers
+//! started with `shared_preload_libraries = 'atomflake'`:
+//!
+//! - its decode functions agree with [`Layout::decode`] and the paging functions with
+//!   [`Layout::first_id_at`] / [`Layout::last_id_at`], for every preset;
+//! - its IDs (node 7) and a Rust generator's (node 8) share a primary key;
+//! - pgbench sessions, and 64 logical shards minting at once, fail no transaction;
+//! - the server's clock stepped back 2 s, an immediate stop, a backend killed with
+//!   SIGKILL: every ID after is past every ID handed out before;
+//! - a wait for the clock ends on a cancel or a statement timeout, and a clock far behind
+//!   is an error at once;
+//! - the settings are fixed at server start and checked, and a library that was not
+//!   preloaded refuses to create the extension.
+//!
+//! Without the extension installed the tests print `SKIPPED` (a failure under `CI=true`).
+#[path = "../../tests/pg/mod.rs"]
+mod pg;
+
+use atomflake::sql::PgScript;
+use atomflake::{Generator, Id, Layout};
+use pg::Server;
+use std::collections::HashSet;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// A server with the extension preloaded and created, for `layout` (a preset name) and
+/// `node` (`None`: `atomflake.node` not set).
+fn server(test: &str, layout: &str, node: Option<u64>, options: pg::Options) -> Option<Server> {
+    if !pg::has_library(test, "atomflake") {
+        return None;
+    }
+    let mut options = options;
+    options
+        .settings
+        .push(("shared_preload_libraries", "atomflake".to_owned()));
+    options.settings.push(("atomflake.layout", layout.to_owned()));
+    if let Some(node) = node {
+        options.settings.push(("atomflake.node", node.to_string()));
+    }
+    let server = Server::start_with(test, options)?;
+    server.psql("CREATE EXTENSION atomflake");
+    Some(server)
+}
+
+fn connect(server: &Server) -> postgres::Client {
+    postgres::Client::connect(&server.conninfo(), postgres::NoTls).unwrap()
+}
+
+fn id(value: i64) -> Id {
+    Id::new(u64::try_from(value).unwrap())
+}
+
+fn now_ms() -> u64 {
+    u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
+
+/// The error text of `result`, which must be a server error.
+fn db_error<T: std::fmt::Debug>(result: Result<T, postgres::Error>) -> String {
+    let error = result.unwrap_err();
+    error
+        .as_db_error()
+        .unwrap_or_else(|| panic!("not a server error: {error}"))
+        .message()
+        .to_owned()
+}
+
+/// Mints IDs in a loop on its own connection, one statement each, and returns every ID
+/// the server handed back before the connection broke.
+fn minter_until_broken(server: &Server) -> (i32, std::thread::JoinHandle<Vec<u64>>) {
+    let mut client = connect(server);
+    let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let handle = std::thread::spawn(move || {
+        let mut ids = Vec::new();
+        while let Ok(row) = client.query_one("SELECT atomflake_next_id()", &[]) {
+            ids.push(u64::try_from(row.get::<_, i64>(0)).unwrap());
+        }
+        ids
+    });
+    (pid, handle)
+}
+
+/// IDs in a deterministic spread over `0..=max` (an LCG), ends included.
+fn spread(max: u64) -> Vec<u64> {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut ids = vec![0, max];
+    for _ in 0..300 {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ids.push(x % max);
+    }
+    ids
+}
+
+#[test]
+fn sql_decodes_what_rust_decodes_through_the_extension() {
+    for (name, layout) in Layout::PRESETS {
+        let node = layout.max_node().min(7);
+        let Some(server) = server(
+            &format!("ext-decode-{name}"),
+            name,
+            Some(node),
+            pg::Options::default(),
+        ) else {
+            return;
+        };
+        let mut client = connect(&server);
+        let minted: Vec<u64> = client
+            .query("SELECT atomflake_next_id() FROM generate_series(1, 3000)", &[])
+            .unwrap()
+            .iter()
+            .map(|row| u64::try_from(row.get::<_, i64>(0)).unwrap())
+            .collect();
+        assert!(minted.windows(2).all(|w| w[0] < w[1]), "{name}: minted IDs rise");
+        assert!(
+            minted.iter().all(|&raw| layout.decode(Id::new(raw)).node == node),
+            "{name}: every ID carries node {node}"
+        );
+        let mut ids = minted;
+        ids.extend(spread(layout.max_id().min(i64::MAX as u64)));
+        let as_i64: Vec<i64> = ids.iter().map(|&raw| i64::try_from(raw).unwrap()).collect();
+        let rows = client
+            .query(
+                "SELECT id, atomflake_unix_ms(id), atomflake_node(id), atomflake_sequence(id),
+                        (extract(epoch FROM atomflake_time(id)) * 1000)::bigint,
+                        atomflake_first_id_at(atomflake_time(id)), atomflake_last_id_at(atomflake_time(id))
+                 FROM unnest($1::bigint[]) AS id",
+                &[&as_i64],
+            )
+            .unwrap();
+        assert_eq!(rows.len(), ids.len());
+        for row in rows {
+            let raw = id(row.get(0));
+            let parts = layout.decode(raw);
+            let got: Vec<u64> = (1..7)
+                .map(|i| u64::try_from(row.get::<_, i64>(i)).unwrap())
+                .collect();
+            assert_eq!(
+                got,
+                [
+                    parts.unix_ms,
+                    parts.node,
+                    parts.sequence,
+                    parts.unix_ms,
+                    layout.first_id_at(parts.unix_ms).unwrap().get(),
+                    layout.last_id_at(parts.unix_ms).unwrap().get(),
+                ],
+                "{name}: id {raw}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ids_from_the_extension_and_a_rust_generator_share_a_primary_key() {
+    let Some(server) = server("ext-mixed", "twitter", Some(7), pg::Options::default()) else {
+        return;
+    };
+    let mut client = connect(&server);
+    client
+        .batch_execute("CREATE TABLE t (id bigint PRIMARY KEY, source text NOT NULL)")
+        .unwrap();
+    let generator = Generator::new(Layout::TWITTER, 8).unwrap();
+    for _ in 0..4 {
+        client
+            .execute(
+                "INSERT INTO t SELECT atomflake_next_id(), 'pg' FROM generate_series(1, 5000)",
+                &[],
+            )
+            .unwrap();
+        let ours: Vec<i64> = (0..5000)
+            .map(|_| i64::try_from(generator.next_id().get()).unwrap())
+            .collect();
+        client
+            .execute("INSERT INTO t SELECT unnest($1::bigint[]), 'rust'", &[&ours])
+            .unwrap();
+    }
+    let row = client
+        .query_one(
+            "SELECT count(*),
+                    count(*) FILTER (WHERE atomflake_node(id) <> CASE source WHEN 'pg' THEN 7 ELSE 8 END),
+                    count(*) FILTER (WHERE next_ms < ms)
+             FROM (SELECT source, id, atomflake_unix_ms(id) AS ms,
+                          lead(atomflake_unix_ms(id)) OVER (ORDER BY id) AS next_ms FROM t) AS pairs",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, i64>(2)),
+        (40_000, 0, 0),
+        "rows, IDs on the wrong node, IDs out of time order"
+    );
+}
+
+#[test]
+fn pgbench_sessions_and_64_shards_mint_no_duplicate() {
+    let Some(server) = server("ext-bench", "instagram", Some(5), pg::Options::default()) else {
+        return;
+    };
+    server.psql(
+        "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), v int);
+         CREATE TABLE shards (id bigint PRIMARY KEY, shard int NOT NULL);",
+    );
+    let (done, failed, _) = server.bench(
+        "INSERT INTO t (v) SELECT g FROM generate_series(1, 50) AS g;\n",
+        4,
+        3,
+    );
+    assert!(done > 0);
+    assert_eq!(failed, 0);
+    assert_eq!(
+        server
+            .psql("SELECT count(*), count(*) FILTER (WHERE atomflake_node(id) <> 5) FROM t")
+            .trim(),
+        format!("{}|0", done * 50)
+    );
+    // Each transaction mints 50 IDs for a shard drawn at random: the 64 shards' state words
+    // are advanced by 8 sessions at once. A duplicate would fail a transaction.
+    let (done, failed, _) = server.bench(
+        "\\set shard random(0, 63)\n\
+         INSERT INTO shards SELECT atomflake_next_id(:shard), :shard FROM generate_series(1, 50);\n",
+        8,
+        3,
+    );
+    assert!(done > 0);
+    assert_eq!(failed, 0);
+    assert_eq!(
+        server
+            .psql(
+                "SELECT count(*), count(DISTINCT shard), count(*) FILTER (WHERE atomflake_node(id) <> shard)
+                 FROM shards"
+            )
+            .trim(),
+        format!("{}|64|0", done * 50),
+        "rows, shards, IDs that do not carry their shard"
+    );
+}
+
+/// Steps the server's wall clock to `offset` (libfaketime's syntax: `-2`, `+0`), atomically.
+fn step_clock(file: &std::path::Path, offset: &str) {
+    let next = file.with_extension("next");
+    std::fs::write(&next, format!("{offset}\n")).unwrap();
+    std::fs::rename(&next, file).unwrap();
+}
+
+/// How far the server's wall clock is behind this process's, in seconds.
+fn server_behind(server: &Server) -> f64 {
+    let ours = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    ours - server
+        .psql("SELECT extract(epoch FROM clock_timestamp())")
+        .trim()
+        .parse::<f64>()
+        .unwrap()
+}
+
+fn faked(test: &str) -> (pg::Options, std::path::PathBuf) {
+    let file = std::env::temp_dir().join(format!("atomflake-faketime-{test}-{}", std::process::id()));
+    std::fs::write(&file, "+0\n").unwrap();
+    let options = pg::Options {
+        faketime_file: Some(file.clone()),
+        ..pg::Options::default()
+    };
+    (options, file)
+}
+
+#[test]
+fn the_servers_clock_stepped_back_and_a_restart_repeat_nothing() {
+    let (options, faketime) = faked("ext-step");
+    let Some(server) = server("ext-step", "twitter", Some(7), options) else {
+        return;
+    };
+    server.psql("CREATE TABLE t (n bigserial, id bigint UNIQUE DEFAULT atomflake_next_id());");
+    // One client inserts 50 rows per statement for 4 s; the rows' `n` give the order in
+    // which they were minted.
+    let script = server.file("writer.sql");
+    std::fs::write(
+        &script,
+        "INSERT INTO t (n) SELECT nextval('t_n_seq') FROM generate_series(1, 50);\n",
+    )
+    .unwrap();
+    let mut writer = server.client("pgbench");
+    writer.args(["-n", "-c", "1", "-T", "4", "-f"]).arg(&script);
+    let writer = std::thread::spawn(move || writer.output());
+    while server
+        .psql("SELECT count(*) FROM t")
+        .trim()
+        .parse::<u64>()
+        .unwrap()
+        < 2000
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    step_clock(&faketime, "-2");
+    let behind = server_behind(&server);
+    assert!(
+        (1.5..2.5).contains(&behind),
+        "the server's clock is {behind} s behind, not 2 s"
+    );
+    let output = writer.join().unwrap().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let rows: u64 = server.psql("SELECT count(*) FROM t").trim().parse().unwrap();
+    assert_eq!(
+        server
+            .psql("SELECT count(*) FILTER (WHERE next_id <= id) FROM (SELECT id, lead(id) OVER (ORDER BY n) AS next_id FROM t) AS pairs")
+            .trim(),
+        "0",
+        "IDs strictly increase in the order they were minted ({rows} rows)"
+    );
+    let before: u64 = server.psql("SELECT max(id) FROM t").trim().parse().unwrap();
+    let before_ms = Layout::TWITTER.decode(Id::new(before)).unix_ms;
+    // Restarted with its clock still 2 s behind the last ID: shared memory starts empty,
+    // and the mark file is what keeps the next ID past the old ones.
+    server.stop("immediate");
+    server.start_again();
+    let behind = server_behind(&server);
+    assert!(
+        (1.5..2.5).contains(&behind),
+        "the server's clock is {behind} s behind, not 2 s"
+    );
+    let after: u64 = server.psql("SELECT atomflake_next_id()").trim().parse().unwrap();
+    assert!(
+        after > before,
+        "after the restart {after} ({} ms) is not past {before} ({before_ms} ms)",
+        Layout::TWITTER.decode(Id::new(after)).unix_ms
+    );
+    let _ = std::fs::remove_file(&faketime);
+}
+
+#[test]
+fn an_immediate_stop_and_a_killed_backend_give_no_id_back() {
+    let Some(server) = server("ext-crash", "twitter", Some(7), pg::Options::default()) else {
+        return;
+    };
+    for crash in ["SIGKILL to a backend", "pg_ctl stop -m immediate"] {
+        let (pid, minter) = minter_until_broken(&server);
+        // A second session mints too, so the crash lands among concurrent mints.
+        let (_, other) = minter_until_broken(&server);
+        std::thread::sleep(Duration::from_millis(500));
+        if crash.starts_with("SIGKILL") {
+            let status = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+        } else {
+            server.stop("immediate");
+        }
+        let mut handed_out = minter.join().unwrap();
+        let others = other.join().unwrap();
+        assert!(
+            handed_out.len() > 100 && others.len() > 100,
+            "{crash}: the sessions minted"
+        );
+        handed_out.extend(others);
+        let max = *handed_out.iter().max().unwrap();
+        if crash.starts_with("pg_ctl") {
+            server.start_again();
+        }
+        // After a backend's crash the postmaster restarts every process and sets shared
+        // memory up again.
+        server.wait_ready();
+        let mut client = connect(&server);
+        let after: Vec<u64> = client
+            .query("SELECT atomflake_next_id() FROM generate_series(1, 1000)", &[])
+            .unwrap()
+            .iter()
+            .map(|row| u64::try_from(row.get::<_, i64>(0)).unwrap())
+            .collect();
+        assert!(after[0] > max, "{crash}: {} is not past {max}", after[0]);
+        let unique: HashSet<u64> = handed_out.iter().chain(&after).copied().collect();
+        assert_eq!(
+            unique.len(),
+            handed_out.len() + after.len(),
+            "{crash}: an ID repeated"
+        );
+    }
+    assert!(
+        std::fs::read_to_string(server.file("log"))
+            .unwrap()
+            .contains("terminated by signal 9"),
+        "the server saw its backend killed"
+    );
+}
+
+#[test]
+fn a_wait_for_the_clock_ends_on_a_cancel_and_a_clock_far_behind_is_an_error() {
+    let (options, faketime) = faked("ext-wait");
+    let Some(server) = server("ext-wait", "twitter", Some(7), options) else {
+        return;
+    };
+    let mut client = connect(&server);
+    client.query_one("SELECT atomflake_next_id()", &[]).unwrap();
+    step_clock(&faketime, "-6");
+    // The last tick continues for its 4,096 IDs, then the call waits about 6 s for the
+    // clock: the statement timeout ends that.
+    client.batch_execute("SET statement_timeout = 300").unwrap();
+    let start = Instant::now();
+    let error = db_error(client.query_one(
+        "SELECT count(atomflake_next_id()) FROM generate_series(1, 10000)",
+        &[],
+    ));
+    assert_eq!(error, "canceling statement due to statement timeout");
+    assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
+    client.batch_execute("SET statement_timeout = 0").unwrap();
+    // And a cancel from another session.
+    let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let waiter = std::thread::spawn(move || {
+        let start = Instant::now();
+        let result = client.query_one(
+            "SELECT count(atomflake_next_id()) FROM generate_series(1, 10000)",
+            &[],
+        );
+        (db_error(result), start.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        server.psql(&format!("SELECT pg_cancel_backend({pid})")).trim(),
+        "t"
+    );
+    let (error, waited) = waiter.join().unwrap();
+    assert_eq!(error, "canceling statement due to user request");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    // A clock more than 10 s behind the next free ID: an error at once, naming both times.
+    step_clock(&faketime, "-30");
+    let mut client = connect(&server);
+    let start = Instant::now();
+    let error = db_error(client.query_one(
+        "SELECT count(atomflake_next_id()) FROM generate_series(1, 10000)",
+        &[],
+    ));
+    assert!(start.elapsed() < Duration::from_secs(2), "{:?}", start.elapsed());
+    assert!(
+        error.starts_with("the clock reads ")
+            && error.contains(" ms behind node 7's next free id at ")
+            && error.ends_with(" ms: atomflake waits at most 10000 ms for the clock"),
+        "{error}"
+    );
+    step_clock(&faketime, "+0");
+    let id: i64 = client
+        .query_one("SELECT atomflake_next_id()", &[])
+        .unwrap()
+        .get(0);
+    let ms = Layout::TWITTER.decode(self::id(id)).unix_ms;
+    assert!(ms.abs_diff(now_ms()) < 5_000, "{ms}");
+    let _ = std::fs::remove_file(&faketime);
+}
+
+#[test]
+fn settings_are_fixed_at_server_start_and_every_bad_value_is_an_exact_error() {
+    let Some(server) = server("ext-settings", "twitter", None, pg::Options::default()) else {
+        return;
+    };
+    let mut client = connect(&server);
+    let error = |client: &mut postgres::Client, sql: &str| db_error(client.query_one(sql, &[]));
+    assert_eq!(
+        error(&mut client, "SELECT atomflake_next_id()"),
+        "atomflake.node is not set: set it in postgresql.conf (0..=1023 for layout twitter) \
+         and restart the server, or pass a node to atomflake_next_id(node)"
+    );
+    assert_eq!(
+        error(&mut client, "SELECT atomflake_next_id(1024)"),
+        "node 1024 is out of range: layout twitter allows 0..=1023"
+    );
+    assert_eq!(
+        error(&mut client, "SELECT atomflake_next_id(-1)"),
+        "node -1 is out of range: layout twitter allows 0..=1023"
+    );
+    assert_eq!(
+        error(&mut client, "SELECT atomflake_node(-1)"),
+        "id -1 is out of range: the layout allows 0..=9223372036854775807"
+    );
+    assert_eq!(
+        error(
+            &mut client,
+            "SELECT atomflake_first_id_at('2000-01-01 00:00:00+00')"
+        ),
+        "time 946684800000 ms is out of range: the layout's bigint ids cover 1288834974657..3487858230209 ms"
+    );
+    let sql_state = |client: &mut postgres::Client, sql: &str| {
+        client
+            .query_one(sql, &[])
+            .unwrap_err()
+            .code()
+            .unwrap()
+            .code()
+            .to_owned()
+    };
+    assert_eq!(sql_state(&mut client, "SELECT atomflake_node(-1)"), "22003");
+    assert_eq!(
+        error(&mut client, "SET atomflake.node = 3"),
+        "parameter \"atomflake.node\" cannot be changed without restarting the server"
+    );
+    assert_eq!(
+        error(&mut client, "SET atomflake.layout = 'discord'"),
+        "parameter \"atomflake.layout\" cannot be changed without restarting the server"
+    );
+    assert_eq!(
+        error(&mut client, "ALTER SYSTEM SET atomflake.layout = 'snowflake'"),
+        "invalid value for parameter \"atomflake.layout\": \"snowflake\""
+    );
+    // A node the layout cannot hold stops the server from starting, with the reason.
+    client
+        .batch_execute("ALTER SYSTEM SET atomflake.node = 1024")
+        .unwrap();
+    server.stop("fast");
+    let restart = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.start_again()));
+    assert!(restart.is_err(), "the server started with node 1024");
+    let log = std::fs::read_to_string(server.file("log")).unwrap();
+    assert!(
+        log.contains("atomflake.node 1024 is out of range: layout twitter allows 0..=1023"),
+        "{log}"
+    );
+}
+
+#[test]
+fn without_shared_preload_libraries_create_extension_is_a_clear_error() {
+    if !pg::has_library("ext-not-preloaded", "atomflake") {
+        return;
+    }
+    let Some(server) = Server::start("ext-not-preloaded") else {
+        return;
+    };
+    let mut client = connect(&server);
+    assert_eq!(
+        db_error(client.batch_execute("CREATE EXTENSION atomflake").map(drop)),
+        "atomflake must be loaded at server start: add atomflake to shared_preload_libraries \
+         in postgresql.conf and restart the server"
+    );
+    assert_eq!(server.psql("SELECT 1").trim(), "1", "the server is still up");
+}
+
+/// Rows per second through pgbench, the same table shape for each: the extension's
+/// `atomflake_next_id()`, the SQL script's (`atomflake sql`) and the seed's (Instagram's
+/// published function), at 2 and 4 clients, alternating in one run on one server; then
+/// the cost of a million calls in one statement. Prints the table; asserts only that
+/// nothing failed. A measurement, not a test: run it on a quiet machine with
+/// `cargo test --release -p atomflake-db-tests --test extension -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement (about two minutes); run by hand"]
+fn measure_the_extension_against_the_script_and_the_seed() {
+    let Some(server) = server("ext-measure", "twitter", Some(7), pg::Options::default()) else {
+        return;
+    };
+    server.psql_file(
+        &PgScript::new(Layout::TWITTER, 7)
+            .unwrap()
+            .prefix("script")
+            .unwrap()
+            .to_string(),
+    );
+    server.psql(&pg::SEED.replace(
+        "extract(epoch FROM now())",
+        "extract(epoch FROM clock_timestamp())",
+    ));
+    let functions = [
+        ("extension", "atomflake_next_id()"),
+        ("script", "script_next_id()"),
+        ("seed", "seed_next_id()"),
+    ];
+    for (table, function) in functions {
+        server.psql(&format!(
+            "CREATE TABLE {table} (id bigint PRIMARY KEY DEFAULT {function}, v int)"
+        ));
+    }
+    let (seconds, rounds) = (5, 5);
+    for clients in [2, 4] {
+        let mut rates = vec![Vec::new(); functions.len()];
+        for round in 0..rounds {
+            for (which, (table, _)) in functions.iter().enumerate() {
+                server.psql(&format!("TRUNCATE {table}"));
+                let (done, failed, tps) = server.bench(
+                    &format!("INSERT INTO {table} (v) SELECT g FROM generate_series(1, 50) AS g;\n"),
+                    clients,
+                    seconds,
+                );
+                assert_eq!(failed, 0, "{table}");
+                assert!(done > 0);
+                println!(
+                    "{clients} clients, round {round}: {table:<9} {:>9.0} rows/s",
+                    tps * 50.0
+                );
+                rates[which].push(tps * 50.0);
+            }
+        }
+        let medians: Vec<f64> = rates
+            .iter_mut()
+            .map(|rates| {
+                rates.sort_by(f64::total_cmp);
+                rates[rates.len() / 2]
+            })
+            .collect();
+        println!(
+            "median rows/s, {clients} clients x 50 rows per INSERT, {rounds} rounds of {seconds} s: \
+             extension {:.0}, script {:.0}, seed {:.0}; extension/seed {:.2}, extension/script {:.2}",
+            medians[0],
+            medians[1],
+            medians[2],
+            medians[0] / medians[2],
+            medians[0] / medians[1]
+        );
+    }
+    // The cost of a call: a million in one statement, median of 5, less the statement
+    // without the call.
+    let timed = |expression: &str| -> f64 {
+        let mut times: Vec<f64> = (0..5)
+            .map(|_| {
+                let path = server.file("call.sql");
+                std::fs::write(
+                    &path,
+                    format!(
+                        "\\timing on\nSELECT count({expression}) FROM generate_series(1, 1000000) AS g;\n"
+                    ),
+                )
+                .unwrap();
+                let output = server
+                    .client("psql")
+                    .args(["-X", "-q", "-f"])
+                    .arg(&path)
+                    .output()
+                    .unwrap();
+                let text = String::from_utf8(output.stdout).unwrap();
+                text.lines()
+                    .find_map(|line| line.strip_prefix("Time: "))
+                    .and_then(|line| line.split_whitespace().next())
+                    .unwrap_or_else(|| panic!("{text}"))
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        times[2]
+    };
+    let bare = timed("g");
+    println!("statement without a call: {bare:.1} ms");
+    for expression in [
+        "atomflake_next_id()",
+        "atomflake_next_id(g & 63)",
+        "script_next_id()",
+        "seed_next_id()",
+        "nextval('seed_seq')",
+    ] {
+        let ms = timed(expression);
+        println!(
+            "{expression:<26} {ms:>8.1} ms per million calls: {:>6.0} ns per call, {:>6.0} ns past the bare statement",
+            ms * 1e6 / 1e6,
+            (ms - bare) * 1e6 / 1e6
+        );
+    }
+}

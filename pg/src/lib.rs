@@ -1,0 +1,451 @@
+//! atomflake inside PostgreSQL: Snowflake IDs minted in shared memory by atomflake's own
+//! state machine.
+//!
+//! The extension `atomflake` keeps one state word per node of its layout in shared memory,
+//! advanced by [`atomflake::raw::WordMinter`], the same transition and CAS loop as the
+//! crate's generators. Every backend mints over the same words without a lock.
+//!
+//! - `atomflake.layout` (a preset name) and `atomflake.node` are fixed at server start.
+//! - The library must be in `shared_preload_libraries`; loaded any other way (`CREATE
+//!   EXTENSION`, the first call) it raises an error and mints nothing.
+//! - The wall clock is read on every call. A clock that moved back continues the last
+//!   tick; a spent tick waits for the clock, at most [`MAX_WAIT_MS`], and a cancel or a
+//!   statement timeout interrupts the wait.
+//! - A high-water mark, `atomflake.mark` in the data directory, is stored durably before
+//!   any ID reaches it, 1.5 s ahead of the clock (one write per 1.5 s of minting at most).
+//!   Shared memory starts empty after every restart and after a backend crash; the first
+//!   call then reads the mark and starts every word past it, so every new ID is past every
+//!   ID handed out before, whatever the clock says.
+
+use atomflake::Layout;
+use atomflake::raw::{self, Refusal, WordMinter};
+use pgrx::prelude::*;
+use pgrx::{
+    GucContext, GucFlags, GucRegistry, GucSetting, PGRXSharedMemory, PgAtomic, PgLwLock, PostgresGucEnum,
+    pg_shmem_init,
+};
+use std::path::Path;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pgrx::pg_module_magic!();
+
+/// The longest a call waits for the clock to reach a free tick before it raises an error:
+/// a clock stepped back further than this fails fast instead of stalling every insert.
+pub const MAX_WAIT_MS: u64 = 10_000;
+
+/// The most nodes any preset has (Sonyflake's 16-bit machine ID): one state word each.
+const WORDS: usize = 1 << 16;
+
+/// The longest one sleep of a wait lasts, so that interrupts are served promptly.
+const NAP_LIMIT: Duration = Duration::from_millis(5);
+
+/// The mark file, in the data directory (the backends' working directory).
+const MARK_FILE: &str = "atomflake.mark";
+
+/// `atomflake.layout`: the layout presets.
+#[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+enum Preset {
+    #[name = c"twitter"]
+    Twitter,
+    #[name = c"discord"]
+    Discord,
+    #[name = c"instagram"]
+    Instagram,
+    #[name = c"sonyflake"]
+    Sonyflake,
+    #[name = c"mastodon"]
+    Mastodon,
+}
+
+impl Preset {
+    fn layout(self) -> Layout {
+        match self {
+            Preset::Twitter => Layout::TWITTER,
+            Preset::Discord => Layout::DISCORD,
+            Preset::Instagram => Layout::INSTAGRAM,
+            Preset::Sonyflake => Layout::SONYFLAKE,
+            Preset::Mastodon => Layout::MASTODON,
+        }
+    }
+}
+
+static LAYOUT: GucSetting<Preset> = GucSetting::<Preset>::new(Preset::Twitter);
+/// -1: not set.
+static NODE: GucSetting<i32> = GucSetting::<i32>::new(-1);
+
+/// The state words, one per node; each holds the node's next free slot.
+// SAFETY: the name is this extension's own.
+static STATE: PgAtomic<[AtomicU64; WORDS]> = unsafe { PgAtomic::new(c"atomflake_state") };
+
+/// The mark every word is minted below (Unix ms): a copy of `Mark::stored`, read without
+/// the lock; 0 until the first call after a start has read the mark file.
+// SAFETY: the name is this extension's own.
+static COVERED: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"atomflake_covered") };
+
+/// The mark file's state, under a lock: one backend reads or writes the file at a time.
+// SAFETY: the name is this extension's own.
+static MARK: PgLwLock<Mark> = unsafe { PgLwLock::new(c"atomflake_mark") };
+
+#[derive(Default, Clone, Copy)]
+struct Mark {
+    /// Whether the file has been read since shared memory was set up.
+    loaded: bool,
+    /// The mark in the file.
+    stored: u64,
+}
+
+// SAFETY: plain data, no pointers.
+unsafe impl PGRXSharedMemory for Mark {}
+
+/// Whether `_PG_init` ran in the postmaster, from `shared_preload_libraries`.
+static PRELOADED: OnceLock<()> = OnceLock::new();
+
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    // SAFETY: a flag the postmaster sets while it loads `shared_preload_libraries`.
+    if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
+        not_preloaded();
+    }
+    GucRegistry::define_enum_guc(
+        c"atomflake.layout",
+        c"The layout of the IDs atomflake mints: twitter, discord, instagram, sonyflake or mastodon.",
+        c"Fixed at server start. Changing it once IDs exist makes the decode functions read them wrongly.",
+        &LAYOUT,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"atomflake.node",
+        c"The node atomflake_next_id() mints for; -1: none (atomflake_next_id() raises an error).",
+        c"Fixed at server start. Every server (and every other generator) sharing an ID space needs its own node.",
+        &NODE,
+        -1,
+        i32::from(u16::MAX),
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    let layout = LAYOUT.get().layout();
+    if let Ok(node) = u64::try_from(NODE.get())
+        && node > layout.max_node()
+    {
+        raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!(
+                "atomflake.node {node} is out of range: layout {} allows 0..={}",
+                preset_name(),
+                layout.max_node()
+            ),
+        );
+    }
+    pg_shmem_init!(STATE = [const { AtomicU64::new(0) }; WORDS]);
+    pg_shmem_init!(COVERED = AtomicU64::new(0));
+    pg_shmem_init!(MARK);
+    PRELOADED.get_or_init(|| ());
+}
+
+/// Raises an ERROR with `code` (SQLSTATE) and `message`.
+fn raise(code: PgSqlErrorCode, message: String) -> ! {
+    ereport!(ERROR, code, message);
+}
+
+fn not_preloaded() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "atomflake must be loaded at server start: add atomflake to shared_preload_libraries \
+         in postgresql.conf and restart the server"
+            .to_owned(),
+    );
+}
+
+fn preset_name() -> &'static str {
+    match LAYOUT.get() {
+        Preset::Twitter => "twitter",
+        Preset::Discord => "discord",
+        Preset::Instagram => "instagram",
+        Preset::Sonyflake => "sonyflake",
+        Preset::Mastodon => "mastodon",
+    }
+}
+
+/// Mints an ID for `atomflake.node`.
+#[pg_extern(name = "atomflake_next_id")]
+fn next_id() -> i64 {
+    static MINTER: OnceLock<WordMinter> = OnceLock::new();
+    let minter = MINTER.get_or_init(|| {
+        let node = u64::try_from(NODE.get()).unwrap_or_else(|_| node_not_set());
+        node_minter(node)
+    });
+    mint(minter, None)
+}
+
+/// Mints an ID for `node` (a logical shard): each node has its own state word.
+#[pg_extern(name = "atomflake_next_id")]
+fn next_id_for(node: i64) -> i64 {
+    let layout = LAYOUT.get().layout();
+    match u64::try_from(node) {
+        Ok(node) if node <= layout.max_node() => mint(&node_minter(node), None),
+        _ => raise(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!(
+                "node {node} is out of range: layout {} allows 0..={}",
+                preset_name(),
+                layout.max_node()
+            ),
+        ),
+    }
+}
+
+/// Mints an ID for `atomflake.node` at the time `unix_ms` (tests, replays): never waits.
+#[pg_extern(name = "atomflake_next_id_at", strict)]
+fn next_id_at(unix_ms: i64) -> i64 {
+    let Ok(ms) = u64::try_from(unix_ms) else {
+        raise(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            format!(
+                "atomflake cannot mint an id: time {unix_ms} ms is before the layout's epoch: \
+                 the layout allows {} ms and later",
+                LAYOUT.get().layout().epoch_ms()
+            ),
+        );
+    };
+    let node = u64::try_from(NODE.get()).unwrap_or_else(|_| node_not_set());
+    mint(&node_minter(node), Some(ms))
+}
+
+fn node_not_set() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "atomflake.node is not set: set it in postgresql.conf (0..={} for layout {}) \
+             and restart the server, or pass a node to atomflake_next_id(node)",
+            LAYOUT.get().layout().max_node(),
+            preset_name()
+        ),
+    );
+}
+
+fn node_minter(node: u64) -> WordMinter {
+    match WordMinter::new(LAYOUT.get().layout(), node) {
+        Ok(minter) => minter,
+        Err(error) => raise(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            error.to_string(),
+        ),
+    }
+}
+
+/// The wall clock, in Unix ms.
+fn wall_ms() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO);
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Mints one ID with `minter` over its node's word, at `at` (never waiting) or at the
+/// clock's time (waiting for a spent tick).
+fn mint(minter: &WordMinter, at: Option<u64>) -> i64 {
+    if PRELOADED.get().is_none() {
+        not_preloaded();
+    }
+    let node = minter.node();
+    let word = &STATE.get()[usize::try_from(node).unwrap_or(usize::MAX)];
+    loop {
+        let now = at.unwrap_or_else(wall_ms);
+        // Acquire: pairs with the Release store after a first call set the words up from
+        // the mark file, so a mint under that mark sees the words' new values.
+        let covered = COVERED.get().load(Ordering::Acquire);
+        match minter.mint(word, now, covered) {
+            Ok(id) => {
+                return i64::try_from(id.get()).unwrap_or_else(|_| {
+                    raise(
+                        PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+                        format!(
+                            "id {} does not fit a bigint: layout {}'s bigint ids end at {} ms (Unix)",
+                            id.get(),
+                            preset_name(),
+                            minter.layout().i64_end_unix_ms()
+                        ),
+                    );
+                });
+            }
+            Err(Refusal::Uncovered { mark_ms }) => store_mark(minter, covered, mark_ms),
+            Err(Refusal::Spent { until_ms }) => {
+                if at.is_some() {
+                    raise(
+                        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                        format!("no id left at {now} ms: node {node}'s ids are used up to {until_ms} ms"),
+                    );
+                }
+                wait_until(node, now, until_ms);
+            }
+            Err(Refusal::Failed(error)) => out_of_span(&error),
+        }
+    }
+}
+
+fn out_of_span(error: &atomflake::MintError) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+        format!("atomflake cannot mint an id: {error}"),
+    );
+}
+
+/// Sleeps until the clock reads `until_ms`, in short naps that serve interrupts (a cancel,
+/// a statement timeout); raises an error when that is more than [`MAX_WAIT_MS`] away.
+fn wait_until(node: u64, now: u64, until_ms: u64) {
+    let behind = until_ms.saturating_sub(now);
+    if behind > MAX_WAIT_MS {
+        raise(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "the clock reads {now} ms, {behind} ms behind node {node}'s next free id at \
+                 {until_ms} ms: atomflake waits at most {MAX_WAIT_MS} ms for the clock"
+            ),
+        );
+    }
+    loop {
+        pg_sys::check_for_interrupts!();
+        let left = Duration::from_millis(until_ms).saturating_sub(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or(Duration::ZERO),
+        );
+        if left.is_zero() {
+            return;
+        }
+        let nap = left.min(NAP_LIMIT);
+        // SAFETY: a plain sleep; a signal ends it early, and the loop serves it.
+        unsafe { pg_sys::pg_usleep(i64::try_from(nap.as_micros()).unwrap_or(i64::MAX) as _) };
+    }
+}
+
+/// Moves the stored mark to at least `wanted` (Unix ms), unless another backend moved it
+/// since this one read `seen`. The first call after shared memory was set up reads the
+/// mark file and starts every word past it first.
+#[cold]
+fn store_mark(minter: &WordMinter, seen: u64, wanted: u64) {
+    let mut mark = MARK.exclusive();
+    let path = Path::new(MARK_FILE);
+    if !mark.loaded {
+        let old = raw::read_mark(path).unwrap_or_else(|error| mark_failed(&error));
+        let start = minter.start(old.unwrap_or(0));
+        let words = STATE.get();
+        for word in &words[..=usize::try_from(minter.layout().max_node()).unwrap_or(WORDS - 1)] {
+            // Relaxed: published by the Release store of `COVERED` below; no backend mints
+            // while `COVERED` is 0 (every slot is past it).
+            word.store(start, Ordering::Relaxed);
+        }
+        mark.stored = old.unwrap_or(0);
+        mark.loaded = true;
+    } else if mark.stored != seen {
+        // Another backend moved the mark since this one read it: mint again under it.
+        COVERED.get().store(mark.stored, Ordering::Release);
+        return;
+    }
+    if wanted > mark.stored {
+        raw::write_mark(path, wanted).unwrap_or_else(|error| mark_failed(&error));
+        mark.stored = wanted;
+    }
+    // Release: see the Acquire load in `mint`.
+    COVERED.get().store(mark.stored, Ordering::Release);
+}
+
+fn mark_failed(error: &atomflake::HighWaterError) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_IO_ERROR,
+        format!("atomflake cannot use its high-water mark: {error}"),
+    );
+}
+
+/// The layout's decoding of `id`, or the error for an ID outside it.
+fn parts(id: i64) -> atomflake::Parts {
+    let layout = LAYOUT.get().layout();
+    match u64::try_from(id) {
+        Ok(raw) if raw <= layout.max_id() => layout.decode(atomflake::Id::new(raw)),
+        _ => raise(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!(
+                "id {id} is out of range: the layout allows 0..={}",
+                layout.max_id().min(i64::MAX as u64)
+            ),
+        ),
+    }
+}
+
+fn bigint(value: u64) -> i64 {
+    // Every field of an ID that fits a bigint fits one too.
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// The Unix ms of `id`'s tick.
+#[pg_extern(name = "atomflake_unix_ms", immutable, strict, parallel_safe)]
+fn unix_ms(id: i64) -> i64 {
+    bigint(parts(id).unix_ms)
+}
+
+/// The node of `id`.
+#[pg_extern(name = "atomflake_node", immutable, strict, parallel_safe)]
+fn node(id: i64) -> i64 {
+    bigint(parts(id).node)
+}
+
+/// The sequence value of `id`.
+#[pg_extern(name = "atomflake_sequence", immutable, strict, parallel_safe)]
+fn sequence(id: i64) -> i64 {
+    bigint(parts(id).sequence)
+}
+
+/// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
+const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
+
+/// The time of `id`'s tick.
+#[pg_extern(name = "atomflake_time", immutable, strict, parallel_safe)]
+fn time(id: i64) -> TimestampWithTimeZone {
+    let micros = (bigint(parts(id).unix_ms) - PG_EPOCH_UNIX_MS) * 1000;
+    TimestampWithTimeZone::try_from(micros).unwrap_or_else(|_| {
+        raise(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            format!("id {id}'s time is out of timestamptz's range"),
+        )
+    })
+}
+
+/// The smallest ID of the tick that holds `at`.
+#[pg_extern(name = "atomflake_first_id_at", immutable, strict, parallel_safe)]
+fn first_id_at(at: TimestampWithTimeZone) -> i64 {
+    id_at(at, Layout::first_id_at)
+}
+
+/// The largest ID of the tick that holds `at`.
+#[pg_extern(name = "atomflake_last_id_at", immutable, strict, parallel_safe)]
+fn last_id_at(at: TimestampWithTimeZone) -> i64 {
+    id_at(at, Layout::last_id_at)
+}
+
+/// `id_of` at the Unix ms of `at`, for times whose IDs fit a bigint.
+fn id_at(
+    at: TimestampWithTimeZone,
+    id_of: fn(&Layout, u64) -> Result<atomflake::Id, atomflake::RangeError>,
+) -> i64 {
+    let layout = LAYOUT.get().layout();
+    let micros: i64 = at.into();
+    let ms = micros.div_euclid(1000).saturating_add(PG_EPOCH_UNIX_MS);
+    let end = layout.i64_end_unix_ms();
+    match u64::try_from(ms)
+        .ok()
+        .filter(|ms| *ms < end)
+        .map(|ms| id_of(&layout, ms))
+    {
+        Some(Ok(id)) => bigint(id.get()),
+        _ => raise(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            format!(
+                "time {ms} ms is out of range: the layout's bigint ids cover {}..{end} ms",
+                layout.epoch_ms()
+            ),
+        ),
+    }
+}
