@@ -60,6 +60,7 @@ use std::sync::atomic::AtomicU64;
 pub struct WordMinter {
     minter: Minter,
     packer: SlotPacker,
+    node: u64,
 }
 
 /// Why [`WordMinter::mint`] minted nothing.
@@ -104,12 +105,18 @@ impl WordMinter {
         Ok(WordMinter {
             packer: SlotPacker::new(&layout, node)?,
             minter: Minter::new(layout, 0, Wait::Spin),
+            node,
         })
     }
 
     /// The layout this minter mints.
     pub fn layout(&self) -> Layout {
         self.minter.layout()
+    }
+
+    /// The node this minter mints for.
+    pub fn node(&self) -> u64 {
+        self.node
     }
 
     /// The value a new state word starts at, past every ID of a previous run whose stored
