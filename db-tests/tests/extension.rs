@@ -310,15 +310,23 @@ fn the_servers_clock_stepped_back_and_a_restart_repeat_nothing() {
     );
     let before: u64 = server.psql("SELECT max(id) FROM t").trim().parse().unwrap();
     let before_ms = Layout::TWITTER.decode(Id::new(before)).unix_ms;
-    // Restarted with its clock still 2 s behind the last ID: shared memory starts empty,
-    // and the mark file is what keeps the next ID past the old ones.
+    // The writer waited for its clock to catch up with the last tick. Now the clock steps
+    // back 2 s more, and the server restarts: shared memory starts empty, and only the
+    // mark file keeps the next ID past the old ones.
+    step_clock(&faketime, "-4");
     server.stop("immediate");
     server.start_again();
     let behind = server_behind(&server);
     assert!(
-        (1.5..2.5).contains(&behind),
-        "the server's clock is {behind} s behind, not 2 s"
+        (3.5..4.5).contains(&behind),
+        "the server's clock is {behind} s behind, not 4 s"
     );
+    let server_ms: u64 = server
+        .psql("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(before_ms > server_ms, "the server's clock is behind the last ID");
     let after: u64 = server.psql("SELECT atomflake_next_id()").trim().parse().unwrap();
     assert!(
         after > before,
