@@ -102,7 +102,14 @@ unsafe impl PGRXSharedMemory for Mark {}
 /// Whether `_PG_init` ran in the postmaster, from `shared_preload_libraries`.
 static PRELOADED: OnceLock<()> = OnceLock::new();
 
+/// Runs when the postmaster loads the library: defines the settings, checks the node, and
+/// asks for the shared memory.
 #[pg_guard]
+#[allow(
+    clippy::large_stack_arrays,
+    reason = "the state words' first value (512 KiB) is built once, in the postmaster's \
+              shared-memory hook, and copied into shared memory"
+)]
 pub extern "C-unwind" fn _PG_init() {
     // SAFETY: a flag the postmaster sets while it loads `shared_preload_libraries`.
     if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
@@ -398,7 +405,7 @@ fn sequence(id: i64) -> i64 {
     bigint(parts(id).sequence)
 }
 
-/// Microseconds from the Unix epoch to PostgreSQL's (2000-01-01).
+/// Milliseconds from the Unix epoch to PostgreSQL's (2000-01-01).
 const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
 
 /// The time of `id`'s tick.
