@@ -656,4 +656,15 @@ fn measure_the_extension_against_the_script_and_the_seed() {
             (ms - bare) * 1e6 / 1e6
         );
     }
+    // One node mints at most 4,096 IDs per ms (Twitter's 12-bit sequence): a million IDs
+    // take at least 244 ms of ID time, whatever a call costs.
+    let span: u64 = server
+        .psql(
+            "SELECT max(ms) - min(ms) + 1 FROM
+               (SELECT atomflake_unix_ms(atomflake_next_id()) AS ms FROM generate_series(1, 1000000)) AS ids",
+        )
+        .trim()
+        .parse()
+        .unwrap();
+    println!("a million IDs of one node span {span} ms of ID time (the layout's cap: 4,096 per ms)");
 }
