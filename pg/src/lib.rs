@@ -26,7 +26,7 @@ use pgrx::{
 };
 use std::path::Path;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pgrx::pg_module_magic!();
@@ -34,6 +34,11 @@ pgrx::pg_module_magic!();
 /// The longest a call waits for the clock to reach a free tick before it raises an error:
 /// a clock stepped back further than this fails fast instead of stalling every insert.
 pub const MAX_WAIT_MS: u64 = 10_000;
+
+/// How far ahead of the clock `atomflake_next_id_at` mints: a time further ahead would move
+/// the mark (shared by every node) so far that the first calls after a restart would wait
+/// longer than [`MAX_WAIT_MS`].
+pub const MAX_AHEAD_MS: u64 = MAX_WAIT_MS / 2;
 
 /// The most nodes any preset has (Sonyflake's 16-bit machine ID): one state word each.
 const WORDS: usize = 1 << 16;
@@ -84,6 +89,11 @@ static STATE: PgAtomic<[AtomicU64; WORDS]> = unsafe { PgAtomic::new(c"atomflake_
 // SAFETY: the name is this extension's own.
 static COVERED: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"atomflake_covered") };
 
+/// Set while a backend moves the mark ahead of need (see `move_mark_early`): the others
+/// mint on below the stored mark meanwhile.
+// SAFETY: the name is this extension's own.
+static STORING: PgAtomic<AtomicBool> = unsafe { PgAtomic::new(c"atomflake_storing") };
+
 /// The mark file's state, under a lock: one backend reads or writes the file at a time.
 // SAFETY: the name is this extension's own.
 static MARK: PgLwLock<Mark> = unsafe { PgLwLock::new(c"atomflake_mark") };
@@ -107,8 +117,9 @@ static PRELOADED: OnceLock<()> = OnceLock::new();
 #[pg_guard]
 #[allow(
     clippy::large_stack_arrays,
-    reason = "the state words' first value (512 KiB) is built once, in the postmaster's \
-              shared-memory hook, and copied into shared memory"
+    reason = "the state words' first value (512 KiB) is built on the postmaster's stack in its \
+              shared-memory hook (at every start and crash restart, well within the stack) \
+              and copied into shared memory"
 )]
 pub extern "C-unwind" fn _PG_init() {
     // SAFETY: a flag the postmaster sets while it loads `shared_preload_libraries`.
@@ -148,6 +159,7 @@ pub extern "C-unwind" fn _PG_init() {
     }
     pg_shmem_init!(STATE = [const { AtomicU64::new(0) }; WORDS]);
     pg_shmem_init!(COVERED = AtomicU64::new(0));
+    pg_shmem_init!(STORING = AtomicBool::new(false));
     pg_shmem_init!(MARK);
     PRELOADED.get_or_init(|| ());
 }
@@ -204,7 +216,8 @@ fn next_id_for(node: i64) -> i64 {
     }
 }
 
-/// Mints an ID for `atomflake.node` at the time `unix_ms` (tests, replays): never waits.
+/// Mints an ID for `atomflake.node` at the time `unix_ms` (tests, replays), at most
+/// [`MAX_AHEAD_MS`] ahead of the clock: never waits.
 #[pg_extern(name = "atomflake_next_id_at", strict)]
 fn next_id_at(unix_ms: i64) -> i64 {
     let Ok(ms) = u64::try_from(unix_ms) else {
@@ -217,6 +230,17 @@ fn next_id_at(unix_ms: i64) -> i64 {
             ),
         );
     };
+    let clock = wall_ms();
+    if ms > clock.saturating_add(MAX_AHEAD_MS) {
+        raise(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            format!(
+                "time {ms} ms is {} ms ahead of the clock: atomflake_next_id_at mints at most \
+                 {MAX_AHEAD_MS} ms ahead",
+                ms - clock
+            ),
+        );
+    }
     let node = u64::try_from(NODE.get()).unwrap_or_else(|_| node_not_set());
     mint(&node_minter(node), Some(ms))
 }
@@ -266,6 +290,9 @@ fn mint(minter: &WordMinter, at: Option<u64>) -> i64 {
         let covered = COVERED.get().load(Ordering::Acquire);
         match minter.mint(word, now, covered) {
             Ok(id) => {
+                if let Some(mark_ms) = minter.early_mark(id, now, covered) {
+                    move_mark_early(minter, covered, mark_ms);
+                }
                 return i64::try_from(id.get()).unwrap_or_else(|_| {
                     raise(
                         PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
@@ -327,6 +354,35 @@ fn wait_until(node: u64, now: u64, until_ms: u64) {
         // SAFETY: a plain sleep; a signal ends it early, and the loop serves it.
         unsafe { pg_sys::pg_usleep(i64::try_from(nap.as_micros()).unwrap_or(i64::MAX) as _) };
     }
+}
+
+/// Clears the `STORING` flag when dropped: also when a store raises an error (an unwinding
+/// panic).
+struct Done<'a>(&'a AtomicBool);
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        // Relaxed: the flag orders nothing; the mark is published through `COVERED`.
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Moves the stored mark to `wanted` ahead of need, unless another backend is doing so: the
+/// IDs minted meanwhile are below the stored mark, and a backend waits on the lock only if
+/// its next ID reaches that mark before the write is done.
+#[cold]
+fn move_mark_early(minter: &WordMinter, seen: u64, wanted: u64) {
+    let storing = STORING.get();
+    // Relaxed: a hint that spares the other backends a failed swap; the swap decides.
+    if storing.load(Ordering::Relaxed)
+        || storing
+            .compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+    {
+        return;
+    }
+    let _done = Done(storing);
+    store_mark(minter, seen, wanted);
 }
 
 /// Moves the stored mark to at least `wanted` (Unix ms), unless another backend moved it
