@@ -170,6 +170,33 @@ impl WordMinter {
         }
     }
 
+    /// The mark to store ahead of need, after `id` was minted at `unix_ms` under the stored
+    /// mark `mark_ms`: `Some` once `id`'s tick starts within half a window (0.5 s) of the
+    /// mark, so that one caller moves the mark while the others mint on below it (the
+    /// generators' keeper thread does the same). The mark is the one
+    /// [`Refusal::Uncovered`] would name.
+    ///
+    /// ```
+    /// use atomflake::raw::WordMinter;
+    /// use atomflake::Layout;
+    /// use std::sync::atomic::AtomicU64;
+    ///
+    /// let minter = WordMinter::new(Layout::TWITTER, 7)?;
+    /// let word = AtomicU64::new(minter.start(0));
+    /// let (now, mark) = (1_700_000_000_000, 1_700_000_000_600);
+    /// let id = minter.mint(&word, now, mark).unwrap();
+    /// assert_eq!(minter.early_mark(id, now, mark), None);
+    /// let id = minter.mint(&word, now + 100, mark).unwrap();
+    /// assert_eq!(minter.early_mark(id, now + 100, mark), Some(now + 100 + 1_500));
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    #[inline]
+    pub fn early_mark(&self, id: Id, unix_ms: u64, mark_ms: u64) -> Option<u64> {
+        let tick_start = self.minter.layout().decode(id).unix_ms;
+        (tick_start >= mark_ms.saturating_sub(mark::WINDOW_MS / 2))
+            .then(|| mark::ahead(unix_ms.max(tick_start)))
+    }
+
     #[cold]
     fn public(&self, refusal: mint::Refusal, unix_ms: u64) -> Refusal {
         let layout = self.minter.layout();
