@@ -3,7 +3,9 @@
 //!
 //! The extension `atomflake` keeps one state word per node of its layout in shared memory,
 //! advanced by [`atomflake::raw::WordMinter`], the same transition and CAS loop as the
-//! crate's generators. Every backend mints over the same words without a lock.
+//! crate's generators. Every backend mints over the same words without a lock; one of
+//! them writes the mark file (below) once per 1.5 s of minting, under a lock only that
+//! write takes.
 //!
 //! - `atomflake.layout` (a preset name) and `atomflake.node` are fixed at server start.
 //! - The library must be in `shared_preload_libraries`; loaded any other way (`CREATE
@@ -12,7 +14,8 @@
 //!   tick; a spent tick waits for the clock, at most [`MAX_WAIT_MS`], and a cancel or a
 //!   statement timeout interrupts the wait.
 //! - A high-water mark, `atomflake.mark` in the data directory, is stored durably before
-//!   any ID reaches it, 1.5 s ahead of the clock (one write per 1.5 s of minting at most).
+//!   any ID reaches it, 1.5 s ahead of the clock (one write per 1.5 s of minting at most),
+//!   by the first backend whose ID comes within 0.5 s of the stored mark.
 //!   Shared memory starts empty after every restart and after a backend crash; the first
 //!   call then reads the mark and starts every word past it, so every new ID is past every
 //!   ID handed out before, whatever the clock says.
