@@ -582,6 +582,10 @@ fn settings_are_fixed_at_server_start_and_every_bad_value_is_an_exact_error() {
         "parameter \"atomflake.layout\" cannot be changed without restarting the server"
     );
     assert_eq!(
+        error(&mut client, "SET atomflake.nod = 3"),
+        "invalid configuration parameter name \"atomflake.nod\""
+    );
+    assert_eq!(
         error(&mut client, "ALTER SYSTEM SET atomflake.layout = 'snowflake'"),
         "invalid value for parameter \"atomflake.layout\": \"snowflake\""
     );

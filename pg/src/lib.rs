@@ -147,6 +147,18 @@ pub extern "C-unwind" fn _PG_init() {
         GucContext::Postmaster,
         GucFlags::default(),
     );
+    // A misspelt `atomflake.*` setting is refused (`SET`), or warned about at start
+    // (postgresql.conf), instead of being kept as a placeholder nothing reads.
+    // SAFETY: a static C string; called while the library is loaded, as PostgreSQL asks.
+    #[cfg(any(feature = "pg13", feature = "pg14"))]
+    unsafe {
+        pg_sys::EmitWarningsOnPlaceholders(c"atomflake".as_ptr());
+    }
+    // SAFETY: as above.
+    #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+    unsafe {
+        pg_sys::MarkGUCPrefixReserved(c"atomflake".as_ptr());
+    }
     let layout = LAYOUT.get().layout();
     if let Ok(node) = u64::try_from(NODE.get())
         && node > layout.max_node()
