@@ -197,6 +197,35 @@ impl WordMinter {
             .then(|| mark::ahead(unix_ms.max(tick_start)))
     }
 
+    /// The smallest mark that covers every ID minted over a word that now holds `word`,
+    /// for a word that minted at least one ID since it started: the Unix ms just after the
+    /// start of its last ID's tick. A caller that knows no mint is running (the minters are
+    /// gone) may store it, below the mark stored ahead of need, so that the next start does
+    /// not wait for the clock to pass that mark.
+    ///
+    /// ```
+    /// use atomflake::raw::WordMinter;
+    /// use atomflake::Layout;
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    ///
+    /// let minter = WordMinter::new(Layout::SONYFLAKE, 3)?;
+    /// let word = AtomicU64::new(minter.start(0));
+    /// let now = 1_700_000_000_004; // 4 ms into a 10 ms tick
+    /// let id = minter.mint(&word, now, u64::MAX).unwrap();
+    /// let mark = minter.mark_after(word.load(Ordering::Relaxed));
+    /// assert_eq!(mark, Layout::SONYFLAKE.decode(id).unix_ms + 1);
+    /// // A word started at that mark mints past the ID.
+    /// let next = AtomicU64::new(minter.start(mark));
+    /// assert!(minter.mint(&next, now + 10, u64::MAX).unwrap() > id);
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    pub fn mark_after(&self, word: u64) -> u64 {
+        self.minter
+            .slots()
+            .tick_start(word.saturating_sub(1))
+            .saturating_add(1)
+    }
+
     #[cold]
     fn public(&self, refusal: mint::Refusal, unix_ms: u64) -> Refusal {
         let layout = self.minter.layout();

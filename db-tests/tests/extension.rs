@@ -407,16 +407,17 @@ fn an_immediate_stop_and_a_killed_backend_give_no_id_back() {
         handed_out.extend(other.ids.join().unwrap());
         let max = *handed_out.iter().max().unwrap();
         let max_ms = Layout::TWITTER.decode(Id::new(max)).unix_ms;
-        let mark = atomflake::raw::read_mark(&server.data().join("atomflake.mark"))
-            .unwrap()
-            .unwrap();
-        assert!(max_ms < mark, "{crash}: the mark covers every ID");
         if crash.starts_with("pg_ctl") {
             server.start_again();
         }
         // After a backend's crash the postmaster restarts every process and sets shared
-        // memory up again.
+        // memory up again. The mark it stored covers every ID handed out (the postmaster
+        // may have lowered it to just past the last ID once every backend was gone).
         server.wait_ready();
+        let mark = atomflake::raw::read_mark(&server.data().join("atomflake.mark"))
+            .unwrap()
+            .unwrap();
+        assert!(max_ms < mark, "{crash}: the mark covers every ID");
         let server_ms: u64 = server
             .psql("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)")
             .trim()
@@ -436,7 +437,7 @@ fn an_immediate_stop_and_a_killed_backend_give_no_id_back() {
         assert!(after[0] > max, "{crash}: {} is not past {max}", after[0]);
         assert!(
             Layout::TWITTER.decode(Id::new(after[0])).unix_ms >= mark,
-            "{crash}: the first ID after the crash starts at the stored mark {mark}"
+            "{crash}: the first ID after the crash starts at or past the stored mark {mark}"
         );
         let unique: HashSet<u64> = handed_out.iter().chain(&after).copied().collect();
         assert_eq!(
@@ -452,6 +453,36 @@ fn an_immediate_stop_and_a_killed_backend_give_no_id_back() {
         "the server saw its backend killed"
     );
     let _ = std::fs::remove_file(&faketime);
+}
+
+#[test]
+fn a_clean_stop_stores_the_mark_just_past_the_last_id() {
+    let Some(server) = server("ext-final", "twitter", Some(7), pg::Options::default()) else {
+        return;
+    };
+    let mark_file = server.data().join("atomflake.mark");
+    let ids: Vec<u64> = server
+        .psql("SELECT atomflake_next_id() FROM generate_series(1, 1000); SELECT atomflake_next_id(3)")
+        .lines()
+        .map(|line| line.parse().unwrap())
+        .collect();
+    let last_ms = ids
+        .iter()
+        .map(|&id| Layout::TWITTER.decode(Id::new(id)).unix_ms)
+        .max()
+        .unwrap();
+    let ahead = atomflake::raw::read_mark(&mark_file).unwrap().unwrap();
+    assert!(ahead > last_ms + 1, "the mark is stored ahead of need");
+    server.stop("fast");
+    assert_eq!(
+        atomflake::raw::read_mark(&mark_file).unwrap(),
+        Some(last_ms + 1),
+        "the final mark is just past the last ID's tick"
+    );
+    server.start_again();
+    let next: u64 = server.psql("SELECT atomflake_next_id(3)").trim().parse().unwrap();
+    assert!(next > *ids.iter().max().unwrap());
+    assert!(Layout::TWITTER.decode(Id::new(next)).unix_ms > last_ms);
 }
 
 #[test]

@@ -18,7 +18,8 @@
 //!   by the first backend whose ID comes within 0.5 s of the stored mark.
 //!   Shared memory starts empty after every restart and after a backend crash; the first
 //!   call then reads the mark and starts every word past it, so every new ID is past every
-//!   ID handed out before, whatever the clock says.
+//!   ID handed out before, whatever the clock says. When the postmaster lets go of shared
+//!   memory (a stop, a crash reset), it lowers the mark to just past the last ID minted.
 
 use atomflake::Layout;
 use atomflake::raw::{self, Refusal, WordMinter};
@@ -91,6 +92,11 @@ static STATE: PgAtomic<[AtomicU64; WORDS]> = unsafe { PgAtomic::new(c"atomflake_
 /// the lock; 0 until the first call after a start has read the mark file.
 // SAFETY: the name is this extension's own.
 static COVERED: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"atomflake_covered") };
+
+/// The value every word started at when the mark file was read (meaningful once `COVERED`
+/// is not 0): a word past it has minted.
+// SAFETY: the name is this extension's own.
+static START: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"atomflake_start") };
 
 /// Set while a backend moves the mark ahead of need (see `move_mark_early`): the others
 /// mint on below the stored mark meanwhile.
@@ -175,8 +181,70 @@ pub extern "C-unwind" fn _PG_init() {
     pg_shmem_init!(STATE = [const { AtomicU64::new(0) }; WORDS]);
     pg_shmem_init!(COVERED = AtomicU64::new(0));
     pg_shmem_init!(STORING = AtomicBool::new(false));
+    pg_shmem_init!(START = AtomicU64::new(0));
+    // SAFETY: the postmaster loads preloaded libraries before it sets shared memory up, one
+    // at a time; the hook chains to the one it replaces.
+    unsafe {
+        PREVIOUS_STARTUP_HOOK = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(on_shmem_startup);
+    }
     pg_shmem_init!(MARK);
     PRELOADED.get_or_init(|| ());
+}
+
+/// The shared-memory startup hook this library's replaced.
+static mut PREVIOUS_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
+
+/// After shared memory is set up (at start, and again after a crash): in the postmaster,
+/// asks for [`store_final_mark`] when it next lets go of it.
+#[pg_guard]
+unsafe extern "C-unwind" fn on_shmem_startup() {
+    // SAFETY: set once in `_PG_init`, before this hook can run.
+    if let Some(previous) = unsafe { PREVIOUS_STARTUP_HOOK } {
+        // SAFETY: the hook PostgreSQL had before this one, called as it would be.
+        unsafe { previous() };
+    }
+    // SAFETY: a flag PostgreSQL sets before any hook runs; `on_shmem_exit` only records
+    // the callback.
+    unsafe {
+        if !pg_sys::IsUnderPostmaster {
+            pg_sys::on_shmem_exit(Some(store_final_mark), pg_sys::Datum::from(0));
+        }
+    }
+}
+
+/// Runs in the postmaster when it exits or resets shared memory after a crash, once every
+/// backend is gone: stores the mark just past the last ID any word minted, below the mark
+/// stored ahead of need, so that the next start does not wait for the clock to pass that.
+/// A failed write leaves the stored mark, which still covers every ID.
+#[pg_guard]
+unsafe extern "C-unwind" fn store_final_mark(_code: std::ffi::c_int, _arg: pg_sys::Datum) {
+    // Relaxed: no backend is left to race with; their stores happened before they exited.
+    let covered = COVERED.get().load(Ordering::Relaxed);
+    let Ok(minter) = WordMinter::new(LAYOUT.get().layout(), 0) else {
+        return;
+    };
+    if covered == 0 {
+        return; // The mark file was not read since shared memory was set up.
+    }
+    let start = START.get().load(Ordering::Relaxed);
+    let last = node_words(&minter)
+        .iter()
+        .map(|word| word.load(Ordering::Relaxed))
+        .filter(|&word| word > start)
+        .map(|word| minter.mark_after(word))
+        .max();
+    if let Some(mark) = last.filter(|&mark| mark < covered)
+        && let Err(error) = raw::write_mark(Path::new(MARK_FILE), mark)
+    {
+        pgrx::warning!("atomflake cannot store its final mark: {error}");
+    }
+}
+
+/// The state words of the layout's nodes.
+fn node_words(minter: &WordMinter) -> &'static [AtomicU64] {
+    let nodes = usize::try_from(minter.layout().max_node()).map_or(WORDS, |max| max + 1);
+    &STATE.get()[..nodes]
 }
 
 /// Raises an ERROR with `code` (SQLSTATE) and `message`.
@@ -410,12 +478,13 @@ fn store_mark(minter: &WordMinter, seen: u64, wanted: u64) {
     if !mark.loaded {
         let old = raw::read_mark(path).unwrap_or_else(|error| mark_failed(&error));
         let start = minter.start(old.unwrap_or(0));
-        let words = STATE.get();
-        for word in &words[..=usize::try_from(minter.layout().max_node()).unwrap_or(WORDS - 1)] {
+        for word in node_words(minter) {
             // Relaxed: published by the Release store of `COVERED` below; no backend mints
             // while `COVERED` is 0 (every slot is past it).
             word.store(start, Ordering::Relaxed);
         }
+        // Relaxed: read by the postmaster only once every backend is gone.
+        START.get().store(start, Ordering::Relaxed);
         mark.stored = old.unwrap_or(0);
         mark.loaded = true;
     } else if mark.stored != seen {
