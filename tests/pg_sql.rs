@@ -466,19 +466,8 @@ fn the_servers_own_clock_stepped_back_repeats_and_reorders_nothing() {
     {
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Atomically: a reader of a half-written (empty) file would stop faking.
-    let next = faketime.with_extension("next");
-    std::fs::write(&next, "-2\n").unwrap();
-    std::fs::rename(&next, &faketime).unwrap();
-    let behind = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs_f64()
-        - server
-            .psql("SELECT extract(epoch FROM clock_timestamp())")
-            .trim()
-            .parse::<f64>()
-            .unwrap();
+    pg::step_clock(&faketime, "-2");
+    let behind = server.behind();
     assert!(
         (1.5..2.5).contains(&behind),
         "the server's clock is {behind} s behind, not 2 s"
@@ -591,26 +580,9 @@ fn measure_rows_per_second_against_the_seed() {
     // The cost of one call, in one session, against nextval() alone and the seed.
     server.psql("CREATE SEQUENCE bare");
     for expression in ["nextval('bare')", "seed_next_id()", "atomflake_next_id()"] {
-        let path = server.file("call.sql");
-        std::fs::write(
-            &path,
-            format!("\\timing on\nSELECT count({expression}) FROM generate_series(1, 500000);\n"),
-        )
-        .unwrap();
-        let output = server
-            .client("psql")
-            .args(["-X", "-q", "-f"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let text = String::from_utf8(output.stdout).unwrap();
-        let ms: f64 = text
-            .lines()
-            .find_map(|line| line.strip_prefix("Time: "))
-            .and_then(|line| line.split_whitespace().next())
-            .unwrap()
-            .parse()
-            .unwrap();
+        let ms = server.timed(&format!(
+            "SELECT count({expression}) FROM generate_series(1, 500000);"
+        ));
         println!(
             "{expression:<22} {:.2} us per call (500,000 in one statement)",
             ms * 1000.0 / 500_000.0

@@ -269,31 +269,6 @@ fn pgbench_sessions_and_64_shards_mint_no_duplicate() {
     );
 }
 
-/// Steps the server's wall clock to `offset` (libfaketime's syntax: `-2`, `+0`), atomically.
-fn step_clock(file: &std::path::Path, offset: &str) {
-    let next = file.with_extension("next");
-    std::fs::write(&next, format!("{offset}\n")).unwrap();
-    std::fs::rename(&next, file).unwrap();
-}
-
-/// How far the server's wall clock is behind this process's, in seconds: against the
-/// middle of the query's round trip.
-fn server_behind(server: &Server) -> f64 {
-    let now = || {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs_f64()
-    };
-    let before = now();
-    let theirs: f64 = server
-        .psql("SELECT extract(epoch FROM clock_timestamp())")
-        .trim()
-        .parse()
-        .unwrap();
-    f64::midpoint(before, now()) - theirs
-}
-
 fn faked(test: &str) -> (pg::Options, std::path::PathBuf) {
     let file = std::env::temp_dir().join(format!("atomflake-faketime-{test}-{}", std::process::id()));
     std::fs::write(&file, "+0\n").unwrap();
@@ -332,8 +307,8 @@ fn the_servers_clock_stepped_back_and_a_restart_repeat_nothing() {
         assert!(!writer.is_finished(), "the writer ended before 2,000 rows");
         std::thread::sleep(Duration::from_millis(20));
     }
-    step_clock(&faketime, "-2");
-    let behind = server_behind(&server);
+    pg::step_clock(&faketime, "-2");
+    let behind = server.behind();
     assert!(
         (1.2..2.8).contains(&behind),
         "the server's clock is {behind} s behind, not 2 s"
@@ -353,19 +328,15 @@ fn the_servers_clock_stepped_back_and_a_restart_repeat_nothing() {
     // The writer waited for its clock to catch up with the last tick. Now the clock steps
     // back 4 s more, and the server restarts: shared memory starts empty, and only the
     // mark file keeps the next ID past the old ones.
-    step_clock(&faketime, "-6");
+    pg::step_clock(&faketime, "-6");
     server.stop("immediate");
     server.start_again();
-    let behind = server_behind(&server);
+    let behind = server.behind();
     assert!(
         (5.2..6.8).contains(&behind),
         "the server's clock is {behind} s behind, not 6 s"
     );
-    let server_ms: u64 = server
-        .psql("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)")
-        .trim()
-        .parse()
-        .unwrap();
+    let server_ms = server.unix_ms();
     assert!(
         before_ms > server_ms,
         "the server's clock ({server_ms}) is behind the last ID ({before_ms})"
@@ -392,7 +363,7 @@ fn an_immediate_stop_and_a_killed_backend_give_no_id_back() {
         let (killed, other) = (Minter::start(&server), Minter::start(&server));
         killed.wait_for(200);
         other.wait_for(200);
-        step_clock(&faketime, offset);
+        pg::step_clock(&faketime, offset);
         std::thread::sleep(Duration::from_millis(100));
         if crash.starts_with("SIGKILL") {
             let status = std::process::Command::new("kill")
@@ -418,11 +389,7 @@ fn an_immediate_stop_and_a_killed_backend_give_no_id_back() {
             .unwrap()
             .unwrap();
         assert!(max_ms < mark, "{crash}: the mark covers every ID");
-        let server_ms: u64 = server
-            .psql("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)")
-            .trim()
-            .parse()
-            .unwrap();
+        let server_ms: u64 = server.unix_ms();
         assert!(
             server_ms < max_ms,
             "{crash}: the server's clock is behind the last ID handed out"
@@ -493,7 +460,7 @@ fn a_wait_for_the_clock_ends_on_a_cancel_and_a_clock_far_behind_is_an_error() {
     };
     let mut client = connect(&server);
     client.query_one("SELECT atomflake_next_id()", &[]).unwrap();
-    step_clock(&faketime, "-6");
+    pg::step_clock(&faketime, "-6");
     // The last tick continues for its 4,096 IDs, then the call waits about 6 s for the
     // clock: the statement timeout ends that.
     client.batch_execute("SET statement_timeout = 300").unwrap();
@@ -529,7 +496,7 @@ fn a_wait_for_the_clock_ends_on_a_cancel_and_a_clock_far_behind_is_an_error() {
     assert_eq!(error, "canceling statement due to user request");
     assert!(cancelled_after < Duration::from_secs(3), "{cancelled_after:?}");
     // A clock more than 10 s behind the next free ID: an error at once, naming both times.
-    step_clock(&faketime, "-30");
+    pg::step_clock(&faketime, "-30");
     let mut client = connect(&server);
     let start = Instant::now();
     let error = db_error(client.query_one(
@@ -543,7 +510,7 @@ fn a_wait_for_the_clock_ends_on_a_cancel_and_a_clock_far_behind_is_an_error() {
             && error.ends_with(" ms: atomflake waits at most 10000 ms for the clock"),
         "{error}"
     );
-    step_clock(&faketime, "+0");
+    pg::step_clock(&faketime, "+0");
     let id: i64 = client
         .query_one("SELECT atomflake_next_id()", &[])
         .unwrap()
@@ -560,30 +527,31 @@ fn settings_are_fixed_at_server_start_and_every_bad_value_is_an_exact_error() {
     };
     let mut client = connect(&server);
     let error = |client: &mut postgres::Client, sql: &str| db_error(client.query_one(sql, &[]));
-    assert_eq!(
-        error(&mut client, "SELECT atomflake_next_id()"),
-        "atomflake.node is not set: set it in postgresql.conf (0..=1023 for layout twitter) \
-         and restart the server, or pass a node to atomflake_next_id(node)"
-    );
-    assert_eq!(
-        error(&mut client, "SELECT atomflake_next_id(1024)"),
-        "node 1024 is out of range: layout twitter allows 0..=1023"
-    );
-    assert_eq!(
-        error(&mut client, "SELECT atomflake_next_id(-1)"),
-        "node -1 is out of range: layout twitter allows 0..=1023"
-    );
-    assert_eq!(
-        error(&mut client, "SELECT atomflake_node(-1)"),
-        "id -1 is out of range: the layout allows 0..=9223372036854775807"
-    );
-    assert_eq!(
-        error(
-            &mut client,
-            "SELECT atomflake_first_id_at('2000-01-01 00:00:00+00')"
+    for (sql, message) in [
+        (
+            "SELECT atomflake_next_id()",
+            "atomflake.node is not set: set it in postgresql.conf (0..=1023 for layout twitter) \
+         and restart the server, or pass a node to atomflake_next_id(node)",
         ),
-        "time 946684800000 ms is out of range: the layout's bigint ids cover 1288834974657..3487858230209 ms"
-    );
+        (
+            "SELECT atomflake_next_id(1024)",
+            "node 1024 is out of range: layout twitter allows 0..=1023",
+        ),
+        (
+            "SELECT atomflake_next_id(-1)",
+            "node -1 is out of range: layout twitter allows 0..=1023",
+        ),
+        (
+            "SELECT atomflake_node(-1)",
+            "id -1 is out of range: the layout allows 0..=9223372036854775807",
+        ),
+        (
+            "SELECT atomflake_first_id_at('2000-01-01 00:00:00+00')",
+            "time 946684800000 ms is out of range: the layout's bigint ids cover 1288834974657..3487858230209 ms",
+        ),
+    ] {
+        assert_eq!(error(&mut client, sql), message, "{sql}");
+    }
     let error_text = error(
         &mut client,
         &format!("SELECT atomflake_next_id_at({})", now_ms() + 60_000),
@@ -604,22 +572,26 @@ fn settings_are_fixed_at_server_start_and_every_bad_value_is_an_exact_error() {
             .to_owned()
     };
     assert_eq!(sql_state(&mut client, "SELECT atomflake_node(-1)"), "22003");
-    assert_eq!(
-        error(&mut client, "SET atomflake.node = 3"),
-        "parameter \"atomflake.node\" cannot be changed without restarting the server"
-    );
-    assert_eq!(
-        error(&mut client, "SET atomflake.layout = 'discord'"),
-        "parameter \"atomflake.layout\" cannot be changed without restarting the server"
-    );
-    assert_eq!(
-        error(&mut client, "SET atomflake.nod = 3"),
-        "invalid configuration parameter name \"atomflake.nod\""
-    );
-    assert_eq!(
-        error(&mut client, "ALTER SYSTEM SET atomflake.layout = 'snowflake'"),
-        "invalid value for parameter \"atomflake.layout\": \"snowflake\""
-    );
+    for (sql, message) in [
+        (
+            "SET atomflake.node = 3",
+            "parameter \"atomflake.node\" cannot be changed without restarting the server",
+        ),
+        (
+            "SET atomflake.layout = 'discord'",
+            "parameter \"atomflake.layout\" cannot be changed without restarting the server",
+        ),
+        (
+            "SET atomflake.nod = 3",
+            "invalid configuration parameter name \"atomflake.nod\"",
+        ),
+        (
+            "ALTER SYSTEM SET atomflake.layout = 'snowflake'",
+            "invalid value for parameter \"atomflake.layout\": \"snowflake\"",
+        ),
+    ] {
+        assert_eq!(error(&mut client, sql), message, "{sql}");
+    }
     // A node the layout cannot hold stops the server from starting, with the reason.
     client
         .batch_execute("ALTER SYSTEM SET atomflake.node = 1024")
@@ -735,26 +707,10 @@ fn rows_per_second(server: &Server, functions: &[(&str, &str)]) {
 fn million_calls(server: &Server, expression: &str) -> f64 {
     let mut times: Vec<f64> = (0..5)
         .map(|run| {
-            let path = server.file("call.sql");
             let expression = expression.replace("{run}", &run.to_string());
-            std::fs::write(
-                &path,
-                format!("\\timing on\nSELECT count({expression}) FROM generate_series(1, 1000000) AS g;\n"),
-            )
-            .unwrap();
-            let output = server
-                .client("psql")
-                .args(["-X", "-q", "-f"])
-                .arg(&path)
-                .output()
-                .unwrap();
-            let text = String::from_utf8(output.stdout).unwrap();
-            text.lines()
-                .find_map(|line| line.strip_prefix("Time: "))
-                .and_then(|line| line.split_whitespace().next())
-                .unwrap_or_else(|| panic!("{text}"))
-                .parse()
-                .unwrap()
+            server.timed(&format!(
+                "SELECT count({expression}) FROM generate_series(1, 1000000) AS g;"
+            ))
         })
         .collect();
     times.sort_by(f64::total_cmp);

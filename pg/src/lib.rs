@@ -53,7 +53,8 @@ const NAP_LIMIT: Duration = Duration::from_millis(5);
 /// The mark file, in the data directory (the backends' working directory).
 const MARK_FILE: &str = "atomflake.mark";
 
-/// `atomflake.layout`: the layout presets.
+/// `atomflake.layout`: the layout presets, in [`Layout::PRESETS`]' order (the decode test
+/// starts a server for each name and checks it against that preset's layout).
 #[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
 enum Preset {
     #[name = c"twitter"]
@@ -69,14 +70,13 @@ enum Preset {
 }
 
 impl Preset {
+    /// The preset's name and layout: the variants are in [`Layout::PRESETS`]' order.
+    fn preset(self) -> (&'static str, Layout) {
+        Layout::PRESETS[self as usize]
+    }
+
     fn layout(self) -> Layout {
-        match self {
-            Preset::Twitter => Layout::TWITTER,
-            Preset::Discord => Layout::DISCORD,
-            Preset::Instagram => Layout::INSTAGRAM,
-            Preset::Sonyflake => Layout::SONYFLAKE,
-            Preset::Mastodon => Layout::MASTODON,
-        }
+        self.preset().1
     }
 }
 
@@ -262,24 +262,22 @@ fn not_preloaded() -> ! {
 }
 
 fn preset_name() -> &'static str {
-    match LAYOUT.get() {
-        Preset::Twitter => "twitter",
-        Preset::Discord => "discord",
-        Preset::Instagram => "instagram",
-        Preset::Sonyflake => "sonyflake",
-        Preset::Mastodon => "mastodon",
-    }
+    LAYOUT.get().preset().0
 }
 
 /// Mints an ID for `atomflake.node`.
 #[pg_extern(name = "atomflake_next_id")]
 fn next_id() -> i64 {
+    mint(own_minter(), None)
+}
+
+/// This backend's minter for `atomflake.node`, made on first use.
+fn own_minter() -> &'static WordMinter {
     static MINTER: OnceLock<WordMinter> = OnceLock::new();
-    let minter = MINTER.get_or_init(|| {
+    MINTER.get_or_init(|| {
         let node = u64::try_from(NODE.get()).unwrap_or_else(|_| node_not_set());
         node_minter(node)
-    });
-    mint(minter, None)
+    })
 }
 
 /// Mints an ID for `node` (a logical shard): each node has its own state word.
@@ -324,8 +322,7 @@ fn next_id_at(unix_ms: i64) -> i64 {
             ),
         );
     }
-    let node = u64::try_from(NODE.get()).unwrap_or_else(|_| node_not_set());
-    mint(&node_minter(node), Some(ms))
+    mint(own_minter(), Some(ms))
 }
 
 fn node_not_set() -> ! {

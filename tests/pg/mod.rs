@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The preloaded library that moves one process's clock (Debian package `faketime`).
 pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
@@ -85,6 +85,15 @@ fn bin_dir() -> Option<PathBuf> {
     let output = Command::new("pg_config").arg("--bindir").output().ok()?;
     let dir = PathBuf::from(String::from_utf8(output.stdout).ok()?.trim());
     dir.join("pg_ctl").exists().then_some(dir)
+}
+
+/// Steps the clock of a server started with `faketime_file` = `file` to `offset`
+/// (libfaketime's syntax: `-2` is 2 s behind, `+0` the real time). Atomically: a reader of a
+/// half-written (empty) file would stop faking.
+pub fn step_clock(file: &Path, offset: &str) {
+    let next = file.with_extension("next");
+    std::fs::write(&next, format!("{offset}\n")).unwrap();
+    std::fs::rename(&next, file).unwrap();
 }
 
 /// Whether the server's library directory holds the shared library `name` (an extension
@@ -367,6 +376,48 @@ impl Server {
             .unwrap();
         let tps: f64 = field("tps =").split_whitespace().next().unwrap().parse().unwrap();
         (done, failed, tps)
+    }
+
+    /// The milliseconds `sql` takes, as `psql`'s `\timing` reports them.
+    pub fn timed(&self, sql: &str) -> f64 {
+        let path = self.file("timed.sql");
+        std::fs::write(&path, format!("\\timing on\n{sql}\n")).unwrap();
+        let output = run(self
+            .client("psql")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
+            .arg(&path));
+        let text = String::from_utf8(output.stdout).unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix("Time: "))
+            .and_then(|line| line.split_whitespace().next())
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or_else(|| panic!("no time in psql's output:\n{text}"))
+    }
+
+    /// How far the server's wall clock is behind this process's, in seconds: against the
+    /// middle of the query's round trip.
+    pub fn behind(&self) -> f64 {
+        let now = || {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+        };
+        let before = now();
+        let theirs: f64 = self
+            .psql("SELECT extract(epoch FROM clock_timestamp())")
+            .trim()
+            .parse()
+            .unwrap();
+        f64::midpoint(before, now()) - theirs
+    }
+
+    /// The server's wall clock, in Unix ms.
+    pub fn unix_ms(&self) -> u64 {
+        self.psql("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)")
+            .trim()
+            .parse()
+            .unwrap()
     }
 
     /// A file in the server's temporary directory (for scripts, faketime files).
