@@ -599,8 +599,10 @@ pub enum LeaseError {
     },
     /// The node's stored high-water mark is further ahead of this process's clock than a
     /// generator waits for at start-up ([`Builder::MAX_RESTART_WAIT`](crate::Builder::MAX_RESTART_WAIT)):
-    /// the previous holder's clock was ahead, or this one's is behind. Transient: building
-    /// again once the clock has passed the mark succeeds.
+    /// the previous holder's clock was ahead, or this one's is behind. From
+    /// [`Lease::acquire`](crate::lease::Lease::acquire): every free node's mark is, and this
+    /// names the lowest such node. Transient: once the clock has passed the mark, building
+    /// (or claiming) again succeeds.
     Ahead {
         /// The lease's namespace.
         namespace: String,
@@ -626,15 +628,16 @@ pub enum LeaseError {
         /// The lease's generation (fencing token).
         generation: i64,
     },
-    /// Another process holds the node now: the lease's generation in the table is no
-    /// longer this holder's. Permanent: the generator stores no mark and renews nothing
+    /// The table no longer holds this holder's claim: another process claimed the node
+    /// after the lease expired, or the server lost the claim (a failover, a deleted row).
+    /// Permanent: the generator stores no mark and renews nothing
     /// more, so it mints nothing past its deadline or its last stored mark.
     Lost {
         /// The lease's namespace.
         namespace: String,
         /// The node that was leased.
         node: u64,
-        /// This holder's generation, which the table no longer has.
+        /// This holder's generation.
         generation: i64,
     },
     /// A database operation failed (no connection, a server restart, a failed
@@ -700,9 +703,8 @@ impl fmt::Display for LeaseError {
                 generation,
             } => write!(
                 f,
-                "lease on node {node} of namespace {namespace:?} is lost: another process \
-                 holds it now (this holder's generation {generation} is gone); minting has \
-                 ended"
+                "lease on node {node} of namespace {namespace:?} is lost: the table no \
+                 longer holds this holder's claim (generation {generation}); minting has ended"
             ),
             LeaseError::Database { action, cause } => {
                 write!(f, "lease database operation {action:?} failed: {cause}")

@@ -51,6 +51,8 @@ const NODE: &str = "ATOMFLAKE_LEASE_NODE";
 const CLOCK: &str = "ATOMFLAKE_LEASE_CLOCK";
 const COUNT: &str = "ATOMFLAKE_LEASE_COUNT";
 const TTL_MS: &str = "ATOMFLAKE_LEASE_TTL_MS";
+/// `sonyflake` for a claim on Sonyflake's 16-bit node space (`hold` only).
+const LAYOUT: &str = "ATOMFLAKE_LEASE_LAYOUT";
 
 /// A running holder and the lines it printed so far.
 struct Holder {
@@ -222,9 +224,13 @@ fn lease_child() {
     if let Some(node) = asked {
         options = options.node(node);
     }
+    let claim_layout = match std::env::var(LAYOUT).as_deref() {
+        Ok("sonyflake") => Layout::SONYFLAKE,
+        _ => layout(),
+    };
     let start = Instant::now();
     let lease = loop {
-        match Lease::acquire(&config, &layout(), &options) {
+        match Lease::acquire(&config, &claim_layout, &options) {
             Ok(lease) => break lease,
             // A successor asked for a node: wait for its holder's lease to expire.
             Err(LeaseError::NodeTaken { .. }) if start.elapsed() < Duration::from_secs(20) => {
@@ -237,6 +243,7 @@ fn lease_child() {
         }
     };
     println!("node {} {}", lease.node(), lease.generation());
+    println!("claimed in {} ms", start.elapsed().as_millis());
     match mode.as_str() {
         "hold" => {
             let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
@@ -379,8 +386,8 @@ fn frozen_holder(clock: &str) {
     assert_eq!(
         *last_refusal,
         format!(
-            "lease on node {node} of namespace \"frozen\" is lost: another process holds it now \
-             (this holder's generation 1 is gone); minting has ended"
+            "lease on node {node} of namespace \"frozen\" is lost: the table no longer holds \
+             this holder's claim (generation 1); minting has ended"
         )
     );
     println!(
@@ -726,4 +733,238 @@ fn next_id_waits_out_a_database_restart_shorter_than_the_lease() {
         up - down,
         all.len()
     );
+}
+
+/// Mints with `try_next_id` for `how_long`, and returns the lease errors it met, once each.
+fn lease_errors_while_minting<C: Clock>(generator: &Generator<C>, how_long: Duration) -> Vec<LeaseError> {
+    let start = Instant::now();
+    let mut errors: Vec<LeaseError> = Vec::new();
+    while start.elapsed() < how_long {
+        match generator.try_next_id() {
+            Ok(_) | Err(MintError::HighWaterPending | MintError::SequenceExhausted { .. }) => {}
+            Err(MintError::Lease(error)) => {
+                if !errors.contains(&error) {
+                    errors.push(error);
+                }
+            }
+            Err(other) => panic!("{other}"),
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    errors
+}
+
+#[test]
+fn a_holder_whose_row_was_deleted_is_fenced_off_its_successors_claim() {
+    let Some(server) = Server::start("lease-deleted") else {
+        return;
+    };
+    let config = config(&server);
+    let options = LeaseOptions::new("deleted").ttl(TTL).node(3);
+    let first = Lease::acquire(&config, &layout(), &options.clone().holder("first")).unwrap();
+    let first = Builder::with_clock(layout(), PreciseClock::new())
+        .build_leased(first)
+        .unwrap();
+    let _ = first.try_next_id().unwrap();
+    // The row is lost (deleted here; a failover to a lagging standby or a restore loses it
+    // the same way): the node is claimed again, and its claim counter starts over.
+    server.psql("DELETE FROM atomflake_lease WHERE namespace = 'deleted'");
+    let second = Lease::acquire(&config, &layout(), &options.clone().holder("second")).unwrap();
+    assert_eq!(
+        (second.node(), second.generation()),
+        (3, 1),
+        "the same generation again"
+    );
+    let second = Builder::with_clock(layout(), PreciseClock::new())
+        .build_leased(second)
+        .unwrap();
+    // The first holder's next renewal (a quarter of the lease time) finds its claim gone.
+    let errors = lease_errors_while_minting(&first, TTL);
+    assert_eq!(
+        errors.last(),
+        Some(&LeaseError::Lost {
+            namespace: "deleted".into(),
+            node: 3,
+            generation: 1
+        }),
+        "the first holder still renews the second holder's claim: {errors:?}"
+    );
+    // Nor does its release touch the successor's row.
+    drop(first);
+    let rows = lease::list(&config, "deleted").unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].live && rows[0].holder == "second", "{rows:?}");
+    assert_eq!(lease_errors_while_minting(&second, TTL / 2), []);
+}
+
+#[test]
+fn a_claim_survives_a_crash_of_a_server_that_commits_asynchronously() {
+    // The server's default: commits return before the WAL is flushed.
+    let options = pg::Options {
+        settings: vec![("synchronous_commit", "off".into())],
+        ..pg::Options::default()
+    };
+    let Some(server) = Server::start_with("lease-async-crash", options) else {
+        return;
+    };
+    let config = config(&server);
+    let options = LeaseOptions::new("crash").ttl(Duration::from_secs(30)).node(2);
+    let mut held = None;
+    server.crash_losing_unwritten_wal(|| {
+        held = Some(Lease::acquire(&config, &layout(), &options.clone().holder("before")).unwrap());
+    });
+    server.start_again();
+    // The claim the server acknowledged is still there: the node is not free.
+    let rows = lease::list(&config, "crash").unwrap_or_default();
+    assert!(
+        rows.len() == 1 && rows[0].live && rows[0].holder == "before",
+        "the crash lost the claim: {rows:?}"
+    );
+    assert_eq!(
+        Lease::acquire(&config, &layout(), &options.clone().holder("after")).unwrap_err(),
+        LeaseError::NodeTaken {
+            namespace: "crash".into(),
+            node: 2
+        }
+    );
+    // Renewals and the release reconnect and find the claim theirs.
+    held.unwrap().release().unwrap();
+}
+
+#[test]
+fn leases_over_loopback_tcp_with_short_lease_times_connect_and_renew() {
+    let options = pg::Options {
+        tcp: true,
+        ..pg::Options::default()
+    };
+    let Some(server) = Server::start_with("lease-tcp", options) else {
+        return;
+    };
+    let config: lease::postgres::Config = server.tcp_conninfo().parse().unwrap();
+    for ttl_ms in [1_000, 2_000, 3_999, 4_000] {
+        let ttl = Duration::from_millis(ttl_ms);
+        let options = LeaseOptions::new(format!("tcp-{ttl_ms}")).ttl(ttl);
+        let lease = Lease::acquire(&config, &layout(), &options)
+            .unwrap_or_else(|error| panic!("lease time {ttl:?}: {error}"));
+        let generator = Builder::with_clock(layout(), PreciseClock::new())
+            .build_leased(lease)
+            .unwrap();
+        // Two lease times: renewed every quarter of one, never lapsed.
+        assert_eq!(
+            lease_errors_while_minting(&generator, 2 * ttl),
+            [],
+            "lease time {ttl:?}"
+        );
+        let rows = lease::list(&config, &format!("tcp-{ttl_ms}")).unwrap();
+        assert!(rows[0].live && rows[0].generation == 1, "{rows:?}");
+    }
+    let over_tcp = server.psql(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'atomflake-lease' \
+         AND client_addr = '127.0.0.1'",
+    );
+    println!("lease connections over TCP at the end: {}", over_tcp.trim());
+}
+
+#[test]
+fn a_free_node_with_a_mark_far_ahead_is_passed_over_not_claimed_by_everyone() {
+    let Some(server) = Server::start("lease-ahead") else {
+        return;
+    };
+    let config = config(&server);
+    let options = LeaseOptions::new("ahead").ttl(TTL);
+    // Node 0 was released by a host whose clock ran an hour ahead.
+    drop(Lease::acquire(&config, &layout(), &options).unwrap());
+    let far = unix_ms() + 3_600_000;
+    server.psql(&format!(
+        "UPDATE atomflake_lease SET high_water_ms = {far} WHERE namespace = 'ahead'"
+    ));
+    let mut generators = Vec::new();
+    for expected in 1..=3 {
+        let lease = Lease::acquire(&config, &layout(), &options).unwrap();
+        assert_eq!(
+            lease.node(),
+            expected,
+            "a claimant took the node ahead of its clock"
+        );
+        assert_eq!(lease.passed_over().len(), 1);
+        assert_eq!(
+            (lease.passed_over()[0].node, lease.passed_over()[0].high_water_ms),
+            (0, far)
+        );
+        generators.push(Builder::new(layout()).build_leased(lease).unwrap());
+    }
+    drop(generators);
+    // Every free node ahead: the error names the lowest.
+    server.psql(&format!(
+        "UPDATE atomflake_lease SET high_water_ms = {far} + node WHERE namespace = 'ahead'; \
+         INSERT INTO atomflake_lease (namespace, node, holder, generation, token, expires_at, high_water_ms) \
+         SELECT 'ahead', n, 'gone', 1, gen_random_uuid(), now(), {far} FROM generate_series(4, 15) n"
+    ));
+    let error = Lease::acquire(&config, &layout(), &options).unwrap_err();
+    let LeaseError::Ahead { clock_ms, .. } = error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(
+        error,
+        LeaseError::Ahead {
+            namespace: "ahead".into(),
+            node: 0,
+            mark_ms: far,
+            clock_ms,
+            max_wait: Duration::from_secs(10)
+        }
+    );
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "clock is {:?} behind the high-water mark of node 0 in lease namespace \"ahead\" \
+             (mark {far} ms, clock {clock_ms} ms): a generator waits at most 10s at start-up",
+            Duration::from_millis(far - clock_ms)
+        )
+    );
+    // A node asked for is claimed whatever its mark; the generator says how far ahead.
+    let asked = Lease::acquire(&config, &layout(), &options.clone().node(2)).unwrap();
+    assert!(asked.passed_over().is_empty());
+}
+
+/// Forty processes claim at once on Sonyflake's 65,536 nodes, with a 2 s lease time: each
+/// gets its own node, the lowest forty, with no claim timing out.
+#[test]
+fn a_fleet_starting_at_once_on_a_large_node_space_claims_one_node_each() {
+    let options = pg::Options {
+        settings: vec![("max_connections", "100".into())],
+        ..pg::Options::default()
+    };
+    let Some(server) = Server::start_with("lease-rollout", options) else {
+        return;
+    };
+    // The table exists: forty claimants, not forty creators.
+    drop(Lease::acquire(&config(&server), &Layout::SONYFLAKE, &LeaseOptions::new("warm")).unwrap());
+    let mut holders: Vec<Holder> = (0..40)
+        .map(|_| {
+            Holder::spawn(
+                &server,
+                "rollout",
+                "hold",
+                &[(LAYOUT, "sonyflake"), (TTL_MS, "2000")],
+            )
+        })
+        .collect();
+    let nodes: HashSet<u64> = holders.iter_mut().map(Holder::node).collect();
+    assert_eq!(nodes, (0..40).collect());
+    let mut slowest = 0;
+    for holder in &mut holders {
+        holder.wait_for(Duration::from_secs(20), |seen| {
+            seen.iter().any(|line| line.starts_with("claimed in "))
+        });
+        let took: u64 = field(&holder.seen, "claimed in ")
+            .trim_end_matches(" ms")
+            .parse()
+            .unwrap();
+        slowest = slowest.max(took);
+    }
+    for holder in holders {
+        holder.close();
+    }
+    println!("40 claims at once on 65,536 nodes: the slowest took {slowest} ms, its connection included");
 }

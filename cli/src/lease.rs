@@ -80,6 +80,15 @@ pub(crate) fn mint(
     let ttl = Duration::from_secs(args.ttl);
     let options = LeaseOptions::new(&args.namespace).ttl(ttl);
     let lease = Lease::acquire(&config(url)?, &layout, &options).map_err(failure)?;
+    for passed in lease.passed_over() {
+        eprintln!(
+            "atomflake: passed over free node {} of lease namespace {:?}: its high-water mark {} \
+             is ahead of this clock by more than a generator waits (a previous holder's clock ran ahead)",
+            passed.node,
+            args.namespace,
+            rfc3339_ms(passed.high_water_ms),
+        );
+    }
     let generator = Builder::new(layout)
         .build_leased(lease)
         .map_err(|err| Failure::Other(err.to_string()))?;

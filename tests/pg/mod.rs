@@ -52,6 +52,8 @@ pub struct Options {
     pub faketime_file: Option<PathBuf>,
     /// Extra `-c name=value` settings.
     pub settings: Vec<(&'static str, String)>,
+    /// Listen on a free loopback TCP port too ([`Server::tcp_conninfo`]).
+    pub tcp: bool,
 }
 
 /// A running throwaway cluster.
@@ -171,8 +173,17 @@ impl Server {
         let serial = NEXT.fetch_add(1, Ordering::Relaxed);
         // Port numbers only name the socket file inside `root`, but PostgreSQL also
         // derives its System V key from the port: keep them apart across test processes.
+        // A server on TCP takes a port that is free on loopback now.
         let spread = (std::process::id() * 16 + u32::from(serial)) % 20_000;
-        let port = 20_000 + u16::try_from(spread).unwrap();
+        let port = if options.tcp {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        } else {
+            20_000 + u16::try_from(spread).unwrap()
+        };
         let root = std::env::temp_dir().join(format!("atomflake-pg-{}-{serial}-{test}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
@@ -219,6 +230,13 @@ impl Server {
         )
     }
 
+    /// A libpq connection string over loopback TCP (a server started with
+    /// [`Options::tcp`]).
+    pub fn tcp_conninfo(&self) -> String {
+        assert!(self.options.tcp, "the server listens on a Unix socket only");
+        format!("host=127.0.0.1 port={} user=postgres dbname=postgres", self.port)
+    }
+
     /// A URL for clients that take one (sqlx).
     pub fn url(&self) -> String {
         format!(
@@ -255,8 +273,9 @@ impl Server {
 
     /// Starts the server (again, after [`stop`](Self::stop)) and waits until it answers.
     pub fn start_again(&self) {
+        let listen = if self.options.tcp { "127.0.0.1" } else { "" };
         let mut settings = format!(
-            "-k {} -p {} -c listen_addresses='' -c fsync=on -c max_connections=40",
+            "-k {} -p {} -c listen_addresses='{listen}' -c fsync=on -c max_connections=40",
             self.root.display(),
             self.port
         );
@@ -299,6 +318,39 @@ impl Server {
             .arg("-D")
             .arg(self.data())
             .args(["-w", "-t", "60", "-m", mode, "stop"]));
+    }
+
+    /// Crashes the server losing what it has not written out: stops its WAL writer
+    /// (`SIGSTOP`), runs `before_crash` (which commits what the crash may lose: with
+    /// `synchronous_commit = off`, commits that nothing flushed stay in the server's WAL
+    /// buffers), then kills the postmaster and every server process with `SIGKILL`.
+    /// Start it again with [`start_again`](Self::start_again).
+    pub fn crash_losing_unwritten_wal(&self, before_crash: impl FnOnce()) {
+        let walwriter = self.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
+        run(Command::new("kill").args(["-STOP", walwriter.trim()]));
+        before_crash();
+        let mut pids: Vec<String> = self
+            .psql("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()")
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid")).unwrap();
+        pids.insert(0, pid_file.lines().next().unwrap().trim().to_owned());
+        let _ = Command::new("kill").arg("-KILL").args(&pids).status();
+        // Wait until the postmaster is gone.
+        let start = Instant::now();
+        while Command::new("kill")
+            .args(["-0", &pids[0]])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the postmaster outlived SIGKILL"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Runs SQL through `psql` and returns its unaligned, tuples-only output.
