@@ -968,3 +968,25 @@ fn a_fleet_starting_at_once_on_a_large_node_space_claims_one_node_each() {
     }
     println!("40 claims at once on 65,536 nodes: the slowest took {slowest} ms, its connection included");
 }
+
+/// A session whose `search_path` finds another `atomflake_lease` first still claims in
+/// `public.atomflake_lease`: every process of a fleet uses one table whatever its role's
+/// settings.
+#[test]
+fn the_lease_table_is_public_whatever_the_search_path() {
+    let Some(server) = Server::start("lease-search-path") else {
+        return;
+    };
+    let config = config(&server);
+    let first = Lease::acquire(&config, &layout(), &LeaseOptions::new("path")).unwrap();
+    server.psql(
+        "CREATE SCHEMA shadow; CREATE TABLE shadow.atomflake_lease (LIKE public.atomflake_lease INCLUDING ALL)",
+    );
+    server.psql("ALTER ROLE postgres SET search_path = shadow, public");
+    let second = Lease::acquire(&config, &layout(), &LeaseOptions::new("path")).unwrap();
+    assert_eq!((first.node(), second.node()), (0, 1), "one table for both");
+    assert_eq!(
+        server.psql("SELECT count(*) FROM shadow.atomflake_lease").trim(),
+        "0"
+    );
+}
