@@ -51,8 +51,31 @@ const NODE: &str = "ATOMFLAKE_LEASE_NODE";
 const CLOCK: &str = "ATOMFLAKE_LEASE_CLOCK";
 const COUNT: &str = "ATOMFLAKE_LEASE_COUNT";
 const TTL_MS: &str = "ATOMFLAKE_LEASE_TTL_MS";
-/// `sonyflake` for a claim on Sonyflake's 16-bit node space (`hold` only).
+/// `sonyflake` for Sonyflake's 16-bit node space, `four` for a 2-bit node field (4 nodes);
+/// otherwise [`layout`].
 const LAYOUT: &str = "ATOMFLAKE_LEASE_LAYOUT";
+/// Set: wait (up to 30 s) for a node when none is free or the server is down.
+const WAIT: &str = "ATOMFLAKE_LEASE_WAIT";
+
+/// Twitter's epoch and tick with a 2-bit node field: 4 nodes.
+fn four_nodes() -> Layout {
+    Layout::builder()
+        .timestamp_bits(41)
+        .node_bits(2)
+        .sequence_bits(12)
+        .epoch_ms(1_288_834_974_657)
+        .build()
+        .unwrap()
+}
+
+/// The layout a child claims and mints with ([`LAYOUT`]).
+fn child_layout() -> Layout {
+    match std::env::var(LAYOUT).as_deref() {
+        Ok("sonyflake") => Layout::SONYFLAKE,
+        Ok("four") => four_nodes(),
+        _ => layout(),
+    }
+}
 
 /// A running holder and the lines it printed so far.
 struct Holder {
@@ -224,16 +247,20 @@ fn lease_child() {
     if let Some(node) = asked {
         options = options.node(node);
     }
-    let claim_layout = match std::env::var(LAYOUT).as_deref() {
-        Ok("sonyflake") => Layout::SONYFLAKE,
-        _ => layout(),
-    };
+    let layout = child_layout();
+    let wait_for_any = std::env::var(WAIT).is_ok();
     let start = Instant::now();
     let lease = loop {
-        match Lease::acquire(&config, &claim_layout, &options) {
+        match Lease::acquire(&config, &layout, &options) {
             Ok(lease) => break lease,
-            // A successor asked for a node: wait for its holder's lease to expire.
+            // A successor asked for a node, or waits for any: wait for a holder's lease
+            // to expire.
             Err(LeaseError::NodeTaken { .. }) if start.elapsed() < Duration::from_secs(20) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(LeaseError::NoFreeNode { .. } | LeaseError::Database { .. })
+                if wait_for_any && start.elapsed() < Duration::from_secs(30) =>
+            {
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(error) => {
@@ -253,14 +280,14 @@ fn lease_child() {
             let count = std::env::var(COUNT).map_or(usize::MAX, |count| count.parse().unwrap());
             if std::env::var(CLOCK).as_deref() == Ok("precise") {
                 mint(
-                    &Builder::with_clock(layout(), PreciseClock::new())
+                    &Builder::with_clock(layout, PreciseClock::new())
                         .build_leased(lease)
                         .unwrap(),
                     count,
                 );
             } else {
                 mint(
-                    &Builder::with_clock(layout(), MonotonicClock::new())
+                    &Builder::with_clock(layout, MonotonicClock::new())
                         .build_leased(lease)
                         .unwrap(),
                     count,
@@ -989,4 +1016,259 @@ fn the_lease_table_is_public_whatever_the_search_path() {
         server.psql("SELECT count(*) FROM shadow.atomflake_lease").trim(),
         "0"
     );
+}
+
+/// A small seeded generator for the nemesis's choices (xorshift64*).
+struct Dice(u64);
+
+impl Dice {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) % n
+    }
+}
+
+/// One minting process of the fleet: its holder, its clock file, and whether it is
+/// frozen until a time.
+struct Member {
+    holder: Holder,
+    clock: std::path::PathBuf,
+    frozen_until: Option<Instant>,
+}
+
+impl Member {
+    /// Starts minting process `serial` of the nemesis's fleet: on the 4-node layout, waiting
+    /// for a free node, with a clock of its own that [`strike`] can step.
+    fn spawn(server: &Server, dir: &std::path::Path, serial: usize, dice: &mut Dice) -> Member {
+        let clock = dir.join(format!("clock-{serial}"));
+        std::fs::write(&clock, "+0\n").unwrap();
+        let kind = if dice.below(2) == 0 { "precise" } else { "default" };
+        let clock_text = clock.display().to_string();
+        let holder = Holder::spawn(
+            server,
+            "nemesis",
+            "mint",
+            &[
+                (LAYOUT, "four"),
+                (WAIT, "1"),
+                (CLOCK, kind),
+                ("LD_PRELOAD", pg::LIBFAKETIME),
+                ("FAKETIME_TIMESTAMP_FILE", &clock_text),
+                ("FAKETIME_NO_CACHE", "1"),
+                ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+            ],
+        );
+        Member {
+            holder,
+            clock,
+            frozen_until: None,
+        }
+    }
+}
+
+/// One fault of the nemesis, chosen by `dice`, on `server` or a running process of
+/// `fleet` (a frozen or killed process is replaced by a new one): what it did.
+fn strike(
+    server: &Server,
+    server_clock: &std::path::Path,
+    dir: &std::path::Path,
+    fleet: &mut Vec<Member>,
+    dice: &mut Dice,
+) -> String {
+    let running: Vec<usize> = (0..fleet.len())
+        .filter(|&i| fleet[i].frozen_until.is_none() && fleet[i].holder.child.try_wait().unwrap().is_none())
+        .collect();
+    let pick = running[usize::try_from(dice.below(running.len() as u64)).unwrap()];
+    let offset = |dice: &mut Dice| format!("{:+}", i64::try_from(dice.below(7)).unwrap() - 3);
+    match dice.below(7) {
+        0 => {
+            let pause = TTL + Duration::from_millis(500 + dice.below(1_500));
+            fleet[pick].holder.signal("-STOP");
+            fleet[pick].frozen_until = Some(Instant::now() + pause);
+            fleet.push(Member::spawn(server, dir, fleet.len(), dice));
+            format!(
+                "SIGSTOP process {pick} for {pause:?}, start process {}",
+                fleet.len() - 1
+            )
+        }
+        1 => {
+            fleet[pick].holder.signal("-KILL");
+            fleet.push(Member::spawn(server, dir, fleet.len(), dice));
+            format!("SIGKILL process {pick}, start process {}", fleet.len() - 1)
+        }
+        2 => {
+            let killed = server.psql(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE application_name = 'atomflake-lease') t",
+            );
+            format!("kill {} lease connections", killed.trim())
+        }
+        3 => {
+            server.stop("immediate");
+            std::thread::sleep(Duration::from_millis(dice.below(1_000)));
+            server.start_again();
+            "restart the server (-m immediate)".to_owned()
+        }
+        4 => {
+            let offset = offset(dice);
+            pg::step_clock(server_clock, &offset);
+            format!("step the server's clock to {offset} s")
+        }
+        _ => {
+            let offset = offset(dice);
+            pg::step_clock(&fleet[pick].clock, &offset);
+            format!("step process {pick}'s clock to {offset} s")
+        }
+    }
+}
+
+/// Four nodes, a fleet of minting processes on 2 s leases, and a nemesis that, for each
+/// step of a seeded schedule, does one of: freeze a holder with `SIGSTOP` past its lease
+/// (and start a successor), kill one with `SIGKILL` (and start a successor), kill every
+/// lease connection, restart the server with `-m immediate`, step the server's clock
+/// forward or back, step one holder's clock forward or back. Every ID is recorded with
+/// its process; the history must show no ID twice, each process's IDs strictly
+/// increasing, and on each node every holder's IDs past every earlier holder's.
+/// `ATOMFLAKE_NEMESIS_SEED` replays a schedule's choices (which process a fault hits
+/// also depends on which are running); `ATOMFLAKE_NEMESIS_STEPS` sets its length.
+#[test]
+fn a_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
+    let test = "a_fleet_under_a_seeded_nemesis_never_mints_an_id_twice";
+    if !std::path::Path::new(pg::LIBFAKETIME).exists() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{test}: libfaketime missing under CI=true"
+        );
+        eprintln!("SKIPPED {test}: libfaketime is not installed (Debian package faketime)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("atomflake-nemesis-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let server_clock = dir.join("server-clock");
+    std::fs::write(&server_clock, "+0\n").unwrap();
+    let options = pg::Options {
+        faketime_file: Some(server_clock.clone()),
+        // The lease's own session commits durably whatever the server's default.
+        settings: vec![
+            ("synchronous_commit", "off".into()),
+            ("max_connections", "100".into()),
+        ],
+        ..pg::Options::default()
+    };
+    let Some(server) = Server::start_with("lease-nemesis", options) else {
+        return;
+    };
+    let seed = std::env::var("ATOMFLAKE_NEMESIS_SEED").map_or_else(
+        |_| unix_ms() ^ u64::from(std::process::id()),
+        |seed| seed.parse().unwrap(),
+    );
+    let steps: u64 = std::env::var("ATOMFLAKE_NEMESIS_STEPS").map_or(24, |steps| steps.parse().unwrap());
+    println!("nemesis seed {seed} ({steps} steps): replay with ATOMFLAKE_NEMESIS_SEED={seed}");
+    let mut dice = Dice(seed | 1);
+    let mut fleet: Vec<Member> = (0..4)
+        .map(|serial| Member::spawn(&server, &dir, serial, &mut dice))
+        .collect();
+    for member in &mut fleet {
+        member
+            .holder
+            .wait_for(Duration::from_secs(30), |seen| count_ids(seen) >= 10);
+    }
+    let mut schedule = Vec::new();
+    for step in 0..steps {
+        // Thaw the frozen whose time has come; read what everyone printed.
+        for member in &mut fleet {
+            if member.frozen_until.is_some_and(|until| Instant::now() >= until) {
+                member.holder.signal("-CONT");
+                member.frozen_until = None;
+            }
+            while let Ok(line) = member.holder.lines.try_recv() {
+                member.holder.seen.push(line);
+            }
+        }
+        let fault = strike(&server, &server_clock, &dir, &mut fleet, &mut dice);
+        println!("step {step}: {fault}");
+        schedule.push(fault);
+        std::thread::sleep(Duration::from_millis(300 + dice.below(1_200)));
+    }
+    // The end: thaw, let every process mint a moment more, then stop them all.
+    for member in &mut fleet {
+        if member.frozen_until.take().is_some() {
+            member.holder.signal("-CONT");
+        }
+    }
+    pg::step_clock(&server_clock, "+0");
+    std::thread::sleep(Duration::from_secs(3));
+    let histories: Vec<Vec<String>> = fleet
+        .into_iter()
+        .map(|mut member| {
+            // Those that ended on their own (a lost lease) are gone already.
+            let _ = member.holder.child.kill();
+            member.holder.finish(Duration::from_secs(10))
+        })
+        .collect();
+    let total = check_fleet_history(seed, &schedule, &histories);
+    assert!(total > 10_000, "seed {seed}: the fleet minted only {total} ids");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Checks a fleet's history (every process's lines, in spawn order): no ID twice, each
+/// process's IDs strictly increasing, and on each node every holder's IDs past every
+/// earlier holder's. The number of IDs.
+fn check_fleet_history(seed: u64, schedule: &[String], histories: &[Vec<String>]) -> usize {
+    let mut owner = std::collections::HashMap::new();
+    // node -> (generation, process, ids)
+    let mut tenures: Vec<(u64, i64, usize, Vec<u64>)> = Vec::new();
+    let mut total = 0;
+    for (process, lines) in histories.iter().enumerate() {
+        let minted: Vec<u64> = ids(lines).into_iter().map(|(id, _)| id).collect();
+        total += minted.len();
+        assert!(
+            minted.windows(2).all(|pair| pair[0] < pair[1]),
+            "seed {seed}: process {process}'s ids do not strictly increase"
+        );
+        for &id in &minted {
+            if let Some(other) = owner.insert(id, process) {
+                panic!(
+                    "seed {seed}: id {id} minted by processes {other} and {process}; schedule {schedule:?}"
+                );
+            }
+        }
+        if let Some(claim) = lines.iter().find_map(|line| line.strip_prefix("node ")) {
+            let (node, generation) = claim.split_once(' ').unwrap();
+            tenures.push((
+                node.parse().unwrap(),
+                generation.parse().unwrap(),
+                process,
+                minted,
+            ));
+        }
+    }
+    tenures.sort_by_key(|&(node, generation, ..)| (node, generation));
+    // Per node, in claim order: the largest id of the earlier holders, and which.
+    let mut before: std::collections::HashMap<u64, (i64, usize, u64)> = std::collections::HashMap::new();
+    for (node, generation, process, minted) in &tenures {
+        if let (Some(&(earlier, holder, last)), Some(first)) = (before.get(node), minted.first()) {
+            assert!(
+                earlier < *generation,
+                "seed {seed}: node {node} claimed twice as generation {generation}"
+            );
+            assert!(
+                first > &last,
+                "seed {seed}: on node {node}, process {process} (generation {generation}) started at {first}, \
+                 not past process {holder}'s (generation {earlier}) last id {last}; schedule {schedule:?}"
+            );
+        }
+        if let Some(&last) = minted.iter().max() {
+            before.insert(*node, (*generation, *process, last));
+        }
+    }
+    let nodes: HashSet<u64> = tenures.iter().map(|&(node, ..)| node).collect();
+    println!(
+        "seed {seed}: {total} ids from {} processes in {} tenures on nodes {nodes:?}, none twice",
+        histories.len(),
+        tenures.len()
+    );
+    total
 }
