@@ -625,7 +625,7 @@ pub enum LeaseError {
         namespace: String,
         /// The leased node.
         node: u64,
-        /// The lease's generation (fencing token).
+        /// The lease's generation (how many times the node was claimed).
         generation: i64,
     },
     /// The table no longer holds this holder's claim: another process claimed the node

@@ -23,7 +23,7 @@ pub(crate) struct LeaseArgs {
 
 #[derive(Subcommand)]
 pub(crate) enum LeaseCommand {
-    /// List the leases of a namespace: node, generation (the fencing token), whether it
+    /// List the leases of a namespace: node, generation (how many times it was claimed), whether it
     /// is live, when it expires, the node's high-water mark, and the holder.
     List {
         /// The PostgreSQL database holding the leases (a URL or `key=value` settings).
