@@ -514,13 +514,7 @@ fn a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark() {
 
 #[test]
 fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_deadline() {
-    // Commits without waiting for the disk: a renewal on a busy machine stays well inside
-    // the 1 s lease time used here.
-    let options = pg::Options {
-        settings: vec![("synchronous_commit", "off".into())],
-        ..pg::Options::default()
-    };
-    let Some(server) = Server::start_with("lease-restart", options) else {
+    let Some(server) = Server::start("lease-restart") else {
         return;
     };
     // A lease time of 1 s: the holder may mint for 0.8 s after a renewal is sent, less

@@ -353,6 +353,22 @@ impl Server {
         }
     }
 
+    /// Sends `signal` (`-STOP`, `-CONT`) to the postmaster and every process it started:
+    /// `-STOP` freezes the whole server, as a paused VM would, with its sockets still open.
+    pub fn signal_all(&self, signal: &str) {
+        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid")).unwrap();
+        let postmaster = pid_file.lines().next().unwrap().trim().to_owned();
+        let children = run(Command::new("pgrep").args(["-P", &postmaster]));
+        let mut pids = vec![postmaster];
+        pids.extend(
+            String::from_utf8(children.stdout)
+                .unwrap()
+                .split_whitespace()
+                .map(str::to_owned),
+        );
+        run(Command::new("kill").arg(signal).args(&pids));
+    }
+
     /// Runs SQL through `psql` and returns its unaligned, tuples-only output.
     pub fn psql(&self, sql: &str) -> String {
         let output = run(self
