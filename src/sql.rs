@@ -56,6 +56,20 @@
 //! use and flushes that log before any commit that used it), so every new ID is past
 //! every committed one.
 //!
+//! # Times ahead of the clock
+//!
+//! `next_id_at(unix_ms)` mints from the same state as `next_id()`: its IDs share the node's
+//! ID space, so they must come from the one sequence that keeps them apart. A time ahead of
+//! the server's clock therefore moves that state ahead, and every later `next_id()`
+//! continues its tick: stamped ahead of its time and, once the tick is spent, waiting for
+//! the clock to reach it. So `next_id_at` mints at most [`PgScript::max_ahead`] ahead of
+//! the clock, as the extension does: half the max wait, and at most 5 s. A later
+//! `next_id()` is then stamped at most that far ahead, and waits for such a tick at most
+//! that long, which leaves the other half of its wait to a clock stepped back. A time
+//! further ahead is an error (SQLSTATE `22008`) naming the time, how far ahead of the
+//! clock it is, and the bound; a time behind the clock continues the last tick, as a
+//! clock stepped back does.
+//!
 //! # Examples
 //!
 //! ```
@@ -85,7 +99,7 @@ use std::time::Duration;
 /// |---|---|
 /// | `atomflake_state` | the sequence holding the state (see the [module docs](self)) |
 /// | `atomflake_next_id() RETURNS bigint` | mints an ID; usable as a column default |
-/// | `atomflake_next_id_at(unix_ms bigint) RETURNS bigint` | mints an ID for a given time (tests, replays); never waits |
+/// | `atomflake_next_id_at(unix_ms bigint) RETURNS bigint` | mints an ID for a given time (tests, replays), at most [`max_ahead`](Self::max_ahead) ahead of the server's clock; never waits |
 /// | `atomflake_unix_ms(bigint)`, `atomflake_node(bigint)`, `atomflake_sequence(bigint)` | the fields, as `bigint` |
 /// | `atomflake_time(bigint) RETURNS timestamptz` | the ID's time |
 /// | `atomflake_first_id_at(timestamptz)`, `atomflake_last_id_at(timestamptz)` | the smallest and largest ID of a time's tick, for paging with the primary key |
@@ -128,6 +142,9 @@ impl PgScript {
     pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(10);
     /// The longest [`max_wait`](Self::max_wait) allowed.
     pub const MAX_WAIT: Duration = Duration::from_secs(600);
+    /// The furthest ahead of the server's clock `next_id_at` ever mints: the extension's
+    /// bound. See [`max_ahead`](Self::max_ahead).
+    pub const MAX_AHEAD: Duration = Duration::from_secs(5);
     /// The longest prefix allowed (PostgreSQL names hold 63 bytes).
     pub const MAX_PREFIX_LEN: usize = crate::error::SQL_PREFIX_MAX_LEN;
 
@@ -211,6 +228,28 @@ impl PgScript {
         }
         self.max_wait = wait;
         Ok(self)
+    }
+
+    /// How far ahead of the server's clock `next_id_at(unix_ms)` mints: half the
+    /// [`max_wait`](Self::max_wait) (in whole ms), and at most [`PgScript::MAX_AHEAD`]. A
+    /// time further ahead is an error naming it and this bound. See the
+    /// [module docs](self#times-ahead-of-the-clock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::Layout;
+    /// use atomflake::sql::PgScript;
+    /// use std::time::Duration;
+    ///
+    /// let script = PgScript::new(Layout::TWITTER, 7)?;
+    /// assert_eq!(script.max_ahead(), Duration::from_secs(5));
+    /// assert_eq!(script.max_wait(Duration::from_secs(2))?.max_ahead(), Duration::from_secs(1));
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    pub fn max_ahead(&self) -> Duration {
+        let half_ms = u64::try_from(self.max_wait.as_millis() / 2).unwrap_or(u64::MAX);
+        Duration::from_millis(half_ms).min(PgScript::MAX_AHEAD)
     }
 
     /// `k`: how many low bits of the state's slot count within a tick.
@@ -328,15 +367,15 @@ impl fmt::Display for PgScript {
         };
         let version = env!("CARGO_PKG_VERSION");
 
-        // The mint's body, with `now_ms` from the clock or from the argument.
-        let mint = |now: &str, may_wait: bool| {
+        // The mint's body, with `now_ms` from the clock or from the argument, after `guard`.
+        let mint = |now: &str, may_wait: bool, guard: &str| {
             let mut body = String::new();
             let _ = write!(
                 body,
                 "DECLARE
     slot bigint;
     now_ms bigint;
-BEGIN
+BEGIN{guard}
     LOOP
         slot := nextval(@state@);
         now_ms := {now};
@@ -350,8 +389,23 @@ END"
             );
             body
         };
-        let mint_now = mint(CLOCK, true);
-        let mint_at = mint("unix_ms", false);
+        let max_ahead_ms = self.max_ahead().as_millis();
+        let mint_now = mint(CLOCK, true, "");
+        // A time ahead of the clock moves the state that next_id() continues: at most
+        // max_ahead_ms (see the module docs).
+        let mint_at = mint(
+            "unix_ms",
+            false,
+            &format!(
+                "
+    now_ms := {CLOCK};
+    IF unix_ms > now_ms + {max_ahead_ms} THEN
+        RAISE EXCEPTION USING ERRCODE = '22008', MESSAGE = format(
+            'time %s ms is %s ms ahead of the clock: {p}_next_id_at mints at most {max_ahead_ms} ms ahead',
+            unix_ms, unix_ms - now_ms);
+    END IF;"
+            ),
+        );
 
         let next_tick = unshifted("next_free", k);
         let unix_ms_of_id = format!(
@@ -408,6 +462,8 @@ END"
 -- sessions than that, every slot handed out before a jump is below its target and every
 -- slot after it above: the sequence never hands out a usable value twice, and IDs never
 -- repeat.
+-- {p}_next_id_at(t) mints from the same state, so t may be at most {max_ahead_ms} ms ahead of
+-- the server's clock: a later {p}_next_id() is stamped at most that far ahead of its time.
 -- The sequence is not transactional (a rolled-back transaction keeps its IDs used), and
 -- after a crash it restarts past every value a committed transaction used. A clock that
 -- moves back continues the last tick; a spent tick waits for the clock. Do not reset,
@@ -668,6 +724,28 @@ mod tests {
         );
         assert!(script.clone().max_wait(Duration::from_micros(1500)).is_err());
         assert!(script.max_wait(Duration::ZERO).is_ok());
+    }
+
+    #[test]
+    fn next_id_at_mints_at_most_half_the_wait_and_5_s_ahead() {
+        let script = PgScript::new(Layout::TWITTER, 0).unwrap();
+        for (wait_ms, ahead_ms) in [
+            (10_000, 5_000),
+            (600_000, 5_000),
+            (2_000, 1_000),
+            (3, 1),
+            (1, 0),
+            (0, 0),
+        ] {
+            let script = script.clone().max_wait(Duration::from_millis(wait_ms)).unwrap();
+            assert_eq!(script.max_ahead(), Duration::from_millis(ahead_ms), "{wait_ms}");
+            assert!(
+                script
+                    .to_string()
+                    .contains(&format!("IF unix_ms > now_ms + {ahead_ms} THEN")),
+                "{wait_ms}"
+            );
+        }
     }
 
     #[test]

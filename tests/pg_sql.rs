@@ -13,6 +13,8 @@
 //!   failed transaction, no duplicate;
 //! - the clock moving back (through `next_id_at`, and the server's own clock stepped back
 //!   with libfaketime): no ID repeats or decreases; a spent tick is an exact error;
+//! - `next_id_at` mints at most 5 s ahead of the server's clock (half the max wait), the
+//!   edge checked with the clock stopped, so `next_id()` stays at the clock;
 //! - a crash (`pg_ctl stop -m immediate`) and a rollback give no ID back;
 //! - times outside the span, IDs past `i64::MAX`, negative IDs: exact errors.
 
@@ -51,6 +53,41 @@ fn rows(output: &str) -> Vec<Vec<String>> {
         .filter(|line| !line.is_empty())
         .map(|line| line.split('|').map(str::to_owned).collect())
         .collect()
+}
+
+/// Runs `sql` through `psql`: its output, or its error as `SQLSTATE: message` (the line
+/// `psql` prints as `ERROR:  SQLSTATE: message` with `VERBOSITY=verbose`).
+fn attempt(server: &Server, sql: &str) -> Result<String, String> {
+    let output = server
+        .client("psql")
+        .args([
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-v",
+            "VERBOSITY=verbose",
+            "-c",
+        ])
+        .arg(sql)
+        .output()
+        .unwrap();
+    if output.status.success() {
+        return Ok(String::from_utf8(output.stdout).unwrap());
+    }
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    Err(stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("ERROR:  "))
+        .unwrap_or_else(|| panic!("no error in psql's output:\n{stderr}"))
+        .to_owned())
+}
+
+/// The one ID that `sql` returns, or its error as [`attempt`] gives it.
+fn mint(server: &Server, sql: &str) -> Result<Id, String> {
+    attempt(server, sql).map(|output| Id::new(output.trim().parse().unwrap()))
 }
 
 fn ids(output: &str) -> Vec<u64> {
@@ -328,7 +365,15 @@ fn many_sessions_mint_no_duplicate_with_the_clock_or_with_times_jumping_about() 
 
 #[test]
 fn a_clock_moving_back_continues_the_last_tick_and_a_spent_tick_is_an_exact_error() {
-    let Some(server) = Server::start("back") else {
+    let faketime = std::env::temp_dir().join(format!("atomflake-faketime-back-{}", std::process::id()));
+    std::fs::write(&faketime, "+0\n").unwrap();
+    let Some(server) = Server::start_with(
+        "back",
+        pg::Options {
+            faketime_file: Some(faketime.clone()),
+            ..pg::Options::default()
+        },
+    ) else {
         return;
     };
     let layout = Layout::INSTAGRAM;
@@ -413,9 +458,11 @@ fn a_clock_moving_back_continues_the_last_tick_and_a_spent_tick_is_an_exact_erro
         )),
         "{error}"
     );
-    // Instagram's IDs pass i64::MAX on 2046-06-27: the last millisecond before works, the
-    // next is refused, naming the time.
+    // Instagram's IDs pass i64::MAX on 2046-06-27: with the server's clock 2 to 3 s before
+    // that (next_id_at mints at most 5 s ahead of it), the last millisecond before works,
+    // the next is refused, naming the time.
     let end = layout.i64_end_unix_ms();
+    pg::step_clock(&faketime, &format!("+{}", (end - now_ms()) / 1000 - 2));
     let last = mint(end - 1).unwrap();
     assert_eq!(layout.decode(last).unix_ms, end - 1);
     let error = mint(end).unwrap_err();
@@ -425,6 +472,7 @@ fn a_clock_moving_back_continues_the_last_tick_and_a_spent_tick_is_an_exact_erro
         )),
         "{error}"
     );
+    let _ = std::fs::remove_file(&faketime);
 }
 
 #[test]
@@ -497,6 +545,84 @@ fn the_servers_own_clock_stepped_back_repeats_and_reorders_nothing() {
         format!("{rows}|0"),
         "IDs strictly increase in the order they were minted"
     );
+}
+
+#[test]
+fn next_id_at_mints_at_most_5_s_ahead_so_next_id_stays_at_the_servers_clock() {
+    let faketime = std::env::temp_dir().join(format!("atomflake-faketime-ahead-{}", std::process::id()));
+    std::fs::write(&faketime, "+0\n").unwrap();
+    let Some(server) = Server::start_with(
+        "ahead",
+        pg::Options {
+            faketime_file: Some(faketime.clone()),
+            ..pg::Options::default()
+        },
+    ) else {
+        return;
+    };
+    let layout = Layout::TWITTER;
+    install(&server, "public", &PgScript::new(layout, 7).unwrap());
+    // 30 years ahead: refused, and next_id() goes on at the server's clock.
+    let before = server.unix_ms();
+    let far = before + 946_728_000_000;
+    let far_call = mint(&server, &format!("SELECT atomflake_next_id_at({far})"));
+    let next = mint(&server, "SELECT atomflake_next_id()").unwrap();
+    let after = server.unix_ms();
+    let stamped = layout.decode(next).unix_ms;
+    assert!(
+        (before..=after).contains(&stamped),
+        "next_id() after next_id_at({far}) is stamped {stamped} ms, {} ms past the server's clock ({after} ms)",
+        stamped.saturating_sub(after)
+    );
+    let error = far_call.unwrap_err();
+    let ahead: u64 = error
+        .strip_prefix(&format!("22008: time {far} ms is "))
+        .and_then(|rest| {
+            rest.strip_suffix(" ms ahead of the clock: atomflake_next_id_at mints at most 5000 ms ahead")
+        })
+        .unwrap_or_else(|| panic!("{error}"))
+        .parse()
+        .unwrap();
+    assert!((before..=after).contains(&(far - ahead)), "{error}");
+
+    // The edge, with the server's clock stopped: exactly 5 s ahead mints there, 1 ms more is
+    // refused. A script waiting at most 2 s for a spent tick mints at most 1 s ahead.
+    install(
+        &server,
+        "short",
+        &PgScript::new(layout, 7)
+            .unwrap()
+            .max_wait(Duration::from_secs(2))
+            .unwrap(),
+    );
+    pg::step_clock(&faketime, "2040-01-01 00:00:00");
+    let stopped = server.unix_ms();
+    for (schema, bound) in [("public", 5000), ("short", 1000)] {
+        let at = stopped + bound;
+        let edge = mint(
+            &server,
+            &format!("SET search_path TO {schema}; SELECT atomflake_next_id_at({at})"),
+        )
+        .unwrap();
+        assert_eq!(layout.decode(edge).unix_ms, at, "{schema}");
+        assert_eq!(
+            mint(
+                &server,
+                &format!(
+                    "SET search_path TO {schema}; SELECT atomflake_next_id_at({})",
+                    at + 1
+                )
+            ),
+            Err(format!(
+                "22008: time {} ms is {} ms ahead of the clock: atomflake_next_id_at mints at most {bound} ms ahead",
+                at + 1,
+                bound + 1
+            )),
+            "{schema}"
+        );
+    }
+    assert_eq!(server.unix_ms(), stopped, "the server's clock stood still");
+    let _ = std::fs::remove_file(&faketime);
 }
 
 #[test]
