@@ -13,41 +13,47 @@
 //! The state is one sequence, `atomflake_state`, whose value is a *slot*
 //! `tick · 2^k + n`: the high bits a tick of the layout, the low `k` bits a counter within
 //! that tick, where `k` ([`PgScript::counter_bits`]) is wider than the layout's sequence
-//! field. A call takes `slot = nextval(state)` and, with the clock's tick `now`:
+//! field. A call reads the clock's tick `now` and the sequence's next slot
+//! (`pg_sequence_last_value(state) + 1`), and:
 //!
-//! 1. if `tick(slot) >= now` and `n(slot) < 2^sequence_bits`, it returns the ID
-//!    `(tick(slot), node, n(slot))`: the fast path, one `nextval` and no lock;
-//! 2. otherwise the slot is *stale* (`tick(slot) < now`: the clock moved on) or *spent*
-//!    (`n` past the sequence field: wait until the clock passes `tick(slot)`, at most the
-//!    script's `max_wait`). The slot is dropped, and the call takes an advisory lock and
-//!    reads the sequence: if its next slot is still in a tick before `now`, it *jumps*,
-//!    setting the sequence to the first slot of `now`; if the call cannot go on (a spent
-//!    tick at a given time, a wait past `max_wait`, a time outside the span) and the
-//!    sequence is still in the slot's tick past its first spent value, it sets the counter
-//!    back to that value (spent values are never IDs). Then it releases the lock and
-//!    starts again, or raises its error.
+//! 1. if that slot is an ID at `now` (`tick >= now` and `n < 2^sequence_bits`), takes a
+//!    slot with `nextval` and, if it is still inside the sequence field, returns the ID
+//!    `(tick(slot), node, n(slot))`: the fast path, one read and one `nextval`, no lock. A
+//!    slot past the field (other calls spent the tick between the read and the `nextval`)
+//!    is dropped, and the call starts again;
+//! 2. if the slot's tick is *spent* (`n` past the sequence field), waits, holding nothing,
+//!    until the clock passes that tick (at most the script's `max_wait`; at a given time it
+//!    raises an error instead);
+//! 3. if the slot is *stale* (`tick < now`, also after such a wait), takes an advisory
+//!    lock, reads the sequence again and, if its next slot is still in a tick before
+//!    `now`, *jumps*: `setval` to the first slot of `now`. Then it releases the lock and
+//!    starts again.
 //!
 //! Uniqueness follows from the sequence alone: every value it hands out is used at most
 //! once, and an ID is a one-to-one function of its value. What must hold is that the
 //! sequence never hands out a usable value twice, although `setval` is not a
 //! compare-and-set:
 //!
-//! - every `setval` is made under the lock, after a read under the lock: a jump only moves
-//!   the sequence to a later tick than the one its read saw, and a setting back stays in
-//!   the spent values of the tick its read saw;
-//! - between the read and the `setval`, other sessions' `nextval`s run on, but they stay
-//!   inside the tick that the read saw. Every dropped value is followed by its session
-//!   passing the lock, and each pass after a drop in the current tick either leaves that
-//!   tick or sets its counter back; so since the last `setval`, each session has dropped at
-//!   most one value, and the counter never runs more than one value per session past the
-//!   sequence field. The counter has room for `2^k - 2^sequence_bits` values there
+//! - the only `setval` is the jump, made under the lock after a read under the lock, to a
+//!   later tick than the read saw: the sequence only grows;
+//! - a call takes a value past the sequence field only when its read came before the
+//!   tick's first such value was handed out and its `nextval` after, and then takes no
+//!   other in that tick (its next read finds the tick spent, and the sequence never comes
+//!   back to it). So a tick's counter runs past the field by at most one value per call
+//!   under way when the tick was spent: one per session, as a session runs one call at a
+//!   time. Nothing else takes a value: a call waiting for the clock holds nothing, so
+//!   however a call ends (an error, a cancel or statement timeout, a killed session) it
+//!   leaves nothing to undo, and the lock is released on every way out;
+//! - the counter has room for `2^k - 2^sequence_bits` values past the field
 //!   ([`PgScript::headroom`]: 4,190,208 for Twitter, 65,536 for Mastodon), so with no more
-//!   sessions than that it never carries into the next tick. Every value handed out
-//!   before a jump is therefore below the jump's target, and every value after it above.
+//!   sessions than that it never carries into the next tick, and between a jump's read and
+//!   its `setval` the other sessions' `nextval`s stay inside the tick the read saw. Every
+//!   value handed out before a jump is therefore below its target, and every value after
+//!   it above.
 //!
 //! `loom-tests/tests/sql_protocol.rs` checks this protocol under every interleaving of two
-//! and three sessions, and finds the duplicates when the headroom is missing, when failing
-//! calls skip the lock, or when nothing sets a spent tick's counter back.
+//! and three sessions, and finds the duplicates when the headroom is missing or when calls
+//! take a value before they look at it.
 //!
 //! The sequence is not transactional (a rolled-back transaction does not give its IDs
 //! back), `nextval` never waits for another transaction, and the lock is held for one read
@@ -367,23 +373,31 @@ impl fmt::Display for PgScript {
         };
         let version = env!("CARGO_PKG_VERSION");
 
+        let next_tick = unshifted("next_free", k);
         // The mint's body, with `now_ms` from the clock or from the argument, after `guard`.
         let mint = |now: &str, may_wait: bool, guard: &str| {
             let mut body = String::new();
             let _ = write!(
                 body,
                 "DECLARE
+    next_free bigint;
     slot bigint;
     now_ms bigint;
 BEGIN{guard}
     LOOP
-        slot := nextval(@state@);
         now_ms := {now};
-        IF now_ms >= {epoch} AND {slot_tick} >= {now_tick} AND (slot & {counter_mask}) < {per_tick} THEN
-            RETURN {id};
+        -- Take a slot only when the next one is an ID at now_ms.
+        next_free := coalesce(pg_sequence_last_value(@state@) + 1, 0);
+        IF now_ms >= {epoch} AND {next_tick} >= {now_tick} AND (next_free & {counter_mask}) < {per_tick} THEN
+            slot := nextval(@state@);
+            IF (slot & {counter_mask}) < {per_tick} THEN
+                RETURN {id};
+            END IF;
+            -- Other calls spent the tick in between: the slot is dropped.
+        ELSE
+            -- Stale, spent, or a time outside the span: wait and jump, or raise.
+            PERFORM @advance@(next_free, now_ms, {may_wait});
         END IF;
-        -- Stale, spent, or a time outside the span: drop the slot and jump (or raise).
-        PERFORM @advance@(slot, now_ms, {may_wait});
     END LOOP;
 END"
             );
@@ -407,7 +421,6 @@ END"
             ),
         );
 
-        let next_tick = unshifted("next_free", k);
         let unix_ms_of_id = format!(
             "{} * {tick_ms} + {epoch}",
             unshifted(&format!("{p}_check(id)"), ts_shift)
@@ -441,27 +454,24 @@ END"
 -- Why no two calls mint the same ID
 --
 -- The state is the sequence {p}_state. Its value is a slot: tick * 2^{k} + n, a tick of
--- the layout and a counter n within it. A call takes slot := nextval(state):
---   * if tick(slot) >= the clock's tick and n < {per_tick} (the sequence field), the ID
---     is (tick(slot), node, n): one nextval, no lock, no write but the sequence's;
---   * otherwise the slot is stale (the clock is in a later tick) or spent (n past the
---     sequence field: wait for the clock to pass tick(slot), at most {max_wait_ms} ms).
---     The slot is dropped and the call takes an advisory lock and reads the sequence. If
---     its next slot is still before the clock's tick, it jumps: setval() to that tick's
---     first slot. If the call cannot go on (a spent tick at a given time, a wait too long,
---     a time outside the span) and the sequence is still in the slot's tick past the first
---     spent value, it sets the counter back to that value (spent values are never IDs).
---     Then it takes a new slot, or raises its error.
--- An ID is a one-to-one function of its slot, so IDs repeat only if usable slots do.
--- Every setval() is made under the lock after a read under the lock: a jump only moves
--- the sequence to a later tick than its read saw, a setting back stays among the spent
--- values of that tick. Between the read and the setval() other sessions' nextval()s stay
--- in the tick the read saw: every dropped slot sends its session through the lock, which
--- leaves the tick or sets it back, so n never runs more than one value per session past
--- the sequence field, and n has room for {headroom} values there. So with no more
--- sessions than that, every slot handed out before a jump is below its target and every
--- slot after it above: the sequence never hands out a usable value twice, and IDs never
--- repeat.
+-- the layout and a counter n within it. A call reads the clock's tick and the sequence's
+-- next slot (pg_sequence_last_value() + 1):
+--   * if that slot's tick is at or past the clock's and n < {per_tick} (the sequence
+--     field), it takes a slot with nextval() and returns the ID (tick, node, n) if n is
+--     still in the field, or starts again (other calls spent the tick in between);
+--   * if the tick is spent (n past the field), it waits, holding nothing, for the clock to
+--     pass it, at most {max_wait_ms} ms;
+--   * if the tick is before the clock's, it takes an advisory lock, reads the sequence
+--     again and, if it is still before the clock's tick, jumps: setval() to that tick's
+--     first slot. Then it starts again.
+-- An ID is a one-to-one function of its slot, so IDs repeat only if usable slots do. The
+-- only setval() is the jump, made under the lock after a read under the lock, to a later
+-- tick than its read saw: the sequence only grows. A call takes a slot past the field only
+-- if its read came before the tick was spent and its nextval() after, and then no other
+-- in that tick: at most one per session, however calls end (errors, cancels, killed
+-- sessions take nothing more). n has room for {headroom} slots past the field, so with no
+-- more sessions than that it never carries into the next tick while a jump is under way:
+-- every slot handed out before a jump is below its target and every slot after it above.
 -- {p}_next_id_at(t) mints from the same state, so t may be at most {max_ahead_ms} ms ahead of
 -- the server's clock: a later {p}_next_id() is stamped at most that far ahead of its time.
 -- The sequence is not transactional (a rolled-back transaction keeps its IDs used), and
@@ -483,70 +493,56 @@ BEGIN
     END IF;
     EXECUTE format('COMMENT ON SEQUENCE %s IS %L', state, '{fingerprint}');
 
-    -- The slow path: called with a slot the fast path could not mint at now_ms.
+    -- The slow path: called with the sequence's next value when it is no ID at now_ms.
     EXECUTE replace($sql$
-CREATE OR REPLACE FUNCTION {p}_advance(slot bigint, now_ms bigint, may_wait boolean)
+CREATE OR REPLACE FUNCTION {p}_advance(next_free bigint, now_ms bigint, may_wait boolean)
 RETURNS void LANGUAGE plpgsql VOLATILE AS $body$
 DECLARE
     tick bigint;
     waited_ms bigint := 0;
     wait_ms bigint;
-    next_free bigint;
-    failure text;
-    failure_code text;
 BEGIN
     LOOP
         IF now_ms < {epoch} THEN
-            failure := format('time %s ms is before the layout''s epoch: the layout allows {epoch} ms and later', now_ms);
-            failure_code := '22008';
-            EXIT;
+            RAISE EXCEPTION USING ERRCODE = '22008', MESSAGE = format(
+                'time %s ms is before the layout''s epoch: the layout allows {epoch} ms and later', now_ms);
         END IF;
         tick := {now_tick};
         IF tick > {last_tick} THEN
-            failure := format('time %s ms is past the end of {p}''s ids: ids are minted for times before {end_ms} ms', now_ms);
-            failure_code := '22008';
-            EXIT;
+            RAISE EXCEPTION USING ERRCODE = '22008', MESSAGE = format(
+                'time %s ms is past the end of {p}''s ids: ids are minted for times before {end_ms} ms', now_ms);
         END IF;
-        EXIT WHEN {slot_tick} < tick;
-        -- The slot's tick is spent and the clock has not passed it: wait.
-        wait_ms := ({slot_tick} + 1) * {tick_ms} + {epoch} - now_ms;
+        EXIT WHEN {next_tick} < tick;
+        -- The state's tick is spent and the clock has not passed it: wait, holding nothing.
+        wait_ms := ({next_tick} + 1) * {tick_ms} + {epoch} - now_ms;
         IF NOT may_wait THEN
-            failure := format('sequence exhausted at %s ms: tick %s is spent, ids are available again at %s ms',
-                now_ms, {slot_tick}, now_ms + wait_ms);
-            failure_code := '55000';
-            EXIT;
+            RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
+                'sequence exhausted at %s ms: tick %s is spent, ids are available again at %s ms',
+                now_ms, {next_tick}, now_ms + wait_ms);
         END IF;
         IF waited_ms + wait_ms > {max_wait_ms} THEN
-            failure := format('clock is %s ms behind {p}''s state: a call waits at most {max_wait_ms} ms for a spent tick',
+            RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
+                'clock is %s ms behind {p}''s state: a call waits at most {max_wait_ms} ms for a spent tick',
                 wait_ms);
-            failure_code := '55000';
-            EXIT;
         END IF;
         PERFORM pg_sleep(wait_ms / 1000.0);
         waited_ms := waited_ms + wait_ms;
         now_ms := {CLOCK};
     END LOOP;
-    -- Under the lock, leave the dropped slot behind: jump to the clock's tick if that is
-    -- later and no call has jumped there yet; otherwise, if the slot's tick is still the
-    -- sequence's and its counter has run past the first spent value, set it back to that
-    -- value (spent values are never IDs), so that failing calls cannot use up the
-    -- headroom. The lock is released on every way out, a cancel included.
+    -- The state was in a tick before the clock's. Under the lock, jump to the clock's
+    -- tick unless another call has moved the state there or past since. The lock is
+    -- released on every way out, a cancel included.
     BEGIN
         PERFORM pg_advisory_lock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
         next_free := coalesce(pg_sequence_last_value(@state@) + 1, 0);
-        IF failure IS NULL AND {next_tick} < tick THEN
+        IF {next_tick} < tick THEN
             PERFORM setval(@state@, (tick << {k}) - 1);
-        ELSIF {next_tick} = {slot_tick} AND (next_free & {counter_mask}) > {per_tick} THEN
-            PERFORM setval(@state@, ({slot_tick} << {k}) + {per_tick} - 1);
         END IF;
         PERFORM pg_advisory_unlock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
     EXCEPTION WHEN OTHERS OR query_canceled THEN
         PERFORM pg_advisory_unlock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
         RAISE;
     END;
-    IF failure IS NOT NULL THEN
-        RAISE EXCEPTION USING MESSAGE = failure, ERRCODE = failure_code;
-    END IF;
 END
 $body$
 $sql$, '@state@', quote_literal(state));

@@ -15,6 +15,9 @@
 //!   with libfaketime): no ID repeats or decreases; a spent tick is an exact error;
 //! - `next_id_at` mints at most 5 s ahead of the server's clock (half the max wait), the
 //!   edge checked with the clock stopped, so `next_id()` stays at the clock;
+//! - calls cancelled (statement timeout) or killed while they wait for a spent tick, more
+//!   of them than the counter has room for past the sequence field, take nothing, and no
+//!   ID repeats after;
 //! - a crash (`pg_ctl stop -m immediate`) and a rollback give no ID back;
 //! - times outside the span, IDs past `i64::MAX`, negative IDs: exact errors.
 
@@ -23,6 +26,9 @@ mod pg;
 use atomflake::sql::PgScript;
 use atomflake::{Generator, Id, Layout};
 use pg::Server;
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::Output;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A fixed time inside every preset's span, for `next_id_at`.
@@ -44,6 +50,34 @@ fn installed(test: &str, layout: Layout, node: u64) -> Option<Server> {
     let server = Server::start(test)?;
     install(&server, "public", &PgScript::new(layout, node).unwrap());
     Some(server)
+}
+
+/// A fresh server whose clock follows a libfaketime file, and that file (written `+0`, the
+/// real time) for [`pg::step_clock`].
+fn faked(test: &str) -> Option<(Server, PathBuf)> {
+    let faketime = std::env::temp_dir().join(format!("atomflake-faketime-{test}-{}", std::process::id()));
+    std::fs::write(&faketime, "+0\n").unwrap();
+    let server = Server::start_with(
+        test,
+        pg::Options {
+            faketime_file: Some(faketime.clone()),
+            ..pg::Options::default()
+        },
+    )?;
+    Some((server, faketime))
+}
+
+/// Runs `sessions` `psql` clients at once, each with `args` (after `-X -q -A -t`), and
+/// returns their outputs.
+fn psql_sessions(server: &Server, sessions: usize, args: &[&OsStr]) -> Vec<Output> {
+    let clients: Vec<_> = (0..sessions)
+        .map(|_| {
+            let mut psql = server.client("psql");
+            psql.args(["-X", "-q", "-A", "-t"]).args(args);
+            std::thread::spawn(move || psql.output().unwrap())
+        })
+        .collect();
+    clients.into_iter().map(|client| client.join().unwrap()).collect()
 }
 
 /// Lines of `psql` output, split on `|`.
@@ -365,15 +399,7 @@ fn many_sessions_mint_no_duplicate_with_the_clock_or_with_times_jumping_about() 
 
 #[test]
 fn a_clock_moving_back_continues_the_last_tick_and_a_spent_tick_is_an_exact_error() {
-    let faketime = std::env::temp_dir().join(format!("atomflake-faketime-back-{}", std::process::id()));
-    std::fs::write(&faketime, "+0\n").unwrap();
-    let Some(server) = Server::start_with(
-        "back",
-        pg::Options {
-            faketime_file: Some(faketime.clone()),
-            ..pg::Options::default()
-        },
-    ) else {
+    let Some((server, faketime)) = faked("back") else {
         return;
     };
     let layout = Layout::INSTAGRAM;
@@ -424,8 +450,8 @@ fn a_clock_moving_back_continues_the_last_tick_and_a_spent_tick_is_an_exact_erro
         )),
         "{error}"
     );
-    // Failing calls do not run the tick's counter up: each one sets it back to the first
-    // spent value (Instagram's counter has 23 bits, its sequence field 10).
+    // Failing calls take nothing: the counter stays at the first spent value (Instagram's
+    // counter has 23 bits, its sequence field 10).
     for _ in 0..30 {
         assert!(mint(T - 2000).is_err());
     }
@@ -434,11 +460,10 @@ fn a_clock_moving_back_continues_the_last_tick_and_a_spent_tick_is_an_exact_erro
         .trim()
         .parse()
         .unwrap();
-    assert_eq!(next_free >> 23, T + 5 - layout.epoch_ms(), "still the spent tick");
-    assert!(
-        next_free & ((1 << 23) - 1) <= 1025,
-        "counter {}",
-        next_free & ((1 << 23) - 1)
+    assert_eq!(
+        (next_free >> 23, next_free & ((1 << 23) - 1)),
+        (T + 5 - layout.epoch_ms(), 1024),
+        "the spent tick, its counter at the first spent value"
     );
     // The clock passes the spent tick: sequence 0 of the new tick, above everything.
     let next = mint(T + 6).unwrap();
@@ -549,15 +574,7 @@ fn the_servers_own_clock_stepped_back_repeats_and_reorders_nothing() {
 
 #[test]
 fn next_id_at_mints_at_most_5_s_ahead_so_next_id_stays_at_the_servers_clock() {
-    let faketime = std::env::temp_dir().join(format!("atomflake-faketime-ahead-{}", std::process::id()));
-    std::fs::write(&faketime, "+0\n").unwrap();
-    let Some(server) = Server::start_with(
-        "ahead",
-        pg::Options {
-            faketime_file: Some(faketime.clone()),
-            ..pg::Options::default()
-        },
-    ) else {
+    let Some((server, faketime)) = faked("ahead") else {
         return;
     };
     let layout = Layout::TWITTER;
@@ -623,6 +640,120 @@ fn next_id_at_mints_at_most_5_s_ahead_so_next_id_stays_at_the_servers_clock() {
     }
     assert_eq!(server.unix_ms(), stopped, "the server's clock stood still");
     let _ = std::fs::remove_file(&faketime);
+}
+
+#[test]
+fn calls_cancelled_or_killed_while_they_wait_take_nothing_and_no_id_repeats() {
+    let Some((server, faketime)) = faked("cancel") else {
+        return;
+    };
+    // 128 IDs per tick and a counter of 8 bits: room for 128 values past the sequence field.
+    let layout = Layout::builder()
+        .timestamp_bits(55)
+        .node_bits(0)
+        .sequence_bits(7)
+        .epoch_ms(Layout::TWITTER.epoch_ms())
+        .tick_ms(1)
+        .build()
+        .unwrap();
+    let script = PgScript::new(layout, 0)
+        .unwrap()
+        .max_wait(Duration::from_secs(60))
+        .unwrap();
+    assert_eq!((script.counter_bits(), script.headroom()), (8, 128));
+    install(&server, "public", &script);
+    let mut minted = ids(&server.psql("SELECT atomflake_next_id()"));
+    let tick = layout.decode(Id::new(minted[0])).unix_ms - layout.epoch_ms();
+    // The server's clock 20 s behind: the rest of the tick's 128 IDs, then calls wait.
+    pg::step_clock(&faketime, "-20");
+    let behind = server.behind();
+    assert!(
+        (19.0..21.0).contains(&behind),
+        "the server's clock is {behind} s behind"
+    );
+    minted.extend(ids(
+        &server.psql("SELECT atomflake_next_id() FROM generate_series(2, 128)")
+    ));
+    assert_eq!(layout.decode(Id::new(minted[127])).sequence, 127);
+    let state = || -> (u64, u64) {
+        let next_free: u64 = server
+            .psql("SELECT last_value + 1 FROM atomflake_state")
+            .trim()
+            .parse()
+            .unwrap();
+        (next_free >> 8, next_free & 0xff)
+    };
+    assert_eq!(state(), (tick, 128));
+
+    // 4 sessions, 60 calls each, every one cancelled by a 20 ms statement timeout while it
+    // waits for the clock: more cancelled calls than the counter has room for.
+    let calls = server.file("cancelled.sql");
+    std::fs::write(
+        &calls,
+        format!(
+            "SET statement_timeout = 20;\n{}",
+            "SELECT atomflake_next_id();\n".repeat(60)
+        ),
+    )
+    .unwrap();
+    let mut cancelled = 0;
+    let mut minted_while_behind = Vec::new();
+    for output in psql_sessions(&server, 4, &["-f".as_ref(), calls.as_ref()]) {
+        cancelled += String::from_utf8(output.stderr)
+            .unwrap()
+            .matches("ERROR:  canceling statement due to statement timeout")
+            .count();
+        minted_while_behind.extend(ids(&String::from_utf8(output.stdout).unwrap()));
+    }
+    assert_eq!(
+        (cancelled, minted_while_behind.len()),
+        (240, 0),
+        "calls cancelled, and calls that minted while tick {tick} was spent; the state at {:?}",
+        state()
+    );
+    kill_a_waiting_call(&server);
+    // Nothing was taken: the state is where the last ID left it.
+    assert_eq!(state(), (tick, 128), "the state after the cancelled calls");
+
+    // The clock back at the real time: 4 sessions mint on, and no ID repeats.
+    pg::step_clock(&faketime, "+0");
+    let mint_on = ["-c", "SELECT atomflake_next_id() FROM generate_series(1, 3000)"].map(OsStr::new);
+    for output in psql_sessions(&server, 4, &mint_on) {
+        assert!(output.status.success(), "{output:?}");
+        let later = ids(&String::from_utf8(output.stdout).unwrap());
+        assert!(later.iter().all(|&id| id > minted[127]));
+        minted.extend(later);
+    }
+    let all = minted.len();
+    minted.sort_unstable();
+    minted.dedup();
+    assert_eq!(minted.len(), all, "duplicates");
+    let _ = std::fs::remove_file(&faketime);
+}
+
+/// Kills the session of a `next_id()` call while it waits (`pg_terminate_backend`: no
+/// handler can run).
+fn kill_a_waiting_call(server: &Server) {
+    let mut waiter = server.client("psql");
+    waiter.args(["-X", "-q", "-A", "-t", "-c", "SELECT atomflake_next_id()"]);
+    let waiter = std::thread::spawn(move || waiter.output().unwrap());
+    let waiting =
+        "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT atomflake_next_id()' AND state = 'active'";
+    while server.psql(waiting).trim().is_empty() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        server
+            .psql(&format!("SELECT pg_terminate_backend(pid) FROM ({waiting}) AS w"))
+            .trim(),
+        "t"
+    );
+    let killed = String::from_utf8(waiter.join().unwrap().stderr).unwrap();
+    assert!(
+        killed.contains("terminating connection due to administrator command"),
+        "{killed}"
+    );
 }
 
 #[test]
