@@ -20,6 +20,7 @@
 //! same input) is said on each variant.
 
 use crate::base32::Base32;
+use crate::layout::Layout;
 use core::fmt;
 use std::io;
 use std::path::PathBuf;
@@ -998,6 +999,17 @@ pub enum SqlError {
         /// The prefix given.
         prefix: String,
     },
+    /// A layout whose state has room for fewer values past the sequence field than a
+    /// server with PostgreSQL's default settings has sessions (see
+    /// [`PgScript::headroom`](crate::sql::PgScript::headroom)).
+    TooLittleHeadroom {
+        /// The layout given.
+        layout: Layout,
+        /// Its headroom.
+        headroom: u64,
+        /// The least headroom allowed, [`PgScript::MIN_HEADROOM`](crate::sql::PgScript::MIN_HEADROOM).
+        min: u64,
+    },
 }
 
 impl fmt::Display for SqlError {
@@ -1012,6 +1024,15 @@ impl fmt::Display for SqlError {
                 f,
                 "sql prefix {prefix:?} is not allowed: a prefix is 1..={SQL_PREFIX_MAX_LEN} \
                  characters of a-z, 0-9 and _, starting with a letter or _"
+            ),
+            SqlError::TooLittleHeadroom {
+                layout,
+                headroom,
+                min,
+            } => write!(
+                f,
+                "layout {layout} leaves in-database minting a headroom of {headroom} sessions: \
+                 allowed {min} and more, the sessions of a server with PostgreSQL's default settings"
             ),
         }
     }

@@ -51,6 +51,17 @@
 //!   value handed out before a jump is therefore below its target, and every value after
 //!   it above.
 //!
+//! The sessions are every server process that can run a call at once: client backends
+//! (`max_connections`, which holds `superuser_reserved_connections` and
+//! `reserved_connections`), background and parallel workers (`max_worker_processes`), WAL
+//! senders (`max_wal_senders`: a logical replication connection runs SQL) and autovacuum
+//! workers (`autovacuum_max_workers`); 121 with PostgreSQL's default settings. A layout
+//! whose headroom is below that is refused when the script is written
+//! ([`SqlError::TooLittleHeadroom`]), and the script raises an error (SQLSTATE `53400`)
+//! naming the settings and the headroom when it is applied, and before every jump, on a
+//! server whose settings add up to more than the headroom: a server restarted with more
+//! sessions stops minting instead of risking a duplicate.
+//!
 //! `loom-tests/tests/sql_protocol.rs` checks this protocol under every interleaving of two
 //! and three sessions, and finds the duplicates when the headroom is missing or when calls
 //! take a value before they look at it.
@@ -151,6 +162,12 @@ impl PgScript {
     /// The furthest ahead of the server's clock `next_id_at` ever mints: the extension's
     /// bound. See [`max_ahead`](Self::max_ahead).
     pub const MAX_AHEAD: Duration = Duration::from_secs(5);
+    /// The least [`headroom`](Self::headroom) a layout must leave: the sessions of a server
+    /// with PostgreSQL's default settings, 100 (`max_connections`) + 8
+    /// (`max_worker_processes`) + 10 (`max_wal_senders`) + 3 (`autovacuum_max_workers`).
+    /// The script checks the server's own settings when it is applied and when a call
+    /// jumps to a new tick.
+    pub const MIN_HEADROOM: u64 = 121;
     /// The longest prefix allowed (PostgreSQL names hold 63 bytes).
     pub const MAX_PREFIX_LEN: usize = crate::error::SQL_PREFIX_MAX_LEN;
 
@@ -160,7 +177,10 @@ impl PgScript {
     ///
     /// [`SqlError::NodeOutOfRange`] for a node that does not fit the layout;
     /// [`SqlError::SqlOutOfRange`] for a layout the state cannot hold: a sequence field of
-    /// more than 61 bits, or times past `i64::MAX` ms.
+    /// more than 61 bits, or times past `i64::MAX` ms; [`SqlError::TooLittleHeadroom`] for
+    /// a layout that leaves a [`headroom`](Self::headroom) below
+    /// [`PgScript::MIN_HEADROOM`] (a sequence field of a few bits with a timestamp of
+    /// nearly all the others).
     pub fn new(layout: Layout, node: u64) -> Result<PgScript, SqlError> {
         const MAX_SEQUENCE_BITS: u32 = 61;
         crate::layout::check_field(crate::error::Field::Node, node, layout.max_node())?;
@@ -185,14 +205,22 @@ impl PgScript {
                 max: i64::MAX as u64,
             });
         }
-        Ok(PgScript {
+        let script = PgScript {
             layout,
             node,
             prefix: PgScript::DEFAULT_PREFIX.to_owned(),
             max_wait: PgScript::DEFAULT_MAX_WAIT,
             counter_bits,
             last_tick,
-        })
+        };
+        if script.headroom() < PgScript::MIN_HEADROOM {
+            return Err(SqlError::TooLittleHeadroom {
+                layout,
+                headroom: script.headroom(),
+                min: PgScript::MIN_HEADROOM,
+            });
+        }
+        Ok(script)
     }
 
     /// Names every object `{prefix}_state`, `{prefix}_next_id` and so on.
@@ -263,9 +291,10 @@ impl PgScript {
         self.counter_bits
     }
 
-    /// How many values past the sequence field a tick's counter has room for: more
-    /// sessions than this calling during one tick could carry it into the next (see the
-    /// [module docs](self)). 4,190,208 for Twitter, 65,536 for Mastodon.
+    /// How many values past the sequence field a tick's counter has room for: one per
+    /// session of the server, so the server may have at most this many (see the
+    /// [module docs](self)). 4,190,208 for Twitter, 65,536 for Mastodon, at least
+    /// [`PgScript::MIN_HEADROOM`].
     pub const fn headroom(&self) -> u64 {
         (1 << self.counter_bits) - self.layout.ids_per_tick()
     }
@@ -372,6 +401,27 @@ impl fmt::Display for PgScript {
             FieldOrder::SequenceNode => "time | sequence | node",
         };
         let version = env!("CARGO_PKG_VERSION");
+        // The server's sessions against the headroom (see the module docs), checked when the
+        // script is applied and before every jump.
+        let settings = [
+            "max_connections",
+            "max_worker_processes",
+            "max_wal_senders",
+            "autovacuum_max_workers",
+        ];
+        let sessions = settings
+            .map(|name| format!("current_setting('{name}')::int"))
+            .join(" + ");
+        let room_check = format!(
+            "IF {sessions} > {headroom} THEN
+        RAISE EXCEPTION USING ERRCODE = '53400', MESSAGE = format(
+            'this server runs up to %s sessions at once ({}), more than the {headroom} that {p}''s state has room for (layout {layout})',
+            {sessions}, {}),
+            HINT = 'lower these settings, or use a layout with more sequence bits or fewer timestamp bits';
+    END IF;",
+            settings.map(|name| format!("{name} %s")).join(" + "),
+            settings.map(|name| format!("current_setting('{name}')")).join(", "),
+        );
 
         let next_tick = unshifted("next_free", k);
         // The mint's body, with `now_ms` from the clock or from the argument, after `guard`.
@@ -472,12 +522,22 @@ END"
 -- sessions take nothing more). n has room for {headroom} slots past the field, so with no
 -- more sessions than that it never carries into the next tick while a jump is under way:
 -- every slot handed out before a jump is below its target and every slot after it above.
+-- Sessions are max_connections + max_worker_processes + max_wal_senders +
+-- autovacuum_max_workers: checked when this script is applied and before every jump.
 -- {p}_next_id_at(t) mints from the same state, so t may be at most {max_ahead_ms} ms ahead of
 -- the server's clock: a later {p}_next_id() is stamped at most that far ahead of its time.
 -- The sequence is not transactional (a rolled-back transaction keeps its IDs used), and
 -- after a crash it restarts past every value a committed transaction used. A clock that
 -- moves back continues the last tick; a spent tick waits for the clock. Do not reset,
 -- alter or setval() the sequence by hand.
+
+-- The counter has room for {headroom} values past the sequence field, one per session: the
+-- server may run no more sessions at once (checked here and before every jump).
+DO $room$
+BEGIN
+    {room_check}
+END
+$room$;
 
 CREATE SEQUENCE IF NOT EXISTS {p}_state AS bigint MINVALUE -1 START 0 CACHE 1 NO CYCLE;
 
@@ -529,9 +589,11 @@ BEGIN
         waited_ms := waited_ms + wait_ms;
         now_ms := {CLOCK};
     END LOOP;
-    -- The state was in a tick before the clock's. Under the lock, jump to the clock's
-    -- tick unless another call has moved the state there or past since. The lock is
-    -- released on every way out, a cancel included.
+    -- The state was in a tick before the clock's: jump, if the server runs no more
+    -- sessions than the counter has room for. Under the lock, to the clock's tick unless
+    -- another call has moved the state there or past since. The lock is released on every
+    -- way out, a cancel included.
+    {room_check}
     BEGIN
         PERFORM pg_advisory_lock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
         next_free := coalesce(pg_sequence_last_value(@state@) + 1, 0);
@@ -719,6 +781,34 @@ mod tests {
             })
         );
         assert!(script.clone().max_wait(Duration::from_micros(1500)).is_err());
+        // A 56-bit timestamp leaves the counter 7 bits: 2^7 - 2^3 values past a 3-bit
+        // sequence field, 2^7 - 1 past a 0-bit one.
+        let narrow = |sequence_bits| {
+            Layout::builder()
+                .timestamp_bits(56)
+                .node_bits(0)
+                .sequence_bits(sequence_bits)
+                .epoch_ms(0)
+                .tick_ms(1)
+                .build()
+                .unwrap()
+        };
+        let error = PgScript::new(narrow(3), 0).unwrap_err();
+        assert_eq!(
+            error,
+            SqlError::TooLittleHeadroom {
+                layout: narrow(3),
+                headroom: 120,
+                min: 121
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "layout 56/0/3 bits, 1 ms ticks, epoch 0 ms leaves in-database minting a headroom of \
+             120 sessions: allowed 121 and more, the sessions of a server with PostgreSQL's \
+             default settings"
+        );
+        assert_eq!(PgScript::new(narrow(0), 0).unwrap().headroom(), 127);
         assert!(script.max_wait(Duration::ZERO).is_ok());
     }
 

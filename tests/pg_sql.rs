@@ -18,6 +18,8 @@
 //! - calls cancelled (statement timeout) or killed while they wait for a spent tick, more
 //!   of them than the counter has room for past the sequence field, take nothing, and no
 //!   ID repeats after;
+//! - a server running more sessions than the layout's headroom: the exact error when the
+//!   script is applied and at the next jump, and none at exactly the headroom;
 //! - a crash (`pg_ctl stop -m immediate`) and a rollback give no ID back;
 //! - times outside the span, IDs past `i64::MAX`, negative IDs: exact errors.
 
@@ -729,6 +731,54 @@ fn calls_cancelled_or_killed_while_they_wait_take_nothing_and_no_id_repeats() {
     minted.dedup();
     assert_eq!(minted.len(), all, "duplicates");
     let _ = std::fs::remove_file(&faketime);
+}
+
+#[test]
+fn a_server_running_more_sessions_than_the_headroom_is_refused_when_applied_and_when_minting() {
+    // 100 connections + 8 worker processes + 10 WAL senders + 3 autovacuum workers: 121.
+    let Some(server) = Server::start_with(
+        "room",
+        pg::Options {
+            settings: vec![("max_connections", "100".to_owned())],
+            ..pg::Options::default()
+        },
+    ) else {
+        return;
+    };
+    // A 56-bit timestamp and a 0-bit sequence field: a 7-bit counter, room for 127.
+    let layout = Layout::builder()
+        .timestamp_bits(56)
+        .node_bits(0)
+        .sequence_bits(0)
+        .epoch_ms(Layout::TWITTER.epoch_ms())
+        .tick_ms(1)
+        .build()
+        .unwrap();
+    let script = PgScript::new(layout, 0).unwrap();
+    assert_eq!(script.headroom(), 127);
+    install(&server, "public", &script);
+    let first = mint(&server, "SELECT atomflake_next_id()").unwrap();
+    let restart_with_workers = |workers: u32| {
+        server.psql(&format!("ALTER SYSTEM SET max_worker_processes = {workers}"));
+        server.stop("fast");
+        server.start_again();
+    };
+    // 127 sessions, as many as the headroom: applied again, and minting jumps on.
+    restart_with_workers(14);
+    install(&server, "public", &script);
+    let second = mint(&server, "SELECT atomflake_next_id()").unwrap();
+    assert!(second > first);
+    // 128: the next jump, and applying the script, are each the exact error.
+    restart_with_workers(15);
+    let error = "53400: this server runs up to 128 sessions at once (max_connections 100 + \
+                 max_worker_processes 15 + max_wal_senders 10 + autovacuum_max_workers 3), more \
+                 than the 127 that atomflake's state has room for (layout 56/0/0 bits, 1 ms ticks, \
+                 epoch 1288834974657 ms)";
+    assert_eq!(mint(&server, "SELECT atomflake_next_id()"), Err(error.to_owned()));
+    assert_eq!(
+        attempt(&server, &script.to_string()).map(drop),
+        Err(error.to_owned())
+    );
 }
 
 /// Kills the session of a `next_id()` call while it waits (`pg_terminate_backend`: no
