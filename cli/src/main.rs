@@ -107,7 +107,8 @@ enum Command {
         #[arg(long, default_value = "atomflake", value_name = "PREFIX")]
         prefix: String,
         /// The longest a call waits for a spent tick (after the server's clock moved
-        /// back) before it raises an error.
+        /// back) before it raises an error. `PREFIX_next_id_at` mints at most half of it,
+        /// and at most 5 s, ahead of the server's clock.
         #[arg(long, default_value_t = 10_000, value_name = "MS")]
         max_wait_ms: u64,
     },
