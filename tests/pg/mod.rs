@@ -527,3 +527,68 @@ impl Drop for Server {
         let _ = std::fs::remove_dir_all(&self.root);
     }
 }
+
+/// Physical replication: a hot standby of a test server, and its promotion.
+impl Server {
+    /// A hot standby of this server: `pg_basebackup -R` copies the data directory into a
+    /// fresh temporary directory, and the copy starts on its own socket directory and port
+    /// with `options`, streaming from this server. The primary's `-c` settings are not in
+    /// the copy: `options` holds the standby's own. Dropping it stops it and removes its
+    /// directory, as for any [`Server`].
+    pub fn standby(&self, test: &str, options: Options) -> Server {
+        static NEXT: AtomicU16 = AtomicU16::new(0);
+        let serial = NEXT.fetch_add(1, Ordering::Relaxed);
+        // The primaries' spread, in 40000..60000: apart from theirs (20000..40000).
+        let spread = (std::process::id() * 16 + u32::from(serial)) % 20_000;
+        let port = 40_000 + u16::try_from(spread).unwrap();
+        let root = std::env::temp_dir().join(format!(
+            "atomflake-pg-{}-standby-{serial}-{test}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let standby = Server {
+            root,
+            bin: self.bin.clone(),
+            port,
+            options,
+            as_postgres: self.as_postgres,
+        };
+        if standby.as_postgres {
+            run(Command::new("chown").arg("postgres:postgres").arg(&standby.root));
+        }
+        run(standby
+            .server_command("pg_basebackup")
+            .args(["-R", "-X", "stream", "-c", "fast", "--no-sync"])
+            .args(["-U", "postgres", "-h"])
+            .arg(&self.root)
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("-D")
+            .arg(standby.data()));
+        standby.start_again();
+        standby
+    }
+
+    /// Whether the server is in recovery (`pg_is_in_recovery()`): a standby is.
+    pub fn in_recovery(&self) -> bool {
+        self.psql("SELECT pg_is_in_recovery()").trim() == "t"
+    }
+
+    /// Promotes a standby (`pg_ctl promote`) and waits until it is out of recovery.
+    pub fn promote(&self) {
+        run(self
+            .server_command("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-w", "-t", "60", "promote"]));
+        let start = Instant::now();
+        while self.in_recovery() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the standby is still in recovery 60 s after pg_ctl promote"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
