@@ -7,6 +7,8 @@
 //! - pgbench sessions, and 64 logical shards minting at once, fail no transaction;
 //! - the server's clock stepped back 2 s, an immediate stop, a backend killed with
 //!   SIGKILL: every ID after is past every ID handed out before;
+//! - a hot standby (`pg_basebackup -R`) mints nothing and writes no mark, with the same
+//!   SQLSTATE as `nextval`; promoted, it mints for its own node;
 //! - a wait for the clock ends on a cancel or a statement timeout, and a clock far behind
 //!   is an error at once;
 //! - the settings are fixed at server start and checked, and a library that was not
@@ -450,6 +452,146 @@ fn a_clean_stop_stores_the_mark_just_past_the_last_id() {
     let next: u64 = server.psql("SELECT atomflake_next_id(3)").trim().parse().unwrap();
     assert!(next > *ids.iter().max().unwrap());
     assert!(Layout::TWITTER.decode(Id::new(next)).unix_ms > last_ms);
+}
+
+/// What a minting function raises on a hot standby.
+const IN_RECOVERY: &str = "atomflake cannot mint while the server is in recovery (a standby): \
+     mint on the primary; a promoted standby mints once it is out of recovery, for the \
+     atomflake.node it was started with, which must be its own";
+
+/// The SQLSTATE and message of the error `sql` raises; a panic naming what it returned
+/// when it succeeds.
+fn refusal(client: &mut postgres::Client, sql: &str) -> (String, String) {
+    match client.query_one(sql, &[]) {
+        Ok(row) => panic!(
+            "{sql} returned {:?} instead of an error",
+            row.try_get::<_, i64>(0)
+        ),
+        Err(error) => {
+            let error = error
+                .as_db_error()
+                .unwrap_or_else(|| panic!("{sql}: not a server error: {error}"));
+            (error.code().code().to_owned(), error.message().to_owned())
+        }
+    }
+}
+
+/// `sql`'s IDs, one per row.
+fn ids(client: &mut postgres::Client, sql: &str) -> Vec<u64> {
+    client
+        .query(sql, &[])
+        .unwrap()
+        .iter()
+        .map(|row| u64::try_from(row.get::<_, i64>(0)).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_standby_refuses_to_mint_and_once_promoted_mints_for_its_own_node() {
+    let Some(primary) = server("ext-standby", "twitter", Some(7), pg::Options::default()) else {
+        return;
+    };
+    primary.psql("CREATE SEQUENCE s");
+    let mut client = connect(&primary);
+    let mut primary_ids = ids(
+        &mut client,
+        "SELECT atomflake_next_id() FROM generate_series(1, 2000)",
+    );
+    // The copy carries the primary's mark file; the standby starts with its own node.
+    let standby = primary.standby(
+        "ext-standby",
+        pg::Options {
+            settings: vec![
+                ("shared_preload_libraries", "atomflake".to_owned()),
+                ("atomflake.layout", "twitter".to_owned()),
+                ("atomflake.node", "8".to_owned()),
+            ],
+            ..pg::Options::default()
+        },
+    );
+    assert!(standby.in_recovery(), "the standby is in recovery");
+    let mark_file = standby.data().join("atomflake.mark");
+    let copied = std::fs::read(&mark_file).unwrap();
+    let mut on_standby = connect(&standby);
+    let now = now_ms();
+    for sql in [
+        "SELECT atomflake_next_id()".to_owned(),
+        "SELECT atomflake_next_id(3)".to_owned(),
+        "SELECT atomflake_next_id(8)".to_owned(),
+        format!("SELECT atomflake_next_id_at({now})"),
+    ] {
+        assert_eq!(
+            refusal(&mut on_standby, &sql),
+            ("25006".to_owned(), IN_RECOVERY.to_owned()),
+            "{sql} on the standby"
+        );
+    }
+    // The same SQLSTATE as nextval's on a standby; decoding still works there.
+    assert_eq!(refusal(&mut on_standby, "SELECT nextval('s')").0, "25006");
+    let decoded: i64 = on_standby
+        .query_one(
+            "SELECT atomflake_node($1)",
+            &[&i64::try_from(primary_ids[0]).unwrap()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(decoded, 7);
+    // Nothing writes the standby's mark file: not the refused calls, not a clean stop.
+    drop(on_standby);
+    standby.stop("fast");
+    assert_eq!(
+        std::fs::read(&mark_file).unwrap(),
+        copied,
+        "the standby's mark file moved"
+    );
+    standby.start_again();
+    assert!(
+        standby.in_recovery(),
+        "the standby is in recovery after a restart"
+    );
+    assert_eq!(
+        refusal(&mut connect(&standby), "SELECT atomflake_next_id()"),
+        ("25006".to_owned(), IN_RECOVERY.to_owned()),
+        "after a restart in recovery"
+    );
+    // Promoted, it mints for its own node, and stores its own mark, while the old primary
+    // still mints for its node.
+    standby.promote();
+    let mut promoted = connect(&standby);
+    let mut standby_ids = ids(
+        &mut promoted,
+        "SELECT atomflake_next_id() FROM generate_series(1, 2000)",
+    );
+    assert_ne!(
+        std::fs::read(&mark_file).unwrap(),
+        copied,
+        "the promoted standby stores its mark"
+    );
+    primary_ids.extend(ids(
+        &mut client,
+        "SELECT atomflake_next_id() FROM generate_series(1, 2000)",
+    ));
+    standby_ids.extend(ids(
+        &mut promoted,
+        "SELECT atomflake_next_id() FROM generate_series(1, 2000)",
+    ));
+    assert!(
+        standby_ids.windows(2).all(|w| w[0] < w[1]),
+        "the promoted standby's IDs rise"
+    );
+    assert!(
+        standby_ids
+            .iter()
+            .all(|&raw| Layout::TWITTER.decode(Id::new(raw)).node == 8),
+        "every ID of the promoted standby carries its node, 8"
+    );
+    let primary_ids: HashSet<u64> = primary_ids.into_iter().collect();
+    assert_eq!(primary_ids.len(), 4000);
+    assert_eq!(
+        standby_ids.iter().filter(|raw| primary_ids.contains(raw)).count(),
+        0,
+        "IDs of the promoted standby that the primary minted too"
+    );
 }
 
 #[test]

@@ -10,6 +10,8 @@
 //! - `atomflake.layout` (a preset name) and `atomflake.node` are fixed at server start.
 //! - The library must be in `shared_preload_libraries`; loaded any other way (`CREATE
 //!   EXTENSION`, the first call) it raises an error and mints nothing.
+//! - A server in recovery (a hot standby) mints nothing: every minting function raises
+//!   SQLSTATE 25006 (`read_only_sql_transaction`, as `nextval` does there).
 //! - The wall clock is read on every call. A clock that moved back continues the last
 //!   tick; a spent tick waits for the clock, at most [`MAX_WAIT_MS`], and a cancel or a
 //!   statement timeout interrupts the wait.
@@ -225,7 +227,9 @@ unsafe extern "C-unwind" fn store_final_mark(_code: std::ffi::c_int, _arg: pg_sy
         return;
     };
     if covered == 0 {
-        return; // The mark file was not read since shared memory was set up.
+        // The mark file was not read since shared memory was set up: nothing minted (a
+        // standby never mints).
+        return;
     }
     let start = START.get().load(Ordering::Relaxed);
     let last = node_words(&minter)
@@ -361,6 +365,12 @@ fn mint(minter: &WordMinter, at: Option<u64>) -> i64 {
     if PRELOADED.get().is_none() {
         not_preloaded();
     }
+    // SAFETY: a read of PostgreSQL's recovery state, which any backend may make: a
+    // backend-local flag once recovery has ended (a server never goes back into it), a
+    // read of shared memory before.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        in_recovery();
+    }
     let node = minter.node();
     let word = &STATE.get()[usize::try_from(node).unwrap_or(usize::MAX)];
     loop {
@@ -398,6 +408,18 @@ fn mint(minter: &WordMinter, at: Option<u64>) -> i64 {
             Err(Refusal::Failed(error)) => out_of_span(&error),
         }
     }
+}
+
+/// A server in recovery mints nothing, as `nextval` mints nothing there: a standby made
+/// with `pg_basebackup` has the primary's mark file, and often its `atomflake.node`.
+fn in_recovery() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+        "atomflake cannot mint while the server is in recovery (a standby): mint on the \
+         primary; a promoted standby mints once it is out of recovery, for the atomflake.node \
+         it was started with, which must be its own"
+            .to_owned(),
+    );
 }
 
 fn out_of_span(error: &atomflake::MintError) -> ! {
