@@ -8,15 +8,32 @@
 //!   valgrind --tool=callgrind --toggle-collect='*run_mints*' --callgrind-out-file=/dev/null \
 //!     target/release/examples/instructions $g 200000 2>&1 | grep 'Collected'
 //! done
+//! for g in paced paced-manual; do
+//!   valgrind --tool=callgrind --toggle-collect='*run_mints*' --callgrind-out-file=/dev/null \
+//!     target/release/examples/instructions $g 2000 2>&1 | grep 'Collected'
+//! done
 //! ```
 //!
-//! Instructions per mint: the collected count over `N` (the loop and `black_box` included,
-//! the same for every generator).
+//! Instructions per mint: the collected count over `N` + 1,000 (the warm-up is counted
+//! too; the loop and `black_box` included, the same for every generator).
+//!
+//! Two rows mint one ID per tick, so that every mint is the first of its tick, as when a
+//! service mints less than one ID per millisecond:
+//!
+//! - `paced`: the default `Generator`; before each mint the loop waits, outside what
+//!   callgrind counts, until the default clock's time moves on. Instructions per mint: the
+//!   count over `N` + 10 (a warm-up of 10).
+//! - `paced-manual`: a `Generator` whose `ManualClock`, set in 2010, the loop moves one tick
+//!   forward before each mint (the move is counted too): a clock whose ticks are not the
+//!   wall clock's.
+//!
+//! Outside callgrind the same run prints the wall-clock time per ID.
 
-use atomflake::{Generator, Id, Layout, LocalGenerator, PreciseClock, ShardedGenerator};
+use atomflake::{Clock, Generator, Id, Layout, LocalGenerator, ManualClock, PreciseClock, ShardedGenerator};
 use atomflake_benches::peers::{FerroidWide, TWITTER_EPOCH_MS, ferroid_clock};
 use ferroid::generator::{AtomicSnowflakeGenerator, BasicSnowflakeGenerator};
 use std::hint::black_box;
+use std::time::Instant;
 
 /// Mints `n` IDs with `mint`; the only code callgrind counts.
 #[inline(never)]
@@ -28,10 +45,51 @@ fn run_mints(n: u64, mint: &mut dyn FnMut() -> u64) -> u64 {
     last
 }
 
-/// Mints a warm-up round (the clocks' first reads, the first tick), then the counted one.
+/// Mints a warm-up round (the clocks' first reads, the first tick), then the counted one;
+/// prints the counted round's wall-clock time per ID.
 fn count(n: u64, mut mint: impl FnMut() -> u64) -> u64 {
     run_mints_warm(&mut mint);
-    run_mints(n, &mut mint)
+    let start = Instant::now();
+    let last = run_mints(n, &mut mint);
+    let elapsed = start.elapsed();
+    #[expect(clippy::cast_precision_loss, reason = "a printed figure")]
+    let per_id = elapsed.as_nanos() as f64 / n as f64;
+    println!("{per_id:.2} ns per ID (wall clock)");
+    last
+}
+
+/// Mints `n` IDs (after 10 for a warm-up) one at a time, calling `next_tick` before each,
+/// outside what callgrind counts; prints the median wall-clock time of a mint, less the
+/// median of the timer's own (a mint that another thread preempts is an outlier the median
+/// leaves out).
+fn count_paced(n: u64, mut next_tick: impl FnMut(), mut mint: impl FnMut() -> u64) -> u64 {
+    let mut median_of = |call: fn(&mut dyn FnMut() -> u64) -> u64, mint: &mut dyn FnMut() -> u64| {
+        let mut last = 0;
+        let mut times = Vec::new();
+        for round in 0..n + 10 {
+            next_tick();
+            let start = Instant::now();
+            last = call(mint);
+            if round >= 10 {
+                times.push(start.elapsed());
+            }
+        }
+        times.sort_unstable();
+        (last, times[times.len() / 2])
+    };
+    let (_, timer) = median_of(call_once, &mut || 0);
+    let (last, median) = median_of(|mint| run_mints(1, mint), &mut mint);
+    println!(
+        "{:.2?} per ID, median (wall clock, less the timer's {timer:.2?})",
+        median.saturating_sub(timer)
+    );
+    last
+}
+
+/// One call of `mint`: the timer's own cost, which callgrind does not count.
+#[inline(never)]
+fn call_once(mint: &mut dyn FnMut() -> u64) -> u64 {
+    black_box(mint())
 }
 
 #[inline(never)]
@@ -68,6 +126,25 @@ fn main() {
         "sharded" => {
             let generator = ShardedGenerator::new(wide, [0]).expect("node 0");
             count(n, || id(generator.next_id()))
+        }
+        "paced" => {
+            let generator = Generator::new(wide, 0).expect("node 0");
+            let clock = *generator.clock();
+            let next_tick = || {
+                let now = clock.unix_ms();
+                while clock.unix_ms() == now {
+                    std::hint::spin_loop();
+                }
+            };
+            count_paced(n, next_tick, || id(generator.next_id()))
+        }
+        "paced-manual" => {
+            let clock = ManualClock::new(TWITTER_EPOCH_MS + 1_000);
+            let generator = Generator::with_clock(wide, 0, clock.clone()).expect("node 0");
+            count(n, || {
+                clock.advance(1);
+                id(generator.next_id())
+            })
         }
         "ferroid-atomic" => {
             let generator = AtomicSnowflakeGenerator::<FerroidWide, _>::new(0, ferroid_clock());
