@@ -139,6 +139,9 @@ impl<C: Clock> Builder<C> {
     ///   slower than half a second), and `try_next_id` then returns
     ///   [`MintError::HighWaterPending`](crate::MintError::HighWaterPending). A restart within that time of the last mint waits for
     ///   the rest of it.
+    /// - Dropping the generator stops that thread and waits for a write in progress for at
+    ///   most 200 ms; a slower write finishes on its own, and the file stays locked until
+    ///   it has.
     ///
     /// Give each generator (each node ID, or each
     /// [`ShardedGenerator`](crate::ShardedGenerator)) a file of its own.

@@ -130,9 +130,11 @@ impl<C: Clock + Clone + Send + 'static> Builder<C> {
     /// then [`Lost`](crate::LeaseError::Lost) if another process took the node), as it
     /// returns the database's error while the mark cannot be stored. `next_id` waits out
     /// a failing database for up to the lease time, then panics; it panics at once on a
-    /// lost lease. Dropping the generator releases the lease, which waits for the
-    /// release statement (bounded by the connection's timeouts, a quarter of the lease
-    /// time each).
+    /// lost lease. Dropping the generator releases the lease: it waits for a renewal in
+    /// progress and the release statement for at most the lease time, then leaves the
+    /// keeper thread to finish them on its own (a server that stopped answering, on a Unix
+    /// socket where no TCP timeout applies, never blocks the drop); a lease that is never
+    /// released expires after the lease time.
     ///
     /// # Errors
     ///

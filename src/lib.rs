@@ -137,6 +137,8 @@
 //!   mint is.
 //! - A generator with a [high-water file](Builder::high_water_file) has a thread of its
 //!   own (`atomflake-mark`) that writes the file, so that minting threads never do.
+//!   Dropping the generator waits for a write in progress for at most 200 ms, then leaves
+//!   the thread to finish it (the file stays locked until it has).
 //! - The first [`MonotonicClock`] in a process calibrates quanta, which can take up to
 //!   ~200 ms, and starts the discipline thread (`atomflake-discipline`, awake for a few µs
 //!   every millisecond: about 2.5% of a core on a 2-vCPU VM); later ones are free.

@@ -24,6 +24,12 @@
 //! before that, and the **fence**, the first slot past the hold, caps both limits. So
 //! the lease's deadline costs the minting path nothing: it is part of the one limit
 //! already loaded.
+//!
+//! Dropping the mark stops the keeper and waits for it to finish a store in progress and
+//! [`MarkStore::finish`] and drop the store (a lease's release), for at most the store's
+//! patience ([`Fence::patience`], [`PATIENCE`] without a fence). Past that the thread is
+//! left to finish on its own: a store blocked for good (a server stopped with `SIGSTOP`,
+//! on a Unix socket, where no TCP timeout applies) does not block the drop.
 
 use crate::error::{BuildError, HighWaterError, MintError};
 use crate::layout::Layout;
@@ -40,7 +46,8 @@ pub(crate) const WINDOW_MS: u64 = 1_000;
 /// How long the keeper waits before it tries a failed store again.
 const RETRY: Duration = Duration::from_millis(100);
 
-/// How long `next_id` waits for a failing store with no [`Fence`]: about one more attempt.
+/// How long `next_id` waits for a failing store with no [`Fence`] (about one more
+/// attempt), and a drop for the keeper to finish.
 const PATIENCE: Duration = Duration::from_millis(200);
 
 /// Where a mark is kept durably.
@@ -95,7 +102,8 @@ pub(crate) struct Fence {
     pub(crate) lapsed: MintError,
     /// How often the keeper stores again while no new mark is wanted.
     pub(crate) renew_every: Duration,
-    /// How long `next_id` waits for failing stores before it panics.
+    /// How long `next_id` waits for failing stores before it panics, and dropping the
+    /// generator waits for the keeper to finish a store in progress and the release.
     pub(crate) patience: Duration,
 }
 
@@ -204,6 +212,7 @@ impl Mark {
                 ended: false,
                 finished: None,
                 stop: false,
+                exited: false,
             }),
             asked: Condvar::new(),
             moved: Condvar::new(),
@@ -212,7 +221,10 @@ impl Mark {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
                 .name("atomflake-mark".into())
-                .spawn(move || shared.keep(store, fence.as_ref()))
+                .spawn(move || {
+                    shared.keep(store, fence.as_ref());
+                    shared.exit();
+                })
                 .map_err(|source| HighWaterError::KeeperSpawn { cause: source.into() })?
         };
         Ok(Mark {
@@ -364,14 +376,37 @@ struct Keeper {
 }
 
 impl Drop for Keeper {
+    /// Stops the keeper, and waits for it to finish (its store in progress, the store's
+    /// `finish` and drop) for at most the patience; then leaves it to finish on its own.
     fn drop(&mut self) {
-        self.shared.lock().stop = true;
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        let deadline = Instant::now() + self.shared.patience;
+        let mut state = self.shared.lock();
+        state.stop = true;
         self.shared.asked.notify_one();
-        if let Some(thread) = self.thread.take() {
-            // The keeper catches nothing and panics on nothing it is given; a panic there
-            // would already have stopped the store, and the stored mark is still valid.
+        while !state.exited {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            // Woken by `exit`; the timeout measures the patience.
+            state = self
+                .shared
+                .moved
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        let exited = state.exited;
+        drop(state);
+        if exited {
+            // Its work is done: the join only waits for the thread to end.
             let _ = thread.join();
         }
+        // Otherwise the handle is dropped: the thread is detached, and finishes its store,
+        // the release and the drop of the store whenever the store returns.
     }
 }
 
@@ -391,12 +426,12 @@ struct Shared {
     requested: ProcessAtomicU64,
     /// What a slot past the fence reports while the store has not ended.
     lapsed: Option<MintError>,
-    /// How long `next_id` waits for failing stores.
+    /// How long `next_id` waits for failing stores, and a drop for the keeper to finish.
     patience: Duration,
     state: Mutex<KeeperState>,
     /// Signalled when a mark is asked for, or the keeper should stop.
     asked: Condvar,
-    /// Signalled when a store finished, well or not.
+    /// Signalled when a store finished, well or not, and when the keeper exits.
     moved: Condvar,
 }
 
@@ -415,6 +450,8 @@ struct KeeperState {
     /// The mark that covers exactly what the generator minted, once it stopped.
     finished: Option<u64>,
     stop: bool,
+    /// The keeper thread has finished its work.
+    exited: bool,
 }
 
 impl Shared {
@@ -438,6 +475,12 @@ impl Shared {
             (Some(failure), _) => Uncovered::Failed(failure.clone()),
             (None, _) => Uncovered::Pending,
         }
+    }
+
+    /// The keeper thread has finished its work; wakes a drop waiting for it.
+    fn exit(&self) {
+        self.lock().exited = true;
+        self.moved.notify_all();
     }
 
     /// Asks for a mark a window and a half past `slot`'s tick, unless one at least a window
@@ -862,5 +905,64 @@ mod tests {
     fn dropping_the_mark_stops_the_keeper() {
         let (mark, _stored, _go) = kept();
         drop(mark);
+    }
+
+    /// `work`'s result, on a thread of its own; fails the test when it takes longer than
+    /// `limit` (the thread is left behind).
+    pub(crate) fn within<T: Send + 'static>(limit: Duration, work: impl FnOnce() -> T + Send + 'static) -> T {
+        let (done, result) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(work());
+        });
+        result
+            .recv_timeout(limit)
+            .unwrap_or_else(|_| panic!("still waiting after {limit:?}"))
+    }
+
+    /// A store that stores the first mark, and never returns from the next: a renewal to a
+    /// server stopped with `SIGSTOP`, over a Unix socket. Tells `entered` when it blocks.
+    struct Frozen {
+        entered: mpsc::Sender<u64>,
+        stores: u32,
+    }
+
+    impl MarkStore for Frozen {
+        type Error = LeaseError;
+
+        fn store(&mut self, unix_ms: u64) -> Result<Hold, LeaseError> {
+            self.stores += 1;
+            if self.stores > 1 {
+                let _ = self.entered.send(unix_ms);
+                loop {
+                    std::thread::park();
+                }
+            }
+            Ok(Some(HOLD))
+        }
+    }
+
+    #[test]
+    fn dropping_the_mark_waits_for_a_store_that_never_returns_at_most_the_patience() {
+        let (entered, blocked) = mpsc::channel();
+        let clock = ManualClock::new(T0);
+        let patience = Duration::from_millis(300);
+        let fence = Fence {
+            clock: Box::new(move || clock.precise_unix_ms()),
+            lapsed: lapsed(),
+            renew_every: NO_RENEWAL,
+            patience,
+        };
+        let store = Frozen { entered, stores: 0 };
+        let mark = Mark::kept(store, ms_slots(), 0, T0, Some(fence)).unwrap();
+        // Past the early limit: the keeper is asked for a mark, and blocks storing it.
+        assert!(mark.check(slot_at(T0 + 1_200)).is_ok());
+        assert_eq!(blocked.recv().unwrap(), T0 + 1_201 + 1_500);
+        let start = Instant::now();
+        within(Duration::from_secs(10), move || drop(mark));
+        let took = start.elapsed();
+        assert!(
+            took >= patience && took < patience + Duration::from_secs(2),
+            "the drop took {took:?}"
+        );
     }
 }
