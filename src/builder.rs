@@ -138,7 +138,8 @@ impl<C: Clock> Builder<C> {
     ///   clock has run past the stored mark before the write finished (a clock jump, a disk
     ///   slower than half a second), and `try_next_id` then returns
     ///   [`MintError::HighWaterPending`](crate::MintError::HighWaterPending). A restart within that time of the last mint waits for
-    ///   the rest of it.
+    ///   the rest of it. If that thread panics, minting stops at the stored mark
+    ///   ([`MintError::KeeperPanicked`](crate::MintError::KeeperPanicked)).
     /// - Dropping the generator stops that thread and waits for a write in progress for at
     ///   most 200 ms; a slower write finishes on its own, and the file stays locked until
     ///   it has.

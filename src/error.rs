@@ -870,6 +870,13 @@ pub enum MintError {
     /// ([`LeaseError::Expired`], transient), or another process holds the node now
     /// ([`LeaseError::Lost`], permanent).
     Lease(LeaseError),
+    /// The thread that stores the generator's high-water mark (`atomflake-mark`) panicked,
+    /// so the mark no longer moves. IDs the stored mark covers still mint; past it,
+    /// **permanent** for this generator: build a new one.
+    KeeperPanicked {
+        /// The panic's message.
+        message: String,
+    },
 }
 
 impl fmt::Display for MintError {
@@ -891,6 +898,11 @@ impl fmt::Display for MintError {
             ),
             MintError::HighWater(error) => fmt::Display::fmt(error, f),
             MintError::Lease(error) => fmt::Display::fmt(error, f),
+            MintError::KeeperPanicked { message } => write!(
+                f,
+                "the thread that stores the high-water mark panicked ({message}): no id past \
+                 the stored mark can be minted; build a new generator"
+            ),
         }
     }
 }

@@ -259,8 +259,9 @@ macro_rules! minting_methods {
             /// clock was set before the epoch at start-up. Also when a
             /// [high-water file](crate::Builder::high_water_file) cannot be written (a
             /// full disk, say) and the clock has passed its mark: minting on would risk
-            /// duplicates after a restart. [`try_next_id`](Self::try_next_id) returns
-            /// these as errors.
+            /// duplicates after a restart; or when the thread that stores the mark has
+            /// panicked and the clock has passed it. [`try_next_id`](Self::try_next_id)
+            /// returns these as errors.
             ///
             /// # Examples
             ///
@@ -288,7 +289,8 @@ macro_rules! minting_methods {
             /// moved; [`MintError::ClockOutOfSpan`](crate::MintError::ClockOutOfSpan) and
             /// [`MintError::SpanSpent`](crate::MintError::SpanSpent) when the clock is outside the
             /// layout's span or the span is used up; the high-water file's error when its
-            /// mark cannot be moved.
+            /// mark cannot be moved; [`MintError::KeeperPanicked`](crate::MintError::KeeperPanicked)
+            /// (permanent) past the mark once the thread that stores it has panicked.
             ///
             /// # Examples
             ///

@@ -131,7 +131,8 @@
 //! - [`Generator::next_id`] panics when the clock is outside the layout's span (before the
 //!   epoch, or after the span ran out), or when a high-water file cannot be written and
 //!   the clock has passed its mark, or when a lease has expired and its next renewal fails
-//!   too, or is lost; [`Generator::try_next_id`] returns those errors.
+//!   too, or is lost, or when the thread that stores the mark has panicked and the clock
+//!   has passed the mark; [`Generator::try_next_id`] returns those errors.
 //! - One generator mints at most [`Layout::ids_per_tick`] IDs per tick (4,096 per ms for
 //!   Twitter): 4.096 M IDs/s, about 244 ns per ID at saturation, however fast a single
 //!   mint is.

@@ -25,6 +25,11 @@
 //! the lease's deadline costs the minting path nothing: it is part of the one limit
 //! already loaded.
 //!
+//! The keeper thread ends the store when it panics: the panic is caught, the store is
+//! marked ended with [`MintError::KeeperPanicked`], and every thread waiting for a mark is
+//! woken, so `next_id` panics and `try_next_id` reports it instead of waiting for a mark
+//! that no thread stores. Slots the stored mark covers still mint.
+//!
 //! Dropping the mark stops the keeper and waits for it to finish a store in progress and
 //! [`MarkStore::finish`] and drop the store (a lease's release), for at most the store's
 //! patience ([`Fence::patience`], [`PATIENCE`] without a fence). Past that the thread is
@@ -35,6 +40,7 @@ use crate::error::{BuildError, HighWaterError, MintError};
 use crate::layout::Layout;
 use crate::state::StateWord;
 use crate::sync::{Ordering, ProcessAtomicU64};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -222,8 +228,13 @@ impl Mark {
             std::thread::Builder::new()
                 .name("atomflake-mark".into())
                 .spawn(move || {
-                    shared.keep(store, fence.as_ref());
-                    shared.exit();
+                    // Unwind safety: the keeper changes the shared state only under its
+                    // lock, never panics while holding it, and `exit` marks the store
+                    // ended after a panic, so nothing half-done is relied on.
+                    let kept = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        shared.keep(store, fence.as_ref());
+                    }));
+                    shared.exit(kept.err().map(|panic| panic_message(panic.as_ref())));
                 })
                 .map_err(|source| HighWaterError::KeeperSpawn { cause: source.into() })?
         };
@@ -368,6 +379,15 @@ fn fence_slot(slots: Slots, sent: Option<u64>, hold: Hold) -> u64 {
     }
 }
 
+/// A panic's message: its payload when that is text (as `panic!` makes it).
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(text), _) => (*text).to_owned(),
+        (_, Some(text)) => text.clone(),
+        _ => "a panic with no message".to_owned(),
+    }
+}
+
 /// The keeper thread and what it shares with the minting threads.
 #[derive(Debug)]
 struct Keeper {
@@ -402,7 +422,8 @@ impl Drop for Keeper {
         let exited = state.exited;
         drop(state);
         if exited {
-            // Its work is done: the join only waits for the thread to end.
+            // Its work is done (a panic was caught and reported by `exit`): the join only
+            // waits for the thread to end.
             let _ = thread.join();
         }
         // Otherwise the handle is dropped: the thread is detached, and finishes its store,
@@ -450,7 +471,7 @@ struct KeeperState {
     /// The mark that covers exactly what the generator minted, once it stopped.
     finished: Option<u64>,
     stop: bool,
-    /// The keeper thread has finished its work.
+    /// The keeper thread has finished its work (returned, or panicked and was caught).
     exited: bool,
 }
 
@@ -477,9 +498,15 @@ impl Shared {
         }
     }
 
-    /// The keeper thread has finished its work; wakes a drop waiting for it.
-    fn exit(&self) {
-        self.lock().exited = true;
+    /// The keeper thread has finished: returned, or panicked with `panicked` (its message).
+    /// A panic ends the store; every waiter is woken either way.
+    fn exit(&self, panicked: Option<String>) {
+        let mut state = self.lock();
+        state.exited = true;
+        if let Some(message) = panicked {
+            state.ended = true;
+            state.failure = Some(MintError::KeeperPanicked { message });
+        }
         self.moved.notify_all();
     }
 
@@ -917,6 +944,77 @@ mod tests {
         result
             .recv_timeout(limit)
             .unwrap_or_else(|_| panic!("still waiting after {limit:?}"))
+    }
+
+    /// A store that stores the first mark and panics at the next.
+    struct Panics {
+        stores: u32,
+    }
+
+    impl MarkStore for Panics {
+        type Error = HighWaterError;
+
+        fn store(&mut self, unix_ms: u64) -> Result<Hold, HighWaterError> {
+            self.stores += 1;
+            assert!(self.stores == 1, "disk on fire at {unix_ms}");
+            Ok(None)
+        }
+    }
+
+    #[test]
+    fn a_keeper_that_panics_ends_the_store_and_wakes_its_waiters() {
+        let mark = Arc::new(Mark::kept(Panics { stores: 0 }, ms_slots(), 0, T0, None).unwrap());
+        let past = slot_at(T0 + 1_600);
+        // The keeper is asked for T0 + 1.6 s + 1.5 s, and panics storing it.
+        let panicked = MintError::KeeperPanicked {
+            message: format!("disk on fire at {}", T0 + 1_601 + 1_500),
+        };
+        let waiting = Arc::clone(&mark);
+        let waited = within(Duration::from_secs(10), move || waiting.wait_covered(past));
+        assert_eq!(waited, Err(panicked.clone()));
+        assert!(matches!(mark.check(past), Err(Uncovered::Ended(e)) if e == panicked));
+        assert_eq!(
+            panicked.to_string(),
+            format!(
+                "the thread that stores the high-water mark panicked (disk on fire at {}): no id \
+                 past the stored mark can be minted; build a new generator",
+                T0 + 3_101
+            )
+        );
+        // The stored mark still covers what it covered.
+        assert!(mark.check(slot_at(T0 + 1_400)).is_ok());
+        within(Duration::from_secs(10), move || drop(mark));
+    }
+
+    #[test]
+    fn next_id_panics_and_try_next_id_reports_a_keeper_that_panicked() {
+        use crate::mint::Minter;
+        use crate::wait::Wait;
+        let mark = Mark::kept(Panics { stores: 0 }, ms_slots(), 0, T0, None).unwrap();
+        let minter = Arc::new(Minter::new(ms_slots().layout, 0, Wait::Spin).with_mark(mark, 0));
+        let clock = ManualClock::new(T0 + 1_600);
+        let waiting = (Arc::clone(&minter), clock.clone());
+        let panic = within(Duration::from_secs(10), move || {
+            let (minter, clock) = waiting;
+            let state = crate::sync::AtomicU64::new(minter.start());
+            std::panic::catch_unwind(AssertUnwindSafe(|| minter.reserve(&state, &clock, 1)))
+                .map_err(|panic| panic_message(panic.as_ref()))
+        });
+        let message = format!("disk on fire at {}", T0 + 1_601 + 1_500);
+        assert_eq!(
+            panic,
+            Err(format!(
+                "atomflake: cannot mint an id: {}",
+                MintError::KeeperPanicked {
+                    message: message.clone()
+                }
+            ))
+        );
+        let state = std::cell::Cell::new(minter.start());
+        assert_eq!(
+            minter.try_reserve_one(&state, &clock),
+            Err(MintError::KeeperPanicked { message })
+        );
     }
 
     /// A store that stores the first mark, and never returns from the next: a renewal to a
