@@ -266,6 +266,20 @@ impl Anchor {
     }
 }
 
+/// The time the default clock's thread last stored for [`MonotonicClock::unix_ms`], then
+/// the clock's precise time (Unix ms); `None` while no thread stores it (no default clock
+/// in this process yet, or its thread did not start).
+///
+/// The stored time is the process's heartbeat: a child of a fork has no discipline thread,
+/// so its copy stands at the last time stored before the fork, while its precise clock
+/// goes on (`fork.rs`).
+pub(crate) fn heartbeat() -> Option<(u64, u64)> {
+    let anchor = ANCHOR.get().filter(|anchor| anchor.ticking)?;
+    // Relaxed: see `Anchor::refresh_recent`.
+    let stored = RECENT_UNIX_MS.load(Ordering::Relaxed);
+    Some((stored, anchor.precise_unix_ms()))
+}
+
 /// [`STEP_HOOK`], locked. A poisoned lock only means a thread panicked while holding it
 /// (never inside a hook, which runs unlocked); the value inside is still right.
 #[cfg_attr(loom, allow(dead_code))]

@@ -870,6 +870,19 @@ pub enum MintError {
     /// ([`LeaseError::Expired`], transient), or another process holds the node now
     /// ([`LeaseError::Lost`], permanent).
     Lease(LeaseError),
+    /// The generator was built in another process and copied into this one by `fork()`:
+    /// parent and child would mint the same IDs. **Permanent** for this generator in this
+    /// process: build a new generator in the child, on a node of its own. A child is
+    /// refused when it mints in a tick past the tick of the fork and past the ticks its
+    /// generator had reached, and before any wait; what it mints in those ticks is not
+    /// detected (see the crate docs' Guarantees).
+    Forked {
+        /// The process the generator was built in (the child's parent, or an earlier
+        /// ancestor).
+        parent: u32,
+        /// This process.
+        child: u32,
+    },
     /// The thread that stores the generator's high-water mark (`atomflake-mark`) panicked,
     /// so the mark no longer moves. IDs the stored mark covers still mint; past it,
     /// **permanent** for this generator: build a new one.
@@ -898,6 +911,12 @@ impl fmt::Display for MintError {
             ),
             MintError::HighWater(error) => fmt::Display::fmt(error, f),
             MintError::Lease(error) => fmt::Display::fmt(error, f),
+            MintError::Forked { parent, child } => write!(
+                f,
+                "generator built in process {parent} cannot mint in process {child}, a child of \
+                 a fork: both would mint the same ids; build a new generator in the child, on a \
+                 node of its own"
+            ),
             MintError::KeeperPanicked { message } => write!(
                 f,
                 "the thread that stores the high-water mark panicked ({message}): no id past \

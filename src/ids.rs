@@ -260,8 +260,12 @@ macro_rules! minting_methods {
             /// [high-water file](crate::Builder::high_water_file) cannot be written (a
             /// full disk, say) and the clock has passed its mark: minting on would risk
             /// duplicates after a restart; or when the thread that stores the mark has
-            /// panicked and the clock has passed it. [`try_next_id`](Self::try_next_id)
-            /// returns these as errors.
+            /// panicked and the clock has passed it. And in a child of a `fork()` (the
+            /// generator was built in its parent), when it mints in a tick past the tick
+            /// of the fork and the ticks the generator had reached, or before any wait:
+            /// parent and child would mint the same IDs, and a child has none of the
+            /// generator's threads. [`try_next_id`](Self::try_next_id) returns these as
+            /// errors.
             ///
             /// # Examples
             ///
@@ -290,7 +294,10 @@ macro_rules! minting_methods {
             /// [`MintError::SpanSpent`](crate::MintError::SpanSpent) when the clock is outside the
             /// layout's span or the span is used up; the high-water file's error when its
             /// mark cannot be moved; [`MintError::KeeperPanicked`](crate::MintError::KeeperPanicked)
-            /// (permanent) past the mark once the thread that stores it has panicked.
+            /// (permanent) past the mark once the thread that stores it has panicked;
+            /// [`MintError::Forked`](crate::MintError::Forked) (permanent) in a child of a
+            /// `fork()`, when it mints in a tick past the tick of the fork and the ticks the
+            /// generator had reached, and instead of any other refusal.
             ///
             /// # Examples
             ///

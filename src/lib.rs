@@ -88,6 +88,16 @@
 //!   it, waiting up to [`Builder::MAX_RESTART_WAIT`] for its clock and refusing to start
 //!   further behind. Damaged files and a second live generator on a file are errors.
 //!
+//! Across a `fork()`:
+//!
+//! - A child process has a copy of every generator and none of its threads. A generator
+//!   checks the process at the first mint of each tick, before any wait and before
+//!   `try_next_id` reports a refusal, so a child is refused with [`MintError::Forked`]
+//!   (`next_id` panics) instead of minting its parent's IDs or waiting for threads it does
+//!   not have. Not detected: the rest of the tick the generator had reached before the
+//!   fork, and the tick in which the fork happened while it lasts: at most about one tick's
+//!   sequence per node (details in `fork.rs`).
+//!
 //! What the user provides: a distinct node ID for each live generator of a layout (and a
 //! high-water file of its own), and a wall clock that is right eventually. [`node`] reads
 //! a node ID from an environment variable or a Kubernetes StatefulSet pod's ordinal, and
@@ -132,7 +142,8 @@
 //!   epoch, or after the span ran out), or when a high-water file cannot be written and
 //!   the clock has passed its mark, or when a lease has expired and its next renewal fails
 //!   too, or is lost, or when the thread that stores the mark has panicked and the clock
-//!   has passed the mark; [`Generator::try_next_id`] returns those errors.
+//!   has passed the mark, or in a child of a fork; [`Generator::try_next_id`] returns
+//!   those errors.
 //! - One generator mints at most [`Layout::ids_per_tick`] IDs per tick (4,096 per ms for
 //!   Twitter): 4.096 M IDs/s, about 244 ns per ID at saturation, however fast a single
 //!   mint is.
@@ -140,6 +151,10 @@
 //!   own (`atomflake-mark`) that writes the file, so that minting threads never do.
 //!   Dropping the generator waits for a write in progress for at most 200 ms, then leaves
 //!   the thread to finish it (the file stays locked until it has).
+//! - A generator checks the process it mints in once per tick (see Guarantees): one
+//!   `getpid` system call (about 170 ns on the project's VM) at the first mint of a tick,
+//!   skipped while the default clock's thread runs in that tick. `benches/README.md` has
+//!   the cost per mint.
 //! - The first [`MonotonicClock`] in a process calibrates quanta, which can take up to
 //!   ~200 ms, and starts the discipline thread (`atomflake-discipline`, awake for a few µs
 //!   every millisecond: about 2.5% of a core on a 2-vCPU VM); later ones are free.
@@ -162,9 +177,10 @@
 //!   seqlock: the version is stored with `Release` and loaded with `Acquire`, with a
 //!   `Release` fence before the writer's field stores and an `Acquire` fence after the
 //!   reader's field loads (`discipline.rs`, `Timeline`).
-//! - The coarse clock's time and a high-water mark's limits are `Relaxed` hints: a stale
-//!   value makes a read late or sends a mint down the slow path, never wrong; the mark's
-//!   keeper and the threads waiting for it meet under a mutex (`mark.rs`).
+//! - The coarse clock's time, a high-water mark's limits, the ticks checked for a fork and
+//!   the one limit a mint compares (the lower of those) are `Relaxed` hints: a stale value
+//!   makes a read late or sends a mint down the slow path, never wrong; the mark's keeper
+//!   and the threads waiting for it meet under a mutex (`mark.rs`, `mint.rs`, `fork.rs`).
 #![forbid(unsafe_code)]
 
 mod base32;
@@ -182,6 +198,7 @@ mod datetime;
 mod db;
 mod discipline;
 mod error;
+mod fork;
 mod generator;
 mod high_water;
 mod id;

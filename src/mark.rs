@@ -28,7 +28,8 @@
 //! The keeper thread ends the store when it panics: the panic is caught, the store is
 //! marked ended with [`MintError::KeeperPanicked`], and every thread waiting for a mark is
 //! woken, so `next_id` panics and `try_next_id` reports it instead of waiting for a mark
-//! that no thread stores. Slots the stored mark covers still mint.
+//! that no thread stores. Slots the stored mark covers still mint. (A child of a fork has
+//! no keeper thread at all: it is refused before it could wait for one, `fork.rs`.)
 //!
 //! Dropping the mark stops the keeper and waits for it to finish a store in progress and
 //! [`MarkStore::finish`] and drop the store (a lease's release), for at most the store's
@@ -158,8 +159,6 @@ impl Slots {
 /// A generator's high-water mark: none, or limits kept by a keeper thread.
 #[derive(Debug)]
 pub(crate) struct Mark {
-    /// Slots at or past this ask the keeper to move the mark; `u64::MAX` without a store.
-    early: ProcessAtomicU64,
     keeper: Option<Keeper>,
 }
 
@@ -177,10 +176,7 @@ pub(crate) enum Uncovered {
 impl Mark {
     /// No mark: no slot is ever limited.
     pub(crate) fn none() -> Mark {
-        Mark {
-            early: ProcessAtomicU64::new(u64::MAX),
-            keeper: None,
-        }
+        Mark { keeper: None }
     }
 
     /// A mark kept in `store`, which holds `mark` (Unix ms) now. Stores a mark a window
@@ -210,6 +206,7 @@ impl Mark {
             requested: ProcessAtomicU64::new(first),
             lapsed: fence.as_ref().map(|fence| fence.lapsed.clone()),
             patience: fence.as_ref().map_or(PATIENCE, |fence| fence.patience),
+            pid: std::process::id(),
             state: Mutex::new(KeeperState {
                 wanted: first,
                 stored: first,
@@ -239,7 +236,6 @@ impl Mark {
                 .map_err(|source| HighWaterError::KeeperSpawn { cause: source.into() })?
         };
         Ok(Mark {
-            early: ProcessAtomicU64::new(early),
             keeper: Some(Keeper {
                 shared,
                 thread: Some(thread),
@@ -247,11 +243,13 @@ impl Mark {
         })
     }
 
-    /// The slot at or past which [`check`](Self::check) must be called before minting.
-    #[inline]
+    /// The slot at or past which [`check`](Self::check) must be called before minting;
+    /// `u64::MAX` without a store.
     pub(crate) fn early(&self) -> u64 {
         // Relaxed: a hint that only grows; `check` reads the limits that decide.
-        self.early.load(Ordering::Relaxed)
+        self.keeper
+            .as_ref()
+            .map_or(u64::MAX, |keeper| keeper.shared.early.load(Ordering::Relaxed))
     }
 
     /// For a slot at or past [`early`](Self::early): asks the keeper to move the mark past
@@ -266,8 +264,6 @@ impl Mark {
         shared.ask(slot);
         // Relaxed: the keeper stores `covered` after its store returned; a stale value
         // only sends this mint the slow way.
-        let early = shared.early.load(Ordering::Relaxed);
-        self.early.fetch_max(early, Ordering::Relaxed);
         if slot < shared.covered.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -312,8 +308,6 @@ impl Mark {
         let mut state = shared.lock();
         loop {
             if slot < shared.covered.load(Ordering::Relaxed) {
-                self.early
-                    .fetch_max(shared.early.load(Ordering::Relaxed), Ordering::Relaxed);
                 return Ok(());
             }
             if shared.gives_up(&state, since)
@@ -342,9 +336,11 @@ pub(crate) struct Finish {
 
 impl Finish {
     /// The node stopped minting, its state word at `next_free`. Nodes sharing one mark
-    /// (a sharded generator's) each tell; the keeper keeps the latest end.
+    /// (a sharded generator's) each tell; the keeper keeps the latest end. A child of a
+    /// fork tells nothing: the keeper is its parent's, and the lock may have been copied
+    /// held.
     pub(crate) fn finish(&self, next_free: u64) {
-        if next_free > self.start {
+        if next_free > self.start && std::process::id() == self.shared.pid {
             let end = self.shared.slots.tick_end(next_free - 1);
             let mut state = self.shared.lock();
             state.finished = Some(state.finished.map_or(end, |finished| finished.max(end)));
@@ -402,6 +398,12 @@ impl Drop for Keeper {
         let Some(thread) = self.thread.take() else {
             return;
         };
+        if std::process::id() != self.shared.pid {
+            // A child of a fork: the thread is its parent's, and the lock may have been
+            // copied held. Touch neither.
+            std::mem::forget(thread);
+            return;
+        }
         let deadline = Instant::now() + self.shared.patience;
         let mut state = self.shared.lock();
         state.stop = true;
@@ -449,6 +451,8 @@ struct Shared {
     lapsed: Option<MintError>,
     /// How long `next_id` waits for failing stores, and a drop for the keeper to finish.
     patience: Duration,
+    /// The process the keeper thread runs in.
+    pid: u32,
     state: Mutex<KeeperState>,
     /// Signalled when a mark is asked for, or the keeper should stop.
     asked: Condvar,
@@ -596,7 +600,7 @@ impl Shared {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::clock::{Clock, ManualClock};
     use crate::error::{DbCause, LeaseError};

@@ -3,7 +3,14 @@
 //! A mint loads the state, reads the clock, asks the pure transition (`state.rs`) for the
 //! next step and, for a slot, tries to move the state past it with one compare-and-swap;
 //! a failed CAS steps again from the value it found. Waiting for a spent tick is in
-//! `wait.rs`, the high-water limit in `mark.rs`.
+//! `wait.rs`, the high-water limit in `mark.rs`, the check for a child of a fork in
+//! `fork.rs`.
+//!
+//! Both limits are folded into one slot, the minter's **limit**, which the common case
+//! compares with one load: below it a mint needs no other work. A slot at or past it takes
+//! the cold path ([`Minter::pass`]), which checks the process when the slot's tick is one
+//! not checked yet, asks the mark's keeper when the slot is past the mark's early limit,
+//! and moves the limit to the lower of the two.
 //!
 //! # Atomic orderings
 //!
@@ -12,13 +19,18 @@
 //! atomic's single modification order, which every ordering (`Relaxed` included) respects:
 //! each successful CAS reads the value the previous one wrote and writes a larger one. So
 //! every operation here is `Relaxed`.
+//!
+//! The limit is a `Relaxed` hint too: it only grows, and it is never past either limit it
+//! stands for (each only grows, so the lower of two values read is never past what both
+//! allow now). A stale value sends a mint to the cold path, which decides.
 
 use crate::clock::Clock;
 use crate::error::MintError;
+use crate::fork::Birth;
 use crate::layout::{Layout, Span};
 use crate::mark::{Finish, Mark, Slots, Uncovered};
 use crate::state::{StateWord, Step};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, ProcessAtomicU64};
 use crate::wait::{self, Backoff, Wait};
 use std::cell::Cell;
 use std::time::Duration;
@@ -73,6 +85,11 @@ pub(crate) struct Minter {
     /// The first state of a new state word: past the high-water mark of a previous run.
     start: u64,
     mark: Mark,
+    /// The process the minter was built in, and the ticks checked against it.
+    birth: Birth,
+    /// Slots at or past this take the cold path ([`pass`](Self::pass)): the lower of the
+    /// mark's early limit and the first slot of a tick not checked for a fork. Only grows.
+    limit: ProcessAtomicU64,
 }
 
 /// Why [`Minter::reserve_at`] reserved nothing.
@@ -99,6 +116,8 @@ impl Minter {
             wait,
             start: 0,
             mark: Mark::none(),
+            birth: Birth::here(),
+            limit: ProcessAtomicU64::new(0),
         }
     }
 
@@ -133,8 +152,61 @@ impl Minter {
         self.layout
     }
 
+    /// This minter in a process that it was built in `pid` for: a test's child of a fork.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn born_in(mut self, pid: u32) -> Minter {
+        self.birth.born_in(pid);
+        self
+    }
+
+    /// The slot at or past which a mint takes the cold path.
+    #[inline]
+    fn limit(&self) -> u64 {
+        // Relaxed: see "Atomic orderings" above.
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// For a slot at or past the limit: checks the process if the slot's tick is not
+    /// checked yet, and asks the mark's keeper if the slot is past the mark's early limit
+    /// (the process first: a child's keeper is its parent's); then moves the limit to the
+    /// lower of the two.
+    #[cold]
+    #[inline(never)]
+    fn pass(&self, slot: u64) -> Result<(), Refusal> {
+        if slot >= self.birth.limit() {
+            let start = self.layout.unix_ms_of_tick(self.word.tick(slot));
+            let tick = start..start.saturating_add(self.layout.tick_ms());
+            self.birth
+                .check_tick(tick, self.word.next_tick(slot))
+                .map_err(Refusal::Fatal)?;
+        }
+        if slot >= self.mark.early() {
+            self.mark.check(slot).map_err(|uncovered| match uncovered {
+                Uncovered::Pending => Refusal::Uncovered { slot, failure: None },
+                Uncovered::Failed(error) => Refusal::Uncovered {
+                    slot,
+                    failure: Some(error),
+                },
+                Uncovered::Ended(error) => Refusal::Fatal(error),
+            })?;
+        }
+        // Relaxed: see "Atomic orderings" above.
+        self.limit
+            .fetch_max(self.birth.limit().min(self.mark.early()), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Panics, as `next_id` does, in a child of a fork: called before a wait, which there
+    /// could wait for threads the child does not have.
+    #[cold]
+    fn panic_in_a_child(&self) {
+        if let Err(error) = self.birth.check() {
+            panic!("atomflake: cannot mint an id: {error}");
+        }
+    }
+
     /// The common case of a mint, small enough to inline: one step from the loaded state
-    /// at `unix_ms` and one CAS. `None` for everything else (a spent tick, the high-water
+    /// at `unix_ms` and one CAS. `None` for everything else (a spent tick, a slot at the
     /// limit, a time outside the span, a lost CAS), which the callers hand to the full
     /// loop, [`reserve_at`](Self::reserve_at), from a fresh load.
     #[inline]
@@ -144,7 +216,7 @@ impl Minter {
         let Step::Mint { slot } = self.word.step(state, now_tick) else {
             return None;
         };
-        if slot >= self.mark.early() {
+        if slot >= self.limit() {
             return None;
         }
         let count = self.word.block(slot, want);
@@ -178,6 +250,10 @@ impl Minter {
             },
             other => other,
         };
+        // A child of a fork is told so rather than asked to retry.
+        if !matches!(refusal, Refusal::Fatal(_)) {
+            self.birth.check()?;
+        }
         Err(match refusal {
             Refusal::Spent { tick, unix_ms } => MintError::SequenceExhausted {
                 tick,
@@ -219,17 +295,10 @@ impl Minter {
         want: u64,
     ) -> Result<(u64, u64), Refusal> {
         self.reserve_within(state_word, unix_ms, want, |slot| {
-            if slot < self.mark.early() {
+            if slot < self.limit() {
                 return Ok(());
             }
-            self.mark.check(slot).map_err(|uncovered| match uncovered {
-                Uncovered::Pending => Refusal::Uncovered { slot, failure: None },
-                Uncovered::Failed(error) => Refusal::Uncovered {
-                    slot,
-                    failure: Some(error),
-                },
-                Uncovered::Ended(error) => Refusal::Fatal(error),
-            })
+            self.pass(slot)
         })
     }
 
@@ -280,6 +349,7 @@ impl Minter {
         mut refusal: Refusal,
         want: u64,
     ) -> (u64, u64) {
+        self.panic_in_a_child();
         let mut backoff = Backoff::default();
         // The tick last slept for: sleep once per tick waited for, then spin.
         let mut napped = None;
@@ -319,16 +389,25 @@ impl Minter {
         // When the first refusal for the mark came: a failing store is waited for as
         // `wait_for_block` waits for it.
         let mut uncovered_since = None;
+        // Whether the process was checked, before the first wait.
+        let mut checked = false;
         loop {
-            match self.reserve_at(state, unix_ms, want) {
+            let refusal = match self.reserve_at(state, unix_ms, want) {
                 Ok(block) => return block,
-                Err(Refusal::Fatal(error)) => panic!("atomflake: cannot mint an id: {error}"),
-                Err(Refusal::Spent { tick, .. }) => {
+                Err(refusal) => refusal,
+            };
+            if !checked {
+                self.panic_in_a_child();
+                checked = true;
+            }
+            match refusal {
+                Refusal::Fatal(error) => panic!("atomflake: cannot mint an id: {error}"),
+                Refusal::Spent { tick, .. } => {
                     wait::nap_async(clock, self.layout.unix_ms_of_tick(tick), self.wait).await;
                 }
                 // The keeper stores the mark within a write's time: poll at the timer's
                 // resolution rather than block the runtime thread on it.
-                Err(Refusal::Uncovered { failure, .. }) => {
+                Refusal::Uncovered { failure, .. } => {
                     let since = *uncovered_since.get_or_insert_with(std::time::Instant::now);
                     if let Some(error) = failure.filter(|_| self.mark.out_of_patience(since)) {
                         panic!("atomflake: cannot mint an id: {error}");

@@ -18,7 +18,9 @@
 //!
 //! Any number of threads or processes may mint over one word at once. The word holds the
 //! next free slot of the layout's span (the state word, see the crate's design docs); the
-//! caller only creates it, with [`start`](WordMinter::start), and never writes it.
+//! caller only creates it, with [`start`](WordMinter::start), and never writes it. So,
+//! unlike the generators, a `WordMinter` does not check the process it mints in: processes
+//! forked from the one that built it share its words on purpose.
 //!
 //! # Examples
 //!

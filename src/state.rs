@@ -86,6 +86,12 @@ impl StateWord {
         slot >> self.sequence_bits
     }
 
+    /// The first slot of the tick after `slot`'s (`u64::MAX` past the last expressible).
+    #[inline]
+    pub(crate) const fn next_tick(self, slot: u64) -> u64 {
+        (slot | self.sequence_mask()).saturating_add(1)
+    }
+
     /// The sequence value of `slot`.
     #[cfg(test)]
     pub(crate) const fn sequence(self, slot: u64) -> u64 {
@@ -222,6 +228,14 @@ mod tests {
             3,
             "the last slot of a 64-bit word is the end"
         );
+    }
+
+    #[test]
+    fn next_tick_is_the_first_slot_of_the_following_tick() {
+        assert_eq!(TWITTER.next_tick(5 << 12), 6 << 12);
+        assert_eq!(TWITTER.next_tick((5 << 12) + 4095), 6 << 12);
+        assert_eq!(StateWord::new(63, 0).next_tick(9), 10);
+        assert_eq!(StateWord::new(48, 16).next_tick(u64::MAX - 1), u64::MAX);
     }
 
     #[test]
