@@ -1266,3 +1266,38 @@ fn check_fleet_history(seed: u64, schedule: &[String], histories: &[Vec<String>]
     );
     total
 }
+
+/// Dropping a generator whose server is frozen (every server process stopped with
+/// `SIGSTOP`, its Unix socket open: a renewal sent there never returns) returns within
+/// the lease time instead of waiting for the server.
+#[test]
+fn dropping_a_leased_generator_while_its_server_is_frozen_returns_within_the_lease_time() {
+    let Some(server) = Server::start("lease-frozen-server") else {
+        return;
+    };
+    let lease = Lease::acquire(
+        &config(&server),
+        &layout(),
+        &LeaseOptions::new("frozen-server").ttl(TTL),
+    )
+    .unwrap();
+    let generator = Builder::with_clock(layout(), PreciseClock::new())
+        .build_leased(lease)
+        .unwrap();
+    let _ = generator.next_id();
+    server.signal_all("-STOP");
+    // A renewal (every quarter of the lease time) is sent into the frozen server.
+    std::thread::sleep(TTL / 2);
+    let (done, dropped) = mpsc::channel();
+    let start = Instant::now();
+    std::thread::spawn(move || {
+        drop(generator);
+        let _ = done.send(());
+    });
+    let returned = dropped.recv_timeout(TTL * 3).is_ok();
+    let took = start.elapsed();
+    server.signal_all("-CONT");
+    assert!(returned, "drop did not return in {:?}", TTL * 3);
+    assert!(took <= TTL + Duration::from_millis(500), "drop took {took:?}");
+    println!("drop returned after {took:?} with the server frozen");
+}
