@@ -206,7 +206,7 @@ impl<C: Clock> Builder<C> {
         if self.lead > max_lead || !whole_ticks {
             return Err(out_of_range);
         }
-        Ok(Minter::new(self.layout, lead_ms / tick_ms, self.wait))
+        Ok(Minter::new(self.layout, lead_ms / tick_ms, self.wait).built_at(self.clock.unix_ms()))
     }
 
     fn minter(&self) -> Result<Minter, BuildError> {

@@ -36,13 +36,14 @@
 //!
 //! - **The tick of the fork.** A child mints without a check the slots below the limit it
 //!   copied (up to the end of the latest tick any of the generator's mints had entered
-//!   before the fork), and the slots of the tick the default clock's thread last stored a
-//!   time in before the fork, until that tick ends. For a node that minted in that tick,
-//!   that is the rest of its sequence, which the parent mints too if it mints on in that
-//!   tick; a child's default clock stands still there, so a child that mints only a few
-//!   IDs in all mints them in that tick, whenever it mints them. A node whose state word
-//!   is behind that tick (a shard that had not minted lately, a clock that moved back) can
-//!   mint more of the ticks up to it.
+//!   before the fork, or the tick its clock read when it was built), and the slots of the
+//!   tick the default clock's thread last stored a time in before the fork, until that
+//!   tick ends. For a node that minted in that tick, that is the rest of its sequence,
+//!   which the parent mints too if it mints on in that tick; a child's default clock
+//!   stands still there, so a child that mints only a few IDs in all mints them in that
+//!   tick, whenever it mints them. A node whose state word is behind that tick (a shard
+//!   that had not minted lately, a clock that moved back) can mint more of the ticks up
+//!   to it.
 //! - **IDs already reserved.** The rest of a [`next_ids`](crate::Generator::next_ids)
 //!   iterator's current block is handed out by the iterator alone.
 //! - **Minting over a caller's word** (`atomflake::raw`): the word is shared by forked
@@ -65,9 +66,15 @@ pub(crate) struct Birth {
 impl Birth {
     /// The current process, with no tick checked yet.
     pub(crate) fn here() -> Birth {
+        Birth::checked_until(0)
+    }
+
+    /// The current process, with the slots before `next` checked: those of the tick a
+    /// generator's clock reads when it is built here, and earlier ones.
+    pub(crate) fn checked_until(next: u64) -> Birth {
         Birth {
             pid: std::process::id(),
-            checked: ProcessAtomicU64::new(0),
+            checked: ProcessAtomicU64::new(next),
         }
     }
 

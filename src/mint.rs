@@ -134,6 +134,17 @@ impl Minter {
     pub(crate) fn with_mark(mut self, mark: Mark, stored: u64) -> Minter {
         self.start = self.slots().first_from(stored);
         self.mark = mark;
+        self.limit = ProcessAtomicU64::new(self.birth.limit().min(self.mark.early()));
+        self
+    }
+
+    /// This minter, built in this process while its clock read `unix_ms`: the slots of
+    /// that tick and earlier ones need no check for a fork.
+    pub(crate) fn built_at(mut self, unix_ms: u64) -> Minter {
+        if let Ok(tick) = self.span.tick_at(unix_ms) {
+            self.birth = Birth::checked_until(self.word.next_tick(self.word.first_slot(tick)));
+        }
+        self.limit = ProcessAtomicU64::new(self.birth.limit().min(self.mark.early()));
         self
     }
 
