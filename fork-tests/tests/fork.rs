@@ -10,6 +10,16 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::time::Duration;
 
+/// One test at a time: a child inherits every file the process has open, another test's
+/// high-water file and its lock included.
+static ONE_TEST_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_TEST_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// How long a child may run: far longer than any of these children needs.
 const LIMIT: Duration = Duration::from_secs(5);
 
@@ -57,6 +67,7 @@ fn ids_in(output: &str) -> BTreeSet<u64> {
 
 #[test]
 fn a_child_of_a_fork_is_refused_with_both_processes_and_mints_no_id_of_its_parent() {
+    let _one = one_test_at_a_time();
     let generator = Generator::new(Layout::TWITTER, 1).unwrap();
     let mut parent_ids: Vec<Id> = (0..1_000).map(|_| generator.next_id()).collect();
     // The fork comes in a tick after the last ID's: the clock's thread has stored a later
@@ -103,6 +114,7 @@ fn a_child_of_a_fork_is_refused_with_both_processes_and_mints_no_id_of_its_paren
 
 #[test]
 fn a_child_of_a_fork_never_waits_for_the_keeper_and_can_drop_the_generator() {
+    let _one = one_test_at_a_time();
     let path = std::env::temp_dir().join(format!("atomflake-fork-test-{}.hw", std::process::id()));
     let clock = ManualClock::new(1_700_000_000_000);
     let generator = Builder::with_clock(Layout::TWITTER, clock.clone())
