@@ -445,12 +445,7 @@ fn a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark() {
     let Some(server) = Server::start("lease-killed") else {
         return;
     };
-    if !std::path::Path::new(pg::LIBFAKETIME).exists() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{test}: libfaketime missing under CI=true"
-        );
-        eprintln!("SKIPPED {test}: libfaketime is not installed (Debian package faketime)");
+    if !pg::has_libfaketime(test) {
         return;
     }
     let mut killed = Holder::spawn(&server, "killed", "mint", &[]);
@@ -821,11 +816,10 @@ fn a_holder_whose_row_was_deleted_is_fenced_off_its_successors_claim() {
 #[test]
 fn a_claim_survives_a_crash_of_a_server_that_commits_asynchronously() {
     // The server's default: commits return before the WAL is flushed.
-    let options = pg::Options {
-        settings: vec![("synchronous_commit", "off".into())],
-        ..pg::Options::default()
-    };
-    let Some(server) = Server::start_with("lease-async-crash", options) else {
+    let Some(server) = Server::start_with(
+        "lease-async-crash",
+        pg::Options::setting("synchronous_commit", "off"),
+    ) else {
         return;
     };
     let config = config(&server);
@@ -952,11 +946,8 @@ fn a_free_node_with_a_mark_far_ahead_is_passed_over_not_claimed_by_everyone() {
 /// gets its own node, the lowest forty, with no claim timing out.
 #[test]
 fn a_fleet_starting_at_once_on_a_large_node_space_claims_one_node_each() {
-    let options = pg::Options {
-        settings: vec![("max_connections", "100".into())],
-        ..pg::Options::default()
-    };
-    let Some(server) = Server::start_with("lease-rollout", options) else {
+    let Some(server) = Server::start_with("lease-rollout", pg::Options::setting("max_connections", "100"))
+    else {
         return;
     };
     // The table exists: forty claimants, not forty creators.
@@ -1130,12 +1121,7 @@ fn strike(
 #[test]
 fn a_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
     let test = "a_fleet_under_a_seeded_nemesis_never_mints_an_id_twice";
-    if !std::path::Path::new(pg::LIBFAKETIME).exists() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{test}: libfaketime missing under CI=true"
-        );
-        eprintln!("SKIPPED {test}: libfaketime is not installed (Debian package faketime)");
+    if !pg::has_libfaketime(test) {
         return;
     }
     let dir = std::env::temp_dir().join(format!("atomflake-nemesis-{}", std::process::id()));

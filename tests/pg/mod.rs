@@ -56,6 +56,16 @@ pub struct Options {
     pub tcp: bool,
 }
 
+impl Options {
+    /// Default options but one `-c name=value` setting.
+    pub fn setting(name: &'static str, value: &str) -> Options {
+        Options {
+            settings: vec![(name, value.to_owned())],
+            ..Options::default()
+        }
+    }
+}
+
 /// A running throwaway cluster.
 pub struct Server {
     root: PathBuf,
@@ -108,6 +118,20 @@ pub fn has_library(test: &str, name: &str) -> bool {
             test,
             &format!("the {name} extension is not installed (see pg/README.md)"),
         );
+    }
+    installed
+}
+
+/// Whether libfaketime is installed; says it is skipping `test` when not (under
+/// `CI=true` that is a failure).
+pub fn has_libfaketime(test: &str) -> bool {
+    let installed = Path::new(LIBFAKETIME).exists();
+    if !installed {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{test}: libfaketime missing under CI=true"
+        );
+        eprintln!("SKIPPED {test}: libfaketime is not installed (Debian package faketime)");
     }
     installed
 }
