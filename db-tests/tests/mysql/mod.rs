@@ -55,6 +55,9 @@ impl Server {
         let output = Command::new(install)
             .arg("--no-defaults")
             .arg(format!("--datadir={}", root.join("data").display()))
+            // A temporary directory of its own: the bootstrap's temporary tables in a
+            // shared /tmp are not this server's alone.
+            .arg(format!("--tmpdir={}", root.display()))
             .args(["--auth-root-authentication-method=normal", "--skip-test-db"])
             .args(user)
             .stdin(Stdio::null())
@@ -71,6 +74,7 @@ impl Server {
             .arg(format!("--datadir={}", root.join("data").display()))
             .arg(format!("--socket={}", root.join("socket").display()))
             .arg(format!("--pid-file={}", root.join("pid").display()))
+            .arg(format!("--tmpdir={}", root.display()))
             .arg(format!("--log-error={}", root.join("log").display()))
             .args(["--skip-networking", "--innodb-buffer-pool-size=16M"])
             .args(user)
