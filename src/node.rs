@@ -56,8 +56,9 @@
 //! name (`fieldRef: {fieldPath: metadata.name}`) for [`from_statefulset_ordinal`], or the
 //! ordinal itself (`metadata.labels['apps.kubernetes.io/pod-index']`) for [`from_env`].
 
-use crate::error::{IoCause, NodeSourceError};
-use crate::layout::Layout;
+use crate::error::IoCause;
+use crate::format::layout::Layout;
+use core::fmt;
 use std::env;
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -234,6 +235,133 @@ fn node_in_range(
         });
     }
     Ok(node)
+}
+
+/// A node ID that a [`node`](crate::node) source could not read, or that does not fit the
+/// layout's node field.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Layout, NodeSourceError};
+/// use atomflake::node::from_statefulset_ordinal;
+///
+/// let err = from_statefulset_ordinal("orders", &Layout::TWITTER).unwrap_err();
+/// assert_eq!(err, NodeSourceError::NoOrdinal { hostname: "orders".into(), max: 1023 });
+/// assert_eq!(
+///     err.to_string(),
+///     "hostname \"orders\" has no statefulset ordinal: expected <name>-<N> with N in 0..=1023, \
+///      written without leading zeros",
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeSourceError {
+    /// The environment variable is not set. Permanent for this process: its environment
+    /// does not change.
+    Missing {
+        /// The variable's name.
+        var: String,
+        /// The largest node the layout holds.
+        max: u64,
+    },
+    /// The environment variable holds bytes that are not valid Unicode. Permanent for this
+    /// process.
+    NotUnicode {
+        /// The variable's name.
+        var: String,
+        /// The largest node the layout holds.
+        max: u64,
+    },
+    /// The value is not a decimal number that fits a `u64`: empty, a sign, hex, other
+    /// characters, or more digits than a `u64` holds. Permanent.
+    NotANumber {
+        /// Where the value came from: the environment variable's name, or
+        /// `hostname "<hostname>"` for a StatefulSet ordinal.
+        source_name: String,
+        /// The value found (for an environment variable, before trimming).
+        value: String,
+        /// The largest node the layout holds.
+        max: u64,
+    },
+    /// The hostname does not end in a StatefulSet ordinal `-<N>`: it has no `-`, nothing
+    /// before or after the last one, something other than the digits 0-9 after it, or
+    /// leading zeros. Permanent.
+    NoOrdinal {
+        /// The hostname.
+        hostname: String,
+        /// The largest node the layout holds.
+        max: u64,
+    },
+    /// A node above the layout's node field. Permanent for this layout.
+    OutOfRange {
+        /// Where the node came from: the environment variable's name, or
+        /// `hostname "<hostname>"` for a StatefulSet ordinal.
+        source_name: String,
+        /// The node found.
+        node: u64,
+        /// The largest node the layout holds.
+        max: u64,
+    },
+    /// No hostname: `HOSTNAME` is not set (or empty) and `/etc/hostname` could not be read.
+    /// Transient or permanent as the operating system's error is; the error is the
+    /// [`source`](std::error::Error::source).
+    Hostname {
+        /// What the operating system reported for `/etc/hostname`.
+        cause: IoCause,
+    },
+}
+
+impl fmt::Display for NodeSourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeSourceError::Missing { var, max } => write!(
+                f,
+                "environment variable {var} is not set: it should hold this process's node id, \
+                 a decimal number in 0..={max}"
+            ),
+            NodeSourceError::NotUnicode { var, max } => write!(
+                f,
+                "environment variable {var} is not valid unicode: expected a decimal node id \
+                 in 0..={max}"
+            ),
+            NodeSourceError::NotANumber {
+                source_name,
+                value,
+                max,
+            } => write!(
+                f,
+                "{value:?} from {source_name} is not a node id: expected a decimal number in 0..={max}"
+            ),
+            NodeSourceError::NoOrdinal { hostname, max } => write!(
+                f,
+                "hostname {hostname:?} has no statefulset ordinal: expected <name>-<N> with N in \
+                 0..={max}, written without leading zeros"
+            ),
+            NodeSourceError::OutOfRange {
+                source_name,
+                node,
+                max,
+            } => write!(
+                f,
+                "node {node} from {source_name} is out of range: the layout allows 0..={max}"
+            ),
+            NodeSourceError::Hostname { cause } => write!(
+                f,
+                "could not find the hostname: HOSTNAME is unset or empty and /etc/hostname could not \
+                 be read: {cause}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NodeSourceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NodeSourceError::Hostname { cause } => Some(cause.get()),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(all(test, not(loom)))]

@@ -1,6 +1,6 @@
 //! Minting over a state word that the caller keeps, with the time passed in: for hosts that
 //! keep a generator's state outside the generator types, such as PostgreSQL's shared
-//! memory (atomflake's extension, `pg/` in the repository).
+//! memory (atomflake's extension, `extension/` in the repository).
 //!
 //! A [`WordMinter`] runs the generators' own transition and CAS loop over a caller's
 //! [`AtomicU64`]: the same rules hold for every word it advances (IDs never repeat and
@@ -47,13 +47,13 @@
 //! # Ok::<(), atomflake::Error>(())
 //! ```
 
-use crate::error::{BuildError, HighWaterError, MintError};
-use crate::high_water;
-use crate::id::Id;
-use crate::layout::{Layout, SlotPacker};
+use crate::format::id::Id;
+use crate::format::layout::{Layout, SlotPacker};
 use crate::mark;
-use crate::mint::{self, Minter};
-use crate::wait::Wait;
+use crate::{BuildError, HighWaterError, MintError};
+
+use crate::generator::minter::{self as mint, Minter};
+use crate::generator::wait::Wait;
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
 
@@ -163,7 +163,7 @@ impl WordMinter {
             if slot < covered {
                 Ok(())
             } else {
-                Err(mint::Refusal::Uncovered { slot, failure: None })
+                Err(mint::Blocked::Uncovered { slot, failure: None })
             }
         };
         match self.minter.reserve_within(word, unix_ms, 1, within) {
@@ -195,8 +195,8 @@ impl WordMinter {
     #[inline]
     pub fn early_mark(&self, id: Id, unix_ms: u64, mark_ms: u64) -> Option<u64> {
         let tick_start = self.minter.layout().decode(id).unix_ms;
-        (tick_start >= mark_ms.saturating_sub(mark::WINDOW_MS / 2))
-            .then(|| mark::ahead(unix_ms.max(tick_start)))
+        (tick_start >= mark_ms.saturating_sub(mark::keeper::WINDOW_MS / 2))
+            .then(|| mark::keeper::ahead(unix_ms.max(tick_start)))
     }
 
     /// The smallest mark that covers every ID minted over a word that now holds `word`,
@@ -229,16 +229,16 @@ impl WordMinter {
     }
 
     #[cold]
-    fn public(&self, refusal: mint::Refusal, unix_ms: u64) -> Refusal {
+    fn public(&self, refusal: mint::Blocked, unix_ms: u64) -> Refusal {
         let layout = self.minter.layout();
         match refusal {
-            mint::Refusal::Spent { tick, .. } => Refusal::Spent {
+            mint::Blocked::Spent { tick, .. } => Refusal::Spent {
                 until_ms: layout.unix_ms_of_tick(tick),
             },
-            mint::Refusal::Uncovered { slot, .. } => Refusal::Uncovered {
-                mark_ms: mark::ahead(unix_ms.max(self.minter.slots().tick_start(slot))),
+            mint::Blocked::Uncovered { slot, .. } => Refusal::Uncovered {
+                mark_ms: mark::keeper::ahead(unix_ms.max(self.minter.slots().tick_start(slot))),
             },
-            mint::Refusal::Fatal(error) => Refusal::Failed(error),
+            mint::Blocked::Fatal(error) => Refusal::Failed(error),
         }
     }
 }
@@ -250,7 +250,7 @@ impl WordMinter {
 /// [`HighWaterError::Corrupt`] when the file is not a mark (never ignored);
 /// [`HighWaterError::Io`] for a failed file operation.
 pub fn read_mark(path: &Path) -> Result<Option<u64>, HighWaterError> {
-    high_water::read(path)
+    mark::read(path)
 }
 
 /// Stores `unix_ms` in the high-water file at `path`, durably: a temporary file beside it
@@ -274,13 +274,13 @@ pub fn read_mark(path: &Path) -> Result<Option<u64>, HighWaterError> {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn write_mark(path: &Path, unix_ms: u64) -> Result<(), HighWaterError> {
-    high_water::write(path, unix_ms)
+    mark::write(path, unix_ms)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::RangeError;
+    use crate::RangeError;
     use std::collections::HashSet;
     use std::time::Duration;
 

@@ -91,12 +91,12 @@ fn a_clock_too_far_behind_the_mark_is_refused_with_how_far() {
     let error = builder(&scratch.path, &clock).build(1).unwrap_err();
     assert_eq!(
         error,
-        BuildError::HighWater(HighWaterError::Ahead {
-            path: scratch.path.clone(),
+        BuildError::Ahead {
+            store: format!("high-water file {}", scratch.path.display()),
             mark_ms: written,
             clock_ms: T0 - 20_000,
             max_wait: Duration::from_secs(10),
-        })
+        }
     );
     assert_eq!(
         error.to_string(),

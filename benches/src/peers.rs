@@ -12,9 +12,7 @@
 //! time their cap, so they are timed in [paced bursts](crate::measure::paced), beside
 //! atomflake and ferroid on the Twitter layout timed the same way.
 
-use atomflake::{
-    Builder, CoarseClock, Generator, Layout, LocalGenerator, PreciseClock, ShardedGenerator, Wait,
-};
+use atomflake::{Builder, Generator, Layout, LocalGenerator, PreciseClock, ShardedGenerator, Wait};
 use ferroid::generator::{AtomicSnowflakeGenerator, BasicSnowflakeGenerator, LockSnowflakeGenerator};
 use ferroid::time::MonotonicClock as FerroidClock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -367,12 +365,6 @@ pub fn shareable(v: &mut impl VisitShared) {
 pub fn unsaturated(v: &mut impl Visit) {
     shareable(&mut OnOneThread(v));
     let wide = wide();
-    let coarse = Generator::with_clock(wide, 0, CoarseClock::new().expect("upkeep starts")).expect("node 0");
-    v.visit(
-        Entry::new("atomflake Generator (CoarseClock)", WIDE, How::Tight),
-        || coarse.next_id().get().into(),
-        atomflake_decoder(wide),
-    );
     let precise = Generator::with_clock(wide, 0, PreciseClock::new()).expect("node 0");
     v.visit(
         Entry::new("atomflake Generator (PreciseClock)", WIDE, How::Tight),

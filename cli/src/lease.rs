@@ -2,8 +2,8 @@
 
 use crate::mint::write_ids;
 use crate::{Failure, Format, rfc3339_ms, write_failed};
-use atomflake::lease::{self, Lease, LeaseOptions, postgres};
-use atomflake::{Builder, Generator, Id, Layout, LeaseError, MintError, MonotonicClock};
+use atomflake::{Builder, Generator, Id, Layout, MonotonicClock};
+use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions, postgres};
 use clap::{Args, Subcommand};
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
@@ -89,8 +89,10 @@ pub(crate) fn mint(
             rfc3339_ms(passed.high_water_ms),
         );
     }
+    let node = lease.node();
     let generator = Builder::new(layout)
-        .build_leased(lease)
+        .mark_store(lease)
+        .build(node)
         .map_err(|err| Failure::Other(err.to_string()))?;
     write_ids(&generator, count, format, |generator, block| {
         for id in block {
@@ -109,13 +111,7 @@ fn next_id(generator: &Generator<MonotonicClock>, patience: Duration) -> Result<
             Ok(id) => return Ok(id),
             Err(error) => error,
         };
-        let transient = matches!(
-            error,
-            MintError::SequenceExhausted { .. }
-                | MintError::HighWaterPending
-                | MintError::Lease(LeaseError::Expired { .. } | LeaseError::Database { .. })
-        );
-        if !transient || start.elapsed() > patience {
+        if !error.is_transient() || start.elapsed() > patience {
             return Err(Failure::Other(format!("cannot mint: {error}")));
         }
         std::thread::sleep(Duration::from_millis(1));

@@ -229,7 +229,7 @@ fn rfc3339_ms(unix_ms: u64) -> String {
 /// `atomflake sql`: the in-database minting script on stdout.
 fn sql(layout: Layout, node: &str, prefix: &str, max_wait_ms: u64) -> Result<(), Failure> {
     let node = mint::node_in(layout, node)?;
-    let script = atomflake::sql::PgScript::new(layout, node)
+    let script = atomflake_postgres::sql::PgScript::new(layout, node)
         .and_then(|script| script.prefix(prefix))
         .and_then(|script| script.max_wait(std::time::Duration::from_millis(max_wait_ms)))
         .map_err(|err| Failure::Usage(err.to_string()))?;

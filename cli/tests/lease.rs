@@ -1,8 +1,7 @@
 //! `atomflake mint --lease` and `atomflake lease` against a throwaway PostgreSQL server
-//! (the repository's harness, `tests/pg`).
+//! (`atomflake-test-servers`).
 
-#[path = "../../tests/pg/mod.rs"]
-mod pg;
+use atomflake_test_servers::postgres as pg;
 
 use std::process::{Command, Output};
 
@@ -23,7 +22,7 @@ fn text(bytes: &[u8]) -> &str {
 fn the_ddl_is_the_tables() {
     let output = atomflake(&["lease", "ddl"]);
     assert_eq!(output.status.code(), Some(0));
-    assert_eq!(text(&output.stdout), atomflake::lease::DDL);
+    assert_eq!(text(&output.stdout), atomflake_postgres::lease::DDL);
 }
 
 #[test]

@@ -1,10 +1,9 @@
 //! Helpers shared by the tests in `tests/`: the IDs they round-trip, and the search for
 //! atomflake's error inside a client's error.
 //!
-//! The tests start a throwaway PostgreSQL server with the harness in atomflake's
-//! `tests/pg/mod.rs`; without one installed they print `SKIPPED` (a failure under `CI=true`).
-//! The sqlx MySQL tests start a throwaway MariaDB server (`tests/mysql/mod.rs`); without one
-//! they print `SKIPPED` (a failure under `CI=true`).
+//! The tests start a throwaway PostgreSQL server, and the sqlx MySQL tests a MariaDB one,
+//! from `atomflake-test-servers`; without one installed they print `SKIPPED` (a failure
+//! under `CI=true`).
 
 use atomflake::{Id, RangeError};
 

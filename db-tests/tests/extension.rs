@@ -1,4 +1,4 @@
-//! The PostgreSQL extension (`pg/`, installed with `cargo pgrx install`) on real servers
+//! The PostgreSQL extension (`extension/`, installed with `cargo pgrx install`) on real servers
 //! started with `shared_preload_libraries = 'atomflake'`:
 //!
 //! - its decode functions agree with [`Layout::decode`] and the paging functions with
@@ -15,11 +15,10 @@
 //!   preloaded refuses to create the extension.
 //!
 //! Without the extension installed the tests print `SKIPPED` (a failure under `CI=true`).
-#[path = "../../tests/pg/mod.rs"]
-mod pg;
+use atomflake_test_servers::postgres as pg;
 
-use atomflake::sql::PgScript;
 use atomflake::{Generator, Id, Layout};
+use atomflake_postgres::sql::PgScript;
 use pg::Server;
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -1,7 +1,6 @@
 //! `Id` through the `postgres` client (feature `postgres`): round trips, an ID above
 //! `i64::MAX`, a negative `BIGINT`.
-#[path = "../../tests/pg/mod.rs"]
-mod pg;
+use atomflake_test_servers::postgres as pg;
 
 use atomflake::{Id, RangeError};
 use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, atomflake_error, chain_text};

@@ -1,8 +1,7 @@
 //! `Id` through sqlx on a Tokio runtime: PostgreSQL (feature `sqlx`) against a throwaway
 //! server, SQLite (feature `sqlx-sqlite`) in memory. Round trips, an ID above `i64::MAX`, a
 //! negative value.
-#[path = "../../tests/pg/mod.rs"]
-mod pg;
+use atomflake_test_servers::postgres as pg;
 
 use atomflake::{Id, RangeError};
 use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, atomflake_error};

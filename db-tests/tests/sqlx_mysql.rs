@@ -2,7 +2,7 @@
 //! `BIGINT UNSIGNED`; a signed `BIGINT` reads back, its negative values are an error.
 //!
 //! Skipped (printed) without a MariaDB server: Debian's `mariadb-server`.
-mod mysql;
+use atomflake_test_servers::mariadb as mysql;
 
 use atomflake::{Id, RangeError};
 use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, atomflake_error};

@@ -1,6 +1,6 @@
 //! What a node-ID lease costs: the minting path on a lease against the same generator
 //! without one, the time to acquire a lease, and renewals per minute. Starts a throwaway
-//! PostgreSQL server (the repository's test harness, `tests/pg`).
+//! PostgreSQL server (`atomflake-test-servers`).
 //!
 //! `cargo run --release -p atomflake-benches --bin lease [ROUNDS] [--renewals]`
 //!
@@ -14,11 +14,10 @@
 //!   PostgreSQL (`pg_stat_user_tables.n_tup_upd`) over 60 s, for an idle generator and
 //!   for one minting all the time.
 
-#[path = "../../../tests/pg/mod.rs"]
-mod pg;
+use atomflake_test_servers::postgres as pg;
 
-use atomflake::lease::{Lease, LeaseOptions, postgres};
 use atomflake::{Builder, Clock, Generator, Layout};
+use atomflake_postgres::lease::{Lease, LeaseOptions, postgres};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -64,7 +63,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rounds: usize = args.iter().find_map(|arg| arg.parse().ok()).unwrap_or(7);
     let renewals = args.iter().any(|arg| arg == "--renewals");
-    let server = pg::Server::start("lease-bench").expect("PostgreSQL 15 (see tests/pg)");
+    let server = pg::Server::start("lease-bench").expect("PostgreSQL 15 (see test-servers/)");
     let config: postgres::Config = server.conninfo().parse().expect("conninfo");
     let options = LeaseOptions::new("bench");
 
@@ -83,8 +82,10 @@ fn main() {
 
     let plain = Builder::new(layout()).build(1).expect("node 1");
     let lease = Lease::acquire(&config, &layout(), &options).expect("a lease");
+    let node = lease.node();
     let leased = Builder::new(layout())
-        .build_leased(lease)
+        .mark_store(lease)
+        .build(node)
         .expect("built on the lease");
     let (mut without, mut with) = (Vec::new(), Vec::new());
     for _ in 0..rounds {

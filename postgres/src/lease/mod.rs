@@ -1,0 +1,1134 @@
+//! Node-ID leases kept in PostgreSQL: one ID space across a fleet of processes.
+//!
+//! Snowflake IDs are unique only while every live generator of a layout has its own node
+//! ID. A [`Lease`] claims one from a table in the fleet's own PostgreSQL, and a generator
+//! on it (`Builder::mark_store(lease)`, any generator type) keeps it. The lease is a
+//! [`MarkStore`] of [`Tenure::lease`]: the fence and the keeper are the core crate's, the
+//! same for every store.
+//!
+//!
+//! - **Claim.** [`Lease::acquire`] takes the lowest node of the layout's range that no
+//!   live lease holds (or the one asked for). Claimants of one namespace take turns on an
+//!   advisory lock for the few milliseconds a claim takes, so a fleet that starts at once
+//!   claims one node each without colliding, and a claim reads only the namespace's rows,
+//!   never the whole node range. The claim is an `INSERT ... ON CONFLICT DO UPDATE` whose
+//!   update only takes an expired row, so even a claimant that skips the turn serializes
+//!   on the row and finds it live. Every claim draws a **token**, a random UUID that no
+//!   other claim has: the lease's fence. Expiry is decided by the server's clock
+//!   (`clock_timestamp()`), never the claimant's. Free nodes whose marks are further
+//!   ahead of the claimant's clock than a generator waits for are passed over
+//!   ([`Lease::passed_over`]): a host whose clock ran ahead cannot block the others.
+//! - **Mark.** The row holds the node's **high-water mark** (Unix ms): every ID minted on
+//!   the node has an earlier time. A generator on the lease starts past it, and moves it
+//!   ahead of its IDs the way `Builder::high_water_file` moves the file's: the same keeper thread, one write a second at most, ahead of need,
+//!   never on a minting thread. Storing the mark renews the lease, and succeeds only while
+//!   the row still has this claim's token.
+//! - **Fence.** Every store is also a renewal: the keeper stores every quarter of the
+//!   lease time, and a store that succeeds lets the generator mint until its *local
+//!   deadline*: the generator's clock when the store was sent, plus the lease time, less a
+//!   fifth of it (the margin for clock rates and the discipline's slew). The deadline is
+//!   part of the limit the minting path already loads, so it costs no extra load. Past
+//!   it, `try_next_id` returns `MintError::Store` with [`LeaseError::Expired`] inside until
+//!   a renewal succeeds; a renewal that finds another token, or no row, ends renewals for
+//!   good ([`LeaseError::Lost`]),
+//!   so nothing more is minted past the deadline or the last stored mark, whichever is
+//!   first.
+//! - **Release.** Dropping the generator writes the mark that covers exactly what it
+//!   minted (the end of its last ID's tick, below the mark stored ahead of need) and
+//!   expires the row, so the node is free at once and a successor's first ID need not
+//!   wait for its clock. An unused [`Lease`] is released when dropped too.
+//!
+//! Two fences protect the IDs. The deadline stops a holder before the server can expire
+//! its lease; and whatever a holder's clock does, it never mints past the last mark it
+//! stored, while a successor starts past every mark stored before its claim. So even a
+//! holder whose deadline failed it (a clock that stood still) never repeats a successor's
+//! ID.
+//!
+//! # What it rests on
+//!
+//! The table is the truth: a claim or a mark is relied on only once the server has
+//! committed it. The lease's session commits with `synchronous_commit = on` (unless the
+//! server's is `remote_apply`), so a crash of the server loses nothing it acknowledged,
+//! whatever the server's default. What the server can still lose:
+//!
+//! - **A failover to an asynchronous standby, or a point-in-time restore**, loses the
+//!   last commits: a claim (its node looks free, or an older claim's), a mark (the row's
+//!   mark is older than the IDs minted under it). The holder finds its token gone at its
+//!   next store (a quarter of the lease time at most) and stops; until then it and a
+//!   successor that claimed the node on the new server can mint in the same milliseconds,
+//!   and a successor starting past the older mark can repeat IDs minted under the lost
+//!   one. Synchronous replication (`synchronous_standby_names` with the standby promoted
+//!   on failover) loses no acknowledged commit and closes this.
+//! - **A deleted row** is the same loss: never delete rows of a namespace in use.
+//!
+//! The lease's connection is its own, made from the [`postgres::Config`] given, without
+//! TLS: use a Unix socket, loopback, or a network you trust. A connection that fails is
+//! made again by the next renewal.
+//!
+//! # Examples
+//!
+//! ```no_run
+//! use atomflake::{Builder, Layout};
+//! use atomflake_postgres::lease::{self, Lease, LeaseOptions};
+//!
+//! let config: lease::postgres::Config = "host=/run/postgresql user=app dbname=app".parse()?;
+//! let lease = Lease::acquire(&config, &Layout::TWITTER, &LeaseOptions::new("orders"))?;
+//! println!("node {} (generation {})", lease.node(), lease.generation());
+//! let node = lease.node();
+//! let ids = Builder::new(Layout::TWITTER).mark_store(lease).build(node)?;
+//! let id = ids.try_next_id()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod error;
+
+pub use error::{DbCause, LeaseError, MAX_NAMESPACE_LEN};
+
+use atomflake::mark::{MarkStore, StoreError, Tenure};
+use atomflake::{Builder, Layout, MonotonicClock};
+use std::time::Duration;
+
+/// The PostgreSQL client the lease connects with (the `postgres` crate), for its
+/// [`Config`](postgres::Config).
+pub use postgres;
+
+/// The shortest lease time.
+pub const MIN_TTL: Duration = Duration::from_secs(1);
+
+/// The longest lease time.
+pub const MAX_TTL: Duration = Duration::from_secs(3600);
+
+/// The lease time unless one is given.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+/// The table every lease lives in, always in schema `public` (never found through the
+/// session's `search_path`, so that every process of a fleet uses one table whatever its
+/// role's settings): created by [`Lease::acquire`] when missing, and printed by
+/// `atomflake lease ddl` for migration tools. One row per `(namespace, node)` ever
+/// claimed.
+///
+/// `generation` counts a node's claims, for people reading the table; `token` is the
+/// fence: a random UUID drawn by the server for each claim, never reused, so a holder
+/// whose claim was lost (a deleted row, a commit the server lost) can never renew or
+/// store a mark on its successor's claim.
+///
+/// Never delete a row of a namespace in use: it holds the node's high-water mark, and a
+/// node claimed without its row starts from the claimant's clock.
+pub const DDL: &str = "\
+CREATE TABLE IF NOT EXISTS public.atomflake_lease (
+    namespace     text        NOT NULL,
+    node          bigint      NOT NULL CHECK (node >= 0),
+    holder        text        NOT NULL,
+    generation    bigint      NOT NULL,
+    token         uuid        NOT NULL,
+    expires_at    timestamptz NOT NULL,
+    high_water_ms bigint      NOT NULL CHECK (high_water_ms >= 0),
+    PRIMARY KEY (namespace, node)
+);
+";
+
+/// Makes claimants of one namespace take turns, until their transaction ends. `$1`
+/// namespace. (A key pair of its own: the one-number key that `create_table` takes is
+/// another lock space.)
+const CLAIM_TURN: &str = "SELECT pg_advisory_xact_lock(hashtext('atomflake_lease'), hashtext($1))";
+
+/// Claims the lowest node of `$2..=$3` that no live lease holds and whose mark is at most
+/// `$6` (Unix ms). `$1` namespace, `$4` holder, `$5` lease time in ms. Reads only the
+/// namespace's rows (an expired row, or the first node without a row), never the whole
+/// node range: as cheap on 65,536 nodes as on 16.
+const CLAIM: &str = "
+WITH candidate AS (
+    SELECT min(n) AS node FROM (
+        (SELECT node AS n FROM public.atomflake_lease
+         WHERE namespace = $1 AND node BETWEEN $2 AND $3
+           AND expires_at <= clock_timestamp() AND high_water_ms <= $6
+         ORDER BY node LIMIT 1)
+        UNION ALL
+        (SELECT g.n FROM (
+             SELECT $2::bigint AS n
+             UNION ALL
+             SELECT node + 1 FROM public.atomflake_lease
+             WHERE namespace = $1 AND node >= $2 AND node < $3) AS g
+         WHERE NOT EXISTS (
+             SELECT 1 FROM public.atomflake_lease l WHERE l.namespace = $1 AND l.node = g.n)
+         ORDER BY g.n LIMIT 1)
+    ) AS free
+)
+INSERT INTO public.atomflake_lease AS l
+    (namespace, node, holder, generation, token, expires_at, high_water_ms)
+SELECT $1, node, $4, 1, gen_random_uuid(), clock_timestamp() + $5::bigint * interval '1 millisecond', 0
+FROM candidate
+WHERE node IS NOT NULL
+ON CONFLICT (namespace, node) DO UPDATE
+    SET holder = excluded.holder,
+        generation = l.generation + 1,
+        token = excluded.token,
+        expires_at = excluded.expires_at
+    WHERE l.expires_at <= clock_timestamp()
+RETURNING l.node, l.generation, l.token::text, l.high_water_ms";
+
+/// After a claim that found nothing: how many nodes of `$2..=$3` live leases hold, and
+/// the lowest free node whose mark is past `$4`, with that mark. `$1` namespace.
+const NOTHING_CLAIMED: &str = "
+SELECT count(*) FILTER (WHERE expires_at > clock_timestamp()),
+       min(node) FILTER (WHERE expires_at <= clock_timestamp() AND high_water_ms > $4),
+       min(high_water_ms) FILTER (WHERE expires_at <= clock_timestamp() AND high_water_ms > $4)
+FROM public.atomflake_lease
+WHERE namespace = $1 AND node BETWEEN $2 AND $3";
+
+/// The free nodes of `$2..=$3` whose marks are past `$4`: passed over by a claim. `$1`
+/// namespace.
+const PASSED_OVER: &str = "
+SELECT node, high_water_ms FROM public.atomflake_lease
+WHERE namespace = $1 AND node BETWEEN $2 AND $3
+  AND expires_at <= clock_timestamp() AND high_water_ms > $4
+ORDER BY node
+LIMIT 16";
+
+/// Stores a mark and renews: only while the claim is the holder's. `$1` namespace, `$2`
+/// node, `$3` token, `$4` lease time in ms, `$5` mark.
+const RENEW: &str = "
+UPDATE public.atomflake_lease
+SET expires_at = clock_timestamp() + $4::bigint * interval '1 millisecond',
+    high_water_ms = GREATEST(high_water_ms, $5::bigint)
+WHERE namespace = $1 AND node = $2 AND token = $3::text::uuid";
+
+/// Stores the last mark and expires the row. `$1` namespace, `$2` node, `$3` token, `$4`
+/// mark.
+const RELEASE: &str = "
+UPDATE public.atomflake_lease
+SET expires_at = clock_timestamp(),
+    high_water_ms = GREATEST(high_water_ms, $4::bigint)
+WHERE namespace = $1 AND node = $2 AND token = $3::text::uuid";
+
+/// Stores the mark that covers exactly what the holder minted, which may be below the
+/// stored one, and expires the row. `$1` namespace, `$2` node, `$3` token, `$4` mark.
+const RELEASE_FINISHED: &str = "
+UPDATE public.atomflake_lease
+SET expires_at = clock_timestamp(),
+    high_water_ms = $4::bigint
+WHERE namespace = $1 AND node = $2 AND token = $3::text::uuid";
+
+/// Every row of a namespace. `$1` namespace.
+const LIST: &str = "
+SELECT node, holder, generation,
+       (extract(epoch FROM expires_at) * 1000)::bigint,
+       expires_at > clock_timestamp(),
+       high_water_ms
+FROM public.atomflake_lease
+WHERE namespace = $1
+ORDER BY node";
+
+/// Raises the session's `synchronous_commit` to `on` unless it is `remote_apply`: a claim
+/// or a renewal is on disk (and on a synchronous standby, where there is one) before the
+/// holder relies on it, whatever the server's default.
+const DURABLE: &str = "
+SELECT set_config('synchronous_commit', 'on', false)
+WHERE current_setting('synchronous_commit') <> 'remote_apply'";
+
+/// How long a claimant waits for its turn and its claim: claims of a fleet starting at
+/// once take turns, each a few milliseconds.
+const CLAIM_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What to claim: the namespace, the lease time, and optionally the node and the holder's
+/// name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseOptions {
+    namespace: String,
+    ttl: Duration,
+    node: Option<u64>,
+    holder: Option<String>,
+}
+
+impl LeaseOptions {
+    /// A lease in `namespace`: one ID space, one layout. Every process minting IDs of the
+    /// same layout into the same place (a table, a topic) shares one namespace; two
+    /// namespaces are independent node spaces.
+    pub fn new(namespace: impl Into<String>) -> LeaseOptions {
+        LeaseOptions {
+            namespace: namespace.into(),
+            ttl: DEFAULT_TTL,
+            node: None,
+            holder: None,
+        }
+    }
+
+    /// The lease time ([`DEFAULT_TTL`] unless set; [`MIN_TTL`] to [`MAX_TTL`]): how long
+    /// after its last renewal the server keeps a silent holder's node. A holder stops
+    /// minting a fifth of it earlier. Shorter frees a crashed holder's node sooner. It is
+    /// also how long `next_id` waits out a failing database before it panics; minting
+    /// itself pauses sooner, once the clock reaches the last mark stored (1 to 1.5 s
+    /// after the database became unreachable), as the mark moves every second.
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> LeaseOptions {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Claims this node, instead of the lowest free one.
+    #[must_use]
+    pub fn node(mut self, node: u64) -> LeaseOptions {
+        self.node = Some(node);
+        self
+    }
+
+    /// The holder's name in the table (`hostname:pid` unless set), for people reading it.
+    #[must_use]
+    pub fn holder(mut self, holder: impl Into<String>) -> LeaseOptions {
+        self.holder = Some(holder.into());
+        self
+    }
+
+    fn validate(&self, layout: &Layout) -> Result<(), LeaseError> {
+        check_namespace(&self.namespace)?;
+        if !(MIN_TTL..=MAX_TTL).contains(&self.ttl) {
+            return Err(LeaseError::TtlOutOfRange {
+                ttl: self.ttl,
+                min: MIN_TTL,
+                max: MAX_TTL,
+            });
+        }
+        match self.node {
+            Some(node) if node > layout.max_node() => Err(LeaseError::NodeOutOfRange {
+                node,
+                max: layout.max_node(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A claimed node ID: held until it is dropped, or kept by the generator built on it.
+pub struct Lease {
+    config: postgres::Config,
+    client: Option<postgres::Client>,
+    namespace: String,
+    node: u64,
+    generation: i64,
+    /// The claim's fence: renewals and releases touch the row only while it has this.
+    token: String,
+    holder: String,
+    ttl: Duration,
+    /// Free nodes the claim passed over: their marks are too far ahead of this clock.
+    passed_over: Vec<PassedOver>,
+    /// The row's mark when claimed.
+    claimed_mark: u64,
+    /// The last mark stored; `None` once released.
+    stored: Option<u64>,
+    /// The mark that covers exactly what the generator on the lease minted, once it
+    /// stopped: what the release stores.
+    finished: Option<u64>,
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("namespace", &self.namespace)
+            .field("node", &self.node)
+            .field("generation", &self.generation)
+            .field("holder", &self.holder)
+            .field("ttl", &self.ttl)
+            .field("connected", &self.client.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A free node that [`Lease::acquire`] passed over because its high-water mark is further
+/// ahead of this process's clock than a generator waits for at start-up: a previous
+/// holder's clock ran ahead. It is free for a claimant whose clock has reached its mark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PassedOver {
+    /// The node.
+    pub node: u64,
+    /// Its high-water mark, Unix ms.
+    pub high_water_ms: u64,
+}
+
+/// One row of the lease table ([`list`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LeaseRow {
+    /// The node.
+    pub node: u64,
+    /// Who claimed it last.
+    pub holder: String,
+    /// How many times it has been claimed (for people: the fence is a random token per
+    /// claim, which the table keeps and this row does not show).
+    pub generation: i64,
+    /// When the lease expires (or expired), Unix ms, by the server's clock.
+    pub expires_unix_ms: i64,
+    /// Whether it has not expired yet, by the server's clock.
+    pub live: bool,
+    /// The node's high-water mark, Unix ms: every ID minted on it has an earlier time.
+    pub high_water_ms: u64,
+}
+
+impl Lease {
+    /// Claims a node of `layout`'s range in `options`' namespace: creates the table when
+    /// missing, then takes the lowest node no live lease holds (or the one asked for).
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::NoFreeNode`] (or [`NodeTaken`](LeaseError::NodeTaken) for a node
+    /// asked for) when live leases hold them all; [`LeaseError::InvalidNamespace`],
+    /// [`TtlOutOfRange`](LeaseError::TtlOutOfRange) and
+    /// [`NodeOutOfRange`](LeaseError::NodeOutOfRange) for bad options;
+    /// [`LeaseError::Database`] when the server cannot be reached or a statement fails.
+    pub fn acquire(
+        config: &postgres::Config,
+        layout: &Layout,
+        options: &LeaseOptions,
+    ) -> Result<Lease, LeaseError> {
+        options.validate(layout)?;
+        off_runtime(|| Lease::claim(config, layout, options))
+    }
+
+    fn claim(
+        config: &postgres::Config,
+        layout: &Layout,
+        options: &LeaseOptions,
+    ) -> Result<Lease, LeaseError> {
+        let config = with_timeouts(config.clone(), options.ttl);
+        let mut client = connect(&config, options.ttl)?;
+        create_table(&mut client)?;
+        let (low, high) = match options.node {
+            Some(node) => (node, node),
+            None => (0, layout.max_node()),
+        };
+        let holder = options.holder.clone().unwrap_or_else(default_holder);
+        let namespace = options.namespace.as_str();
+        let (low, high) = (to_i64(low), to_i64(high));
+        let ttl_ms = to_i64(millis(options.ttl));
+        // A node asked for is claimed whatever its mark: the generator built on it says
+        // how far ahead the mark is. Otherwise nodes whose marks this clock cannot reach
+        // within the start-up wait are passed over, so one host whose clock ran ahead
+        // cannot make every claimant take and give back the same node.
+        let clock_ms = unix_now_ms();
+        let reach = match options.node {
+            Some(_) => i64::MAX,
+            None => to_i64(clock_ms.saturating_add(millis(Builder::<MonotonicClock>::MAX_RESTART_WAIT))),
+        };
+        loop {
+            let action = "claim a node";
+            let mut turn = client.transaction().map_err(database(action))?;
+            turn.batch_execute(&format!(
+                "SET LOCAL statement_timeout = {}",
+                millis(CLAIM_TIMEOUT)
+            ))
+            .map_err(database(action))?;
+            turn.execute(CLAIM_TURN, &[&namespace])
+                .map_err(database(action))?;
+            let claimed = turn
+                .query_opt(CLAIM, &[&namespace, &low, &high, &holder, &ttl_ms, &reach])
+                .map_err(database(action))?;
+            if let Some(row) = claimed {
+                let passed_over = match options.node {
+                    Some(_) => Vec::new(),
+                    None => turn
+                        .query(PASSED_OVER, &[&namespace, &low, &high, &reach])
+                        .map_err(database(action))?
+                        .iter()
+                        .map(|row| {
+                            Ok(PassedOver {
+                                node: unsigned(row, 0, action)?,
+                                high_water_ms: unsigned(row, 1, action)?,
+                            })
+                        })
+                        .collect::<Result<_, LeaseError>>()?,
+                };
+                turn.commit().map_err(database(action))?;
+                let mark = unsigned(&row, 3, action)?;
+                return Ok(Lease {
+                    config,
+                    namespace: options.namespace.clone(),
+                    node: unsigned(&row, 0, action)?,
+                    generation: column(&row, 1, action)?,
+                    token: column(&row, 2, action)?,
+                    client: Some(client),
+                    holder,
+                    ttl: options.ttl,
+                    passed_over,
+                    claimed_mark: mark,
+                    stored: Some(mark),
+                    finished: None,
+                });
+            }
+            let row = turn
+                .query_one(NOTHING_CLAIMED, &[&namespace, &low, &high, &reach])
+                .map_err(database(action))?;
+            turn.commit().map_err(database(action))?;
+            let live: i64 = column(&row, 0, action)?;
+            if live > high - low {
+                return Err(match options.node {
+                    Some(node) => LeaseError::NodeTaken {
+                        namespace: options.namespace.clone(),
+                        node,
+                    },
+                    None => LeaseError::NoFreeNode {
+                        namespace: options.namespace.clone(),
+                        max: layout.max_node(),
+                    },
+                });
+            }
+            let lowest_ahead: Option<i64> = column(&row, 1, action)?;
+            let mark: Option<i64> = column(&row, 2, action)?;
+            if let (Some(node), Some(mark)) = (lowest_ahead, mark) {
+                // Free nodes, but every one of them ahead of this clock: under the turn
+                // lock no claimant took one meanwhile.
+                return Err(LeaseError::Ahead {
+                    namespace: options.namespace.clone(),
+                    node: node.unsigned_abs(),
+                    mark_ms: mark.unsigned_abs(),
+                    clock_ms,
+                    max_wait: Builder::<MonotonicClock>::MAX_RESTART_WAIT,
+                });
+            }
+            // A claimant that does not take turns took the node this one found free: try
+            // again.
+        }
+    }
+
+    /// The free nodes this claim passed over because their high-water marks are further
+    /// ahead of this process's clock than a generator waits for at start-up (at most 16,
+    /// the lowest first): a sign that a previous holder's clock ran ahead. Empty for a
+    /// node asked for with [`LeaseOptions::node`].
+    pub fn passed_over(&self) -> &[PassedOver] {
+        &self.passed_over
+    }
+
+    /// The leased node ID.
+    pub fn node(&self) -> u64 {
+        self.node
+    }
+
+    /// The lease's generation: how many times the node has been claimed, this claim
+    /// included, as far as the table remembers (a row lost with the server's last commits
+    /// counts again from where it was). For people: the lease is fenced by a random token
+    /// drawn for this claim, which no other claim has.
+    pub fn generation(&self) -> i64 {
+        self.generation
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The holder's name in the table.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// The lease time.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The node's high-water mark when it was claimed (Unix ms): every ID a previous
+    /// holder minted has an earlier time.
+    pub fn high_water_ms(&self) -> u64 {
+        self.claimed_mark
+    }
+
+    /// The error for a store that finds the generation gone.
+    fn lost(&self) -> LeaseError {
+        LeaseError::Lost {
+            namespace: self.namespace.clone(),
+            node: self.node,
+            generation: self.generation,
+        }
+    }
+
+    /// Runs `sql` with the lease's key, connecting first when there is no connection:
+    /// the number of rows it changed. A connection found broken (the server restarted,
+    /// the connection was killed) is made again once at once: every statement here can
+    /// run twice to the same effect.
+    fn update(
+        &mut self,
+        action: &'static str,
+        sql: &str,
+        ttl_ms: Option<i64>,
+        mark: u64,
+    ) -> Result<u64, LeaseError> {
+        off_runtime(|| {
+            let (namespace, node, mark) = (self.namespace.as_str(), to_i64(self.node), to_i64(mark));
+            let mut fresh = false;
+            loop {
+                let client = match &mut self.client {
+                    Some(client) if !client.is_closed() => client,
+                    slot => {
+                        fresh = true;
+                        slot.insert(connect(&self.config, self.ttl)?)
+                    }
+                };
+                let result = match ttl_ms {
+                    Some(ttl_ms) => client.execute(sql, &[&namespace, &node, &self.token, &ttl_ms, &mark]),
+                    None => client.execute(sql, &[&namespace, &node, &self.token, &mark]),
+                };
+                if result.is_err() && client.is_closed() {
+                    self.client = None;
+                    if !fresh {
+                        continue;
+                    }
+                }
+                return result.map_err(database(action));
+            }
+        })
+    }
+
+    /// Frees the node now: stores the last mark and expires the row. Dropping the lease
+    /// (or the generator built on it) does the same, and reports nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError::Lost`] when another process holds the node already;
+    /// [`LeaseError::Database`] when the statement fails (the lease then expires by
+    /// itself).
+    pub fn release(mut self) -> Result<(), LeaseError> {
+        self.release_now()
+    }
+
+    fn release_now(&mut self) -> Result<(), LeaseError> {
+        let Some(stored) = self.stored.take() else {
+            return Ok(());
+        };
+        // The exact mark of what was minted, when known: below the stored mark, so that a
+        // successor does not wait for its clock to reach a mark stored ahead of need.
+        // Never below the mark claimed: the generator started past it.
+        let (sql, mark) = match self.finished {
+            Some(finished) => (RELEASE_FINISHED, finished.max(self.claimed_mark)),
+            None => (RELEASE, stored),
+        };
+        if self.update("release", sql, None, mark)? == 0 {
+            return Err(self.lost());
+        }
+        Ok(())
+    }
+}
+
+/// The node's mark lives in the lease row; every store renews the lease.
+impl MarkStore for Lease {
+    fn mark(&self) -> u64 {
+        self.claimed_mark
+    }
+
+    fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
+        let ttl_ms = to_i64(millis(self.ttl));
+        let renewed = self
+            .update("renew", RENEW, Some(ttl_ms), unix_ms)
+            .map_err(StoreError::failed)?;
+        if renewed == 0 {
+            return Err(StoreError::lost(self.lost()));
+        }
+        self.stored = self.stored.map(|stored| stored.max(unix_ms));
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "the high-water mark of node {} in lease namespace {:?}",
+            self.node, self.namespace
+        )
+    }
+
+    fn node(&self) -> Option<u64> {
+        Some(self.node)
+    }
+
+    fn tenure(&self) -> Tenure {
+        Tenure::lease(self.ttl)
+    }
+
+    fn lapsed(&self) -> StoreError {
+        StoreError::lapsed(LeaseError::Expired {
+            namespace: self.namespace.clone(),
+            node: self.node,
+            generation: self.generation,
+        })
+    }
+
+    fn finish(&mut self, unix_ms: u64) {
+        self.finished = Some(unix_ms);
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // Nothing to report to: a lease not released expires by itself.
+        let _ = self.release_now();
+        // Closing the connection blocks on the client's runtime too.
+        let client = self.client.take();
+        off_runtime(move || drop(client));
+    }
+}
+
+/// Every lease row of `namespace`, by node.
+///
+/// # Errors
+///
+/// [`LeaseError::InvalidNamespace`]; [`LeaseError::Database`] when the server cannot be
+/// reached or the table is missing.
+pub fn list(config: &postgres::Config, namespace: &str) -> Result<Vec<LeaseRow>, LeaseError> {
+    check_namespace(namespace)?;
+    let config = with_timeouts(config.clone(), DEFAULT_TTL);
+    off_runtime(|| {
+        let action = "list leases";
+        let mut client = connect(&config, DEFAULT_TTL)?;
+        let rows = client.query(LIST, &[&namespace]).map_err(database(action))?;
+        rows.iter()
+            .map(|row| {
+                Ok(LeaseRow {
+                    node: unsigned(row, 0, action)?,
+                    holder: column(row, 1, action)?,
+                    generation: column(row, 2, action)?,
+                    expires_unix_ms: column(row, 3, action)?,
+                    live: column(row, 4, action)?,
+                    high_water_ms: unsigned(row, 5, action)?,
+                })
+            })
+            .collect()
+    })
+}
+
+/// `namespace`, unless it is empty or longer than [`MAX_NAMESPACE_LEN`] bytes.
+fn check_namespace(namespace: &str) -> Result<(), LeaseError> {
+    if namespace.is_empty() || namespace.len() > MAX_NAMESPACE_LEN {
+        return Err(LeaseError::InvalidNamespace {
+            namespace: namespace.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// `config` with a connect timeout and a TCP user timeout (a quarter of the lease time)
+/// unless it has them, and TCP keepalives: a renewal never waits long for a server that
+/// is gone. Its
+/// `application_name` is `atomflake-lease` unless set, so that `pg_stat_activity` shows
+/// which connections hold leases.
+fn with_timeouts(mut config: postgres::Config, ttl: Duration) -> postgres::Config {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(ttl / 4);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("atomflake-lease");
+    }
+    // A server that vanished without closing the connection (a partition, a dead host):
+    // a statement sent stays unacknowledged, and the connection fails after this long.
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(ttl / 4);
+    }
+    config
+        .keepalives(true)
+        // Linux takes the idle time in whole seconds and refuses 0.
+        .keepalives_idle((ttl / 4).max(Duration::from_secs(1)))
+        .keepalives_interval(Duration::from_secs(1))
+        .keepalives_retries(3);
+    config
+}
+
+/// A connection whose statements time out after a quarter of the lease time, and whose
+/// commits are durable ([`DURABLE`]).
+fn connect(config: &postgres::Config, ttl: Duration) -> Result<postgres::Client, LeaseError> {
+    let mut client = config.connect(postgres::NoTls).map_err(database("connect"))?;
+    client
+        .batch_execute(&format!("SET statement_timeout = {}; {DURABLE}", millis(ttl / 4)))
+        .map_err(database("connect"))?;
+    Ok(client)
+}
+
+/// Creates the table when missing. `CREATE TABLE IF NOT EXISTS` run by two sessions at
+/// once can fail in one of them (both insert the new type), so creators take turns on a
+/// transaction-level advisory lock, and a table already there takes no lock.
+fn create_table(client: &mut postgres::Client) -> Result<(), LeaseError> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('public.atomflake_lease') IS NOT NULL", &[])
+        .map_err(database("create the lease table"))?
+        .get(0);
+    if exists {
+        return Ok(());
+    }
+    client
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock(hashtext('atomflake_lease')); {DDL} COMMIT;"
+        ))
+        .map_err(database("create the lease table"))
+}
+
+/// Wraps a client error as [`LeaseError::Database`]. A server's error is described by its
+/// SQLSTATE and message (the client's own text says only "db error").
+fn database(action: &'static str) -> impl Fn(postgres::Error) -> LeaseError {
+    move |error| {
+        let text = match error.as_db_error() {
+            Some(db) => format!("{} ({})", db.message(), db.code().code()),
+            None => match std::error::Error::source(&error) {
+                Some(source) => format!("{error}: {source}"),
+                None => error.to_string(),
+            },
+        };
+        LeaseError::Database {
+            action,
+            cause: DbCause::new(error, text),
+        }
+    }
+}
+
+/// Runs `work` on a thread of its own and waits for it. The `postgres` client runs a
+/// Tokio runtime of its own inside every call, which panics on a thread that is already
+/// running one: so a lease can be taken, kept and released from async code too (the
+/// calling thread still blocks; use `spawn_blocking` to spare the runtime).
+fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| match scope.spawn(work).join() {
+        Ok(value) => value,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+/// A column of a lease row, or [`LeaseError::Database`] when the table's column does not
+/// have the type the DDL gives it.
+fn column<'a, T: postgres::types::FromSql<'a>>(
+    row: &'a postgres::Row,
+    index: usize,
+    action: &'static str,
+) -> Result<T, LeaseError> {
+    row.try_get(index).map_err(database(action))
+}
+
+/// A `bigint` column that is a node or a mark: never negative in a table the DDL made.
+fn unsigned(row: &postgres::Row, index: usize, action: &'static str) -> Result<u64, LeaseError> {
+    let value: i64 = column(row, index, action)?;
+    u64::try_from(value).map_err(|_| {
+        let text = format!("column {index} of atomflake_lease holds {value}, below 0");
+        LeaseError::Database {
+            action,
+            cause: DbCause::new(std::io::Error::other(text.clone()), text),
+        }
+    })
+}
+
+/// `hostname:pid`.
+fn default_holder() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    format!("{host}:{}", std::process::id())
+}
+
+/// This process's wall clock, Unix ms (0 before 1970).
+fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, millis)
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A node, mark or time as a `bigint`: every one here is far below `i64::MAX`.
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A server that is never reached: bad options are refused before connecting.
+    fn nowhere() -> postgres::Config {
+        "host=/nonexistent-atomflake port=1 user=nobody".parse().unwrap()
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_the_value_and_the_range() {
+        let refused =
+            |options: LeaseOptions| Lease::acquire(&nowhere(), &Layout::TWITTER, &options).unwrap_err();
+        let long = "n".repeat(64);
+        for namespace in ["", long.as_str()] {
+            let error = refused(LeaseOptions::new(namespace));
+            assert_eq!(
+                error,
+                LeaseError::InvalidNamespace {
+                    namespace: namespace.into()
+                }
+            );
+            assert_eq!(
+                error.to_string(),
+                format!("lease namespace {namespace:?} is invalid: allowed 1 to 63 bytes")
+            );
+            assert_eq!(list(&nowhere(), namespace).unwrap_err(), error);
+        }
+        assert!(
+            LeaseOptions::new("n".repeat(63))
+                .validate(&Layout::TWITTER)
+                .is_ok()
+        );
+        for ttl in [Duration::from_millis(999), Duration::from_secs(3601)] {
+            let error = refused(LeaseOptions::new("n").ttl(ttl));
+            assert_eq!(
+                error,
+                LeaseError::TtlOutOfRange {
+                    ttl,
+                    min: MIN_TTL,
+                    max: MAX_TTL
+                }
+            );
+        }
+        let error = refused(LeaseOptions::new("n").node(1024));
+        assert_eq!(
+            error,
+            LeaseError::NodeOutOfRange {
+                node: 1024,
+                max: 1023
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "node 1024 is out of range: the layout allows 0..=1023"
+        );
+    }
+}
+
+/// A model of the lease table and its holders: what the server can lose (its last commits,
+/// a row) and what a claim can reuse (a generation), against the fence the statements
+/// keep (`CLAIM`, `RENEW`: a store succeeds only while the row has the holder's token).
+/// One node; a holder mints at most one ID a tick, so two holders sharing a tick stands
+/// for a repeated ID.
+#[cfg(all(test, not(loom)))]
+mod model {
+    use atomflake::mark::Tenure;
+    use proptest::prelude::*;
+    use std::time::Duration;
+
+    const TTL: u64 = 2_000;
+
+    /// The mark the generator's keeper stores to cover `unix_ms`: a window and a half
+    /// (1.5 s) past it.
+    fn ahead(unix_ms: u64) -> u64 {
+        unix_ms + 1_500
+    }
+
+    /// What a store checks the row against.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Fence {
+        /// The claim's own random token: what the statements do.
+        Token,
+        /// The row's claim counter, which a lost commit or a lost row lets a claim reuse.
+        Generation,
+    }
+
+    #[derive(Debug, Clone, Copy)]
+    struct Row {
+        generation: i64,
+        token: u64,
+        expires: u64,
+        mark: u64,
+    }
+
+    /// A committed state of the row, and the holder whose claim or store wrote it.
+    type Commit = (Option<Row>, Option<usize>);
+
+    #[derive(Debug, Default)]
+    struct Holder {
+        generation: i64,
+        token: u64,
+        /// The first tick it may mint (past the mark it claimed).
+        start: u64,
+        stored: u64,
+        deadline: u64,
+        lost: bool,
+        /// The largest mark of this holder's that the server lost after acknowledging it.
+        lost_cover: u64,
+        minted: Vec<u64>,
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Wait(u64),
+        Claim,
+        Store(usize),
+        Mint(usize),
+        /// The server loses its last `n` commits (a failover to a lagging standby).
+        Lose(usize),
+        /// The row is deleted.
+        Delete,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (1u64..=1_500).prop_map(Op::Wait),
+            2 => Just(Op::Claim),
+            4 => (0usize..4).prop_map(Op::Store),
+            8 => (0usize..4).prop_map(Op::Mint),
+            1 => (1usize..=3).prop_map(Op::Lose),
+            1 => Just(Op::Delete),
+        ]
+    }
+
+    /// Runs `ops` on one node: the holders at the end.
+    fn run(fence: Fence, ops: &[Op]) -> Vec<Holder> {
+        let Tenure::Leased { hold, .. } = Tenure::lease(Duration::from_millis(TTL)) else {
+            unreachable!("a lease's tenure is leased");
+        };
+        let hold = u64::try_from(hold.as_millis()).unwrap();
+        let mut now = 1_000_000;
+        let mut history: Vec<Commit> = vec![(None, None)];
+        let mut holders: Vec<Holder> = Vec::new();
+        for op in ops {
+            let row = history.last().unwrap().0;
+            match *op {
+                Op::Wait(ms) => now += ms,
+                Op::Claim => {
+                    if row.is_some_and(|row| row.expires > now) {
+                        continue;
+                    }
+                    let claimed = Row {
+                        generation: row.map_or(1, |row| row.generation + 1),
+                        // Random and never reused: a new number per claim.
+                        token: holders.len() as u64 + 1,
+                        expires: now + TTL,
+                        mark: row.map_or(0, |row| row.mark),
+                    };
+                    history.push((Some(claimed), Some(holders.len())));
+                    let start = claimed.mark.max(now);
+                    holders.push(Holder {
+                        generation: claimed.generation,
+                        token: claimed.token,
+                        start,
+                        stored: claimed.mark,
+                        ..Holder::default()
+                    });
+                    // The generator's first store follows at once, as `Mark::kept` does.
+                    let last = holders.len() - 1;
+                    store(fence, &mut history, &mut holders, last, now, hold, ahead(start));
+                }
+                Op::Store(i) if i < holders.len() => {
+                    let target = ahead(now).max(holders[i].stored);
+                    store(fence, &mut history, &mut holders, i, now, hold, target);
+                }
+                Op::Mint(i) if i < holders.len() => {
+                    let holder = &mut holders[i];
+                    let last = holder.minted.last().copied().unwrap_or(0);
+                    if now >= holder.start && now < holder.stored && now < holder.deadline && now > last {
+                        holder.minted.push(now);
+                    }
+                }
+                Op::Lose(n) => {
+                    let keep = history.len().saturating_sub(n).max(1);
+                    for (row, writer) in history.drain(keep..) {
+                        if let (Some(row), Some(writer)) = (row, writer) {
+                            let holder = &mut holders[writer];
+                            holder.lost_cover = holder.lost_cover.max(row.mark);
+                        }
+                    }
+                }
+                Op::Delete => {
+                    for holder in &mut holders {
+                        holder.lost_cover = holder.lost_cover.max(holder.stored);
+                    }
+                    history.push((None, None));
+                }
+                Op::Store(_) | Op::Mint(_) => {}
+            }
+        }
+        holders
+    }
+
+    /// One store of `target` by holder `i`, as `RENEW` runs it under `fence`.
+    fn store(
+        fence: Fence,
+        history: &mut Vec<Commit>,
+        holders: &mut [Holder],
+        i: usize,
+        now: u64,
+        hold: u64,
+        target: u64,
+    ) {
+        let holder = &mut holders[i];
+        if holder.lost {
+            return;
+        }
+        let ours = history.last().unwrap().0.filter(|row| match fence {
+            Fence::Token => row.token == holder.token,
+            Fence::Generation => row.generation == holder.generation,
+        });
+        let Some(row) = ours else {
+            holder.lost = true;
+            return;
+        };
+        let mark = row.mark.max(target);
+        history.push((
+            Some(Row {
+                expires: now + TTL,
+                mark,
+                ..row
+            }),
+            Some(i),
+        ));
+        holder.stored = holder.stored.max(target);
+        holder.deadline = now + hold;
+    }
+
+    /// Every tick two holders minted, with the two.
+    fn shared_ticks(holders: &[Holder]) -> Vec<(u64, usize, usize)> {
+        let mut seen = std::collections::HashMap::new();
+        let mut shared = Vec::new();
+        for (i, holder) in holders.iter().enumerate() {
+            for &tick in &holder.minted {
+                if let Some(other) = seen.insert(tick, i) {
+                    shared.push((tick, other, i));
+                }
+            }
+        }
+        shared
+    }
+
+    /// Whether every tick two holders share lies below a mark of theirs that the server
+    /// lost after acknowledging it: the only way two holders meet.
+    fn only_lost_marks_let_holders_meet(holders: &[Holder]) -> bool {
+        shared_ticks(holders)
+            .iter()
+            .all(|&(tick, a, b)| tick < holders[a].lost_cover.max(holders[b].lost_cover))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4_000))]
+
+        /// With the token, whatever the server loses and whatever generation a claim
+        /// reuses: two holders mint in the same tick only below a mark the server lost
+        /// (so never when it loses nothing, as with synchronous replication).
+        #[test]
+        fn with_the_token_holders_meet_only_below_a_lost_mark(ops in proptest::collection::vec(op(), 1..80)) {
+            let holders = run(Fence::Token, &ops);
+            prop_assert!(only_lost_marks_let_holders_meet(&holders), "{:?}", shared_ticks(&holders));
+            if !ops.iter().any(|op| matches!(op, Op::Lose(_) | Op::Delete)) {
+                prop_assert_eq!(shared_ticks(&holders), vec![]);
+            }
+        }
+    }
+
+    /// The counter as the fence: a claim lost with the server's last commits is made
+    /// again with the same generation, the first holder renews the second's claim, and
+    /// both mint past every mark the server lost. The token ends the first at its store.
+    #[test]
+    fn with_the_generation_as_fence_two_holders_mint_past_every_lost_mark() {
+        let ops = [
+            Op::Claim,
+            Op::Lose(2),
+            Op::Claim,
+            Op::Wait(1_600),
+            Op::Store(0),
+            Op::Store(1),
+            Op::Mint(0),
+            Op::Mint(1),
+        ];
+        let holders = run(Fence::Generation, &ops);
+        assert!(!only_lost_marks_let_holders_meet(&holders), "{holders:?}");
+        let holders = run(Fence::Token, &ops);
+        assert!(holders[0].lost && holders[0].minted.is_empty(), "{holders:?}");
+        assert_eq!(holders[1].minted.len(), 1);
+    }
+}

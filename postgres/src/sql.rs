@@ -1,0 +1,942 @@
+//! Minting inside PostgreSQL: the SQL script that [`PgScript`] writes.
+//!
+//! The script creates a sequence holding the state and PL/pgSQL functions that mint and
+//! decode IDs of one [`Layout`] for one node, so that a table can take its keys from the
+//! database itself:
+//!
+//! ```sql
+//! CREATE TABLE message (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), body text);
+//! ```
+//!
+//! # The state and why no two calls mint the same ID
+//!
+//! The state is one sequence, `atomflake_state`, whose value is a *slot*
+//! `tick · 2^k + n`: the high bits a tick of the layout, the low `k` bits a counter within
+//! that tick, where `k` ([`PgScript::counter_bits`]) is wider than the layout's sequence
+//! field. A call reads the clock's tick `now` and the sequence's next slot
+//! (`pg_sequence_last_value(state) + 1`), and:
+//!
+//! 1. if that slot is an ID at `now` (`tick >= now` and `n < 2^sequence_bits`), takes a
+//!    slot with `nextval` and, if it is still inside the sequence field, returns the ID
+//!    `(tick(slot), node, n(slot))`: the fast path, one read and one `nextval`, no lock. A
+//!    slot past the field (other calls spent the tick between the read and the `nextval`)
+//!    is dropped, and the call starts again;
+//! 2. if the slot's tick is *spent* (`n` past the sequence field), waits, holding nothing,
+//!    until the clock passes that tick (at most the script's `max_wait`; at a given time it
+//!    raises an error instead);
+//! 3. if the slot is *stale* (`tick < now`, also after such a wait), takes an advisory
+//!    lock, reads the sequence again and, if its next slot is still in a tick before
+//!    `now`, *jumps*: `setval` to the first slot of `now`. Then it releases the lock and
+//!    starts again.
+//!
+//! Uniqueness follows from the sequence alone: every value it hands out is used at most
+//! once, and an ID is a one-to-one function of its value. What must hold is that the
+//! sequence never hands out a usable value twice, although `setval` is not a
+//! compare-and-set:
+//!
+//! - the only `setval` is the jump, made under the lock after a read under the lock, to a
+//!   later tick than the read saw: the sequence only grows;
+//! - a call takes a value past the sequence field only when its read came before the
+//!   tick's first such value was handed out and its `nextval` after, and then takes no
+//!   other in that tick (its next read finds the tick spent, and the sequence never comes
+//!   back to it). So a tick's counter runs past the field by at most one value per call
+//!   under way when the tick was spent: one per session, as a session runs one call at a
+//!   time. Nothing else takes a value: a call waiting for the clock holds nothing, so
+//!   however a call ends (an error, a cancel or statement timeout, a killed session) it
+//!   leaves nothing to undo, and the lock is released on every way out;
+//! - the counter has room for `2^k - 2^sequence_bits` values past the field
+//!   ([`PgScript::headroom`]: 4,190,208 for Twitter, 65,536 for Mastodon), so with no more
+//!   sessions than that it never carries into the next tick, and between a jump's read and
+//!   its `setval` the other sessions' `nextval`s stay inside the tick the read saw. Every
+//!   value handed out before a jump is therefore below its target, and every value after
+//!   it above.
+//!
+//! The sessions are every server process that can run a call at once: client backends
+//! (`max_connections`, which holds `superuser_reserved_connections` and
+//! `reserved_connections`), background and parallel workers (`max_worker_processes`), WAL
+//! senders (`max_wal_senders`: a logical replication connection runs SQL) and autovacuum
+//! workers (`autovacuum_max_workers`); 121 with PostgreSQL's default settings. A layout
+//! whose headroom is below that is refused when the script is written
+//! ([`SqlError::TooLittleHeadroom`]), and the script raises an error (SQLSTATE `53400`)
+//! naming the settings and the headroom when it is applied, and before every jump, on a
+//! server whose settings add up to more than the headroom: a server restarted with more
+//! sessions stops minting instead of risking a duplicate.
+//!
+//! `tests/loom_sql_protocol.rs` checks this protocol under every interleaving of two
+//! and three sessions, and finds the duplicates when the headroom is missing or when calls
+//! take a value before they look at it.
+//!
+//! The sequence is not transactional (a rolled-back transaction does not give its IDs
+//! back), `nextval` never waits for another transaction, and the lock is held for one read
+//! and one `setval`, never until commit. After a crash the sequence restarts at or past
+//! every value handed out to a committed transaction (PostgreSQL logs a sequence ahead of
+//! use and flushes that log before any commit that used it), so every new ID is past
+//! every committed one.
+//!
+//! # Times ahead of the clock
+//!
+//! `next_id_at(unix_ms)` mints from the same state as `next_id()`: its IDs share the node's
+//! ID space, so they must come from the one sequence that keeps them apart. A time ahead of
+//! the server's clock therefore moves that state ahead, and every later `next_id()`
+//! continues its tick: stamped ahead of its time and, once the tick is spent, waiting for
+//! the clock to reach it. So `next_id_at` mints at most [`PgScript::max_ahead`] ahead of
+//! the clock, as the extension does: half the max wait, and at most 5 s. A later
+//! `next_id()` is then stamped at most that far ahead, and waits for such a tick at most
+//! that long, which leaves the other half of its wait to a clock stepped back. A time
+//! further ahead is an error (SQLSTATE `22008`) naming the time, how far ahead of the
+//! clock it is, and the bound; a time behind the clock continues the last tick, as a
+//! clock stepped back does.
+//!
+//! # Examples
+//!
+//! ```
+//! use atomflake::Layout;
+//! use atomflake_postgres::sql::PgScript;
+//!
+//! let script = PgScript::new(Layout::INSTAGRAM, 5)?.to_string();
+//! assert!(script.contains("CREATE OR REPLACE FUNCTION atomflake_next_id()"));
+//! // Every object is named with the prefix.
+//! let script = PgScript::new(Layout::TWITTER, 7)?.prefix("shard7")?.to_string();
+//! assert!(script.contains("shard7_next_id()") && !script.contains("atomflake_next_id"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use atomflake::{Field, FieldOrder, Layout, RangeError};
+use core::fmt::{self, Write as _};
+use std::time::Duration;
+
+/// The SQL script that mints and decodes IDs of one layout inside PostgreSQL.
+///
+/// `Display` writes the script: one idempotent file (apply it again, or with another node,
+/// at any time; the state is kept) that creates, in the current schema and named with the
+/// prefix (default `atomflake`):
+///
+/// | object | what |
+/// |---|---|
+/// | `atomflake_state` | the sequence holding the state (see the [module docs](self)) |
+/// | `atomflake_next_id() RETURNS bigint` | mints an ID; usable as a column default |
+/// | `atomflake_next_id_at(unix_ms bigint) RETURNS bigint` | mints an ID for a given time (tests, replays), at most [`max_ahead`](Self::max_ahead) ahead of the server's clock; never waits |
+/// | `atomflake_unix_ms(bigint)`, `atomflake_node(bigint)`, `atomflake_sequence(bigint)` | the fields, as `bigint` |
+/// | `atomflake_time(bigint) RETURNS timestamptz` | the ID's time |
+/// | `atomflake_first_id_at(timestamptz)`, `atomflake_last_id_at(timestamptz)` | the smallest and largest ID of a time's tick, for paging with the primary key |
+///
+/// Roles that insert need `GRANT USAGE, UPDATE ON SEQUENCE atomflake_state`.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::Layout;
+/// use atomflake_postgres::sql::PgScript;
+/// use std::time::Duration;
+///
+/// let script = PgScript::new(Layout::TWITTER, 7)?.max_wait(Duration::from_secs(2))?;
+/// println!("{script}");
+/// assert_eq!(script.counter_bits(), 22);
+/// assert_eq!(
+///     PgScript::new(Layout::TWITTER, 7)?.prefix("7up").unwrap_err().to_string(),
+///     "sql prefix \"7up\" is not allowed: a prefix is 1..=40 characters of a-z, 0-9 and _, \
+///      starting with a letter or _",
+/// );
+/// # Ok::<(), atomflake_postgres::sql::SqlError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgScript {
+    layout: Layout,
+    node: u64,
+    prefix: String,
+    max_wait: Duration,
+    /// `k`: the low bits of a slot, the counter within a tick.
+    counter_bits: u32,
+    /// The last tick the state can hold whose IDs fit a `bigint`.
+    last_tick: u64,
+}
+
+impl PgScript {
+    /// The default prefix of every object the script creates.
+    pub const DEFAULT_PREFIX: &'static str = "atomflake";
+    /// The longest a call waits for a spent tick by default.
+    pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(10);
+    /// The longest [`max_wait`](Self::max_wait) allowed.
+    pub const MAX_WAIT: Duration = Duration::from_secs(600);
+    /// The furthest ahead of the server's clock `next_id_at` ever mints: the extension's
+    /// bound. See [`max_ahead`](Self::max_ahead).
+    pub const MAX_AHEAD: Duration = Duration::from_secs(5);
+    /// The least [`headroom`](Self::headroom) a layout must leave: the sessions of a server
+    /// with PostgreSQL's default settings, 100 (`max_connections`) + 8
+    /// (`max_worker_processes`) + 10 (`max_wal_senders`) + 3 (`autovacuum_max_workers`).
+    /// The script checks the server's own settings when it is applied and when a call
+    /// jumps to a new tick.
+    pub const MIN_HEADROOM: u64 = 121;
+    /// The longest prefix allowed (PostgreSQL names hold 63 bytes).
+    pub const MAX_PREFIX_LEN: usize = 40;
+
+    /// The script for `layout` and `node`, with the default prefix and wait.
+    ///
+    /// # Errors
+    ///
+    /// [`SqlError::NodeOutOfRange`] for a node that does not fit the layout;
+    /// [`SqlError::SqlOutOfRange`] for a layout the state cannot hold: a sequence field of
+    /// more than 61 bits, or times past `i64::MAX` ms; [`SqlError::TooLittleHeadroom`] for
+    /// a layout that leaves a [`headroom`](Self::headroom) below
+    /// [`PgScript::MIN_HEADROOM`] (a sequence field of a few bits with a timestamp of
+    /// nearly all the others).
+    pub fn new(layout: Layout, node: u64) -> Result<PgScript, SqlError> {
+        const MAX_SEQUENCE_BITS: u32 = 61;
+        if node > layout.max_node() {
+            return Err(SqlError::NodeOutOfRange {
+                node,
+                max: layout.max_node(),
+            });
+        }
+        if layout.sequence_bits() > MAX_SEQUENCE_BITS {
+            return Err(SqlError::SqlOutOfRange {
+                what: "sequence width (bits)",
+                value: u64::from(layout.sequence_bits()),
+                max: u64::from(MAX_SEQUENCE_BITS),
+            });
+        }
+        // Give the counter every bit the ticks whose IDs fit a bigint leave free, but at
+        // least one more than the sequence field.
+        let usable = layout.last_i64_tick();
+        let tick_bits = u64::BITS - usable.leading_zeros();
+        let counter_bits = (63 - tick_bits).max(layout.sequence_bits() + 1);
+        let last_tick = usable.min((1 << (63 - counter_bits)) - 1);
+        let end_ms = u128::from(layout.epoch_ms()) + u128::from(last_tick + 1) * u128::from(layout.tick_ms());
+        if end_ms > i64::MAX as u128 {
+            return Err(SqlError::SqlOutOfRange {
+                what: "end of the layout's span (ms)",
+                value: u64::try_from(end_ms).unwrap_or(u64::MAX),
+                max: i64::MAX as u64,
+            });
+        }
+        let script = PgScript {
+            layout,
+            node,
+            prefix: PgScript::DEFAULT_PREFIX.to_owned(),
+            max_wait: PgScript::DEFAULT_MAX_WAIT,
+            counter_bits,
+            last_tick,
+        };
+        if script.headroom() < PgScript::MIN_HEADROOM {
+            return Err(SqlError::TooLittleHeadroom {
+                layout,
+                headroom: script.headroom(),
+                min: PgScript::MIN_HEADROOM,
+            });
+        }
+        Ok(script)
+    }
+
+    /// Names every object `{prefix}_state`, `{prefix}_next_id` and so on.
+    ///
+    /// # Errors
+    ///
+    /// [`SqlError::InvalidSqlPrefix`] unless the prefix is 1 to 40 characters of `a-z`,
+    /// `0-9` and `_`, starting with a letter or `_` (a name that needs no quoting).
+    pub fn prefix(mut self, prefix: &str) -> Result<PgScript, SqlError> {
+        let valid = !prefix.is_empty()
+            && prefix.len() <= PgScript::MAX_PREFIX_LEN
+            && !prefix.starts_with(|c: char| c.is_ascii_digit())
+            && prefix
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !valid {
+            return Err(SqlError::InvalidSqlPrefix {
+                prefix: prefix.to_owned(),
+            });
+        }
+        prefix.clone_into(&mut self.prefix);
+        Ok(self)
+    }
+
+    /// The longest `next_id()` waits for a spent tick (a clock that moved back while the
+    /// state's tick is spent) before it raises an error instead.
+    ///
+    /// # Errors
+    ///
+    /// [`SqlError::SqlOutOfRange`] above [`PgScript::MAX_WAIT`] or for a wait that is not a
+    /// whole number of milliseconds.
+    pub fn max_wait(mut self, wait: Duration) -> Result<PgScript, SqlError> {
+        if wait > PgScript::MAX_WAIT || !wait.subsec_nanos().is_multiple_of(1_000_000) {
+            return Err(SqlError::SqlOutOfRange {
+                what: "max wait (ms)",
+                value: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                max: u64::try_from(PgScript::MAX_WAIT.as_millis()).unwrap_or(u64::MAX),
+            });
+        }
+        self.max_wait = wait;
+        Ok(self)
+    }
+
+    /// How far ahead of the server's clock `next_id_at(unix_ms)` mints: half the
+    /// [`max_wait`](Self::max_wait) (in whole ms), and at most [`PgScript::MAX_AHEAD`]. A
+    /// time further ahead is an error naming it and this bound. See the
+    /// [module docs](self#times-ahead-of-the-clock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::Layout;
+    /// use atomflake_postgres::sql::PgScript;
+    /// use std::time::Duration;
+    ///
+    /// let script = PgScript::new(Layout::TWITTER, 7)?;
+    /// assert_eq!(script.max_ahead(), Duration::from_secs(5));
+    /// assert_eq!(script.max_wait(Duration::from_secs(2))?.max_ahead(), Duration::from_secs(1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn max_ahead(&self) -> Duration {
+        let half_ms = u64::try_from(self.max_wait.as_millis() / 2).unwrap_or(u64::MAX);
+        Duration::from_millis(half_ms).min(PgScript::MAX_AHEAD)
+    }
+
+    /// `k`: how many low bits of the state's slot count within a tick.
+    pub const fn counter_bits(&self) -> u32 {
+        self.counter_bits
+    }
+
+    /// How many values past the sequence field a tick's counter has room for: one per
+    /// session of the server, so the server may have at most this many (see the
+    /// [module docs](self)). 4,190,208 for Twitter, 65,536 for Mastodon, at least
+    /// [`PgScript::MIN_HEADROOM`].
+    pub const fn headroom(&self) -> u64 {
+        (1 << self.counter_bits) - self.layout.ids_per_tick()
+    }
+
+    /// The first Unix ms the script cannot mint for: the layout's end, the time its IDs
+    /// pass `i64::MAX` ([`Layout::i64_end_unix_ms`]), or the end of what the state holds,
+    /// whichever comes first. Past it, `next_id()` raises an error naming the time.
+    pub const fn end_unix_ms(&self) -> u64 {
+        self.layout.epoch_ms() + (self.last_tick + 1) * self.layout.tick_ms()
+    }
+
+    /// The text stored as the state sequence's comment: the layout the state belongs to.
+    /// The script refuses to run over a state made for another layout.
+    fn fingerprint(&self) -> String {
+        let layout = self.layout;
+        format!(
+            "atomflake state: timestamp {} bits, node {} bits, sequence {} bits, {}, epoch {} ms, tick {} ms, counter {} bits",
+            layout.timestamp_bits(),
+            layout.node_bits(),
+            layout.sequence_bits(),
+            match layout.order() {
+                FieldOrder::NodeSequence => "time|node|sequence",
+                FieldOrder::SequenceNode => "time|sequence|node",
+            },
+            layout.epoch_ms(),
+            layout.tick_ms(),
+            self.counter_bits,
+        )
+    }
+}
+
+/// `value << shift` in SQL, or `value` alone for a shift of 0.
+fn shifted(value: &str, shift: u32) -> String {
+    if shift == 0 {
+        value.to_owned()
+    } else {
+        format!("({value} << {shift})")
+    }
+}
+
+/// `value >> shift` in SQL, or `value` alone for a shift of 0.
+fn unshifted(value: &str, shift: u32) -> String {
+    if shift == 0 {
+        value.to_owned()
+    } else {
+        format!("({value} >> {shift})")
+    }
+}
+
+/// The server's wall clock in Unix ms, exact (numeric arithmetic) and fresh on every read
+/// (`clock_timestamp()`, not the transaction's `now()`).
+const CLOCK: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+/// The advisory lock key of the jump: "atom" in the high half, the sequence's OID in the
+/// low half, so each installed state has its own lock.
+const LOCK_CLASS: u32 = u32::from_be_bytes(*b"atom");
+
+impl fmt::Display for PgScript {
+    #[expect(clippy::too_many_lines, reason = "the script, written once, top to bottom")]
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let layout = self.layout;
+        let p = &self.prefix;
+        let k = self.counter_bits;
+        let epoch = layout.epoch_ms();
+        let tick_ms = layout.tick_ms();
+        let ts_shift = layout.timestamp_shift();
+        let per_tick = layout.ids_per_tick();
+        let counter_mask = (1_u64 << k) - 1;
+        let node = self.node;
+        let node_part = node << layout.node_shift();
+        let last_tick = self.last_tick;
+        let end_ms = self.end_unix_ms();
+        let max_wait_ms = self.max_wait.as_millis();
+        let below_ts = (1_u64 << ts_shift) - 1;
+        let tick_of = |ms: &str| {
+            if tick_ms == 1 {
+                format!("({ms} - {epoch})")
+            } else {
+                format!("(({ms} - {epoch}) / {tick_ms})")
+            }
+        };
+        let now_tick = tick_of("now_ms");
+        let slot_tick = unshifted("slot", k);
+        let id = format!(
+            "({} | {node_part} | {})",
+            shifted(&slot_tick, ts_shift),
+            shifted(&format!("(slot & {counter_mask})"), layout.sequence_shift()),
+        );
+        let fingerprint = self.fingerprint();
+        let max_id = layout.max_id().min(i64::MAX as u64);
+        let max_node = layout.max_node();
+        let max_sequence = layout.max_sequence();
+        let node_shift = layout.node_shift();
+        let sequence_shift = layout.sequence_shift();
+        let lock_class = LOCK_CLASS;
+        let headroom = self.headroom();
+        let (ts_bits, node_bits, seq_bits) = (
+            layout.timestamp_bits(),
+            layout.node_bits(),
+            layout.sequence_bits(),
+        );
+        let order = match layout.order() {
+            FieldOrder::NodeSequence => "time | node | sequence",
+            FieldOrder::SequenceNode => "time | sequence | node",
+        };
+        let version = env!("CARGO_PKG_VERSION");
+        // The server's sessions against the headroom (see the module docs), checked when the
+        // script is applied and before every jump.
+        let settings = [
+            "max_connections",
+            "max_worker_processes",
+            "max_wal_senders",
+            "autovacuum_max_workers",
+        ];
+        let sessions = settings
+            .map(|name| format!("current_setting('{name}')::int"))
+            .join(" + ");
+        let room_check = format!(
+            "IF {sessions} > {headroom} THEN
+        RAISE EXCEPTION USING ERRCODE = '53400', MESSAGE = format(
+            'this server runs up to %s sessions at once ({}), more than the {headroom} that {p}''s state has room for (layout {layout})',
+            {sessions}, {}),
+            HINT = 'lower these settings, or use a layout with more sequence bits or fewer timestamp bits';
+    END IF;",
+            settings.map(|name| format!("{name} %s")).join(" + "),
+            settings.map(|name| format!("current_setting('{name}')")).join(", "),
+        );
+
+        let next_tick = unshifted("next_free", k);
+        // The mint's body, with `now_ms` from the clock or from the argument, after `guard`.
+        let mint = |now: &str, may_wait: bool, guard: &str| {
+            let mut body = String::new();
+            let _ = write!(
+                body,
+                "DECLARE
+    next_free bigint;
+    slot bigint;
+    now_ms bigint;
+BEGIN{guard}
+    LOOP
+        now_ms := {now};
+        -- Take a slot only when the next one is an ID at now_ms.
+        next_free := coalesce(pg_sequence_last_value(@state@) + 1, 0);
+        IF now_ms >= {epoch} AND {next_tick} >= {now_tick} AND (next_free & {counter_mask}) < {per_tick} THEN
+            slot := nextval(@state@);
+            IF (slot & {counter_mask}) < {per_tick} THEN
+                RETURN {id};
+            END IF;
+            -- Other calls spent the tick in between: the slot is dropped.
+        ELSE
+            -- Stale, spent, or a time outside the span: wait and jump, or raise.
+            PERFORM @advance@(next_free, now_ms, {may_wait});
+        END IF;
+    END LOOP;
+END"
+            );
+            body
+        };
+        let max_ahead_ms = self.max_ahead().as_millis();
+        let mint_now = mint(CLOCK, true, "");
+        // A time ahead of the clock moves the state that next_id() continues: at most
+        // max_ahead_ms (see the module docs).
+        let mint_at = mint(
+            "unix_ms",
+            false,
+            &format!(
+                "
+    now_ms := {CLOCK};
+    IF unix_ms > now_ms + {max_ahead_ms} THEN
+        RAISE EXCEPTION USING ERRCODE = '22008', MESSAGE = format(
+            'time %s ms is %s ms ahead of the clock: {p}_next_id_at mints at most {max_ahead_ms} ms ahead',
+            unix_ms, unix_ms - now_ms);
+    END IF;"
+            ),
+        );
+
+        let unix_ms_of_id = format!(
+            "{} * {tick_ms} + {epoch}",
+            unshifted(&format!("{p}_check(id)"), ts_shift)
+        );
+        let node_of_id = format!(
+            "{} & {max_node}",
+            unshifted(&format!("{p}_check(id)"), node_shift)
+        );
+        let sequence_of_id = format!(
+            "{} & {max_sequence}",
+            unshifted(&format!("{p}_check(id)"), sequence_shift)
+        );
+        let i64_end_ms = layout.i64_end_unix_ms();
+        let first_of_ms = shifted(&tick_of("ms"), ts_shift);
+
+        write!(
+            f,
+            "\
+-- atomflake {version}: Snowflake IDs minted inside PostgreSQL.
+--
+-- Layout: {ts_bits}-bit timestamp ({tick_ms} ms ticks since {epoch} ms), {node_bits}-bit node,
+-- {seq_bits}-bit sequence, {order}. Node: {node}. Prefix: {p}.
+-- IDs fit a bigint until {end_ms} ms (Unix); past it {p}_next_id() raises an error.
+--
+-- Idempotent: apply it again, or with another node, at any time; the state is kept. It
+-- creates its objects in the current schema (the first of search_path).
+--
+--     CREATE TABLE t (id bigint PRIMARY KEY DEFAULT {p}_next_id(), ...);
+--     GRANT USAGE, UPDATE ON SEQUENCE {p}_state TO <each role that inserts>;
+--
+-- Why no two calls mint the same ID
+--
+-- The state is the sequence {p}_state. Its value is a slot: tick * 2^{k} + n, a tick of
+-- the layout and a counter n within it. A call reads the clock's tick and the sequence's
+-- next slot (pg_sequence_last_value() + 1):
+--   * if that slot's tick is at or past the clock's and n < {per_tick} (the sequence
+--     field), it takes a slot with nextval() and returns the ID (tick, node, n) if n is
+--     still in the field, or starts again (other calls spent the tick in between);
+--   * if the tick is spent (n past the field), it waits, holding nothing, for the clock to
+--     pass it, at most {max_wait_ms} ms;
+--   * if the tick is before the clock's, it takes an advisory lock, reads the sequence
+--     again and, if it is still before the clock's tick, jumps: setval() to that tick's
+--     first slot. Then it starts again.
+-- An ID is a one-to-one function of its slot, so IDs repeat only if usable slots do. The
+-- only setval() is the jump, made under the lock after a read under the lock, to a later
+-- tick than its read saw: the sequence only grows. A call takes a slot past the field only
+-- if its read came before the tick was spent and its nextval() after, and then no other
+-- in that tick: at most one per session, however calls end (errors, cancels, killed
+-- sessions take nothing more). n has room for {headroom} slots past the field, so with no
+-- more sessions than that it never carries into the next tick while a jump is under way:
+-- every slot handed out before a jump is below its target and every slot after it above.
+-- Sessions are max_connections + max_worker_processes + max_wal_senders +
+-- autovacuum_max_workers: checked when this script is applied and before every jump.
+-- {p}_next_id_at(t) mints from the same state, so t may be at most {max_ahead_ms} ms ahead of
+-- the server's clock: a later {p}_next_id() is stamped at most that far ahead of its time.
+-- The sequence is not transactional (a rolled-back transaction keeps its IDs used), and
+-- after a crash it restarts past every value a committed transaction used. A clock that
+-- moves back continues the last tick; a spent tick waits for the clock. Do not reset,
+-- alter or setval() the sequence by hand.
+
+-- The counter has room for {headroom} values past the sequence field, one per session: the
+-- server may run no more sessions at once (checked here and before every jump).
+DO $room$
+BEGIN
+    {room_check}
+END
+$room$;
+
+CREATE SEQUENCE IF NOT EXISTS {p}_state AS bigint MINVALUE -1 START 0 CACHE 1 NO CYCLE;
+
+DO $install$
+DECLARE
+    state text := format('%I.%I', current_schema(), '{p}_state');
+    advance text := format('%I.%I', current_schema(), '{p}_advance');
+    made_for text := obj_description(state::regclass, 'pg_class');
+BEGIN
+    IF made_for IS NOT NULL AND made_for <> '{fingerprint}' THEN
+        RAISE EXCEPTION 'sequence {p}_state holds the state of another layout: %', made_for
+            USING HINT = 'use another prefix, or drop the sequence if no IDs of that layout are minted any more';
+    END IF;
+    EXECUTE format('COMMENT ON SEQUENCE %s IS %L', state, '{fingerprint}');
+
+    -- The slow path: called with the sequence's next value when it is no ID at now_ms.
+    EXECUTE replace($sql$
+CREATE OR REPLACE FUNCTION {p}_advance(next_free bigint, now_ms bigint, may_wait boolean)
+RETURNS void LANGUAGE plpgsql VOLATILE AS $body$
+DECLARE
+    tick bigint;
+    waited_ms bigint := 0;
+    wait_ms bigint;
+BEGIN
+    LOOP
+        IF now_ms < {epoch} THEN
+            RAISE EXCEPTION USING ERRCODE = '22008', MESSAGE = format(
+                'time %s ms is before the layout''s epoch: the layout allows {epoch} ms and later', now_ms);
+        END IF;
+        tick := {now_tick};
+        IF tick > {last_tick} THEN
+            RAISE EXCEPTION USING ERRCODE = '22008', MESSAGE = format(
+                'time %s ms is past the end of {p}''s ids: ids are minted for times before {end_ms} ms', now_ms);
+        END IF;
+        EXIT WHEN {next_tick} < tick;
+        -- The state's tick is spent and the clock has not passed it: wait, holding nothing.
+        wait_ms := ({next_tick} + 1) * {tick_ms} + {epoch} - now_ms;
+        IF NOT may_wait THEN
+            RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
+                'sequence exhausted at %s ms: tick %s is spent, ids are available again at %s ms',
+                now_ms, {next_tick}, now_ms + wait_ms);
+        END IF;
+        IF waited_ms + wait_ms > {max_wait_ms} THEN
+            RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
+                'clock is %s ms behind {p}''s state: a call waits at most {max_wait_ms} ms for a spent tick',
+                wait_ms);
+        END IF;
+        PERFORM pg_sleep(wait_ms / 1000.0);
+        waited_ms := waited_ms + wait_ms;
+        now_ms := {CLOCK};
+    END LOOP;
+    -- The state was in a tick before the clock's: jump, if the server runs no more
+    -- sessions than the counter has room for. Under the lock, to the clock's tick unless
+    -- another call has moved the state there or past since. The lock is released on every
+    -- way out, a cancel included.
+    {room_check}
+    BEGIN
+        PERFORM pg_advisory_lock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
+        next_free := coalesce(pg_sequence_last_value(@state@) + 1, 0);
+        IF {next_tick} < tick THEN
+            PERFORM setval(@state@, (tick << {k}) - 1);
+        END IF;
+        PERFORM pg_advisory_unlock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM pg_advisory_unlock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
+        RAISE;
+    END;
+END
+$body$
+$sql$, '@state@', quote_literal(state));
+
+    -- The mint, reading the clock.
+    EXECUTE replace(replace($sql$
+CREATE OR REPLACE FUNCTION {p}_next_id()
+RETURNS bigint LANGUAGE plpgsql VOLATILE AS $body$
+{mint_now}
+$body$
+$sql$, '@state@', quote_literal(state)), '@advance@', advance);
+
+    -- The mint at a given time: never waits.
+    EXECUTE replace(replace($sql$
+CREATE OR REPLACE FUNCTION {p}_next_id_at(unix_ms bigint)
+RETURNS bigint LANGUAGE plpgsql VOLATILE STRICT AS $body$
+{mint_at}
+$body$
+$sql$, '@state@', quote_literal(state)), '@advance@', advance);
+END
+$install$;
+
+-- Decoding. Negative values and bits above the layout are errors, never masked.
+CREATE OR REPLACE FUNCTION {p}_check(id bigint)
+RETURNS bigint LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $body$
+BEGIN
+    IF id < 0 OR id > {max_id} THEN
+        RAISE EXCEPTION 'id % is out of range: the layout allows 0..={max_id}', id
+            USING ERRCODE = '22003';
+    END IF;
+    RETURN id;
+END
+$body$;
+
+CREATE OR REPLACE FUNCTION {p}_unix_ms(id bigint)
+RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN {unix_ms_of_id};
+
+CREATE OR REPLACE FUNCTION {p}_node(id bigint)
+RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN {node_of_id};
+
+CREATE OR REPLACE FUNCTION {p}_sequence(id bigint)
+RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN {sequence_of_id};
+
+CREATE OR REPLACE FUNCTION {p}_time(id bigint)
+RETURNS timestamptz LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN to_timestamp({p}_unix_ms(id) / 1000) + ({p}_unix_ms(id) % 1000) * interval '1 millisecond';
+
+-- Paging by time with the primary key: WHERE id BETWEEN {p}_first_id_at(t1) AND
+-- {p}_last_id_at(t2) holds every ID whose tick overlaps [t1, t2].
+CREATE OR REPLACE FUNCTION {p}_first_id_at(at timestamptz)
+RETURNS bigint LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $body$
+DECLARE
+    ms bigint := floor(extract(epoch FROM at) * 1000)::bigint;
+BEGIN
+    IF ms < {epoch} OR ms >= {i64_end_ms} THEN
+        RAISE EXCEPTION 'time % ms is out of range: the layout''s bigint ids cover {epoch}..{i64_end_ms} ms', ms
+            USING ERRCODE = '22008';
+    END IF;
+    RETURN {first_of_ms};
+END
+$body$;
+
+CREATE OR REPLACE FUNCTION {p}_last_id_at(at timestamptz)
+RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN {p}_first_id_at(at) | {below_ts};
+",
+        )
+    }
+}
+
+/// A layout or setting that in-database minting ([`PgScript`])
+/// cannot hold. Permanent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SqlError {
+    /// A node that does not fit the layout's node field.
+    NodeOutOfRange {
+        /// The node given.
+        node: u64,
+        /// The largest node the layout holds.
+        max: u64,
+    },
+    /// A layout or setting out of the script's range.
+    SqlOutOfRange {
+        /// What is out of range, with its unit.
+        what: &'static str,
+        /// The value given.
+        value: u64,
+        /// The largest value allowed.
+        max: u64,
+    },
+    /// A prefix for the script's object names that is not 1 to 40 characters of `a-z`,
+    /// `0-9` and `_` starting with a letter or `_`.
+    InvalidSqlPrefix {
+        /// The prefix given.
+        prefix: String,
+    },
+    /// A layout whose state has room for fewer values past the sequence field than a
+    /// server with PostgreSQL's default settings has sessions (see
+    /// [`PgScript::headroom`](crate::sql::PgScript::headroom)).
+    TooLittleHeadroom {
+        /// The layout given.
+        layout: Layout,
+        /// Its headroom.
+        headroom: u64,
+        /// The least headroom allowed, [`PgScript::MIN_HEADROOM`](crate::sql::PgScript::MIN_HEADROOM).
+        min: u64,
+    },
+}
+
+impl fmt::Display for SqlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SqlError::NodeOutOfRange { node, max } => fmt::Display::fmt(
+                &RangeError::FieldOutOfRange {
+                    field: Field::Node,
+                    value: *node,
+                    max: *max,
+                },
+                f,
+            ),
+            SqlError::SqlOutOfRange { what, value, max } => write!(
+                f,
+                "{what} {value} is out of range for in-database minting: allowed 0..={max}"
+            ),
+            SqlError::InvalidSqlPrefix { prefix } => write!(
+                f,
+                "sql prefix {prefix:?} is not allowed: a prefix is 1..={} \
+                 characters of a-z, 0-9 and _, starting with a letter or _",
+                PgScript::MAX_PREFIX_LEN
+            ),
+            SqlError::TooLittleHeadroom {
+                layout,
+                headroom,
+                min,
+            } => write!(
+                f,
+                "layout {layout} leaves in-database minting a headroom of {headroom} sessions: \
+                 allowed {min} and more, the sessions of a server with PostgreSQL's default settings"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SqlError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_bits_leave_headroom_for_every_preset() {
+        let expected = [
+            ("twitter", 22, 4_190_208),
+            ("discord", 22, 4_190_208),
+            ("instagram", 23, 8_387_584),
+            ("sonyflake", 24, 16_776_960),
+            ("mastodon", 17, 65_536),
+        ];
+        for ((name, layout), (want_name, bits, headroom)) in Layout::PRESETS.into_iter().zip(expected) {
+            assert_eq!(name, want_name);
+            let script = PgScript::new(layout, 0).unwrap();
+            assert_eq!(
+                (script.counter_bits(), script.headroom()),
+                (bits, headroom),
+                "{name}"
+            );
+            // The last tick's last slot still fits the sequence's bigint.
+            assert!(script.last_tick < 1 << (63 - bits), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_script_ends_where_bigint_ids_or_the_state_end() {
+        for (name, layout) in Layout::PRESETS {
+            let script = PgScript::new(layout, 0).unwrap();
+            assert!(script.end_unix_ms() <= layout.i64_end_unix_ms(), "{name}");
+        }
+        // Mastodon's counter takes one bit of tick: its state ends in the year 4199.
+        let mastodon = PgScript::new(Layout::MASTODON, 0).unwrap();
+        assert_eq!(mastodon.end_unix_ms(), 1 << 46);
+        assert_eq!(
+            PgScript::new(Layout::INSTAGRAM, 0).unwrap().end_unix_ms(),
+            Layout::INSTAGRAM.i64_end_unix_ms()
+        );
+    }
+
+    #[test]
+    fn bad_input_is_an_exact_error() {
+        assert_eq!(
+            PgScript::new(Layout::TWITTER, 1024),
+            Err(SqlError::NodeOutOfRange {
+                node: 1024,
+                max: 1023
+            })
+        );
+        for bad in ["", "7up", "Atom", "a-b", "a b", "ä", &"a".repeat(41)] {
+            assert_eq!(
+                PgScript::new(Layout::TWITTER, 0).unwrap().prefix(bad),
+                Err(SqlError::InvalidSqlPrefix {
+                    prefix: bad.to_owned()
+                }),
+                "{bad:?}"
+            );
+        }
+        assert!(
+            PgScript::new(Layout::TWITTER, 0)
+                .unwrap()
+                .prefix(&"a".repeat(40))
+                .is_ok()
+        );
+        assert!(PgScript::new(Layout::TWITTER, 0).unwrap().prefix("_x9").is_ok());
+        let wide = Layout::builder()
+            .timestamp_bits(1)
+            .node_bits(0)
+            .sequence_bits(62)
+            .epoch_ms(0)
+            .tick_ms(1)
+            .build()
+            .unwrap();
+        assert_eq!(
+            PgScript::new(wide, 0).unwrap_err().to_string(),
+            "sequence width (bits) 62 is out of range for in-database minting: allowed 0..=61"
+        );
+        let late = Layout::builder()
+            .timestamp_bits(41)
+            .node_bits(10)
+            .sequence_bits(12)
+            .epoch_ms(i64::MAX as u64 - 1000)
+            .tick_ms(1)
+            .build()
+            .unwrap();
+        assert!(matches!(
+            PgScript::new(late, 0),
+            Err(SqlError::SqlOutOfRange {
+                what: "end of the layout's span (ms)",
+                ..
+            })
+        ));
+        let script = PgScript::new(Layout::TWITTER, 0).unwrap();
+        assert_eq!(
+            script.clone().max_wait(Duration::from_secs(601)),
+            Err(SqlError::SqlOutOfRange {
+                what: "max wait (ms)",
+                value: 601_000,
+                max: 600_000
+            })
+        );
+        assert!(script.clone().max_wait(Duration::from_micros(1500)).is_err());
+        // A 56-bit timestamp leaves the counter 7 bits: 2^7 - 2^3 values past a 3-bit
+        // sequence field, 2^7 - 1 past a 0-bit one.
+        let narrow = |sequence_bits| {
+            Layout::builder()
+                .timestamp_bits(56)
+                .node_bits(0)
+                .sequence_bits(sequence_bits)
+                .epoch_ms(0)
+                .tick_ms(1)
+                .build()
+                .unwrap()
+        };
+        let error = PgScript::new(narrow(3), 0).unwrap_err();
+        assert_eq!(
+            error,
+            SqlError::TooLittleHeadroom {
+                layout: narrow(3),
+                headroom: 120,
+                min: 121
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "layout 56/0/3 bits, 1 ms ticks, epoch 0 ms leaves in-database minting a headroom of \
+             120 sessions: allowed 121 and more, the sessions of a server with PostgreSQL's \
+             default settings"
+        );
+        assert_eq!(PgScript::new(narrow(0), 0).unwrap().headroom(), 127);
+        assert!(script.max_wait(Duration::ZERO).is_ok());
+    }
+
+    #[test]
+    fn next_id_at_mints_at_most_half_the_wait_and_5_s_ahead() {
+        let script = PgScript::new(Layout::TWITTER, 0).unwrap();
+        for (wait_ms, ahead_ms) in [
+            (10_000, 5_000),
+            (600_000, 5_000),
+            (2_000, 1_000),
+            (3, 1),
+            (1, 0),
+            (0, 0),
+        ] {
+            let script = script.clone().max_wait(Duration::from_millis(wait_ms)).unwrap();
+            assert_eq!(script.max_ahead(), Duration::from_millis(ahead_ms), "{wait_ms}");
+            assert!(
+                script
+                    .to_string()
+                    .contains(&format!("IF unix_ms > now_ms + {ahead_ms} THEN")),
+                "{wait_ms}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_script_names_everything_with_the_prefix() {
+        let script = PgScript::new(Layout::SONYFLAKE, 3)
+            .unwrap()
+            .prefix("sf")
+            .unwrap()
+            .to_string();
+        for object in [
+            "SEQUENCE IF NOT EXISTS sf_state",
+            "FUNCTION sf_next_id()",
+            "FUNCTION sf_next_id_at(unix_ms bigint)",
+            "FUNCTION sf_unix_ms(id bigint)",
+            "FUNCTION sf_node(id bigint)",
+            "FUNCTION sf_sequence(id bigint)",
+            "FUNCTION sf_time(id bigint)",
+            "FUNCTION sf_first_id_at(at timestamptz)",
+            "FUNCTION sf_last_id_at(at timestamptz)",
+        ] {
+            assert!(script.contains(object), "{object}");
+        }
+        assert!(!script.contains("atomflake_"));
+        // Sonyflake's 10 ms ticks divide; no placeholder is left unreplaced but @state@.
+        assert!(script.contains("/ 10)"));
+        assert!(!script.contains('{'));
+    }
+}

@@ -1,0 +1,1314 @@
+//! Node-ID leases against a real PostgreSQL server, with real processes: each test starts
+//! a throwaway cluster (`atomflake-test-servers`) and runs this test binary again as the lease holders
+//! ([`lease_child`]), which it freezes, kills and resumes.
+//!
+//! Every holder prints one line per event, stamped with its wall clock at the time:
+//! `node N G` once claimed (node, generation), `id ID MS` per minted ID, `lease MS TEXT`
+//! when a mint is refused for the lease (each distinct text once), `refused TEXT` when no
+//! lease could be taken, `clock MS` with its generator's clock at start.
+
+#![cfg(not(loom))]
+
+use atomflake_test_servers::postgres as pg;
+
+use atomflake::{BuildError, Builder, Clock, Generator, Id, Layout, MintError, MonotonicClock, PreciseClock};
+use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions};
+use pg::Server;
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Builds a generator on the lease's node, keeping the lease.
+trait BuildOn<C> {
+    fn build_on(self, lease: Lease) -> Result<Generator<C>, BuildError>;
+}
+
+impl<C: Clock + Clone + Send + 'static> BuildOn<C> for Builder<C> {
+    fn build_on(self, lease: Lease) -> Result<Generator<C>, BuildError> {
+        let node = lease.node();
+        self.mark_store(lease).build(node)
+    }
+}
+
+/// The lease's error inside a store's.
+fn lease_error(store: &atomflake::mark::StoreError) -> LeaseError {
+    store
+        .downcast_ref::<LeaseError>()
+        .unwrap_or_else(|| panic!("not a lease's error: {store}"))
+        .clone()
+}
+
+/// Twitter's epoch and tick with a 4-bit node field: 16 nodes.
+fn layout() -> Layout {
+    Layout::builder()
+        .timestamp_bits(41)
+        .node_bits(4)
+        .sequence_bits(12)
+        .epoch_ms(1_288_834_974_657)
+        .build()
+        .unwrap()
+}
+
+const TTL: Duration = Duration::from_secs(2);
+
+fn unix_ms() -> u64 {
+    u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
+
+fn config(server: &Server) -> lease::postgres::Config {
+    server.conninfo().parse().unwrap()
+}
+
+/// The environment of a child: what it does, where, and how.
+const MODE: &str = "ATOMFLAKE_LEASE_CHILD";
+const CONNINFO: &str = "ATOMFLAKE_LEASE_CONNINFO";
+const NAMESPACE: &str = "ATOMFLAKE_LEASE_NAMESPACE";
+const NODE: &str = "ATOMFLAKE_LEASE_NODE";
+const CLOCK: &str = "ATOMFLAKE_LEASE_CLOCK";
+const COUNT: &str = "ATOMFLAKE_LEASE_COUNT";
+const TTL_MS: &str = "ATOMFLAKE_LEASE_TTL_MS";
+/// `sonyflake` for Sonyflake's 16-bit node space, `four` for a 2-bit node field (4 nodes);
+/// otherwise [`layout`].
+const LAYOUT: &str = "ATOMFLAKE_LEASE_LAYOUT";
+/// Set: wait (up to 30 s) for a node when none is free or the server is down.
+const WAIT: &str = "ATOMFLAKE_LEASE_WAIT";
+
+/// Twitter's epoch and tick with a 2-bit node field: 4 nodes.
+fn four_nodes() -> Layout {
+    Layout::builder()
+        .timestamp_bits(41)
+        .node_bits(2)
+        .sequence_bits(12)
+        .epoch_ms(1_288_834_974_657)
+        .build()
+        .unwrap()
+}
+
+/// The layout a child claims and mints with ([`LAYOUT`]).
+fn child_layout() -> Layout {
+    match std::env::var(LAYOUT).as_deref() {
+        Ok("sonyflake") => Layout::SONYFLAKE,
+        Ok("four") => four_nodes(),
+        _ => layout(),
+    }
+}
+
+/// A running holder and the lines it printed so far.
+struct Holder {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Holder {
+    /// Runs this test binary as a holder: `mode` is `hold` (claim, then wait for stdin to
+    /// close) or `mint` (claim, then mint until `COUNT` IDs or the lease is lost).
+    fn spawn(server: &Server, namespace: &str, mode: &str, env: &[(&str, &str)]) -> Holder {
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command
+            .args(["--exact", "lease_child", "--nocapture", "--test-threads=1"])
+            .env(MODE, mode)
+            .env(CONNINFO, server.conninfo())
+            .env(NAMESPACE, namespace)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (send, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = send.send(line);
+            }
+        });
+        Holder {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Reads lines until one satisfies `done`, for at most `timeout`.
+    fn wait_for(&mut self, timeout: Duration, done: impl Fn(&[String]) -> bool) {
+        let start = Instant::now();
+        while !done(&self.seen) {
+            let left = timeout.saturating_sub(start.elapsed());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(mpsc::RecvTimeoutError::Timeout | mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("waited {timeout:?}; lines so far: {:?}", tail(&self.seen))
+                }
+            }
+        }
+    }
+
+    /// The node it claimed.
+    fn node(&mut self) -> u64 {
+        self.wait_for(Duration::from_secs(20), |seen| {
+            seen.iter()
+                .any(|l| l.starts_with("node ") || l.starts_with("refused "))
+        });
+        let line = self
+            .seen
+            .iter()
+            .find(|l| l.starts_with("node "))
+            .unwrap_or_else(|| panic!("no lease: {:?}", self.seen));
+        line.split(' ').nth(1).unwrap().parse().unwrap()
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for it to exit, then returns every line.
+    fn finish(mut self, timeout: Duration) -> Vec<String> {
+        let start = Instant::now();
+        loop {
+            if self.child.try_wait().unwrap().is_some() {
+                break;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "holder did not exit in {timeout:?}: {:?}",
+                tail(&self.seen)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(line);
+        }
+        std::mem::take(&mut self.seen)
+    }
+
+    /// Ends a `hold` child: closes its stdin, so it drops its lease and exits.
+    fn close(mut self) -> Vec<String> {
+        drop(self.child.stdin.take());
+        self.finish(Duration::from_secs(20))
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The rest of the first line that starts with `prefix`.
+fn field<'a>(lines: &'a [String], prefix: &str) -> &'a str {
+    lines
+        .iter()
+        .find_map(|line| line.strip_prefix(prefix))
+        .unwrap_or_else(|| panic!("no {prefix:?} line: {:?}", tail(lines)))
+}
+
+fn tail(lines: &[String]) -> &[String] {
+    &lines[lines.len().saturating_sub(8)..]
+}
+
+/// The `(id, stamp)` of every `id` line.
+fn ids(lines: &[String]) -> Vec<(u64, u64)> {
+    lines
+        .iter()
+        .filter_map(|line| line.strip_prefix("id "))
+        .map(|rest| {
+            let (id, stamp) = rest.split_once(' ').unwrap();
+            (id.parse().unwrap(), stamp.parse().unwrap())
+        })
+        .collect()
+}
+
+/// The `(stamp, text)` of every `lease` line.
+fn lease_lines(lines: &[String]) -> Vec<(u64, &str)> {
+    lines
+        .iter()
+        .filter_map(|line| line.strip_prefix("lease "))
+        .map(|rest| {
+            let (stamp, text) = rest.split_once(' ').unwrap();
+            (stamp.parse().unwrap(), text)
+        })
+        .collect()
+}
+
+fn count_ids(seen: &[String]) -> usize {
+    seen.iter().filter(|l| l.starts_with("id ")).count()
+}
+
+fn assert_unique(all: &[u64]) {
+    let unique: HashSet<u64> = all.iter().copied().collect();
+    assert_eq!(unique.len(), all.len(), "duplicate ids");
+}
+
+/// Not a test of its own: the holder process the tests run. Without [`MODE`] it returns
+/// at once.
+#[test]
+fn lease_child() {
+    let Ok(mode) = std::env::var(MODE) else {
+        return;
+    };
+    // The test harness has written "test lease_child ... " without a newline.
+    println!();
+    let env = |name| std::env::var(name).unwrap();
+    let config: lease::postgres::Config = env(CONNINFO).parse().unwrap();
+    let ttl = std::env::var(TTL_MS).map_or(TTL, |ms| Duration::from_millis(ms.parse().unwrap()));
+    let mut options = LeaseOptions::new(env(NAMESPACE)).ttl(ttl);
+    let asked = std::env::var(NODE).ok().map(|node| node.parse().unwrap());
+    if let Some(node) = asked {
+        options = options.node(node);
+    }
+    let layout = child_layout();
+    let wait_for_any = std::env::var(WAIT).is_ok();
+    let start = Instant::now();
+    let lease = loop {
+        match Lease::acquire(&config, &layout, &options) {
+            Ok(lease) => break lease,
+            // A successor asked for a node, or waits for any: wait for a holder's lease
+            // to expire.
+            Err(LeaseError::NodeTaken { .. }) if start.elapsed() < Duration::from_secs(20) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(LeaseError::NoFreeNode { .. } | LeaseError::Database { .. })
+                if wait_for_any && start.elapsed() < Duration::from_secs(30) =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(error) => {
+                println!("refused {error}");
+                return;
+            }
+        }
+    };
+    println!("node {} {}", lease.node(), lease.generation());
+    println!("claimed in {} ms", start.elapsed().as_millis());
+    match mode.as_str() {
+        "hold" => {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            drop(lease);
+        }
+        "mint" => {
+            let count = std::env::var(COUNT).map_or(usize::MAX, |count| count.parse().unwrap());
+            if std::env::var(CLOCK).as_deref() == Ok("precise") {
+                mint(
+                    &Builder::with_clock(layout, PreciseClock::new())
+                        .build_on(lease)
+                        .unwrap(),
+                    count,
+                );
+            } else {
+                mint(
+                    &Builder::with_clock(layout, MonotonicClock::new())
+                        .build_on(lease)
+                        .unwrap(),
+                    count,
+                );
+            }
+        }
+        other => panic!("unknown mode {other}"),
+    }
+}
+
+/// Mints `count` IDs, one a millisecond, printing each; stops when the lease is lost.
+fn mint<C: Clock>(generator: &Generator<C>, count: usize) {
+    println!("clock {}", generator.clock().precise_unix_ms());
+    let mut out = std::io::stdout().lock();
+    let mut minted = 0;
+    let mut last_refusal = String::new();
+    while minted < count {
+        match generator.try_next_id() {
+            Ok(id) => {
+                writeln!(out, "id {} {}", id.get(), unix_ms()).unwrap();
+                minted += 1;
+            }
+            Err(MintError::Store(store)) => {
+                let error = lease_error(&store);
+                let text = error.to_string();
+                if text != last_refusal {
+                    writeln!(out, "lease {} {text}", unix_ms()).unwrap();
+                    last_refusal = text;
+                }
+                if matches!(error, LeaseError::Lost { .. }) {
+                    return;
+                }
+            }
+            Err(MintError::MarkPending | MintError::SequenceExhausted { .. }) => {}
+            Err(other) => panic!("{other}"),
+        }
+        out.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn sixteen_processes_get_sixteen_nodes_and_a_seventeenth_is_refused() {
+    let Some(server) = Server::start("lease-16") else {
+        return;
+    };
+    let mut holders: Vec<Holder> = (0..16)
+        .map(|_| Holder::spawn(&server, "fleet", "hold", &[]))
+        .collect();
+    let nodes: HashSet<u64> = holders.iter_mut().map(Holder::node).collect();
+    assert_eq!(nodes, (0..16).collect());
+    let seventeenth = Holder::spawn(&server, "fleet", "hold", &[]).close();
+    assert_eq!(
+        field(&seventeenth, "refused "),
+        "no free node in lease namespace \"fleet\": every node of 0..=15 is held by a live lease"
+    );
+    // Another namespace is another node space.
+    let mut other = Holder::spawn(&server, "other", "hold", &[]);
+    assert_eq!(other.node(), 0);
+    other.close();
+    let rows = lease::list(&config(&server), "fleet").unwrap();
+    assert_eq!(rows.len(), 16);
+    assert!(rows.iter().all(|row| row.live && row.generation == 1));
+    for holder in holders {
+        holder.close();
+    }
+    // Released on drop: every node free at once, its mark kept.
+    let rows = lease::list(&config(&server), "fleet").unwrap();
+    assert!(rows.iter().all(|row| !row.live), "{rows:?}");
+}
+
+/// A holder frozen past its lease time loses its node to a successor, and after
+/// `SIGCONT` mints nothing more.
+fn frozen_holder(clock: &str) {
+    let test = &format!("lease-frozen-{clock}");
+    let Some(server) = Server::start(test) else {
+        return;
+    };
+    let mut frozen = Holder::spawn(&server, "frozen", "mint", &[(CLOCK, clock)]);
+    let node = frozen.node();
+    frozen.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
+    frozen.signal("-STOP");
+    let stopped = unix_ms();
+    std::thread::sleep(TTL + Duration::from_millis(500));
+    let node_text = node.to_string();
+    let successor = Holder::spawn(
+        &server,
+        "frozen",
+        "mint",
+        &[(NODE, &node_text), (CLOCK, clock), (COUNT, "300")],
+    );
+    let successor = successor.finish(Duration::from_secs(30));
+    assert_eq!(field(&successor, "node "), format!("{node} 2"));
+    let resumed = unix_ms();
+    frozen.signal("-CONT");
+    let frozen = frozen.finish(Duration::from_secs(20));
+
+    let before: Vec<(u64, u64)> = ids(&frozen);
+    // Minted after SIGCONT, by the ID's own time: the freeze lasted past the lease time,
+    // so an ID minted after it with a fresh clock reading is seconds past `stopped`. (The
+    // stamps, taken after each mint, can fall after SIGCONT for an ID minted before.)
+    let after_resume: Vec<u64> = before
+        .iter()
+        .map(|(id, _)| *id)
+        .filter(|id| layout().decode(Id::new(*id)).unix_ms > stopped + 1_000)
+        .collect();
+    let stamped_after_resume = before.iter().filter(|(_, stamp)| *stamp >= resumed).count();
+    let successor_ids: Vec<u64> = ids(&successor).into_iter().map(|(id, _)| id).collect();
+    assert_eq!(successor_ids.len(), 300);
+    let first = successor_ids[0];
+    let last = before.iter().map(|(id, _)| *id).max().unwrap();
+    assert!(
+        first > last,
+        "successor's first {first} is not past the frozen holder's last {last}"
+    );
+    if clock == "precise" {
+        assert_eq!(after_resume, [] as [u64; 0], "minted after SIGCONT");
+    }
+    let mut all: Vec<u64> = before.iter().map(|(id, _)| *id).collect();
+    all.extend(&successor_ids);
+    assert_unique(&all);
+    let refusals = lease_lines(&frozen);
+    let (_, last_refusal) = refusals.last().unwrap_or_else(|| panic!("{:?}", tail(&frozen)));
+    assert_eq!(
+        *last_refusal,
+        format!(
+            "lease on node {node} of namespace \"frozen\" is lost: the table no longer holds \
+             this holder's claim (generation 1); minting has ended"
+        )
+    );
+    println!(
+        "{clock} clock: frozen holder minted {} ids ({} stamped after SIGCONT, {} with a time after \
+         it), successor 300; refusals {refusals:?}",
+        before.len(),
+        stamped_after_resume,
+        after_resume.len()
+    );
+}
+
+#[test]
+fn a_frozen_holder_loses_its_node_and_mints_nothing_more() {
+    frozen_holder("precise");
+}
+
+/// With the default clock, a thread that resumes before the clock's thread may mint with
+/// the time read before the pause: those IDs are still below its stored mark, so never a
+/// successor's.
+#[test]
+fn a_frozen_holder_on_the_default_clock_never_repeats_its_successor() {
+    frozen_holder("default");
+}
+
+#[test]
+fn a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark() {
+    let test = "a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark";
+    let Some(server) = Server::start("lease-killed") else {
+        return;
+    };
+    if !pg::has_libfaketime(test) {
+        return;
+    }
+    let mut killed = Holder::spawn(&server, "killed", "mint", &[]);
+    let node = killed.node();
+    killed.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
+    killed.signal("-KILL");
+    let killed = killed.finish(Duration::from_secs(10));
+    let mark: u64 = server
+        .psql(&format!(
+            "SELECT high_water_ms FROM atomflake_lease WHERE namespace = 'killed' AND node = {node}"
+        ))
+        .trim()
+        .parse()
+        .unwrap();
+    let behind = server.file("behind");
+    std::fs::write(&behind, "-3s").unwrap();
+    let node_text = node.to_string();
+    let behind_text = behind.display().to_string();
+    let mut successor = Holder::spawn(
+        &server,
+        "killed",
+        "mint",
+        &[
+            (NODE, &node_text),
+            (COUNT, "100"),
+            ("LD_PRELOAD", pg::LIBFAKETIME),
+            ("FAKETIME_TIMESTAMP_FILE", &behind_text),
+            ("FAKETIME_NO_CACHE", "1"),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+        ],
+    );
+    successor.wait_for(Duration::from_secs(30), |seen| {
+        seen.iter().any(|l| l.starts_with("clock "))
+    });
+    let real = unix_ms();
+    let successor = successor.finish(Duration::from_secs(30));
+    assert_eq!(field(&successor, "node "), format!("{node} 2"));
+    let clock: u64 = field(&successor, "clock ").parse().unwrap();
+    assert!(
+        real - clock > 2_500,
+        "the successor's clock is {} ms behind",
+        real - clock
+    );
+    let successor_ids: Vec<u64> = ids(&successor).into_iter().map(|(id, _)| id).collect();
+    let first_time = layout().decode(Id::new(successor_ids[0])).unix_ms;
+    assert!(
+        first_time >= mark,
+        "successor's first id at {first_time} ms, mark {mark} ms"
+    );
+    let last = ids(&killed).into_iter().map(|(id, _)| id).max().unwrap();
+    assert!(successor_ids[0] > last);
+    let mut all: Vec<u64> = ids(&killed).into_iter().map(|(id, _)| id).collect();
+    all.extend(&successor_ids);
+    assert_unique(&all);
+    println!(
+        "killed holder's last id at {} ms, mark {mark} ms, successor's clock {} ms behind, its first id at {first_time} ms",
+        layout().decode(Id::new(last)).unix_ms,
+        real - clock
+    );
+}
+
+#[test]
+fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_deadline() {
+    let Some(server) = Server::start("lease-restart") else {
+        return;
+    };
+    // A lease time of 1 s: the holder may mint for 0.8 s after a renewal is sent, less
+    // than the mark's lead (1 to 1.5 s), so the deadline, not the mark, stops it.
+    let ttl = Duration::from_secs(1);
+    let mut holder = Holder::spawn(
+        &server,
+        "restart",
+        "mint",
+        &[(CLOCK, "precise"), (TTL_MS, "1000")],
+    );
+    holder.node();
+    holder.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
+    let terminated = server.psql(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name = 'atomflake-lease') t",
+    );
+    assert_eq!(terminated.trim(), "1", "the lease's connection");
+    // Past a renewal or two: the holder connects again.
+    std::thread::sleep(Duration::from_millis(1_500));
+    server.stop("fast");
+    // The last renewal was before this.
+    let down = unix_ms();
+    std::thread::sleep(Duration::from_secs(3));
+    // The server was down from `down` to here: nothing renewed the lease.
+    let up = unix_ms();
+    server.start_again();
+    holder.wait_for(Duration::from_secs(20), |seen| {
+        ids(seen).iter().filter(|(_, stamp)| *stamp > up).count() >= 100
+    });
+    let lines = holder.finish_killed();
+    let minted = ids(&lines);
+    let all: Vec<u64> = minted.iter().map(|(id, _)| *id).collect();
+    assert!(all.windows(2).all(|pair| pair[0] < pair[1]), "ids in order");
+    assert_unique(&all);
+    // The server expires the lease at the earliest TTL after the last renewal before it
+    // went down; the holder stops a fifth of TTL before that. 200 ms of slack for the
+    // time between a mint and its stamp on a busy machine: the mark alone would let the
+    // holder mint for up to 1.5 s.
+    let fence = down + u64::try_from(ttl.saturating_sub(ttl / 5).as_millis()).unwrap() + 200;
+    let inside: Vec<&(u64, u64)> = minted
+        .iter()
+        .filter(|(_, stamp)| *stamp > fence && *stamp < up)
+        .collect();
+    assert!(inside.is_empty(), "minted past the deadline: {inside:?}");
+    let refusals = lease_lines(&lines);
+    assert!(
+        refusals.iter().all(|(stamp, _)| *stamp >= down),
+        "refused before the server went down: {refusals:?}"
+    );
+    assert!(
+        refusals
+            .iter()
+            .any(|(_, text)| text.contains("passed its local deadline")),
+        "{refusals:?}"
+    );
+    assert_eq!(
+        server
+            .psql("SELECT generation FROM atomflake_lease WHERE namespace = 'restart'")
+            .trim(),
+        "1",
+        "the same lease throughout"
+    );
+    println!(
+        "minted {} ids; last before the restart at {} ms after it went down; refusals {refusals:?}",
+        all.len(),
+        minted
+            .iter()
+            .filter(|(_, stamp)| *stamp < up)
+            .map(|(_, stamp)| stamp - down.min(*stamp))
+            .max()
+            .unwrap_or(0)
+    );
+}
+
+impl Holder {
+    /// Kills it and returns every line.
+    fn finish_killed(self) -> Vec<String> {
+        self.signal("-KILL");
+        self.finish(Duration::from_secs(10))
+    }
+}
+
+#[test]
+fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
+    let Some(server) = Server::start("lease-gen") else {
+        return;
+    };
+    let config = config(&server);
+    let options = LeaseOptions::new("in-process").ttl(TTL).holder("test");
+    // A previous holder's mark, 3 s ahead of the clock.
+    let lease = Lease::acquire(&config, &layout(), &options).unwrap();
+    assert_eq!(
+        (lease.node(), lease.generation(), lease.high_water_ms()),
+        (0, 1, 0)
+    );
+    drop(lease);
+    let ahead = unix_ms() + 3_000;
+    server.psql(&format!("UPDATE atomflake_lease SET high_water_ms = {ahead}"));
+    let lease = Lease::acquire(&config, &layout(), &options).unwrap();
+    assert_eq!(
+        (lease.node(), lease.generation(), lease.high_water_ms()),
+        (0, 2, ahead)
+    );
+    let generator = Builder::new(layout()).build_on(lease).unwrap();
+    let first = generator.next_id();
+    assert!(layout().decode(first).unix_ms >= ahead);
+    let rows = lease::list(&config, "in-process").unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].live && rows[0].holder == "test" && rows[0].generation == 2);
+    assert!(rows[0].high_water_ms > layout().decode(first).unix_ms, "{rows:?}");
+    let last = generator.next_id();
+    drop(generator);
+    let rows = lease::list(&config, "in-process").unwrap();
+    assert!(!rows[0].live, "released");
+    // The release stores the end of the last ID's tick, not the mark stored ahead.
+    assert_eq!(rows[0].high_water_ms, layout().decode(last).unix_ms + 1);
+    let lease = Lease::acquire(&config, &layout(), &options).unwrap();
+    assert_eq!(
+        (lease.generation(), lease.high_water_ms()),
+        (3, layout().decode(last).unix_ms + 1)
+    );
+    let successor = Builder::new(layout()).build_on(lease).unwrap();
+    assert!(successor.next_id() > last);
+    drop(successor);
+
+    // From async code: the client's calls run on threads of their own.
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let in_async = runtime.block_on(async { Lease::acquire(&config, &layout(), &options.clone().node(7)) });
+    let in_async = in_async.unwrap();
+    assert_eq!(in_async.node(), 7);
+    runtime.block_on(async { in_async.release() }).unwrap();
+
+    // A node asked for that is held; a mark too far ahead; a file beside the lease.
+    let held = Lease::acquire(&config, &layout(), &options.clone().node(5)).unwrap();
+    assert_eq!(
+        Lease::acquire(&config, &layout(), &options.clone().node(5)).unwrap_err(),
+        LeaseError::NodeTaken {
+            namespace: "in-process".into(),
+            node: 5
+        }
+    );
+    drop(held);
+    let far = unix_ms() + 60_000;
+    server.psql(&format!(
+        "UPDATE atomflake_lease SET high_water_ms = {far} WHERE node = 5"
+    ));
+    let lease = Lease::acquire(&config, &layout(), &options.clone().node(5)).unwrap();
+    let error = Builder::new(layout()).build_on(lease).unwrap_err();
+    assert!(
+        matches!(&error, BuildError::Ahead { store, mark_ms, max_wait, .. }
+            if *mark_ms == far && *max_wait == Duration::from_secs(10)
+                && store == "the high-water mark of node 5 in lease namespace \"in-process\""),
+        "{error:?}"
+    );
+    // A lease holds one node: a generator of another node, or of more than one, is refused.
+    let lease = Lease::acquire(&config, &layout(), &options.clone().node(6)).unwrap();
+    let error = Builder::new(layout()).mark_store(lease).build(7).unwrap_err();
+    assert_eq!(error, BuildError::NodeNotHeld { node: 7, held: 6 });
+    assert_eq!(
+        error.to_string(),
+        "node 7 is not the node the mark store holds: it holds node 6 only"
+    );
+    let lease = Lease::acquire(&config, &layout(), &options.clone().node(6)).unwrap();
+    let error = Builder::new(layout())
+        .mark_store(lease)
+        .build_sharded([6, 8])
+        .unwrap_err();
+    assert_eq!(error, BuildError::NodeNotHeld { node: 8, held: 6 });
+    let lease = Lease::acquire(&config, &layout(), &options.clone().node(6)).unwrap();
+    let error = Builder::new(layout())
+        .borrow_ahead(Duration::from_secs(1))
+        .build_on(lease)
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "borrow-ahead lead 1s is out of range: allowed whole multiples of the 1 ms tick, up to 500ms"
+    );
+}
+
+#[test]
+fn a_server_that_is_not_there_is_a_database_error() {
+    let config: lease::postgres::Config =
+        "host=/nonexistent-atomflake port=1 user=postgres connect_timeout=1"
+            .parse()
+            .unwrap();
+    let error = Lease::acquire(&config, &layout(), &LeaseOptions::new("n")).unwrap_err();
+    let LeaseError::Database { action, cause } = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(*action, "connect");
+    assert!(std::error::Error::source(&error).is_some());
+    assert!(
+        error
+            .to_string()
+            .starts_with("lease database operation \"connect\" failed: "),
+        "{error} ({cause})"
+    );
+}
+
+#[test]
+fn next_id_waits_out_a_database_restart_shorter_than_the_lease() {
+    let Some(server) = Server::start("lease-wait") else {
+        return;
+    };
+    let options = LeaseOptions::new("wait").ttl(Duration::from_secs(5));
+    let lease = Lease::acquire(&config(&server), &layout(), &options).unwrap();
+    let generator = Builder::with_clock(layout(), PreciseClock::new())
+        .build_on(lease)
+        .unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (minted, down, up) = std::thread::scope(|scope| {
+        let minter = scope.spawn(|| {
+            let mut minted = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                minted.push((generator.next_id().get(), unix_ms()));
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            minted
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        server.stop("fast");
+        let down = unix_ms();
+        // Past the mark's lead (1.5 s at most), within the lease time (5 s).
+        std::thread::sleep(Duration::from_millis(2_500));
+        server.start_again();
+        let up = unix_ms();
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (minter.join().expect("next_id did not panic"), down, up)
+    });
+    let all: Vec<u64> = minted.iter().map(|(id, _)| *id).collect();
+    assert!(all.windows(2).all(|pair| pair[0] < pair[1]), "ids in order");
+    let longest = minted.windows(2).map(|pair| pair[1].1 - pair[0].1).max().unwrap();
+    assert!(longest >= 500, "next_id never waited: longest gap {longest} ms");
+    assert!(
+        minted.iter().any(|(_, stamp)| *stamp > up),
+        "minted after the restart"
+    );
+    println!(
+        "server down {} ms; next_id waited at most {longest} ms; {} ids",
+        up - down,
+        all.len()
+    );
+}
+
+/// Mints with `try_next_id` for `how_long`, and returns the lease errors it met, once each.
+fn lease_errors_while_minting<C: Clock>(generator: &Generator<C>, how_long: Duration) -> Vec<LeaseError> {
+    let start = Instant::now();
+    let mut errors: Vec<LeaseError> = Vec::new();
+    while start.elapsed() < how_long {
+        match generator.try_next_id() {
+            Ok(_) | Err(MintError::MarkPending | MintError::SequenceExhausted { .. }) => {}
+            Err(MintError::Store(store)) => {
+                let error = lease_error(&store);
+                if !errors.contains(&error) {
+                    errors.push(error);
+                }
+            }
+            Err(other) => panic!("{other}"),
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    errors
+}
+
+#[test]
+fn a_holder_whose_row_was_deleted_is_fenced_off_its_successors_claim() {
+    let Some(server) = Server::start("lease-deleted") else {
+        return;
+    };
+    let config = config(&server);
+    let options = LeaseOptions::new("deleted").ttl(TTL).node(3);
+    let first = Lease::acquire(&config, &layout(), &options.clone().holder("first")).unwrap();
+    let first = Builder::with_clock(layout(), PreciseClock::new())
+        .build_on(first)
+        .unwrap();
+    let _ = first.try_next_id().unwrap();
+    // The row is lost (deleted here; a failover to a lagging standby or a restore loses it
+    // the same way): the node is claimed again, and its claim counter starts over.
+    server.psql("DELETE FROM atomflake_lease WHERE namespace = 'deleted'");
+    let second = Lease::acquire(&config, &layout(), &options.clone().holder("second")).unwrap();
+    assert_eq!(
+        (second.node(), second.generation()),
+        (3, 1),
+        "the same generation again"
+    );
+    let second = Builder::with_clock(layout(), PreciseClock::new())
+        .build_on(second)
+        .unwrap();
+    // The first holder's next renewal (a quarter of the lease time) finds its claim gone.
+    let errors = lease_errors_while_minting(&first, TTL);
+    assert_eq!(
+        errors.last(),
+        Some(&LeaseError::Lost {
+            namespace: "deleted".into(),
+            node: 3,
+            generation: 1
+        }),
+        "the first holder still renews the second holder's claim: {errors:?}"
+    );
+    // Nor does its release touch the successor's row.
+    drop(first);
+    let rows = lease::list(&config, "deleted").unwrap();
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].live && rows[0].holder == "second", "{rows:?}");
+    assert_eq!(lease_errors_while_minting(&second, TTL / 2), []);
+}
+
+#[test]
+fn a_claim_survives_a_crash_of_a_server_that_commits_asynchronously() {
+    // The server's default: commits return before the WAL is flushed.
+    let Some(server) = Server::start_with(
+        "lease-async-crash",
+        pg::Options::setting("synchronous_commit", "off"),
+    ) else {
+        return;
+    };
+    let config = config(&server);
+    let options = LeaseOptions::new("crash").ttl(Duration::from_secs(30)).node(2);
+    let mut held = None;
+    server.crash_losing_unwritten_wal(|| {
+        held = Some(Lease::acquire(&config, &layout(), &options.clone().holder("before")).unwrap());
+    });
+    server.start_again();
+    // The claim the server acknowledged is still there: the node is not free.
+    let rows = lease::list(&config, "crash").unwrap_or_default();
+    assert!(
+        rows.len() == 1 && rows[0].live && rows[0].holder == "before",
+        "the crash lost the claim: {rows:?}"
+    );
+    assert_eq!(
+        Lease::acquire(&config, &layout(), &options.clone().holder("after")).unwrap_err(),
+        LeaseError::NodeTaken {
+            namespace: "crash".into(),
+            node: 2
+        }
+    );
+    // Renewals and the release reconnect and find the claim theirs.
+    held.unwrap().release().unwrap();
+}
+
+#[test]
+fn leases_over_loopback_tcp_with_short_lease_times_connect_and_renew() {
+    let options = pg::Options {
+        tcp: true,
+        ..pg::Options::default()
+    };
+    let Some(server) = Server::start_with("lease-tcp", options) else {
+        return;
+    };
+    let config: lease::postgres::Config = server.tcp_conninfo().parse().unwrap();
+    for ttl_ms in [1_000, 2_000, 3_999, 4_000] {
+        let ttl = Duration::from_millis(ttl_ms);
+        let options = LeaseOptions::new(format!("tcp-{ttl_ms}")).ttl(ttl);
+        let lease = Lease::acquire(&config, &layout(), &options)
+            .unwrap_or_else(|error| panic!("lease time {ttl:?}: {error}"));
+        let generator = Builder::with_clock(layout(), PreciseClock::new())
+            .build_on(lease)
+            .unwrap();
+        // Two lease times: renewed every quarter of one, never lapsed.
+        assert_eq!(
+            lease_errors_while_minting(&generator, 2 * ttl),
+            [],
+            "lease time {ttl:?}"
+        );
+        let rows = lease::list(&config, &format!("tcp-{ttl_ms}")).unwrap();
+        assert!(rows[0].live && rows[0].generation == 1, "{rows:?}");
+    }
+    let over_tcp = server.psql(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'atomflake-lease' \
+         AND client_addr = '127.0.0.1'",
+    );
+    println!("lease connections over TCP at the end: {}", over_tcp.trim());
+}
+
+#[test]
+fn a_free_node_with_a_mark_far_ahead_is_passed_over_not_claimed_by_everyone() {
+    let Some(server) = Server::start("lease-ahead") else {
+        return;
+    };
+    let config = config(&server);
+    let options = LeaseOptions::new("ahead").ttl(TTL);
+    // Node 0 was released by a host whose clock ran an hour ahead.
+    drop(Lease::acquire(&config, &layout(), &options).unwrap());
+    let far = unix_ms() + 3_600_000;
+    server.psql(&format!(
+        "UPDATE atomflake_lease SET high_water_ms = {far} WHERE namespace = 'ahead'"
+    ));
+    let mut generators = Vec::new();
+    for expected in 1..=3 {
+        let lease = Lease::acquire(&config, &layout(), &options).unwrap();
+        assert_eq!(
+            lease.node(),
+            expected,
+            "a claimant took the node ahead of its clock"
+        );
+        assert_eq!(lease.passed_over().len(), 1);
+        assert_eq!(
+            (lease.passed_over()[0].node, lease.passed_over()[0].high_water_ms),
+            (0, far)
+        );
+        generators.push(Builder::new(layout()).build_on(lease).unwrap());
+    }
+    drop(generators);
+    // Every free node ahead: the error names the lowest.
+    server.psql(&format!(
+        "UPDATE atomflake_lease SET high_water_ms = {far} + node WHERE namespace = 'ahead'; \
+         INSERT INTO atomflake_lease (namespace, node, holder, generation, token, expires_at, high_water_ms) \
+         SELECT 'ahead', n, 'gone', 1, gen_random_uuid(), now(), {far} FROM generate_series(4, 15) n"
+    ));
+    let error = Lease::acquire(&config, &layout(), &options).unwrap_err();
+    let LeaseError::Ahead { clock_ms, .. } = error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(
+        error,
+        LeaseError::Ahead {
+            namespace: "ahead".into(),
+            node: 0,
+            mark_ms: far,
+            clock_ms,
+            max_wait: Duration::from_secs(10)
+        }
+    );
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "clock is {:?} behind the high-water mark of node 0 in lease namespace \"ahead\" \
+             (mark {far} ms, clock {clock_ms} ms): a generator waits at most 10s at start-up",
+            Duration::from_millis(far - clock_ms)
+        )
+    );
+    // A node asked for is claimed whatever its mark; the generator says how far ahead.
+    let asked = Lease::acquire(&config, &layout(), &options.clone().node(2)).unwrap();
+    assert!(asked.passed_over().is_empty());
+}
+
+/// Forty processes claim at once on Sonyflake's 65,536 nodes, with a 2 s lease time: each
+/// gets its own node, the lowest forty, with no claim timing out.
+#[test]
+fn a_fleet_starting_at_once_on_a_large_node_space_claims_one_node_each() {
+    let Some(server) = Server::start_with("lease-rollout", pg::Options::setting("max_connections", "100"))
+    else {
+        return;
+    };
+    // The table exists: forty claimants, not forty creators.
+    drop(Lease::acquire(&config(&server), &Layout::SONYFLAKE, &LeaseOptions::new("warm")).unwrap());
+    let mut holders: Vec<Holder> = (0..40)
+        .map(|_| {
+            Holder::spawn(
+                &server,
+                "rollout",
+                "hold",
+                &[(LAYOUT, "sonyflake"), (TTL_MS, "2000")],
+            )
+        })
+        .collect();
+    let nodes: HashSet<u64> = holders.iter_mut().map(Holder::node).collect();
+    assert_eq!(nodes, (0..40).collect());
+    let mut slowest = 0;
+    for holder in &mut holders {
+        holder.wait_for(Duration::from_secs(20), |seen| {
+            seen.iter().any(|line| line.starts_with("claimed in "))
+        });
+        let took: u64 = field(&holder.seen, "claimed in ")
+            .trim_end_matches(" ms")
+            .parse()
+            .unwrap();
+        slowest = slowest.max(took);
+    }
+    for holder in holders {
+        holder.close();
+    }
+    println!("40 claims at once on 65,536 nodes: the slowest took {slowest} ms, its connection included");
+}
+
+/// A session whose `search_path` finds another `atomflake_lease` first still claims in
+/// `public.atomflake_lease`: every process of a fleet uses one table whatever its role's
+/// settings.
+#[test]
+fn the_lease_table_is_public_whatever_the_search_path() {
+    let Some(server) = Server::start("lease-search-path") else {
+        return;
+    };
+    let config = config(&server);
+    let first = Lease::acquire(&config, &layout(), &LeaseOptions::new("path")).unwrap();
+    server.psql(
+        "CREATE SCHEMA shadow; CREATE TABLE shadow.atomflake_lease (LIKE public.atomflake_lease INCLUDING ALL)",
+    );
+    server.psql("ALTER ROLE postgres SET search_path = shadow, public");
+    let second = Lease::acquire(&config, &layout(), &LeaseOptions::new("path")).unwrap();
+    assert_eq!((first.node(), second.node()), (0, 1), "one table for both");
+    assert_eq!(
+        server.psql("SELECT count(*) FROM shadow.atomflake_lease").trim(),
+        "0"
+    );
+}
+
+/// A small seeded generator for the nemesis's choices (xorshift64*).
+struct Dice(u64);
+
+impl Dice {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) % n
+    }
+}
+
+/// One minting process of the fleet: its holder, its clock file, and whether it is
+/// frozen until a time.
+struct Member {
+    holder: Holder,
+    clock: std::path::PathBuf,
+    frozen_until: Option<Instant>,
+}
+
+impl Member {
+    /// Starts minting process `serial` of the nemesis's fleet: on the 4-node layout, waiting
+    /// for a free node, with a clock of its own that [`strike`] can step.
+    fn spawn(server: &Server, dir: &std::path::Path, serial: usize, dice: &mut Dice) -> Member {
+        let clock = dir.join(format!("clock-{serial}"));
+        std::fs::write(&clock, "+0\n").unwrap();
+        let kind = if dice.below(2) == 0 { "precise" } else { "default" };
+        let clock_text = clock.display().to_string();
+        let holder = Holder::spawn(
+            server,
+            "nemesis",
+            "mint",
+            &[
+                (LAYOUT, "four"),
+                (WAIT, "1"),
+                (CLOCK, kind),
+                ("LD_PRELOAD", pg::LIBFAKETIME),
+                ("FAKETIME_TIMESTAMP_FILE", &clock_text),
+                ("FAKETIME_NO_CACHE", "1"),
+                ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+            ],
+        );
+        Member {
+            holder,
+            clock,
+            frozen_until: None,
+        }
+    }
+}
+
+/// One fault of the nemesis, chosen by `dice`, on `server` or a running process of
+/// `fleet` (a frozen or killed process is replaced by a new one): what it did.
+fn strike(
+    server: &Server,
+    server_clock: &std::path::Path,
+    dir: &std::path::Path,
+    fleet: &mut Vec<Member>,
+    dice: &mut Dice,
+) -> String {
+    let running: Vec<usize> = (0..fleet.len())
+        .filter(|&i| fleet[i].frozen_until.is_none() && fleet[i].holder.child.try_wait().unwrap().is_none())
+        .collect();
+    let pick = running[usize::try_from(dice.below(running.len() as u64)).unwrap()];
+    let offset = |dice: &mut Dice| format!("{:+}", i64::try_from(dice.below(7)).unwrap() - 3);
+    match dice.below(7) {
+        0 => {
+            let pause = TTL + Duration::from_millis(500 + dice.below(1_500));
+            fleet[pick].holder.signal("-STOP");
+            fleet[pick].frozen_until = Some(Instant::now() + pause);
+            fleet.push(Member::spawn(server, dir, fleet.len(), dice));
+            format!(
+                "SIGSTOP process {pick} for {pause:?}, start process {}",
+                fleet.len() - 1
+            )
+        }
+        1 => {
+            fleet[pick].holder.signal("-KILL");
+            fleet.push(Member::spawn(server, dir, fleet.len(), dice));
+            format!("SIGKILL process {pick}, start process {}", fleet.len() - 1)
+        }
+        2 => {
+            let killed = server.psql(
+                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE application_name = 'atomflake-lease') t",
+            );
+            format!("kill {} lease connections", killed.trim())
+        }
+        3 => {
+            server.stop("immediate");
+            std::thread::sleep(Duration::from_millis(dice.below(1_000)));
+            server.start_again();
+            "restart the server (-m immediate)".to_owned()
+        }
+        4 => {
+            let offset = offset(dice);
+            pg::step_clock(server_clock, &offset);
+            format!("step the server's clock to {offset} s")
+        }
+        _ => {
+            let offset = offset(dice);
+            pg::step_clock(&fleet[pick].clock, &offset);
+            format!("step process {pick}'s clock to {offset} s")
+        }
+    }
+}
+
+/// Four nodes, a fleet of minting processes on 2 s leases, and a nemesis that, for each
+/// step of a seeded schedule, does one of: freeze a holder with `SIGSTOP` past its lease
+/// (and start a successor), kill one with `SIGKILL` (and start a successor), kill every
+/// lease connection, restart the server with `-m immediate`, step the server's clock
+/// forward or back, step one holder's clock forward or back. Every ID is recorded with
+/// its process; the history must show no ID twice, each process's IDs strictly
+/// increasing, and on each node every holder's IDs past every earlier holder's.
+/// `ATOMFLAKE_NEMESIS_SEED` replays a schedule's choices (which process a fault hits
+/// also depends on which are running); `ATOMFLAKE_NEMESIS_STEPS` sets its length.
+#[test]
+fn a_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
+    let test = "a_fleet_under_a_seeded_nemesis_never_mints_an_id_twice";
+    if !pg::has_libfaketime(test) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("atomflake-nemesis-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let server_clock = dir.join("server-clock");
+    std::fs::write(&server_clock, "+0\n").unwrap();
+    let options = pg::Options {
+        faketime_file: Some(server_clock.clone()),
+        // The lease's own session commits durably whatever the server's default.
+        settings: vec![
+            ("synchronous_commit", "off".into()),
+            ("max_connections", "100".into()),
+        ],
+        ..pg::Options::default()
+    };
+    let Some(server) = Server::start_with("lease-nemesis", options) else {
+        return;
+    };
+    let seed = std::env::var("ATOMFLAKE_NEMESIS_SEED").map_or_else(
+        |_| unix_ms() ^ u64::from(std::process::id()),
+        |seed| seed.parse().unwrap(),
+    );
+    let steps: u64 = std::env::var("ATOMFLAKE_NEMESIS_STEPS").map_or(24, |steps| steps.parse().unwrap());
+    println!("nemesis seed {seed} ({steps} steps): replay with ATOMFLAKE_NEMESIS_SEED={seed}");
+    let mut dice = Dice(seed | 1);
+    let mut fleet: Vec<Member> = (0..4)
+        .map(|serial| Member::spawn(&server, &dir, serial, &mut dice))
+        .collect();
+    for member in &mut fleet {
+        member
+            .holder
+            .wait_for(Duration::from_secs(30), |seen| count_ids(seen) >= 10);
+    }
+    let mut schedule = Vec::new();
+    for step in 0..steps {
+        // Thaw the frozen whose time has come; read what everyone printed.
+        for member in &mut fleet {
+            if member.frozen_until.is_some_and(|until| Instant::now() >= until) {
+                member.holder.signal("-CONT");
+                member.frozen_until = None;
+            }
+            while let Ok(line) = member.holder.lines.try_recv() {
+                member.holder.seen.push(line);
+            }
+        }
+        let fault = strike(&server, &server_clock, &dir, &mut fleet, &mut dice);
+        println!("step {step}: {fault}");
+        schedule.push(fault);
+        std::thread::sleep(Duration::from_millis(300 + dice.below(1_200)));
+    }
+    // The end: thaw, let every process mint a moment more, then stop them all.
+    for member in &mut fleet {
+        if member.frozen_until.take().is_some() {
+            member.holder.signal("-CONT");
+        }
+    }
+    pg::step_clock(&server_clock, "+0");
+    std::thread::sleep(Duration::from_secs(3));
+    let histories: Vec<Vec<String>> = fleet
+        .into_iter()
+        .map(|mut member| {
+            // Those that ended on their own (a lost lease) are gone already.
+            let _ = member.holder.child.kill();
+            member.holder.finish(Duration::from_secs(10))
+        })
+        .collect();
+    let total = check_fleet_history(seed, &schedule, &histories);
+    assert!(total > 10_000, "seed {seed}: the fleet minted only {total} ids");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Checks a fleet's history (every process's lines, in spawn order): no ID twice, each
+/// process's IDs strictly increasing, and on each node every holder's IDs past every
+/// earlier holder's. The number of IDs.
+fn check_fleet_history(seed: u64, schedule: &[String], histories: &[Vec<String>]) -> usize {
+    let mut owner = std::collections::HashMap::new();
+    // node -> (generation, process, ids)
+    let mut tenures: Vec<(u64, i64, usize, Vec<u64>)> = Vec::new();
+    let mut total = 0;
+    for (process, lines) in histories.iter().enumerate() {
+        let minted: Vec<u64> = ids(lines).into_iter().map(|(id, _)| id).collect();
+        total += minted.len();
+        assert!(
+            minted.windows(2).all(|pair| pair[0] < pair[1]),
+            "seed {seed}: process {process}'s ids do not strictly increase"
+        );
+        for &id in &minted {
+            if let Some(other) = owner.insert(id, process) {
+                panic!(
+                    "seed {seed}: id {id} minted by processes {other} and {process}; schedule {schedule:?}"
+                );
+            }
+        }
+        if let Some(claim) = lines.iter().find_map(|line| line.strip_prefix("node ")) {
+            let (node, generation) = claim.split_once(' ').unwrap();
+            tenures.push((
+                node.parse().unwrap(),
+                generation.parse().unwrap(),
+                process,
+                minted,
+            ));
+        }
+    }
+    tenures.sort_by_key(|&(node, generation, ..)| (node, generation));
+    // Per node, in claim order: the largest id of the earlier holders, and which.
+    let mut before: std::collections::HashMap<u64, (i64, usize, u64)> = std::collections::HashMap::new();
+    for (node, generation, process, minted) in &tenures {
+        if let (Some(&(earlier, holder, last)), Some(first)) = (before.get(node), minted.first()) {
+            assert!(
+                earlier < *generation,
+                "seed {seed}: node {node} claimed twice as generation {generation}"
+            );
+            assert!(
+                first > &last,
+                "seed {seed}: on node {node}, process {process} (generation {generation}) started at {first}, \
+                 not past process {holder}'s (generation {earlier}) last id {last}; schedule {schedule:?}"
+            );
+        }
+        if let Some(&last) = minted.iter().max() {
+            before.insert(*node, (*generation, *process, last));
+        }
+    }
+    let nodes: HashSet<u64> = tenures.iter().map(|&(node, ..)| node).collect();
+    println!(
+        "seed {seed}: {total} ids from {} processes in {} tenures on nodes {nodes:?}, none twice",
+        histories.len(),
+        tenures.len()
+    );
+    total
+}
+
+/// Dropping a generator whose server is frozen (every server process stopped with
+/// `SIGSTOP`, its Unix socket open: a renewal sent there never returns) returns within
+/// the lease time instead of waiting for the server.
+#[test]
+fn dropping_a_leased_generator_while_its_server_is_frozen_returns_within_the_lease_time() {
+    let Some(server) = Server::start("lease-frozen-server") else {
+        return;
+    };
+    let lease = Lease::acquire(
+        &config(&server),
+        &layout(),
+        &LeaseOptions::new("frozen-server").ttl(TTL),
+    )
+    .unwrap();
+    let generator = Builder::with_clock(layout(), PreciseClock::new())
+        .build_on(lease)
+        .unwrap();
+    let _ = generator.next_id();
+    server.signal_all("-STOP");
+    // A renewal (every quarter of the lease time) is sent into the frozen server.
+    std::thread::sleep(TTL / 2);
+    let (done, dropped) = mpsc::channel();
+    let start = Instant::now();
+    std::thread::spawn(move || {
+        drop(generator);
+        let _ = done.send(());
+    });
+    let returned = dropped.recv_timeout(TTL * 3).is_ok();
+    let took = start.elapsed();
+    server.signal_all("-CONT");
+    assert!(returned, "drop did not return in {:?}", TTL * 3);
+    assert!(took <= TTL + Duration::from_millis(500), "drop took {took:?}");
+    println!("drop returned after {took:?} with the server frozen");
+}

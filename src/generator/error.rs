@@ -1,0 +1,310 @@
+//! The errors of building a generator and of minting.
+
+use crate::error::IoCause;
+use crate::format::{Field, FieldOutOfRange, OutOfSpan, RangeError, field_out_of_range};
+use crate::mark::{HighWaterError, StoreError};
+use core::fmt;
+use std::time::Duration;
+
+/// A generator that cannot be built.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{BuildError, Generator, Layout};
+///
+/// let err = Generator::new(Layout::TWITTER, 1024).unwrap_err();
+/// assert_eq!(err, BuildError::NodeOutOfRange { node: 1024, max: 1023 });
+/// assert_eq!(err.to_string(), "node 1024 is out of range: the layout allows 0..=1023");
+/// assert!(!err.is_transient());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A node that does not fit the layout's node field. Permanent.
+    NodeOutOfRange {
+        /// The node given.
+        node: u64,
+        /// The largest node the layout holds.
+        max: u64,
+    },
+    /// A [`ShardedGenerator`](crate::ShardedGenerator) given no node IDs. Permanent.
+    NoNodes,
+    /// A [`ShardedGenerator`](crate::ShardedGenerator) given one node ID twice: its two
+    /// shards would mint the same IDs. Permanent.
+    DuplicateNode {
+        /// The repeated node ID.
+        node: u64,
+    },
+    /// A generator on a [`MarkStore`](crate::mark::MarkStore) that holds one node (a
+    /// lease) built for another node, or for more than one. Permanent: two processes
+    /// would mint on the node without a fence between them.
+    NodeNotHeld {
+        /// The node asked for.
+        node: u64,
+        /// The node the store holds.
+        held: u64,
+    },
+    /// A borrow-ahead lead ([`Builder::borrow_ahead`](crate::Builder::borrow_ahead)) that is
+    /// not a whole number of the layout's ticks, or longer than the longest allowed (for a
+    /// store whose hold ends, at most its renewal interval). Permanent.
+    LeadOutOfRange {
+        /// The lead asked for.
+        lead: Duration,
+        /// The layout's tick, which the lead must be a multiple of.
+        tick_ms: u64,
+        /// The longest lead allowed.
+        max: Duration,
+    },
+    /// The high-water file cannot be opened: locked, damaged, or an I/O error.
+    HighWater(HighWaterError),
+    /// The mark store failed to store the generator's first mark.
+    Store(StoreError),
+    /// The clock is further behind the store's mark than a generator waits for at start-up
+    /// ([`Builder::MAX_RESTART_WAIT`](crate::Builder::MAX_RESTART_WAIT)): the previous
+    /// holder's clock was ahead, or this one's is behind. Transient: building again once
+    /// the clock has passed the mark succeeds.
+    Ahead {
+        /// The store, as it describes itself ([`MarkStore::describe`](crate::mark::MarkStore::describe)).
+        store: String,
+        /// The mark, Unix ms: IDs minted before all have earlier times.
+        mark_ms: u64,
+        /// The clock's time, Unix ms.
+        clock_ms: u64,
+        /// The longest start-up wait allowed.
+        max_wait: Duration,
+    },
+    /// The thread that keeps the mark (`atomflake-mark`) could not be spawned. Transient
+    /// when the system was out of threads.
+    KeeperSpawn {
+        /// What the operating system reported.
+        cause: IoCause,
+    },
+}
+
+impl BuildError {
+    /// Whether building again can succeed: a store that failed for now, a clock that has
+    /// yet to pass the mark, a thread that could not be spawned. Bad input is permanent.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            BuildError::HighWater(error) => error.is_transient(),
+            BuildError::Store(error) => error.is_transient(),
+            BuildError::Ahead { .. } | BuildError::KeeperSpawn { .. } => true,
+            BuildError::NodeOutOfRange { .. }
+            | BuildError::NoNodes
+            | BuildError::DuplicateNode { .. }
+            | BuildError::NodeNotHeld { .. }
+            | BuildError::LeadOutOfRange { .. } => false,
+        }
+    }
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::NodeOutOfRange { node, max } => field_out_of_range(f, Field::Node, *node, *max),
+            BuildError::NoNodes => f.write_str("no node ids: a sharded generator needs at least one"),
+            BuildError::DuplicateNode { node } => {
+                write!(f, "node {node} is given twice: each shard needs its own node id")
+            }
+            BuildError::NodeNotHeld { node, held } => write!(
+                f,
+                "node {node} is not the node the mark store holds: it holds node {held} only"
+            ),
+            BuildError::LeadOutOfRange { lead, tick_ms, max } => write!(
+                f,
+                "borrow-ahead lead {lead:?} is out of range: allowed whole multiples of the \
+                 {tick_ms} ms tick, up to {max:?}"
+            ),
+            BuildError::HighWater(error) => fmt::Display::fmt(error, f),
+            BuildError::Store(error) => fmt::Display::fmt(error, f),
+            BuildError::Ahead {
+                store,
+                mark_ms,
+                clock_ms,
+                max_wait,
+            } => write!(
+                f,
+                "clock is {:?} behind {store} (mark {mark_ms} ms, clock {clock_ms} ms): a \
+                 generator waits at most {max_wait:?} at start-up",
+                Duration::from_millis(mark_ms.saturating_sub(*clock_ms)),
+            ),
+            BuildError::KeeperSpawn { cause } => {
+                write!(
+                    f,
+                    "could not spawn the thread that keeps the high-water mark: {cause}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::HighWater(error) => std::error::Error::source(error),
+            BuildError::Store(error) => std::error::Error::source(error),
+            BuildError::KeeperSpawn { cause } => Some(cause.get()),
+            _ => None,
+        }
+    }
+}
+
+impl From<HighWaterError> for BuildError {
+    fn from(error: HighWaterError) -> BuildError {
+        BuildError::HighWater(error)
+    }
+}
+
+impl From<StoreError> for BuildError {
+    fn from(error: StoreError) -> BuildError {
+        BuildError::Store(error)
+    }
+}
+
+// Only a node is checked when building a generator.
+impl From<FieldOutOfRange> for BuildError {
+    fn from(FieldOutOfRange { value, max, .. }: FieldOutOfRange) -> BuildError {
+        BuildError::NodeOutOfRange { node: value, max }
+    }
+}
+
+/// Why `try_next_id` minted nothing.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Generator, Layout, ManualClock, MintError, RangeError};
+///
+/// let generator = Generator::with_clock(Layout::TWITTER, 1, ManualClock::new(5))?;
+/// let error = generator.try_next_id().unwrap_err();
+/// assert_eq!(
+///     error,
+///     MintError::ClockOutOfSpan(RangeError::TimeBeforeEpoch {
+///         unix_ms: 5,
+///         epoch_ms: Layout::TWITTER.epoch_ms(),
+///     }),
+/// );
+/// assert!(!error.is_transient());
+/// # Ok::<(), atomflake::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MintError {
+    /// Every sequence value of the current tick is taken. Transient: IDs are available
+    /// again after `retry_after`.
+    SequenceExhausted {
+        /// The tick (since the epoch) at which IDs are available again.
+        tick: u64,
+        /// How long until that tick starts, by the generator's clock.
+        retry_after: Duration,
+    },
+    /// The clock has passed the stored high-water mark while a thread of the generator's
+    /// own is storing the next one (a clock that jumped ahead, a store slower than half a
+    /// second). Transient: minting resumes as soon as the mark is stored.
+    MarkPending,
+    /// The clock reads outside the layout's span: [`RangeError::TimeBeforeEpoch`] (the
+    /// clock is set before the epoch) or [`RangeError::TimePastEnd`] (the layout has run
+    /// out of timestamps). Permanent for this clock.
+    ClockOutOfSpan(RangeError),
+    /// Every slot of the layout's span is used: the next ID would need a time at or past
+    /// the end of the span, which the clock has not reached. Permanent for this generator.
+    SpanSpent {
+        /// The first Unix ms the layout cannot express.
+        end_ms: u64,
+    },
+    /// The high-water mark cannot be stored past the clock, or the store's hold on it has
+    /// lapsed, or the store is lost: [`StoreError::is_transient`] says which. The
+    /// generator's keeper thread tries again until the store is lost.
+    Store(StoreError),
+    /// The generator was built in another process and copied into this one by `fork()`:
+    /// parent and child would mint the same IDs. Permanent for this generator in this
+    /// process: build a new generator in the child, on a node of its own. A child is
+    /// refused when it mints in a tick past the tick of the fork and past the ticks its
+    /// generator had reached, and before any wait; what it mints in those ticks is not
+    /// detected (see [the guarantees](crate::docs::guarantees)).
+    Forked {
+        /// The process the generator was built in (the child's parent, or an earlier
+        /// ancestor).
+        parent: u32,
+        /// This process.
+        child: u32,
+    },
+    /// The thread that stores the generator's high-water mark (`atomflake-mark`) panicked,
+    /// so the mark no longer moves. IDs the stored mark covers still mint; past it,
+    /// permanent for this generator: build a new one.
+    KeeperPanicked {
+        /// The panic's message.
+        message: String,
+    },
+}
+
+impl MintError {
+    /// Whether the same generator can mint again: after a spent tick, a mark being stored,
+    /// a store that failed for now or a hold that lapsed and may be renewed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            MintError::SequenceExhausted { .. } | MintError::MarkPending => true,
+            MintError::Store(error) => error.is_transient(),
+            MintError::ClockOutOfSpan(_)
+            | MintError::SpanSpent { .. }
+            | MintError::Forked { .. }
+            | MintError::KeeperPanicked { .. } => false,
+        }
+    }
+}
+
+impl fmt::Display for MintError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MintError::SequenceExhausted { tick, retry_after } => write!(
+                f,
+                "sequence exhausted: ids are available again at tick {tick}, in {retry_after:?}"
+            ),
+            MintError::MarkPending => f.write_str(
+                "the clock has passed the high-water mark while the next mark is being \
+                 stored: ids are available again once it is",
+            ),
+            MintError::ClockOutOfSpan(error) => fmt::Display::fmt(error, f),
+            MintError::SpanSpent { end_ms } => write!(
+                f,
+                "every id of the layout's span is used: the next id would need a time at or \
+                 past the layout's end, {end_ms} ms"
+            ),
+            MintError::Store(error) => fmt::Display::fmt(error, f),
+            MintError::Forked { parent, child } => write!(
+                f,
+                "generator built in process {parent} cannot mint in process {child}, a child of \
+                 a fork: both would mint the same ids; build a new generator in the child, on a \
+                 node of its own"
+            ),
+            MintError::KeeperPanicked { message } => write!(
+                f,
+                "the thread that stores the high-water mark panicked ({message}): no id past \
+                 the stored mark can be minted; build a new generator"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MintError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            MintError::ClockOutOfSpan(error) => Some(error),
+            MintError::Store(error) => std::error::Error::source(error),
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for MintError {
+    fn from(error: StoreError) -> MintError {
+        MintError::Store(error)
+    }
+}
+
+impl From<OutOfSpan> for MintError {
+    fn from(out: OutOfSpan) -> MintError {
+        MintError::ClockOutOfSpan(out.into())
+    }
+}

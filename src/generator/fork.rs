@@ -1,0 +1,244 @@
+//! A generator refuses to mint in a child of a `fork()`.
+//!
+//! `fork()` copies a generator into the child as it stands: its state words, its limits,
+//! the default clock's last stored time, but none of its threads (the default clock's
+//! discipline thread, a high-water mark's keeper). Left alone, parent and child would
+//! mint the same slots, and a child waiting for a mark would wait forever. So a generator
+//! records the process it is built in ([`Birth`]) and checks the process it mints in:
+//!
+//! - **once per tick**: the first slot of the tick after the latest one checked is one of
+//!   the limits that the minting path's one load already compares (`mint.rs`), so the
+//!   first mint of every later tick takes the cold path, which checks and moves that limit
+//!   one tick on;
+//! - **before any wait or refusal**: `next_id` checks before it waits (for a spent tick, a
+//!   mark being stored), `try_next_id` before it reports a refusal, so a child never waits
+//!   for threads it does not have, nor is told to retry.
+//!
+//! A child is refused with [`MintError::Forked`] (`next_id` panics with it).
+//!
+//! # The check of a tick, without a system call
+//!
+//! The process is `std::process::id()`, a system call (about 170 ns on the project's VM:
+//! 30 times a mint). A tick's check skips it when the default clock's thread has stored a
+//! time in that tick, and the precise clock is still in it ([`spares`]): then a thread of
+//! this process's clock ran during the tick being minted. A child's copy of the stored time
+//! stands still at the last time stored before the fork, so a child skips the system call
+//! only for the slots of the tick of that time, and only until that tick ends by the
+//! precise clock: one tick after the fork at the latest. Everywhere else (no default clock
+//! in the process, a clock whose ticks are not the wall clock's, a borrowed tick, a thread
+//! late by a tick) the check makes the system call. So a generator that mints once a tick
+//! or less takes the cold path at every mint, about 235 instructions and 20 to 30 ns more
+//! on the project's VM, but no system call (a system call at every tick's first mint cost
+//! 260 to 290 ns there); one that mints more pays it once per tick, and nothing for the
+//! other mints of the tick (`benches/README.md` has the figures).
+//!
+//! # What is not detected
+//!
+//! - **The tick of the fork.** A child mints without a check the slots below the limit it
+//!   copied (up to the end of the latest tick any of the generator's mints had entered
+//!   before the fork, or the tick its clock read when it was built), and the slots of the
+//!   tick the default clock's thread last stored a time in before the fork, until that
+//!   tick ends. For a node that minted in that tick, that is the rest of its sequence,
+//!   which the parent mints too if it mints on in that tick; a child's default clock
+//!   stands still there, so a child that mints only a few IDs in all mints them in that
+//!   tick, whenever it mints them. A node whose state word is behind that tick (a shard
+//!   that had not minted lately, a clock that moved back) can mint more of the ticks up
+//!   to it.
+//! - **IDs already reserved.** The rest of a [`next_ids`](crate::Generator::next_ids)
+//!   iterator's current block is handed out by the iterator alone.
+//! - **Minting over a caller's word** (`atomflake::raw`): the word is shared by forked
+//!   processes on purpose, so nothing is checked there.
+
+use crate::MintError;
+use crate::clock;
+use crate::sync::{Ordering, ProcessAtomicU64};
+use std::ops::Range;
+
+/// The process a generator is built in, and the ticks its mints have checked it in.
+#[derive(Debug)]
+pub(crate) struct Birth {
+    pid: u32,
+    /// The first slot of the tick after the latest one a mint checked the process in:
+    /// slots before it need no check. Only grows.
+    checked: ProcessAtomicU64,
+}
+
+impl Birth {
+    /// The current process, with no tick checked yet.
+    pub(crate) fn here() -> Birth {
+        Birth::checked_until(0)
+    }
+
+    /// The current process, with the slots before `next` checked: those of the tick a
+    /// generator's clock reads when it is built here, and earlier ones.
+    pub(crate) fn checked_until(next: u64) -> Birth {
+        Birth {
+            pid: std::process::id(),
+            checked: ProcessAtomicU64::new(next),
+        }
+    }
+
+    /// The first slot whose mint must check the process.
+    #[inline]
+    pub(crate) fn limit(&self) -> u64 {
+        // Relaxed: a limit that only grows, read as a hint. A stale value sends a mint to
+        // `check_tick` again; a value stored in a parent before a fork is one the child
+        // may use, which is what "the ticks checked" are (see the module docs).
+        self.checked.load(Ordering::Relaxed)
+    }
+
+    /// Checks the process for a mint in the tick of Unix ms `tick` (by the generator's
+    /// clock), then spares the mints of slots before `next` (the first slot of the tick
+    /// after it) the check.
+    ///
+    /// # Errors
+    ///
+    /// [`MintError::Forked`] in a child of a fork.
+    #[cold]
+    pub(crate) fn check_tick(&self, tick: Range<u64>, next: u64) -> Result<(), MintError> {
+        if !spares(&tick, clock::heartbeat()) {
+            self.check()?;
+        }
+        // Relaxed: see `limit`.
+        self.checked.fetch_max(next, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether this is the process the generator was built in: a system call.
+    ///
+    /// # Errors
+    ///
+    /// [`MintError::Forked`] in a child of a fork, naming both processes.
+    #[cold]
+    pub(crate) fn check(&self) -> Result<(), MintError> {
+        let here = std::process::id();
+        if here == self.pid {
+            Ok(())
+        } else {
+            Err(MintError::Forked {
+                parent: self.pid,
+                child: here,
+            })
+        }
+    }
+}
+
+/// Whether a mint in the tick of Unix ms `tick` may skip the system call: the default
+/// clock's thread stored a time in it, and the precise clock is still in it (`heartbeat`:
+/// the stored time and the precise time, see [`clock::heartbeat`]).
+fn spares(tick: &Range<u64>, heartbeat: Option<(u64, u64)>) -> bool {
+    heartbeat.is_some_and(|(stored, now)| tick.contains(&stored) && tick.contains(&now))
+}
+
+#[cfg(all(test, not(loom)))]
+impl Birth {
+    /// This record, for a process that was built in `pid`: what a test stands in a child
+    /// of `pid` with, the ticks checked unchanged (a fork copies them).
+    pub(crate) fn born_in(&mut self, pid: u32) {
+        self.pid = pid;
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+    use crate::format::layout::Layout;
+    use crate::generator::minter::Minter;
+    use crate::generator::wait::Wait;
+    use crate::mark::keeper::panic_message;
+    use crate::mark::keeper::tests::within;
+    use std::cell::Cell;
+    use std::panic::AssertUnwindSafe;
+    use std::time::Duration;
+
+    const T0: u64 = 1_700_000_000_000;
+
+    /// A process that is not this one: the parent a test's minter pretends to be copied from.
+    fn parent() -> u32 {
+        std::process::id().wrapping_add(1)
+    }
+
+    fn forked() -> MintError {
+        MintError::Forked {
+            parent: parent(),
+            child: std::process::id(),
+        }
+    }
+
+    #[test]
+    fn a_child_is_refused_at_its_first_tick_with_both_processes() {
+        let minter = Minter::new(Layout::TWITTER, 0, Wait::Spin).born_in(parent());
+        let state = Cell::new(minter.start());
+        assert_eq!(
+            minter.try_reserve_one(&state, &ManualClock::new(T0)),
+            Err(forked())
+        );
+        assert_eq!(state.get(), minter.start(), "nothing minted");
+        assert_eq!(
+            forked().to_string(),
+            format!(
+                "generator built in process {} cannot mint in process {}, a child of a fork: \
+                 both would mint the same ids; build a new generator in the child, on a node of its own",
+                parent(),
+                std::process::id()
+            )
+        );
+    }
+
+    #[test]
+    fn a_child_mints_the_rest_of_a_checked_tick_and_is_refused_the_next() {
+        let layout = Layout::builder()
+            .timestamp_bits(41)
+            .sequence_bits(3)
+            .build()
+            .unwrap();
+        let clock = ManualClock::new(T0);
+        let minter = Minter::new(layout, 0, Wait::Spin);
+        let state = Cell::new(minter.start());
+        let first = minter.try_reserve_one(&state, &clock).unwrap();
+        // The fork: the child has the parent's state and limits.
+        let child = minter.born_in(parent());
+        for sequence in 1..layout.ids_per_tick() {
+            assert_eq!(child.try_reserve_one(&state, &clock), Ok(first + sequence));
+        }
+        // The tick spent: the wait for the next is refused, and so is the next tick.
+        assert_eq!(child.try_reserve_one(&state, &clock), Err(forked()));
+        clock.advance(1);
+        assert_eq!(child.try_reserve_one(&state, &clock), Err(forked()));
+    }
+
+    #[test]
+    fn a_tick_skips_the_system_call_only_while_the_clocks_thread_and_the_clock_are_in_it() {
+        let tick = 1_000..1_010;
+        // Minting once a tick: the thread stored a time in this tick, which is not over.
+        assert!(spares(&tick, Some((1_000, 1_000))));
+        assert!(spares(&tick, Some((1_003, 1_009))));
+        // The thread is late (it stored the tick before), or no thread stores at all.
+        assert!(!spares(&tick, Some((999, 1_001))));
+        assert!(!spares(&tick, None));
+        // A child: its stored time stands still in the tick of the fork, and the clock has
+        // left that tick.
+        assert!(!spares(&tick, Some((1_005, 1_010))));
+        // A tick the clock has not reached (borrowed), or one long past.
+        assert!(!spares(&tick, Some((995, 998))));
+        assert!(!spares(&tick, Some((1_020, 1_020))));
+    }
+
+    #[test]
+    fn next_id_in_a_child_panics_instead_of_waiting_for_a_clock_that_stands_still() {
+        let one_per_tick = Layout::builder().timestamp_bits(41).build().unwrap();
+        let clock = ManualClock::new(T0);
+        let minter = Minter::new(one_per_tick, 0, Wait::Spin);
+        let state = crate::sync::AtomicU64::new(minter.start());
+        minter.reserve(&state, &clock, 1);
+        // The child's clock stands still (the thread that moved it was the parent's): its
+        // tick is spent, and a wait would never end.
+        let child = minter.born_in(parent());
+        let panic = within(Duration::from_secs(10), move || {
+            std::panic::catch_unwind(AssertUnwindSafe(|| child.reserve(&state, &clock, 1)))
+                .map_err(|panic| panic_message(panic.as_ref()))
+        });
+        assert_eq!(panic, Err(format!("atomflake: cannot mint an id: {}", forked())));
+    }
+}

@@ -1,0 +1,453 @@
+//! What the three generator types share: a node's state word and ID packing ([`Shard`]),
+//! the minting arithmetic with its clock ([`Core`]), the iterators of `next_ids`
+//! ([`Ids`], [`LocalIds`]), and the public minting methods with their docs, written once
+//! (`minting_methods!`).
+
+use crate::MintError;
+use crate::clock::{Clock, MonotonicClock};
+use crate::format::id::Id;
+use crate::format::layout::{Layout, SlotPacker};
+use crate::generator::minter::{Minter, Word};
+use crate::mark::keeper::Finish;
+use crate::sync::AtomicU64;
+use crossbeam_utils::CachePadded;
+use std::cell::Cell;
+
+/// One node's state word, the packing of its slots into IDs, and its node ID.
+#[derive(Debug)]
+pub(crate) struct Shard<W: Word> {
+    /// The next free slot (see `state.rs`).
+    pub(crate) state: W,
+    pub(crate) packer: SlotPacker,
+    pub(crate) id: u64,
+    /// Tells the high-water store how far this node minted, when it is dropped.
+    finish: Option<Finish>,
+}
+
+impl<W: Word> Drop for Shard<W> {
+    fn drop(&mut self) {
+        if let Some(finish) = &self.finish {
+            finish.finish(self.state.load());
+        }
+    }
+}
+
+/// A shared state word on a cache line of its own, so that neighbouring data (another
+/// generator in a `Vec`, say) does not share its cache traffic.
+pub(crate) type SharedWord = CachePadded<AtomicU64>;
+
+impl Shard<SharedWord> {
+    /// A node whose state word starts where `minter` says.
+    pub(crate) fn shared(minter: &Minter, packer: SlotPacker, id: u64) -> Shard<SharedWord> {
+        Shard {
+            state: CachePadded::new(AtomicU64::new(minter.start())),
+            packer,
+            id,
+            finish: minter.finisher(),
+        }
+    }
+}
+
+impl Shard<Cell<u64>> {
+    /// A node whose state word starts where `minter` says.
+    pub(crate) fn local(minter: &Minter, packer: SlotPacker, id: u64) -> Shard<Cell<u64>> {
+        Shard {
+            state: Cell::new(minter.start()),
+            packer,
+            id,
+            finish: minter.finisher(),
+        }
+    }
+}
+
+impl Word for SharedWord {
+    #[inline]
+    fn load(&self) -> u64 {
+        Word::load(&**self)
+    }
+
+    #[inline]
+    fn advance(&self, current: u64, new: u64) -> Result<(), u64> {
+        Word::advance(&**self, current, new)
+    }
+}
+
+/// The minting arithmetic and the clock of a generator: everything but its state words.
+#[derive(Debug)]
+pub(crate) struct Core<C> {
+    pub(crate) minter: Minter,
+    pub(crate) clock: C,
+}
+
+impl<C: Clock> Core<C> {
+    #[inline]
+    pub(crate) fn next_id<W: Word>(&self, node: &Shard<W>) -> Id {
+        let (slot, _) = self.minter.reserve(&node.state, &self.clock, 1);
+        node.packer.id(slot)
+    }
+
+    #[inline]
+    pub(crate) fn try_next_id<W: Word>(&self, node: &Shard<W>) -> Result<Id, MintError> {
+        self.minter
+            .try_reserve_one(&node.state, &self.clock)
+            .map(|slot| node.packer.id(slot))
+    }
+
+    /// `n` IDs as blocks; the first block is reserved now.
+    pub(crate) fn blocks<'a, W: Word>(&'a self, node: &'a Shard<W>, n: u64) -> Blocks<'a, C, W> {
+        let (slot, count) = if n == 0 {
+            (0, 0)
+        } else {
+            self.minter.reserve(&node.state, &self.clock, n)
+        };
+        Blocks {
+            core: self,
+            node,
+            slot,
+            in_block: count,
+            after_block: n - count,
+        }
+    }
+
+    pub(crate) fn fill<W: Word>(&self, node: &Shard<W>, ids: &mut [Id]) {
+        let mut rest = ids;
+        while !rest.is_empty() {
+            let block = self.minter.reserve(&node.state, &self.clock, rest.len() as u64);
+            rest = write_block(node.packer, block, rest);
+        }
+    }
+
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn next_id_async<W: Word>(&self, node: &Shard<W>) -> Id {
+        let (slot, _) = self.minter.reserve_async(&node.state, &self.clock, 1).await;
+        node.packer.id(slot)
+    }
+
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn fill_async<W: Word>(&self, node: &Shard<W>, ids: &mut [Id]) {
+        let mut rest = ids;
+        while !rest.is_empty() {
+            let block = self
+                .minter
+                .reserve_async(&node.state, &self.clock, rest.len() as u64)
+                .await;
+            rest = write_block(node.packer, block, rest);
+        }
+    }
+
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn next_ids_async<W: Word>(&self, node: &Shard<W>, n: usize) -> Vec<Id> {
+        let mut ids = vec![Id::new(0); n];
+        self.fill_async(node, &mut ids).await;
+        ids
+    }
+}
+
+/// Writes the IDs of the reserved `(first slot, count)` to the start of `ids`; returns the
+/// rest of `ids`.
+fn write_block(packer: SlotPacker, (mut slot, count): (u64, u64), ids: &mut [Id]) -> &mut [Id] {
+    let (block, rest) = ids.split_at_mut(usize::try_from(count).unwrap_or(usize::MAX));
+    for id in block {
+        *id = packer.id(slot);
+        slot += 1;
+    }
+    rest
+}
+
+/// IDs reserved a tick's block at a time from one state word: the iterator inside [`Ids`]
+/// and [`LocalIds`].
+#[derive(Debug)]
+pub(crate) struct Blocks<'a, C, W: Word> {
+    core: &'a Core<C>,
+    node: &'a Shard<W>,
+    /// The next slot of the current block.
+    slot: u64,
+    /// IDs left in the current block.
+    in_block: u64,
+    /// IDs still to reserve after it.
+    after_block: u64,
+}
+
+impl<C: Clock, W: Word> Blocks<'_, C, W> {
+    #[inline]
+    fn next(&mut self) -> Option<Id> {
+        if self.in_block == 0 {
+            if self.after_block == 0 {
+                return None;
+            }
+            (self.slot, self.in_block) =
+                self.core
+                    .minter
+                    .reserve(&self.node.state, &self.core.clock, self.after_block);
+            self.after_block -= self.in_block;
+        }
+        let id = self.node.packer.id(self.slot);
+        self.slot += 1;
+        self.in_block -= 1;
+        Some(id)
+    }
+
+    fn len(&self) -> usize {
+        usize::try_from(self.in_block + self.after_block).unwrap_or(usize::MAX)
+    }
+}
+
+/// An iterator over [`Blocks`], named for the generators it serves.
+macro_rules! blocks_iterator {
+    ($(#[$doc:meta])* $name:ident, $word:ty) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        #[must_use = "the IDs of the first block are reserved: use them or they are lost"]
+        pub struct $name<'a, C = MonotonicClock>(pub(crate) Blocks<'a, C, $word>);
+
+        impl<C: Clock> Iterator for $name<'_, C> {
+            type Item = Id;
+
+            #[inline]
+            fn next(&mut self) -> Option<Id> {
+                self.0.next()
+            }
+
+            fn size_hint(&self) -> (usize, Option<usize>) {
+                (self.0.len(), Some(self.0.len()))
+            }
+        }
+
+        impl<C: Clock> ExactSizeIterator for $name<'_, C> {}
+
+        impl<C: Clock> core::iter::FusedIterator for $name<'_, C> {}
+    };
+}
+
+blocks_iterator!(
+    /// The IDs of [`Generator::next_ids`](crate::Generator::next_ids) and
+    /// [`ShardedGenerator::next_ids`](crate::ShardedGenerator::next_ids), reserved a
+    /// tick's block at a time.
+    Ids,
+    SharedWord
+);
+
+blocks_iterator!(
+    /// The IDs of [`LocalGenerator::next_ids`](crate::LocalGenerator::next_ids), reserved
+    /// a tick's block at a time.
+    LocalIds,
+    Cell<u64>
+);
+
+/// The minting methods of a generator type, with their docs: `$node` is the expression
+/// (over `self`) of the [`Shard`] a call mints from, `$ids` the iterator of `next_ids`, and
+/// the literals are the type's name and how its examples build one for node 7 (`new`) and
+/// for node 7 with a clock named `clock` and a layout named `layout` (`with_clock`).
+macro_rules! minting_methods {
+    (
+        $ty:ident, $ids:ident,
+        node: |$self:ident| $node:expr,
+        new: $new:literal,
+        with_clock: $with_clock:literal $(,)?
+    ) => {
+        impl<C: $crate::clock::Clock> $ty<C> {
+            /// The next ID, waiting only while the current tick's sequence is spent.
+            ///
+            /// How it waits is the generator's [`Wait`](crate::Wait): by default it sleeps
+            /// until shortly before the next tick, then spins, re-reading the clock.
+            ///
+            /// # Panics
+            ///
+            /// When the clock reads before the layout's epoch, or the layout's span is
+            /// used up (see [`Layout::end_unix_ms`](crate::Layout::end_unix_ms)): no
+            /// correct ID can be minted. With the default clock this means the system
+            /// clock was set before the epoch at start-up. Also when a
+            /// [high-water file](crate::Builder::high_water_file) cannot be written (a
+            /// full disk, say) and the clock has passed its mark: minting on would risk
+            /// duplicates after a restart; or when the thread that stores the mark has
+            /// panicked and the clock has passed it. And in a child of a `fork()` (the
+            /// generator was built in its parent), when it mints in a tick past the tick
+            /// of the fork and the ticks the generator had reached, or before any wait:
+            /// parent and child would mint the same IDs, and a child has none of the
+            /// generator's threads. [`try_next_id`](Self::try_next_id) returns these as
+            /// errors.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            #[doc = concat!("use atomflake::{Layout, ", stringify!($ty), "};")]
+            ///
+            #[doc = concat!("let generator = ", $new, "?;")]
+            /// let (a, b) = (generator.next_id(), generator.next_id());
+            /// assert!(b > a);
+            /// # Ok::<(), atomflake::Error>(())
+            /// ```
+            #[inline]
+            pub fn next_id(&$self) -> $crate::Id {
+                $self.core.next_id($node)
+            }
+
+            /// The next ID, or an error at once when none can be minted now.
+            ///
+            /// # Errors
+            ///
+            /// [`MintError::SequenceExhausted`](crate::MintError::SequenceExhausted) (transient)
+            /// when the current tick's sequence is spent, with how long until the next
+            /// free tick starts; [`MintError::MarkPending`](crate::MintError::MarkPending)
+            /// (transient) when the clock has passed the high-water mark while it is being
+            /// moved; [`MintError::ClockOutOfSpan`](crate::MintError::ClockOutOfSpan) and
+            /// [`MintError::SpanSpent`](crate::MintError::SpanSpent) when the clock is outside the
+            /// layout's span or the span is used up; the high-water file's error when its
+            /// mark cannot be moved; [`MintError::KeeperPanicked`](crate::MintError::KeeperPanicked)
+            /// (permanent) past the mark once the thread that stores it has panicked;
+            /// [`MintError::Forked`](crate::MintError::Forked) (permanent) in a child of a
+            /// `fork()`, when it mints in a tick past the tick of the fork and the ticks the
+            /// generator had reached, and instead of any other refusal.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            #[doc = concat!("use atomflake::{Layout, ManualClock, MintError, ", stringify!($ty), "};")]
+            /// use std::time::Duration;
+            ///
+            /// let layout = Layout::builder().timestamp_bits(41).node_bits(10).sequence_bits(0).build()?;
+            /// let clock = ManualClock::new(1_700_000_000_000);
+            #[doc = concat!("let generator = ", $with_clock, "?;")]
+            /// generator.try_next_id()?;
+            /// assert_eq!(
+            ///     generator.try_next_id(),
+            ///     Err(MintError::SequenceExhausted { tick: 1_700_000_000_001, retry_after: Duration::from_millis(1) }),
+            /// );
+            /// clock.advance(1);
+            /// assert!(generator.try_next_id().is_ok());
+            /// # Ok::<(), atomflake::Error>(())
+            /// ```
+            #[inline]
+            pub fn try_next_id(&$self) -> Result<$crate::Id, $crate::MintError> {
+                $self.core.try_next_id($node)
+            }
+
+            /// `n` IDs, reserved a tick at a time with one CAS each, as an iterator that
+            /// allocates nothing.
+            ///
+            /// The first block (up to the rest of the current tick's sequence) is reserved
+            /// before this returns; each later block when the iterator reaches it, waiting
+            /// for the next tick as [`next_id`](Self::next_id) does. So every ID's
+            /// timestamp is the tick in which it was reserved. IDs of a dropped iterator's
+            /// current block are never minted by anyone (a gap, not a duplicate); later
+            /// blocks are not reserved at all.
+            ///
+            /// # Panics
+            ///
+            /// As [`next_id`](Self::next_id).
+            ///
+            /// # Examples
+            ///
+            /// ```
+            #[doc = concat!("use atomflake::{Layout, ", stringify!($ty), "};")]
+            ///
+            #[doc = concat!("let generator = ", $new, "?;")]
+            /// let ids: Vec<_> = generator.next_ids(10_000).collect(); // spans at least 3 ms
+            /// assert_eq!(ids.len(), 10_000);
+            /// assert!(ids.windows(2).all(|w| w[0] < w[1]));
+            /// # Ok::<(), atomflake::Error>(())
+            /// ```
+            pub fn next_ids(&$self, n: u64) -> $crate::generator::ids::$ids<'_, C> {
+                $crate::generator::ids::$ids($self.core.blocks($node, n))
+            }
+
+            /// Fills `ids` with new IDs, reserved a tick at a time (see
+            /// [`next_ids`](Self::next_ids)).
+            ///
+            /// # Panics
+            ///
+            /// As [`next_id`](Self::next_id).
+            ///
+            /// # Examples
+            ///
+            /// ```
+            #[doc = concat!("use atomflake::{Id, Layout, ", stringify!($ty), "};")]
+            ///
+            #[doc = concat!("let generator = ", $new, "?;")]
+            /// let mut buffer = [Id::new(0); 512];
+            /// generator.fill(&mut buffer);
+            /// assert!(buffer.windows(2).all(|w| w[0] < w[1]));
+            /// # Ok::<(), atomflake::Error>(())
+            /// ```
+            pub fn fill(&$self, ids: &mut [$crate::Id]) {
+                $self.core.fill($node, ids);
+            }
+
+            /// The generator's layout.
+            pub fn layout(&self) -> $crate::Layout {
+                self.core.minter.layout()
+            }
+
+            /// The generator's clock.
+            pub fn clock(&self) -> &C {
+                &self.core.clock
+            }
+        }
+
+        /// Async minting (feature `tokio`): waits for a spent tick without blocking the
+        /// runtime.
+        #[cfg(feature = "tokio")]
+        impl<C: $crate::clock::Clock> $ty<C> {
+            /// The next ID; while the current tick is spent, waits without blocking the
+            /// runtime thread.
+            ///
+            /// Waits of more than 2 ms (a clock that moved back, long ticks) sleep on
+            /// Tokio's timer, which needs the runtime's time driver (`enable_time`);
+            /// shorter ones yield to the runtime between clock reads, so that the task
+            /// resumes within the next tick instead of a whole 1 ms timer tick later. At
+            /// saturation the task therefore keeps its runtime thread busy while other
+            /// tasks still run.
+            ///
+            /// # Panics
+            ///
+            /// As [`next_id`](Self::next_id).
+            ///
+            /// # Examples
+            ///
+            /// ```
+            #[doc = concat!("use atomflake::{Layout, ", stringify!($ty), "};")]
+            ///
+            /// let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+            #[doc = concat!("let generator = ", $new, "?;")]
+            /// let (first, more) = runtime.block_on(async {
+            ///     (generator.next_id_async().await, generator.next_ids_async(10_000).await)
+            /// });
+            /// assert!(more.iter().all(|&id| id > first));
+            /// # Ok::<(), Box<dyn std::error::Error>>(())
+            /// ```
+            pub async fn next_id_async(&$self) -> $crate::Id {
+                $self.core.next_id_async($node).await
+            }
+
+            /// `n` IDs, reserved a tick at a time, waiting as
+            /// [`next_id_async`](Self::next_id_async) does; one allocation for the whole
+            /// `Vec`.
+            ///
+            /// # Panics
+            ///
+            /// As [`next_id`](Self::next_id).
+            pub async fn next_ids_async(&$self, n: usize) -> Vec<$crate::Id> {
+                $self.core.next_ids_async($node, n).await
+            }
+
+            /// Fills `ids` with new IDs, reserved a tick at a time, waiting as
+            /// [`next_id_async`](Self::next_id_async) does.
+            ///
+            /// # Panics
+            ///
+            /// As [`next_id`](Self::next_id).
+            pub async fn fill_async(&$self, ids: &mut [$crate::Id]) {
+                $self.core.fill_async($node, ids).await;
+            }
+        }
+    };
+}
+
+pub(crate) use minting_methods;
+
+impl<C> Core<C> {
+    /// The layout, for `Debug` output.
+    pub(crate) fn layout(&self) -> Layout {
+        self.minter.layout()
+    }
+}

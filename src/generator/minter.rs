@@ -1,0 +1,432 @@
+//! The CAS loop every generator type runs over its state word.
+//!
+//! A mint loads the state, reads the clock, asks the pure transition (`state.rs`) for the
+//! next step and, for a slot, tries to move the state past it with one compare-and-swap;
+//! a failed CAS steps again from the value it found. Waiting for a spent tick is in
+//! `wait.rs`, the high-water limit in `mark.rs`, the check for a child of a fork in
+//! `fork.rs`.
+//!
+//! Both limits are folded into one slot, the minter's **limit**, which the common case
+//! compares with one load: below it a mint needs no other work. A slot at or past it takes
+//! the cold path ([`Minter::pass`]), which checks the process when the slot's tick is one
+//! not checked yet, asks the mark's keeper when the slot is past the mark's early limit,
+//! and moves the limit to the lower of the two.
+//!
+//! # Atomic orderings
+//!
+//! A state word orders nothing but itself: no other memory is published through it, and an
+//! ID is built from the value a CAS won. Uniqueness and per-word order follow from the
+//! atomic's single modification order, which every ordering (`Relaxed` included) respects:
+//! each successful CAS reads the value the previous one wrote and writes a larger one. So
+//! every operation here is `Relaxed`.
+//!
+//! The limit is a `Relaxed` hint too: it only grows, and it is never past either limit it
+//! stands for (each only grows, so the lower of two values read is never past what both
+//! allow now). A stale value sends a mint to the cold path, which decides.
+
+use crate::MintError;
+use crate::clock::Clock;
+use crate::format::layout::{Layout, Span};
+use crate::generator::fork::Birth;
+use crate::generator::state::{StateWord, Step};
+use crate::generator::wait::{self, Backoff, Wait};
+use crate::mark::keeper::{Finish, Mark, Slots, Uncovered};
+use crate::sync::{AtomicU64, Ordering, ProcessAtomicU64};
+use std::cell::Cell;
+use std::time::Duration;
+
+/// Where a generator's state word lives: an atomic for the shared generators, a `Cell`
+/// for [`LocalGenerator`](crate::LocalGenerator), so both run the same CAS loop.
+pub(crate) trait Word {
+    /// The current state.
+    fn load(&self) -> u64;
+
+    /// Replaces `current` with `new`; fails with the state found when it was not `current`.
+    fn advance(&self, current: u64, new: u64) -> Result<(), u64>;
+}
+
+// Relaxed throughout: only the word's own modification order matters (see "Atomic
+// orderings" above). Weak: a spurious failure just goes round the loop again.
+impl Word for AtomicU64 {
+    #[inline]
+    fn load(&self) -> u64 {
+        self.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn advance(&self, current: u64, new: u64) -> Result<(), u64> {
+        self.compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed)
+            .map(drop)
+    }
+}
+
+// One thread owns the cell, so nothing can change it between `load` and `advance`.
+impl Word for Cell<u64> {
+    #[inline]
+    fn load(&self) -> u64 {
+        self.get()
+    }
+
+    #[inline]
+    fn advance(&self, _current: u64, new: u64) -> Result<(), u64> {
+        self.set(new);
+        Ok(())
+    }
+}
+
+/// A layout's minting arithmetic, precomputed, how to wait, and the high-water mark; the
+/// methods take the state word to advance and the clock to read.
+#[derive(Debug)]
+pub(crate) struct Minter {
+    word: StateWord,
+    span: Span,
+    layout: Layout,
+    wait: Wait,
+    /// The first state of a new state word: past the high-water mark of a previous run.
+    start: u64,
+    mark: Mark,
+    /// The process the minter was built in, and the ticks checked against it.
+    birth: Birth,
+    /// Slots at or past this take the cold path ([`pass`](Self::pass)): the lower of the
+    /// mark's early limit and the first slot of a tick not checked for a fork. Only grows.
+    limit: ProcessAtomicU64,
+}
+
+/// Why [`Minter::reserve_at`] reserved nothing.
+#[derive(Debug)]
+pub(crate) enum Blocked {
+    /// The tick of `unix_ms` is spent; the next free slot is in `tick`.
+    Spent { tick: u64, unix_ms: u64 },
+    /// `slot` is past the stored high-water mark (or the store's hold), and the keeper is
+    /// moving it; `failure` is what its last attempt reported, if it failed.
+    Uncovered { slot: u64, failure: Option<MintError> },
+    /// Nothing can be minted: the clock is outside the layout's span, or the mark cannot
+    /// be stored.
+    Fatal(MintError),
+}
+
+impl Minter {
+    /// A minter that waits for spent ticks as `wait` says and mints up to `lead` ticks ahead
+    /// of the clock (borrow-ahead; 0: never).
+    pub(crate) fn new(layout: Layout, lead: u64, wait: Wait) -> Minter {
+        Minter {
+            word: StateWord::new(layout.timestamp_bits(), layout.sequence_bits()).with_lead(lead),
+            span: layout.span(),
+            layout,
+            wait,
+            start: 0,
+            mark: Mark::none(),
+            birth: Birth::here(),
+            limit: ProcessAtomicU64::new(0),
+        }
+    }
+
+    /// The slot arithmetic a [`Mark`] is kept in.
+    pub(crate) fn slots(&self) -> Slots {
+        Slots {
+            layout: self.layout,
+            word: self.word,
+        }
+    }
+
+    /// This minter with a high-water mark that stood at `stored` (Unix ms) in its store:
+    /// state words start past it.
+    pub(crate) fn with_mark(mut self, mark: Mark, stored: u64) -> Minter {
+        self.start = self.slots().first_from(stored);
+        self.mark = mark;
+        self.limit = ProcessAtomicU64::new(self.birth.limit().min(self.mark.early()));
+        self
+    }
+
+    /// This minter, built in this process while its clock read `unix_ms`: the slots of
+    /// that tick and earlier ones need no check for a fork.
+    pub(crate) fn built_at(mut self, unix_ms: u64) -> Minter {
+        if let Ok(tick) = self.span.tick_at(unix_ms) {
+            self.birth = Birth::checked_until(self.word.next_tick(self.word.first_slot(tick)));
+        }
+        self.limit = ProcessAtomicU64::new(self.birth.limit().min(self.mark.early()));
+        self
+    }
+
+    /// What a node's state word tells the high-water store when it is dropped.
+    pub(crate) fn finisher(&self) -> Option<Finish> {
+        self.mark.finisher(self.start)
+    }
+
+    /// The state a new state word starts from.
+    pub(crate) fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// The layout this minter serves.
+    pub(crate) fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// This minter in a process that it was built in `pid` for: a test's child of a fork.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn born_in(mut self, pid: u32) -> Minter {
+        self.birth.born_in(pid);
+        self
+    }
+
+    /// The slot at or past which a mint takes the cold path.
+    #[inline]
+    fn limit(&self) -> u64 {
+        // Relaxed: see "Atomic orderings" above.
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// For a slot at or past the limit: checks the process if the slot's tick is not
+    /// checked yet, and asks the mark's keeper if the slot is past the mark's early limit
+    /// (the process first: a child's keeper is its parent's); then moves the limit to the
+    /// lower of the two.
+    #[cold]
+    #[inline(never)]
+    fn pass(&self, slot: u64) -> Result<(), Blocked> {
+        if slot >= self.birth.limit() {
+            let start = self.layout.unix_ms_of_tick(self.word.tick(slot));
+            let tick = start..start.saturating_add(self.layout.tick_ms());
+            self.birth
+                .check_tick(tick, self.word.next_tick(slot))
+                .map_err(Blocked::Fatal)?;
+        }
+        if slot >= self.mark.early() {
+            self.mark.check(slot).map_err(|uncovered| match uncovered {
+                Uncovered::Pending => Blocked::Uncovered { slot, failure: None },
+                Uncovered::Failed(error) => Blocked::Uncovered {
+                    slot,
+                    failure: Some(error),
+                },
+                Uncovered::Ended(error) => Blocked::Fatal(error),
+            })?;
+        }
+        // Relaxed: see "Atomic orderings" above.
+        self.limit
+            .fetch_max(self.birth.limit().min(self.mark.early()), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Panics, as `next_id` does, in a child of a fork: called before a wait, which there
+    /// could wait for threads the child does not have.
+    #[cold]
+    fn panic_in_a_child(&self) {
+        if let Err(error) = self.birth.check() {
+            panic!("atomflake: cannot mint an id: {error}");
+        }
+    }
+
+    /// The common case of a mint, small enough to inline: one step from the loaded state
+    /// at `unix_ms` and one CAS. `None` for everything else (a spent tick, a slot at the
+    /// limit, a time outside the span, a lost CAS), which the callers hand to the full
+    /// loop, [`reserve_at`](Self::reserve_at), from a fresh load.
+    #[inline]
+    fn reserve_fast<W: Word>(&self, state_word: &W, unix_ms: u64, want: u64) -> Option<(u64, u64)> {
+        let now_tick = self.span.tick_at(unix_ms).ok()?;
+        let state = state_word.load();
+        let Step::Mint { slot } = self.word.step(state, now_tick) else {
+            return None;
+        };
+        if slot >= self.limit() {
+            return None;
+        }
+        let count = self.word.block(slot, want);
+        state_word.advance(state, slot + count).ok()?;
+        Some((slot, count))
+    }
+
+    /// One slot now, or the error `try_next_id` reports: never waits.
+    #[inline]
+    pub(crate) fn try_reserve_one<W: Word, C: Clock>(&self, state: &W, clock: &C) -> Result<u64, MintError> {
+        match self.reserve_fast(state, clock.unix_ms(), 1) {
+            Some((slot, _)) => Ok(slot),
+            None => self.try_reserve_one_slow(state, clock),
+        }
+    }
+
+    /// [`try_reserve_one`](Self::try_reserve_one) past its fast path.
+    #[cold]
+    #[inline(never)]
+    fn try_reserve_one_slow<W: Word, C: Clock>(&self, state: &W, clock: &C) -> Result<u64, MintError> {
+        let refusal = match self.reserve_at(state, clock.unix_ms(), 1) {
+            Ok((slot, _)) => return Ok(slot),
+            Err(refusal) => refusal,
+        };
+        // The clock may lag (a coarse clock): ask again with a precise read before
+        // reporting exhaustion.
+        let refusal = match refusal {
+            Blocked::Spent { .. } => match self.reserve_at(state, clock.precise_unix_ms(), 1) {
+                Ok((slot, _)) => return Ok(slot),
+                Err(refusal) => refusal,
+            },
+            other => other,
+        };
+        // A child of a fork is told so rather than asked to retry.
+        if !matches!(refusal, Blocked::Fatal(_)) {
+            self.birth.check()?;
+        }
+        Err(match refusal {
+            Blocked::Spent { tick, unix_ms } => MintError::SequenceExhausted {
+                tick,
+                retry_after: Duration::from_millis(self.layout.unix_ms_of_tick(tick).saturating_sub(unix_ms)),
+            },
+            Blocked::Uncovered { failure, .. } => failure.unwrap_or(MintError::MarkPending),
+            Blocked::Fatal(error) => error,
+        })
+    }
+
+    /// Reserves `1..=want` slots, waiting while the current tick is spent: the first slot
+    /// and how many.
+    ///
+    /// Panics when nothing can be minted ([`Blocked::Fatal`], the generators' `# Panics`).
+    #[inline]
+    pub(crate) fn reserve<W: Word, C: Clock>(&self, state: &W, clock: &C, want: u64) -> (u64, u64) {
+        match self.reserve_fast(state, clock.unix_ms(), want) {
+            Some(block) => block,
+            None => self.reserve_slow(state, clock, want),
+        }
+    }
+
+    /// [`reserve`](Self::reserve) past its fast path: the full loop, then the wait.
+    #[cold]
+    #[inline(never)]
+    fn reserve_slow<W: Word, C: Clock>(&self, state: &W, clock: &C, want: u64) -> (u64, u64) {
+        match self.reserve_at(state, clock.unix_ms(), want) {
+            Ok(block) => block,
+            Err(refusal) => self.wait_for_block(state, clock, refusal, want),
+        }
+    }
+
+    /// One attempt at the time `unix_ms`: the CAS loop. Reserves `1..=want` slots of one
+    /// tick (`want` ≥ 1).
+    pub(crate) fn reserve_at<W: Word>(
+        &self,
+        state_word: &W,
+        unix_ms: u64,
+        want: u64,
+    ) -> Result<(u64, u64), Blocked> {
+        self.reserve_within(state_word, unix_ms, want, |slot| {
+            if slot < self.limit() {
+                return Ok(());
+            }
+            self.pass(slot)
+        })
+    }
+
+    /// [`reserve_at`](Self::reserve_at) with the high-water limit decided by `covered`,
+    /// which says whether a slot may be minted: the CAS loop itself.
+    #[inline]
+    pub(crate) fn reserve_within<W: Word>(
+        &self,
+        state_word: &W,
+        unix_ms: u64,
+        want: u64,
+        covered: impl Fn(u64) -> Result<(), Blocked>,
+    ) -> Result<(u64, u64), Blocked> {
+        let now_tick = self
+            .span
+            .tick_at(unix_ms)
+            .map_err(|out| Blocked::Fatal(out.into()))?;
+        let mut state = state_word.load();
+        loop {
+            match self.word.step(state, now_tick) {
+                Step::Mint { slot } => {
+                    covered(slot)?;
+                    let count = self.word.block(slot, want);
+                    // Winning the CAS is what makes the slots ours; on failure `actual` is
+                    // a newer state to step from.
+                    match state_word.advance(state, slot + count) {
+                        Ok(()) => return Ok((slot, count)),
+                        Err(actual) => state = actual,
+                    }
+                }
+                Step::Wait { tick } => return Err(Blocked::Spent { tick, unix_ms }),
+                Step::End => {
+                    return Err(Blocked::Fatal(MintError::SpanSpent {
+                        end_ms: self.layout.end_unix_ms(),
+                    }));
+                }
+            }
+        }
+    }
+
+    /// The slow path of [`reserve`](Self::reserve): wait for a free slot.
+    #[cold]
+    #[inline(never)]
+    fn wait_for_block<W: Word, C: Clock>(
+        &self,
+        state: &W,
+        clock: &C,
+        mut refusal: Blocked,
+        want: u64,
+    ) -> (u64, u64) {
+        self.panic_in_a_child();
+        let mut backoff = Backoff::default();
+        // The tick last slept for: sleep once per tick waited for, then spin.
+        let mut napped = None;
+        loop {
+            match refusal {
+                Blocked::Fatal(error) => panic!("atomflake: cannot mint an id: {error}"),
+                Blocked::Uncovered { slot, .. } => {
+                    if let Err(error) = self.mark.wait_covered(slot) {
+                        panic!("atomflake: cannot mint an id: {error}");
+                    }
+                }
+                Blocked::Spent { tick, .. } => {
+                    if self.wait == Wait::Sleep && napped != Some(tick) {
+                        wait::nap(clock, self.layout.unix_ms_of_tick(tick));
+                        napped = Some(tick);
+                    }
+                    backoff.snooze();
+                }
+            }
+            match self.reserve_at(state, clock.precise_unix_ms(), want) {
+                Ok(block) => return block,
+                Err(again) => refusal = again,
+            }
+        }
+    }
+
+    /// [`reserve`](Self::reserve) for async code: waits for a spent tick without blocking
+    /// the runtime thread (see [`wait::nap_async`]).
+    #[cfg(feature = "tokio")]
+    pub(crate) async fn reserve_async<W: Word, C: Clock>(
+        &self,
+        state: &W,
+        clock: &C,
+        want: u64,
+    ) -> (u64, u64) {
+        let mut unix_ms = clock.unix_ms();
+        // When the first refusal for the mark came: a failing store is waited for as
+        // `wait_for_block` waits for it.
+        let mut uncovered_since = None;
+        // Whether the process was checked, before the first wait.
+        let mut checked = false;
+        loop {
+            let refusal = match self.reserve_at(state, unix_ms, want) {
+                Ok(block) => return block,
+                Err(refusal) => refusal,
+            };
+            if !checked {
+                self.panic_in_a_child();
+                checked = true;
+            }
+            match refusal {
+                Blocked::Fatal(error) => panic!("atomflake: cannot mint an id: {error}"),
+                Blocked::Spent { tick, .. } => {
+                    wait::nap_async(clock, self.layout.unix_ms_of_tick(tick), self.wait).await;
+                }
+                // The keeper stores the mark within a write's time: poll at the timer's
+                // resolution rather than block the runtime thread on it.
+                Blocked::Uncovered { failure, .. } => {
+                    let since = *uncovered_since.get_or_insert_with(std::time::Instant::now);
+                    if let Some(error) = failure.filter(|_| self.mark.out_of_patience(since)) {
+                        panic!("atomflake: cannot mint an id: {error}");
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+            unix_ms = clock.precise_unix_ms();
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! The core: the state word and its pure transition ([`state`]), the CAS loop over it
+//! ([`minter`]), waiting for a spent tick, the three generator types and the [`Builder`]
+//! they share, and the errors of building and minting.
+
+pub(crate) mod builder;
+mod error;
+pub(crate) mod fork;
+pub(crate) mod ids;
+mod local;
+pub(crate) mod minter;
+mod sharded;
+mod shared;
+pub(crate) mod state;
+pub(crate) mod wait;
+
+pub use builder::Builder;
+pub use error::{BuildError, MintError};
+pub use ids::{Ids, LocalIds};
+pub use local::LocalGenerator;
+pub use sharded::ShardedGenerator;
+pub use shared::Generator;
+pub use wait::Wait;

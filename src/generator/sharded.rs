@@ -1,0 +1,282 @@
+//! [`ShardedGenerator`]: a generator per node, one state word each, a shard per thread.
+
+use crate::BuildError;
+use crate::clock::{Clock, MonotonicClock};
+use crate::format::layout::{Layout, SlotPacker};
+use crate::generator::builder::Builder;
+use crate::generator::ids::{Core, Shard, SharedWord, minting_methods};
+use crate::sync::{Ordering, ProcessAtomicUsize};
+use core::fmt;
+use std::cell::Cell;
+
+/// Minting threads numbered in the order they first mint from any `ShardedGenerator`.
+/// A process-wide counter outside any loom model: the number only spreads threads over
+/// shards, and any shard is safe for any thread.
+static NEXT_THREAD: ProcessAtomicUsize = ProcessAtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's number, taken from `NEXT_THREAD` on its first mint.
+    static THREAD_NUMBER: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+#[inline]
+fn thread_number() -> usize {
+    THREAD_NUMBER.with(|number| {
+        number.get().unwrap_or_else(|| {
+            // Relaxed: a ticket, ordering nothing else.
+            let taken = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+            number.set(Some(taken));
+            taken
+        })
+    })
+}
+
+/// Several generators of one layout, one per node ID, each on its own cache line: threads
+/// mint from different nodes, so they do not contend on one atomic and each node has its
+/// own per-tick sequence.
+///
+/// Each thread is given a shard on its first mint, round robin (thread `k`, counted across
+/// the process, uses shard `k % shards`). More threads than shards share shards safely: a
+/// shard is the same lock-free CAS loop as [`Generator`](crate::Generator)'s. IDs are unique
+/// across all shards (distinct node IDs) and strictly increasing per shard, so also per
+/// thread. Every minting method mints from the calling thread's shard; an async call takes
+/// the shard of the thread it starts on and keeps it across its awaits, so the IDs of one
+/// call strictly increase even when the task moves between threads.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Layout, ShardedGenerator};
+///
+/// // Discord: worker 3, processes 0..32 (node = worker << 5 | process).
+/// let generator = ShardedGenerator::new(Layout::DISCORD, (0..32).map(|process| 3 << 5 | process))?;
+/// let ids: Vec<_> = std::thread::scope(|s| {
+///     let handles: Vec<_> = (0..4).map(|_| s.spawn(|| generator.next_id())).collect();
+///     handles.into_iter().map(|h| h.join().unwrap()).collect()
+/// });
+/// assert!(ids.iter().all(|&id| Layout::DISCORD.decode(id).node >> 5 == 3));
+/// # Ok::<(), atomflake::Error>(())
+/// ```
+pub struct ShardedGenerator<C = MonotonicClock> {
+    shards: Box<[Shard<SharedWord>]>,
+    /// Picks a thread's shard without a division.
+    pick: ShardPick,
+    core: Core<C>,
+}
+
+/// `n % shards` by multiplication (Lemire, Kaser and Kurz, "Faster remainder by direct
+/// computation", 2019): exact for `n` and `shards` below 2^32; a thread number past that
+/// is cut to its low 32 bits, which still picks a valid shard.
+#[derive(Debug, Clone, Copy)]
+struct ShardPick {
+    shards: u64,
+    /// `⌈2^64 / shards⌉`, wrapped: 0 for one shard, which then always gives shard 0.
+    magic: u64,
+}
+
+impl ShardPick {
+    fn new(shards: usize) -> ShardPick {
+        let shards = u64::try_from(shards).unwrap_or(u64::MAX);
+        ShardPick {
+            shards,
+            magic: (u64::MAX / shards).wrapping_add(1),
+        }
+    }
+
+    #[inline]
+    fn of(self, thread: usize) -> usize {
+        let low = self.magic.wrapping_mul(thread as u64 & u64::from(u32::MAX));
+        let shard = (u128::from(low) * u128::from(self.shards)) >> 64;
+        // Below `shards`, which came from a `usize`.
+        usize::try_from(shard).unwrap_or(0)
+    }
+}
+
+impl ShardedGenerator<MonotonicClock> {
+    /// A sharded generator over `nodes` with the process's [`MonotonicClock`].
+    ///
+    /// # Errors
+    ///
+    /// As [`with_clock`](Self::with_clock).
+    pub fn new(layout: Layout, nodes: impl IntoIterator<Item = u64>) -> Result<ShardedGenerator, BuildError> {
+        Builder::new(layout).build_sharded(nodes)
+    }
+}
+
+impl<C: Clock> ShardedGenerator<C> {
+    /// A sharded generator over `nodes` that reads `clock`.
+    ///
+    /// # Errors
+    ///
+    /// [`BuildError::NoNodes`] for an empty set, [`BuildError::NodeOutOfRange`] for a node that does
+    /// not fit the layout, [`BuildError::DuplicateNode`] for a node given twice (two shards with
+    /// one node ID would mint the same IDs).
+    ///
+    /// ```
+    /// use atomflake::{BuildError, Layout, ShardedGenerator};
+    ///
+    /// assert_eq!(
+    ///     ShardedGenerator::new(Layout::TWITTER, [1, 2, 1]).unwrap_err(),
+    ///     BuildError::DuplicateNode { node: 1 },
+    /// );
+    /// ```
+    pub fn with_clock(
+        layout: Layout,
+        nodes: impl IntoIterator<Item = u64>,
+        clock: C,
+    ) -> Result<Self, BuildError> {
+        Builder::with_clock(layout, clock).build_sharded(nodes)
+    }
+
+    /// This thread's shard.
+    #[inline]
+    fn shard(&self) -> &Shard<SharedWord> {
+        &self.shards[self.pick.of(thread_number())]
+    }
+
+    /// The node ID this thread mints with.
+    pub fn current_node(&self) -> u64 {
+        self.shard().id
+    }
+
+    /// The node IDs, in shard order.
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
+        self.shards.iter().map(|shard| shard.id)
+    }
+}
+
+impl<C: Clock> Builder<C> {
+    /// A [`ShardedGenerator`] over `nodes`.
+    ///
+    /// # Errors
+    ///
+    /// As [`ShardedGenerator::with_clock`]; [`BuildError::LeadOutOfRange`] for a bad
+    /// [`borrow_ahead`](Self::borrow_ahead) lead; the high-water errors of
+    /// [`high_water_file`](Self::high_water_file).
+    pub fn build_sharded(
+        self,
+        nodes: impl IntoIterator<Item = u64>,
+    ) -> Result<ShardedGenerator<C>, BuildError> {
+        let layout = self.layout();
+        let mut seen = std::collections::BTreeSet::new();
+        let mut packers = Vec::new();
+        for node in nodes {
+            let packer = SlotPacker::new(&layout, node)?;
+            if !seen.insert(node) {
+                return Err(BuildError::DuplicateNode { node });
+            }
+            packers.push((packer, node));
+        }
+        if packers.is_empty() {
+            return Err(BuildError::NoNodes);
+        }
+        let packers_len = packers.len();
+        let nodes: Vec<u64> = packers.iter().map(|&(_, node)| node).collect();
+        let core = self.into_core(&nodes)?;
+        let shards = packers
+            .into_iter()
+            .map(|(packer, node)| Shard::shared(&core.minter, packer, node))
+            .collect();
+        let pick = ShardPick::new(packers_len);
+        Ok(ShardedGenerator { shards, pick, core })
+    }
+}
+
+minting_methods!(
+    ShardedGenerator, Ids,
+    node: |self| self.shard(),
+    new: "ShardedGenerator::new(Layout::TWITTER, [7])",
+    with_clock: "ShardedGenerator::with_clock(layout, [7], clock.clone())",
+);
+
+impl<C> fmt::Debug for ShardedGenerator<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShardedGenerator")
+            .field("layout", &self.core.layout())
+            .field(
+                "nodes",
+                &self.shards.iter().map(|shard| shard.id).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{Id, ManualClock};
+
+    const T0: u64 = 1_700_000_000_000;
+
+    #[test]
+    fn construction_errors_are_exact() {
+        let clock = ManualClock::new(T0);
+        let build = |nodes: &[u64]| {
+            ShardedGenerator::with_clock(Layout::TWITTER, nodes.iter().copied(), clock.clone())
+        };
+        assert_eq!(build(&[]).unwrap_err(), BuildError::NoNodes);
+        assert_eq!(
+            build(&[4, 5, 4]).unwrap_err(),
+            BuildError::DuplicateNode { node: 4 }
+        );
+        assert_eq!(
+            build(&[1, 1024]).unwrap_err(),
+            BuildError::NodeOutOfRange {
+                node: 1024,
+                max: 1023
+            }
+        );
+        assert_eq!(
+            BuildError::NoNodes.to_string(),
+            "no node ids: a sharded generator needs at least one"
+        );
+        assert_eq!(
+            BuildError::DuplicateNode { node: 4 }.to_string(),
+            "node 4 is given twice: each shard needs its own node id"
+        );
+        let ok = build(&[7, 3]).unwrap();
+        assert_eq!(ok.nodes().collect::<Vec<_>>(), [7, 3]);
+    }
+
+    #[test]
+    fn a_shard_is_picked_as_the_remainder() {
+        for shards in [1_usize, 2, 3, 7, 32, 1000, 1023, 1024] {
+            let pick = ShardPick::new(shards);
+            for thread in (0..5_000).chain([u32::MAX as usize - 1, u32::MAX as usize]) {
+                assert_eq!(pick.of(thread), thread % shards, "{thread} % {shards}");
+            }
+            assert!(pick.of(usize::MAX) < shards);
+        }
+    }
+
+    #[test]
+    fn threads_spread_round_robin_over_the_shards() {
+        let generator = ShardedGenerator::with_clock(Layout::TWITTER, 0..4, ManualClock::new(T0)).unwrap();
+        let nodes: std::collections::BTreeSet<u64> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4).map(|_| s.spawn(|| generator.current_node())).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        // Four threads numbered consecutively or not, round robin gives at least two
+        // shards; all four when no other thread took a number in between.
+        assert!(nodes.len() >= 2, "{nodes:?}");
+    }
+
+    #[test]
+    fn each_shard_has_its_own_sequence() {
+        let generator = ShardedGenerator::with_clock(Layout::TWITTER, [9], ManualClock::new(T0)).unwrap();
+        let first = Layout::TWITTER.decode(generator.next_id());
+        assert_eq!((first.node, first.sequence), (9, 0));
+        let mut block = [Id::new(0); 3];
+        generator.fill(&mut block);
+        let sequences: Vec<u64> = block
+            .iter()
+            .map(|&id| Layout::TWITTER.decode(id).sequence)
+            .collect();
+        assert_eq!(sequences, [1, 2, 3]);
+        assert_eq!(generator.next_ids(2).count(), 2);
+        assert_eq!(
+            Layout::TWITTER.decode(generator.try_next_id().unwrap()).sequence,
+            6
+        );
+    }
+}

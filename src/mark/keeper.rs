@@ -1,0 +1,1029 @@
+//! The high-water mark on the minting path: two limits, read with one load, and a keeper
+//! thread that moves the mark in its store ahead of need.
+//!
+//! A mark is a Unix time that no minted ID has reached: every ID's tick starts before it.
+//! A restarted generator starts past the stored mark, so it never mints an ID its
+//! predecessor minted ([`Builder::high_water_file`](crate::Builder::high_water_file)).
+//!
+//! - Slots before the **early** limit (half a [`WINDOW_MS`] before the mark) mint with no
+//!   other work: one `Relaxed` load and a compare.
+//! - A slot at or past it asks the keeper to move the mark a window and a half past the
+//!   slot's tick, and mints: the mark still covers it.
+//! - A slot at or past the **covered** limit (the mark itself) waits for the keeper to
+//!   store a mark past it (`try_next_id` reports it instead), so no ID ever passes a mark
+//!   that is not durably stored.
+//!
+//! The keeper is a thread of the generator's own, so the durable write (a file's fsync, a
+//! lease row's update) never runs on a minting thread: minting waits for it only when the
+//! clock has run more than half a window past the last stored mark before the write
+//! finished.
+//!
+//! The store is any [`MarkStore`]. A store with a [`Tenure::Leased`] holds the mark only
+//! for a while after each store began: the keeper stores again before that, and the
+//! **fence**, the first slot past the hold, caps both limits. So a lease's deadline costs
+//! the minting path nothing: it is part of the one limit already loaded.
+//!
+//! The keeper thread ends the store when it panics: the panic is caught, the store is
+//! marked ended with [`MintError::KeeperPanicked`], and every thread waiting for a mark is
+//! woken, so `next_id` panics and `try_next_id` reports it instead of waiting for a mark
+//! that no thread stores. Slots the stored mark covers still mint. (A child of a fork has
+//! no keeper thread at all: it is refused before it could wait for one, `fork.rs`.)
+//!
+//! Dropping the mark stops the keeper and waits for it to finish a store in progress and
+//! [`MarkStore::finish`] and drop the store (a lease's release), for at most the store's
+//! patience ([`Fence::patience`], [`PATIENCE`] without a fence). Past that the thread is
+//! left to finish on its own: a store blocked for good (a server stopped with `SIGSTOP`,
+//! on a Unix socket, where no TCP timeout applies) does not block the drop.
+
+use super::{MarkStore, StoreErrorKind, Tenure};
+use crate::format::Layout;
+use crate::generator::state::StateWord;
+use crate::generator::{BuildError, MintError};
+use crate::sync::{Ordering, ProcessAtomicU64};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How far past the tick that needs it the mark is moved: at most one store per window
+/// while the clock runs normally.
+pub(crate) const WINDOW_MS: u64 = 1_000;
+
+/// How long the keeper waits before it tries a failed store again.
+const RETRY: Duration = Duration::from_millis(100);
+
+/// How long `next_id` waits for a failing store with no [`Fence`] (about one more
+/// attempt), and a drop for the keeper to finish.
+const PATIENCE: Duration = Duration::from_millis(200);
+
+/// A store whose hold ends ([`Tenure::Leased`]): how the keeper reads time, what to report
+/// past the hold, and how often to store again.
+pub(crate) struct Fence {
+    /// The generator's clock, read precisely (Unix ms).
+    pub(crate) clock: Box<dyn Fn() -> u64 + Send>,
+    /// How long after a store is sent the holder may mint on it.
+    pub(crate) hold: Duration,
+    /// What a slot past the hold reports while the store is not lost.
+    pub(crate) lapsed: MintError,
+    /// How often the keeper stores again while no new mark is wanted.
+    pub(crate) renew_every: Duration,
+    /// How long `next_id` waits for failing stores before it panics, and dropping the
+    /// generator waits for the keeper to finish a store in progress and the release.
+    pub(crate) patience: Duration,
+}
+
+impl Fence {
+    /// The fence of `store`, measured with `clock` (the generator's, read precisely);
+    /// `None` for a store held for good. Without a clock the hold cannot be measured: the
+    /// fence then reads 0, which puts every slot past it.
+    pub(crate) fn of(store: &impl MarkStore, clock: Option<Box<dyn Fn() -> u64 + Send>>) -> Option<Fence> {
+        match store.tenure() {
+            Tenure::Owned => None,
+            Tenure::Leased {
+                hold,
+                renew_every,
+                patience,
+            } => Some(Fence {
+                clock: clock.unwrap_or_else(|| Box::new(|| 0)),
+                hold,
+                lapsed: store.lapsed().into(),
+                renew_every,
+                patience,
+            }),
+        }
+    }
+}
+
+impl std::fmt::Debug for Fence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fence")
+            .field("hold", &self.hold)
+            .field("lapsed", &self.lapsed)
+            .field("renew_every", &self.renew_every)
+            .field("patience", &self.patience)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The slot arithmetic of a layout that the limits are kept in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slots {
+    pub(crate) layout: Layout,
+    pub(crate) word: StateWord,
+}
+
+impl Slots {
+    /// The first slot whose tick starts at or after `unix_ms` (the end of the span when
+    /// there is none).
+    pub(crate) fn first_from(self, unix_ms: u64) -> u64 {
+        let Some(since_epoch) = unix_ms.checked_sub(self.layout.epoch_ms()) else {
+            return 0;
+        };
+        let tick = since_epoch.div_ceil(self.layout.tick_ms());
+        if tick > self.layout.max_tick() {
+            return u64::MAX;
+        }
+        self.word.first_slot(tick)
+    }
+
+    /// The Unix ms at which `slot`'s tick starts.
+    pub(crate) fn tick_start(self, slot: u64) -> u64 {
+        self.layout.unix_ms_of_tick(self.word.tick(slot))
+    }
+
+    /// The Unix ms at which the tick after `slot`'s starts.
+    fn tick_end(self, slot: u64) -> u64 {
+        self.tick_start(slot).saturating_add(self.layout.tick_ms())
+    }
+}
+
+/// A generator's high-water mark: none, or limits kept by a keeper thread.
+#[derive(Debug)]
+pub(crate) struct Mark {
+    keeper: Option<Keeper>,
+}
+
+/// Why a slot may not be minted yet.
+#[derive(Debug)]
+pub(crate) enum Uncovered {
+    /// The keeper is storing a mark past the slot: transient.
+    Pending,
+    /// The store failed (the keeper tries again), or the slot is past the store's hold.
+    Failed(MintError),
+    /// The store failed for good ([`StoreErrorKind::Lost`]).
+    Ended(MintError),
+}
+
+impl Mark {
+    /// No mark: no slot is ever limited.
+    pub(crate) fn none() -> Mark {
+        Mark { keeper: None }
+    }
+
+    /// A mark kept in `store`. Stores a mark a window and a half past `now` (or past the
+    /// store's mark, if later) before returning, then hands the store to a keeper thread.
+    /// A store whose hold ends needs a `fence` ([`Fence::of`]).
+    ///
+    /// # Errors
+    ///
+    /// The store's error when that first mark cannot be stored.
+    pub(crate) fn kept<S: MarkStore>(
+        mut store: S,
+        slots: Slots,
+        now: u64,
+        fence: Option<Fence>,
+    ) -> Result<Mark, BuildError> {
+        let first = ahead(store.mark().max(now));
+        let sent = fence.as_ref().map(|fence| (fence.clock)());
+        store.store(first)?;
+        let fence_slot = fence_slot(slots, sent, fence.as_ref());
+        let early = early_slot(slots, first).min(fence_slot);
+        let shared = Arc::new(Shared {
+            slots,
+            covered: ProcessAtomicU64::new(slots.first_from(first).min(fence_slot)),
+            early: ProcessAtomicU64::new(early),
+            fence: ProcessAtomicU64::new(fence_slot),
+            requested: ProcessAtomicU64::new(first),
+            lapsed: fence.as_ref().map(|fence| fence.lapsed.clone()),
+            patience: fence.as_ref().map_or(PATIENCE, |fence| fence.patience),
+            pid: std::process::id(),
+            state: Mutex::new(KeeperState {
+                wanted: first,
+                stored: first,
+                failure: None,
+                attempts: 0,
+                ended: false,
+                finished: None,
+                stop: false,
+                exited: false,
+            }),
+            asked: Condvar::new(),
+            moved: Condvar::new(),
+        });
+        let thread = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("atomflake-mark".into())
+                .spawn(move || {
+                    // Unwind safety: the keeper changes the shared state only under its
+                    // lock, never panics while holding it, and `exit` marks the store
+                    // ended after a panic, so nothing half-done is relied on.
+                    let kept = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        shared.keep(store, fence.as_ref());
+                    }));
+                    shared.exit(kept.err().map(|panic| panic_message(panic.as_ref())));
+                })
+                .map_err(|source| BuildError::KeeperSpawn { cause: source.into() })?
+        };
+        Ok(Mark {
+            keeper: Some(Keeper {
+                shared,
+                thread: Some(thread),
+            }),
+        })
+    }
+
+    /// The slot at or past which [`check`](Self::check) must be called before minting;
+    /// `u64::MAX` without a store.
+    pub(crate) fn early(&self) -> u64 {
+        // Relaxed: a hint that only grows; `check` reads the limits that decide.
+        self.keeper
+            .as_ref()
+            .map_or(u64::MAX, |keeper| keeper.shared.early.load(Ordering::Relaxed))
+    }
+
+    /// For a slot at or past [`early`](Self::early): asks the keeper to move the mark past
+    /// it, and says whether it may be minted now. Never waits for the store.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn check(&self, slot: u64) -> Result<(), Uncovered> {
+        let Some(keeper) = &self.keeper else {
+            return Ok(());
+        };
+        let shared = &keeper.shared;
+        shared.ask(slot);
+        // Relaxed: the keeper stores `covered` after its store returned; a stale value
+        // only sends this mint the slow way.
+        if slot < shared.covered.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        Err(shared.refusal(slot, &shared.lock()))
+    }
+
+    /// What a node whose state word started at `start` tells the keeper when it is
+    /// dropped ([`Finish`]); `None` without a store.
+    pub(crate) fn finisher(&self, start: u64) -> Option<Finish> {
+        let keeper = self.keeper.as_ref()?;
+        Some(Finish {
+            shared: Arc::clone(&keeper.shared),
+            start,
+        })
+    }
+
+    /// Whether a wait for a slot past the mark that began at `since` has waited long
+    /// enough for a failing store: the store has ended, or it has failed for longer than
+    /// the patience.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn out_of_patience(&self, since: Instant) -> bool {
+        self.keeper
+            .as_ref()
+            .is_some_and(|keeper| keeper.shared.gives_up(&keeper.shared.lock(), since))
+    }
+
+    /// Waits until `slot` is covered by a stored mark. Gives up when the store has ended,
+    /// or has failed with the wait older than the patience (a lease's time; about one more
+    /// attempt for a file).
+    ///
+    /// # Errors
+    ///
+    /// The store's error, or what a slot past the store's hold reports.
+    #[cold]
+    pub(crate) fn wait_covered(&self, slot: u64) -> Result<(), MintError> {
+        let Some(keeper) = &self.keeper else {
+            return Ok(());
+        };
+        let shared = &keeper.shared;
+        shared.ask(slot);
+        let since = Instant::now();
+        let mut state = shared.lock();
+        loop {
+            if slot < shared.covered.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            if shared.gives_up(&state, since)
+                && let Uncovered::Failed(error) | Uncovered::Ended(error) = shared.refusal(slot, &state)
+            {
+                return Err(error);
+            }
+            // Woken by every store that finishes; the timeout measures the patience.
+            state = shared
+                .moved
+                .wait_timeout(state, RETRY)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+/// What a node tells the keeper when it is dropped: how far it minted, so that the store
+/// can be released with the mark that covers exactly that ([`MarkStore::finish`]).
+#[derive(Debug)]
+pub(crate) struct Finish {
+    shared: Arc<Shared>,
+    /// The node's first state.
+    start: u64,
+}
+
+impl Finish {
+    /// The node stopped minting, its state word at `next_free`. Nodes sharing one mark
+    /// (a sharded generator's) each tell; the keeper keeps the latest end. A child of a
+    /// fork tells nothing: the keeper is its parent's, and the lock may have been copied
+    /// held.
+    pub(crate) fn finish(&self, next_free: u64) {
+        if next_free > self.start && std::process::id() == self.shared.pid {
+            let end = self.shared.slots.tick_end(next_free - 1);
+            let mut state = self.shared.lock();
+            state.finished = Some(state.finished.map_or(end, |finished| finished.max(end)));
+        }
+    }
+}
+
+/// The mark that covers `unix_ms` with a window and a half to spare.
+pub(crate) fn ahead(unix_ms: u64) -> u64 {
+    unix_ms.saturating_add(WINDOW_MS + WINDOW_MS / 2)
+}
+
+/// The early limit of a stored `mark`: half a window before it.
+fn early_slot(slots: Slots, mark: u64) -> u64 {
+    slots.first_from(mark.saturating_sub(WINDOW_MS / 2))
+}
+
+/// The first slot past the hold of a store that began at `sent` (Unix ms): `u64::MAX`
+/// without a fence. A slot counts as within the hold only if its whole tick is.
+fn fence_slot(slots: Slots, sent: Option<u64>, fence: Option<&Fence>) -> u64 {
+    match (sent, fence.map(|fence| fence.hold)) {
+        (Some(sent), Some(hold)) => {
+            let hold_ms = u64::try_from(hold.as_millis()).unwrap_or(u64::MAX);
+            let end = sent.saturating_add(hold_ms);
+            // The first slot whose tick ends past `end`: the tick that starts at or
+            // before `end - tick` is the last one wholly inside.
+            slots.first_from(end.saturating_sub(slots.layout.tick_ms()).saturating_add(1))
+        }
+        // A hold without a clock to measure it cannot be trusted at all.
+        (None, Some(_)) => 0,
+        (_, None) => u64::MAX,
+    }
+}
+
+/// A panic's message: its payload when that is text (as `panic!` makes it).
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(text), _) => (*text).to_owned(),
+        (_, Some(text)) => text.clone(),
+        _ => "a panic with no message".to_owned(),
+    }
+}
+
+/// The keeper thread and what it shares with the minting threads.
+#[derive(Debug)]
+struct Keeper {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Keeper {
+    /// Stops the keeper, and waits for it to finish (its store in progress, the store's
+    /// `finish` and drop) for at most the patience; then leaves it to finish on its own.
+    fn drop(&mut self) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        if std::process::id() != self.shared.pid {
+            // A child of a fork: the thread is its parent's, and the lock may have been
+            // copied held. Touch neither.
+            std::mem::forget(thread);
+            return;
+        }
+        let deadline = Instant::now() + self.shared.patience;
+        let mut state = self.shared.lock();
+        state.stop = true;
+        self.shared.asked.notify_one();
+        while !state.exited {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            // Woken by `exit`; the timeout measures the patience.
+            state = self
+                .shared
+                .moved
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        let exited = state.exited;
+        drop(state);
+        if exited {
+            // Its work is done (a panic was caught and reported by `exit`): the join only
+            // waits for the thread to end.
+            let _ = thread.join();
+        }
+        // Otherwise the handle is dropped: the thread is detached, and finishes its store,
+        // the release and the drop of the store whenever the store returns.
+    }
+}
+
+#[derive(Debug)]
+struct Shared {
+    slots: Slots,
+    /// Slots before this are covered by the stored mark and within the store's hold.
+    /// Only grows.
+    covered: ProcessAtomicU64,
+    /// Half a window before the stored mark, and never past the fence. Only grows.
+    early: ProcessAtomicU64,
+    /// The first slot past the store's hold; `u64::MAX` for a store held for good. Only
+    /// grows.
+    fence: ProcessAtomicU64,
+    /// The largest mark asked for so far (Unix ms), so that a mint asks at most once per
+    /// window instead of taking the lock.
+    requested: ProcessAtomicU64,
+    /// What a slot past the fence reports while the store has not ended.
+    lapsed: Option<MintError>,
+    /// How long `next_id` waits for failing stores, and a drop for the keeper to finish.
+    patience: Duration,
+    /// The process the keeper thread runs in.
+    pid: u32,
+    state: Mutex<KeeperState>,
+    /// Signalled when a mark is asked for, or the keeper should stop.
+    asked: Condvar,
+    /// Signalled when a store finished, well or not, and when the keeper exits.
+    moved: Condvar,
+}
+
+#[derive(Debug)]
+struct KeeperState {
+    /// The mark asked for.
+    wanted: u64,
+    /// The mark in the store.
+    stored: u64,
+    /// The error of the last store, until one succeeds.
+    failure: Option<MintError>,
+    /// How many stores have finished, well or not.
+    attempts: u64,
+    /// A store failed for good ([`StoreErrorKind::Lost`]): nothing is stored again.
+    ended: bool,
+    /// The mark that covers exactly what the generator minted, once it stopped.
+    finished: Option<u64>,
+    stop: bool,
+    /// The keeper thread has finished its work (returned, or panicked and was caught).
+    exited: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, KeeperState> {
+        // Poisoned only by a panic while held, which nothing here does between updates.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a wait for a covering mark that began at `since` ends: the store has ended,
+    /// or it is failing and the wait has lasted the patience.
+    fn gives_up(&self, state: &KeeperState, since: Instant) -> bool {
+        state.ended || (state.failure.is_some() && since.elapsed() >= self.patience)
+    }
+
+    /// Why `slot`, not covered, may not be minted now.
+    fn refusal(&self, slot: u64, state: &KeeperState) -> Uncovered {
+        let past_fence = slot >= self.fence.load(Ordering::Relaxed);
+        match (&state.failure, &self.lapsed) {
+            (Some(failure), _) if state.ended => Uncovered::Ended(failure.clone()),
+            (_, Some(lapsed)) if past_fence => Uncovered::Failed(lapsed.clone()),
+            (Some(failure), _) => Uncovered::Failed(failure.clone()),
+            (None, _) => Uncovered::Pending,
+        }
+    }
+
+    /// The keeper thread has finished: returned, or panicked with `panicked` (its message).
+    /// A panic ends the store; every waiter is woken either way.
+    fn exit(&self, panicked: Option<String>) {
+        let mut state = self.lock();
+        state.exited = true;
+        if let Some(message) = panicked {
+            state.ended = true;
+            state.failure = Some(MintError::KeeperPanicked { message });
+        }
+        self.moved.notify_all();
+    }
+
+    /// Asks for a mark a window and a half past `slot`'s tick, unless one at least a window
+    /// past it is asked for already.
+    fn ask(&self, slot: u64) {
+        let tick_end = self.slots.tick_end(slot);
+        // Relaxed: `requested` only saves lock traffic; the state under the lock decides.
+        if self.requested.load(Ordering::Relaxed) >= tick_end.saturating_add(WINDOW_MS) {
+            return;
+        }
+        let wanted = ahead(tick_end);
+        self.requested.fetch_max(wanted, Ordering::Relaxed);
+        let mut state = self.lock();
+        if state.wanted < wanted {
+            state.wanted = wanted;
+            self.asked.notify_one();
+        }
+    }
+
+    /// The keeper thread: stores each mark asked for, and with a fence stores again
+    /// within every `renew_every`; then moves the limits.
+    fn keep<S: MarkStore>(&self, mut store: S, fence: Option<&Fence>) {
+        let renew_every = fence.map(|fence| fence.renew_every);
+        let mut last_sent = Instant::now();
+        let mut state = self.lock();
+        loop {
+            if state.stop {
+                if let Some(finished) = state.finished {
+                    drop(state);
+                    store.finish(finished);
+                }
+                return;
+            }
+            let due = renew_every.map(|every| last_sent + every);
+            let renew = due.is_some_and(|due| Instant::now() >= due);
+            let idle = state.wanted <= state.stored && state.failure.is_none() && !renew;
+            if state.ended || idle {
+                state = match due {
+                    Some(due) if !state.ended => {
+                        let timeout = due.saturating_duration_since(Instant::now());
+                        self.asked
+                            .wait_timeout(state, timeout)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
+                    _ => self.asked.wait(state).unwrap_or_else(PoisonError::into_inner),
+                };
+                continue;
+            }
+            let target = state.wanted.max(state.stored);
+            drop(state);
+            last_sent = Instant::now();
+            let sent = fence.map(|fence| (fence.clock)());
+            let result = store.store(target);
+            state = self.lock();
+            state.attempts += 1;
+            match result {
+                Ok(()) => {
+                    state.stored = target;
+                    state.failure = None;
+                    let fence = fence_slot(self.slots, sent, fence);
+                    self.fence.fetch_max(fence, Ordering::Relaxed);
+                    // Relaxed: a minting thread that sees the new limit mints a slot the
+                    // stored mark covers; the store finished before these stores.
+                    self.covered
+                        .fetch_max(self.slots.first_from(target).min(fence), Ordering::Relaxed);
+                    self.early
+                        .fetch_max(early_slot(self.slots, target).min(fence), Ordering::Relaxed);
+                    self.moved.notify_all();
+                }
+                Err(error) => {
+                    state.ended = error.kind() == StoreErrorKind::Lost;
+                    state.failure = Some(error.into());
+                    self.moved.notify_all();
+                    if !state.ended {
+                        state = self
+                            .asked
+                            .wait_timeout(state, RETRY)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+pub(crate) mod tests {
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+    use crate::mark::StoreError;
+    use std::sync::mpsc;
+
+    const T0: u64 = 1_700_000_000_000;
+
+    /// A store that reports each mark on a channel and blocks until the test lets it
+    /// finish, or fails when told to. Held for good, or for [`HOLD`] with a fence.
+    struct Gate {
+        marks: mpsc::Sender<u64>,
+        go: mpsc::Receiver<Result<(), StoreError>>,
+    }
+
+    impl MarkStore for Gate {
+        fn mark(&self) -> u64 {
+            0
+        }
+
+        fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
+            let _ = self.marks.send(unix_ms);
+            self.go.recv().unwrap_or(Ok(()))
+        }
+
+        fn describe(&self) -> String {
+            "the gate".into()
+        }
+    }
+
+    fn ms_slots() -> Slots {
+        let layout = Layout::builder()
+            .timestamp_bits(41)
+            .sequence_bits(12)
+            .build()
+            .unwrap();
+        Slots {
+            layout,
+            word: StateWord::new(41, 12),
+        }
+    }
+
+    fn slot_at(unix_ms: u64) -> u64 {
+        ms_slots().first_from(unix_ms)
+    }
+
+    /// A mark at `T0 + 1.5 s` stored, and the channels of its gate.
+    fn kept() -> (Mark, mpsc::Receiver<u64>, mpsc::Sender<Result<(), StoreError>>) {
+        let (marks, stored) = mpsc::channel();
+        let (go, gate) = mpsc::channel();
+        go.send(Ok(())).unwrap();
+        let mark = Mark::kept(Gate { marks, go: gate }, ms_slots(), T0, None).unwrap();
+        assert_eq!(
+            stored.recv().unwrap(),
+            T0 + 1_500,
+            "stored before building returns"
+        );
+        (mark, stored, go)
+    }
+
+    #[test]
+    fn slots_before_the_early_limit_need_nothing() {
+        let (mark, stored, _go) = kept();
+        assert_eq!(mark.early(), slot_at(T0 + 1_000));
+        assert!(mark.check(slot_at(T0 + 999)).is_ok());
+        assert!(stored.try_recv().is_err(), "nothing asked");
+    }
+
+    #[test]
+    fn crossing_the_early_limit_asks_the_keeper_and_mints_without_waiting() {
+        let (mark, stored, go) = kept();
+        // The keeper is held inside its store: the minting thread still mints.
+        assert!(mark.check(slot_at(T0 + 1_200)).is_ok());
+        assert_eq!(stored.recv().unwrap(), T0 + 1_200 + 1 + 1_500);
+        // Past the stored mark while the store is in progress: pending, never minted.
+        assert!(matches!(mark.check(slot_at(T0 + 1_500)), Err(Uncovered::Pending)));
+        go.send(Ok(())).unwrap();
+        mark.wait_covered(slot_at(T0 + 1_500)).unwrap();
+        assert_eq!(
+            mark.early(),
+            slot_at(T0 + 1_200 + 1 + 1_000),
+            "moved with the mark"
+        );
+    }
+
+    #[test]
+    fn a_failed_store_is_reported_to_mints_that_need_it_and_retried() {
+        let (mark, stored, go) = kept();
+        let failure = StoreError::failed(std::io::Error::from(std::io::ErrorKind::StorageFull));
+        go.send(Err(failure.clone())).unwrap();
+        let past = slot_at(T0 + 1_600);
+        assert_eq!(mark.wait_covered(past), Err(failure.clone().into()));
+        assert!(matches!(mark.check(past), Err(Uncovered::Failed(e)) if e == failure.clone().into()));
+        // Slots the stored mark covers still mint.
+        assert!(mark.check(slot_at(T0 + 1_400)).is_ok());
+        // The keeper tries again, and a success clears the failure.
+        assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500);
+        assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500);
+        go.send(Ok(())).unwrap();
+        mark.wait_covered(past).unwrap();
+        assert!(mark.check(past).is_ok());
+    }
+
+    #[test]
+    fn try_next_id_reports_a_mark_being_stored_as_pending() {
+        use crate::clock::ManualClock;
+        use crate::generator::minter::Minter;
+        use crate::generator::wait::Wait;
+        let (mark, stored, go) = kept();
+        let minter = Minter::new(ms_slots().layout, 0, Wait::Spin).with_mark(mark, 0);
+        let state = std::cell::Cell::new(minter.start());
+        // The clock jumped past the stored mark (T0 + 1.5 s) while the keeper's store is
+        // held: nothing is minted past the mark.
+        let clock = ManualClock::new(T0 + 1_600);
+        let pending = minter.try_reserve_one(&state, &clock);
+        assert_eq!(pending, Err(MintError::MarkPending));
+        assert_eq!(
+            MintError::MarkPending.to_string(),
+            "the clock has passed the high-water mark while the next mark is being stored: \
+             ids are available again once it is"
+        );
+        assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500);
+        go.send(Ok(())).unwrap();
+        minter.reserve(&state, &clock, 1);
+        assert_eq!(
+            minter.try_reserve_one(&state, &clock),
+            Ok(slot_at(T0 + 1_600) + 1)
+        );
+    }
+
+    const HOLD: Duration = Duration::from_secs(3);
+
+    fn lapsed() -> MintError {
+        StoreError::lapsed("lease on node 1 has expired").into()
+    }
+
+    /// A fence held for `HOLD`, measured with `clock`.
+    fn fence(clock: &ManualClock, renew_every: Duration, patience: Duration) -> Fence {
+        let clock = clock.clone();
+        Fence {
+            clock: Box::new(move || clock.precise_unix_ms()),
+            hold: HOLD,
+            lapsed: lapsed(),
+            renew_every,
+            patience,
+        }
+    }
+
+    /// A mark kept in a [`Gate`] store held for [`HOLD`] from `T0`, the clock that measures the hold,
+    /// and the channels.
+    fn leased(
+        renew_every: Duration,
+    ) -> (
+        Mark,
+        ManualClock,
+        mpsc::Receiver<u64>,
+        mpsc::Sender<Result<(), StoreError>>,
+    ) {
+        let (marks, stored) = mpsc::channel();
+        let (go, gate) = mpsc::channel();
+        go.send(Ok(())).unwrap();
+        let clock = ManualClock::new(T0);
+        let fence = fence(&clock, renew_every, Duration::from_secs(1));
+        let mark = Mark::kept(Gate { marks, go: gate }, ms_slots(), T0, Some(fence)).unwrap();
+        assert_eq!(stored.recv().unwrap(), T0 + 1_500);
+        (mark, clock, stored, go)
+    }
+
+    const NO_RENEWAL: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn the_hold_caps_the_limits_and_a_renewal_moves_it() {
+        let (mark, clock, stored, go) = leased(NO_RENEWAL);
+        // The store failing from now on: the hold that began at T0 ends at T0 + 3 s.
+        clock.set(T0 + 2_900);
+        let unavailable = StoreError::failed(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        go.send(Err(unavailable.clone())).unwrap();
+        let last_in_hold = slot_at(T0 + 2_999);
+        assert_eq!(mark.wait_covered(last_in_hold), Err(unavailable.clone().into()));
+        assert_eq!(stored.recv().unwrap(), T0 + 3_000 + 1_500);
+        assert!(
+            matches!(mark.check(last_in_hold), Err(Uncovered::Failed(e)) if e == unavailable.clone().into())
+        );
+        // Past the hold: the lapsed error, whatever the store reports.
+        assert!(matches!(mark.check(slot_at(T0 + 3_000)), Err(Uncovered::Failed(e)) if e == lapsed()));
+        // `next_id`'s wait ends once the store has failed for longer than the patience.
+        go.send(Err(unavailable.clone())).unwrap();
+        assert_eq!(mark.wait_covered(slot_at(T0 + 3_000)), Err(lapsed()));
+        assert_eq!(stored.recv().unwrap(), T0 + 3_000 + 1_500, "retried");
+        // Slots the mark and the hold cover still mint.
+        assert!(mark.check(slot_at(T0 + 1_400)).is_ok());
+        // A renewal sent at T0 + 2.9 s holds until T0 + 5.9 s.
+        go.send(Ok(())).unwrap();
+        mark.wait_covered(slot_at(T0 + 3_000)).unwrap();
+        assert!(mark.check(slot_at(T0 + 4_400)).is_ok());
+        assert!(mark.check(slot_at(T0 + 5_900)).is_err());
+    }
+
+    #[test]
+    fn a_lost_store_ends_minting_and_is_not_tried_again() {
+        let (mark, clock, stored, go) = leased(Duration::from_millis(20));
+        clock.set(T0 + 1_000);
+        let lost = StoreError::lost("lease on node 1 is lost");
+        go.send(Err(lost.clone())).unwrap();
+        // The renewal, due within 20 ms, finds the lease lost.
+        assert_eq!(stored.recv().unwrap(), T0 + 1_500);
+        let past = slot_at(T0 + 1_500);
+        assert_eq!(mark.wait_covered(past), Err(lost.clone().into()));
+        assert!(matches!(mark.check(past), Err(Uncovered::Ended(e)) if e == lost.clone().into()));
+        assert!(
+            stored.recv_timeout(Duration::from_millis(200)).is_err(),
+            "no store after a final failure"
+        );
+    }
+
+    #[test]
+    fn the_keeper_renews_while_no_mark_is_asked_for() {
+        let (_mark, _clock, stored, go) = leased(Duration::from_millis(20));
+        for _ in 0..3 {
+            go.send(Ok(())).unwrap();
+            assert_eq!(
+                stored.recv_timeout(Duration::from_secs(5)).unwrap(),
+                T0 + 1_500,
+                "the same mark, stored again"
+            );
+        }
+    }
+
+    /// One renewal of a simulated lease: sent `gap` after the one before (real ms; a
+    /// pause of the holder is a long gap), run by the server `to_server` later, and
+    /// answered (whenever: the fence counts every answer, which only makes the check
+    /// stricter) or lost on the way.
+    #[derive(Debug, Clone)]
+    struct Renewal {
+        gap: u64,
+        to_server: u64,
+        answered: bool,
+    }
+
+    fn renewals(ttl: u64) -> impl proptest::strategy::Strategy<Value = Vec<Renewal>> {
+        use proptest::prelude::*;
+        // Edges often: answers that come at once, renewals run the moment they are sent.
+        let delay = prop_oneof![Just(0u64), 0u64..=50, 0..=2 * ttl];
+        let renewal =
+            (0..=ttl, delay, proptest::bool::weighted(0.8)).prop_map(|(gap, to_server, answered)| Renewal {
+                gap,
+                to_server,
+                answered,
+            });
+        proptest::collection::vec(renewal, 1..20)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+
+        /// The fencing rule against a simulated server, for any timing of renewals,
+        /// answers, lost answers and pauses (gaps between renewals): once the server's
+        /// clock has passed the expiry of every renewal it ran, and a successor claims the
+        /// node, the holder's clock is past its deadline for every slot, so the two never
+        /// mint at the same time. The holder's clock runs up to 15 % slow or 10 % fast
+        /// (the discipline slews at most 1 %; the margin is a fifth of the lease time),
+        /// the server's up to 0.1 %, each from its own offset.
+        #[test]
+        fn a_holder_never_mints_once_a_successor_may_claim(
+            ttl in 1_000u64..=20_000,
+            plan in renewals(20_000),
+            holder_ppm in proptest::prop_oneof![proptest::strategy::Just(850_000u64), 850_000u64..=1_100_000],
+            server_ppm in proptest::prop_oneof![proptest::strategy::Just(1_001_000u64), 999_000u64..=1_001_000],
+            offset in 0u64..=10_000_000,
+        ) {
+            let slots = ms_slots();
+            let Tenure::Leased { hold, .. } = Tenure::lease(Duration::from_millis(ttl)) else {
+                unreachable!("a lease's tenure is leased");
+            };
+            let clock = ManualClock::new(T0);
+            let fence = fence(&clock, NO_RENEWAL, NO_RENEWAL);
+            let fence = Fence { hold, ..fence };
+            // Real time 0 is T0 on the holder's clock.
+            let local = |real: u64| T0 + offset + real * holder_ppm / 1_000_000;
+            let server = |real: u64| real * server_ppm / 1_000_000;
+            let mut sent = 0;
+            let mut expiry = 0; // server time
+            let mut fence_at = 0; // slot, as the keeper keeps it
+            for renewal in &plan {
+                sent += renewal.gap % (ttl + 1);
+                let ran = sent + renewal.to_server;
+                expiry = expiry.max(server(ran) + ttl);
+                if renewal.answered {
+                    fence_at = fence_at.max(fence_slot(slots, Some(local(sent)), Some(&fence)));
+                }
+            }
+            // The first real time at which the server lets a successor claim.
+            let mut claim = 0;
+            while server(claim) < expiry {
+                claim += 1;
+            }
+            let minting = slots.first_from(local(claim));
+            proptest::prop_assert!(
+                minting >= fence_at,
+                "at the claim ({claim} ms) the holder's clock is at slot {minting}, fence {fence_at}"
+            );
+        }
+    }
+
+    #[test]
+    fn dropping_the_mark_stops_the_keeper() {
+        let (mark, _stored, _go) = kept();
+        drop(mark);
+    }
+
+    /// `work`'s result, on a thread of its own; fails the test when it takes longer than
+    /// `limit` (the thread is left behind).
+    pub(crate) fn within<T: Send + 'static>(limit: Duration, work: impl FnOnce() -> T + Send + 'static) -> T {
+        let (done, result) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(work());
+        });
+        result
+            .recv_timeout(limit)
+            .unwrap_or_else(|_| panic!("still waiting after {limit:?}"))
+    }
+
+    /// A store that stores the first mark and panics at the next.
+    struct Panics {
+        stores: u32,
+    }
+
+    impl MarkStore for Panics {
+        fn mark(&self) -> u64 {
+            0
+        }
+
+        fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
+            self.stores += 1;
+            assert!(self.stores == 1, "disk on fire at {unix_ms}");
+            Ok(())
+        }
+
+        fn describe(&self) -> String {
+            "the disk on fire".into()
+        }
+    }
+
+    #[test]
+    fn a_keeper_that_panics_ends_the_store_and_wakes_its_waiters() {
+        let mark = Arc::new(Mark::kept(Panics { stores: 0 }, ms_slots(), T0, None).unwrap());
+        let past = slot_at(T0 + 1_600);
+        // The keeper is asked for T0 + 1.6 s + 1.5 s, and panics storing it.
+        let panicked = MintError::KeeperPanicked {
+            message: format!("disk on fire at {}", T0 + 1_601 + 1_500),
+        };
+        let waiting = Arc::clone(&mark);
+        let waited = within(Duration::from_secs(10), move || waiting.wait_covered(past));
+        assert_eq!(waited, Err(panicked.clone()));
+        assert!(matches!(mark.check(past), Err(Uncovered::Ended(e)) if e == panicked));
+        assert_eq!(
+            panicked.to_string(),
+            format!(
+                "the thread that stores the high-water mark panicked (disk on fire at {}): no id \
+                 past the stored mark can be minted; build a new generator",
+                T0 + 3_101
+            )
+        );
+        // The stored mark still covers what it covered.
+        assert!(mark.check(slot_at(T0 + 1_400)).is_ok());
+        within(Duration::from_secs(10), move || drop(mark));
+    }
+
+    #[test]
+    fn next_id_panics_and_try_next_id_reports_a_keeper_that_panicked() {
+        use crate::generator::minter::Minter;
+        use crate::generator::wait::Wait;
+        let mark = Mark::kept(Panics { stores: 0 }, ms_slots(), T0, None).unwrap();
+        let minter = Arc::new(Minter::new(ms_slots().layout, 0, Wait::Spin).with_mark(mark, 0));
+        let clock = ManualClock::new(T0 + 1_600);
+        let waiting = (Arc::clone(&minter), clock.clone());
+        let panic = within(Duration::from_secs(10), move || {
+            let (minter, clock) = waiting;
+            let state = crate::sync::AtomicU64::new(minter.start());
+            std::panic::catch_unwind(AssertUnwindSafe(|| minter.reserve(&state, &clock, 1)))
+                .map_err(|panic| panic_message(panic.as_ref()))
+        });
+        let message = format!("disk on fire at {}", T0 + 1_601 + 1_500);
+        assert_eq!(
+            panic,
+            Err(format!(
+                "atomflake: cannot mint an id: {}",
+                MintError::KeeperPanicked {
+                    message: message.clone()
+                }
+            ))
+        );
+        let state = std::cell::Cell::new(minter.start());
+        assert_eq!(
+            minter.try_reserve_one(&state, &clock),
+            Err(MintError::KeeperPanicked { message })
+        );
+    }
+
+    /// A store that stores the first mark, and never returns from the next: a renewal to a
+    /// server stopped with `SIGSTOP`, over a Unix socket. Tells `entered` when it blocks.
+    struct Frozen {
+        entered: mpsc::Sender<u64>,
+        stores: u32,
+    }
+
+    impl MarkStore for Frozen {
+        fn mark(&self) -> u64 {
+            0
+        }
+
+        fn describe(&self) -> String {
+            "the frozen server".into()
+        }
+
+        fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
+            self.stores += 1;
+            if self.stores > 1 {
+                let _ = self.entered.send(unix_ms);
+                loop {
+                    std::thread::park();
+                }
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn dropping_the_mark_waits_for_a_store_that_never_returns_at_most_the_patience() {
+        let (entered, blocked) = mpsc::channel();
+        let clock = ManualClock::new(T0);
+        let patience = Duration::from_millis(300);
+        let fence = fence(&clock, NO_RENEWAL, patience);
+        let store = Frozen { entered, stores: 0 };
+        let mark = Mark::kept(store, ms_slots(), T0, Some(fence)).unwrap();
+        // Past the early limit: the keeper is asked for a mark, and blocks storing it.
+        assert!(mark.check(slot_at(T0 + 1_200)).is_ok());
+        assert_eq!(blocked.recv().unwrap(), T0 + 1_201 + 1_500);
+        let start = Instant::now();
+        within(Duration::from_secs(10), move || drop(mark));
+        let took = start.elapsed();
+        assert!(
+            took >= patience && took < patience + Duration::from_secs(2),
+            "the drop took {took:?}"
+        );
+    }
+}

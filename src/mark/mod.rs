@@ -1,0 +1,331 @@
+//! The high-water mark and the stores that keep it: the seam that the high-water file and
+//! every node-lease engine implement.
+//!
+//! A **mark** is a Unix time (ms) that no ID minted on a node has reached: every minted
+//! ID's tick starts before it. A generator that starts past its node's stored mark never
+//! mints an ID its predecessor on the node minted, whatever its clock says. A
+//! [`MarkStore`] keeps one node's mark durably: the high-water file
+//! ([`Builder::high_water_file`](crate::Builder::high_water_file)) is one, a lease row in a
+//! database another (the `atomflake-postgres` crate's `Lease`). Any store puts any
+//! generator type on it: [`Builder::mark_store`](crate::Builder::mark_store).
+//!
+//! # What the generator does with a store
+//!
+//! Written once, here, for every store:
+//!
+//! - When building, it starts minting past [`MarkStore::mark`], waiting for its clock for
+//!   at most [`Builder::MAX_RESTART_WAIT`](crate::Builder::MAX_RESTART_WAIT) and refusing
+//!   to build further behind ([`BuildError::Ahead`](crate::BuildError::Ahead)). It stores
+//!   a first mark a second and a half past the clock before it returns.
+//! - A thread of the generator's own (`atomflake-mark`) stores each later mark, a second
+//!   and a half ahead, asked half a second before any mint needs it: minting threads never
+//!   wait for a store unless the clock outruns it. No ID passes a mark before
+//!   [`MarkStore::store`] has returned `Ok` for it.
+//! - For a store held for a while at a time ([`Tenure::Leased`]), the generator stops
+//!   minting on its own, before the hold can end (the **fence**): every slot past
+//!   `hold` after the start of the last successful store is refused
+//!   ([`MarkStore::lapsed`]), measured with the generator's clock from before the store
+//!   was sent. The keeper stores again every `renew_every`. A store that reports the hold
+//!   lost ([`StoreError::lost`]) ends minting for good.
+//! - When the generator is dropped, [`MarkStore::finish`] is told the mark that covers
+//!   exactly what it minted, and the store is dropped (a lease releases its node).
+//!
+//! # What a store must promise
+//!
+//! 1. [`store`](MarkStore::store) returns `Ok` only once the mark is durable: a restart, a
+//!    crash or a failover of whatever keeps it cannot bring back a smaller mark.
+//! 2. [`mark`](MarkStore::mark) is at or past every mark a previous holder of the node
+//!    stored.
+//! 3. For [`Tenure::Leased`]: no other holder can be given the node before `hold` has
+//!    passed since the start of the last successful `store`, by the clock of whoever gives
+//!    it out, and a `store` after another holder took the node fails with
+//!    [`StoreError::lost`] (the fence: a token per claim, never a clock).
+//!
+//! Under those three, two generators never mint the same ID on one node: a successor
+//! starts past the stored mark (2), which covers every ID the predecessor minted (1), and
+//! the predecessor has stopped before the successor can start (3).
+//!
+//! # Examples
+//!
+//! A store that keeps the mark in memory: enough to see the calls (a real one writes
+//! durably).
+//!
+//! ```
+//! use atomflake::mark::{MarkStore, StoreError};
+//! use atomflake::{Builder, Layout, ManualClock};
+//! use std::sync::{Arc, Mutex};
+//!
+//! struct InMemory(Arc<Mutex<u64>>);
+//!
+//! impl MarkStore for InMemory {
+//!     fn mark(&self) -> u64 {
+//!         *self.0.lock().unwrap()
+//!     }
+//!     fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
+//!         *self.0.lock().unwrap() = unix_ms;
+//!         Ok(())
+//!     }
+//!     fn describe(&self) -> String {
+//!         "the in-memory mark".to_owned()
+//!     }
+//! }
+//!
+//! let stored = Arc::new(Mutex::new(0));
+//! let clock = ManualClock::new(1_700_000_000_000);
+//! let generator = Builder::with_clock(Layout::TWITTER, clock)
+//!     .mark_store(InMemory(Arc::clone(&stored)))
+//!     .build(7)?;
+//! let id = generator.next_id();
+//! // Stored before `build` returned: a second and a half past the clock.
+//! assert_eq!(*stored.lock().unwrap(), 1_700_000_001_500);
+//! assert!(Layout::TWITTER.decode(id).unix_ms < *stored.lock().unwrap());
+//! # Ok::<(), atomflake::Error>(())
+//! ```
+
+mod file;
+pub(crate) mod keeper;
+
+pub(crate) use file::HighWater;
+pub use file::HighWaterError;
+#[cfg(all(feature = "raw", not(loom)))]
+pub(crate) use file::{read, write};
+
+use crate::error::io_is_transient;
+use std::error::Error;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where one node's high-water mark is kept durably. See the [module docs](self) for what
+/// a store must promise and what the generator does with it.
+pub trait MarkStore: Send + 'static {
+    /// The mark the store holds now (Unix ms), 0 when it holds none: a generator on the
+    /// store starts past it.
+    fn mark(&self) -> u64;
+
+    /// Stores `unix_ms` as the mark, durably, before it returns. Called from the
+    /// generator's keeper thread, never from a minting thread; never with a mark below one
+    /// stored before.
+    ///
+    /// # Errors
+    ///
+    /// When the mark could not be stored; the previous mark is then still in place.
+    /// [`StoreError::lost`] when the store can never be written again (another holder
+    /// took the node): minting then ends for good.
+    fn store(&mut self, unix_ms: u64) -> Result<(), StoreError>;
+
+    /// Names the store in errors: "high-water file /var/lib/app/ids.hw", "lease on node 3
+    /// of namespace \"orders\"".
+    fn describe(&self) -> String;
+
+    /// The one node the store holds, for a store that holds one (a lease): a generator on
+    /// the store is built for that node only ([`BuildError::NodeNotHeld`](crate::BuildError::NodeNotHeld)).
+    /// `None` (the default) for a store that any node may use (a file).
+    fn node(&self) -> Option<u64> {
+        None
+    }
+
+    /// How long a stored mark may be relied on: for good (the default), or for a while
+    /// after each store began.
+    fn tenure(&self) -> Tenure {
+        Tenure::Owned
+    }
+
+    /// What minting reports for a slot past the hold of a [`Tenure::Leased`] store, while
+    /// the store is not lost.
+    fn lapsed(&self) -> StoreError {
+        StoreError::lapsed(format!("{}: the hold on the mark has lapsed", self.describe()))
+    }
+
+    /// The generator has stopped minting, and no ID it minted reaches `unix_ms`: a store
+    /// that is released when dropped may release with this mark, which can be below the
+    /// last one stored. Called once, from the keeper thread, before the store is dropped.
+    fn finish(&mut self, unix_ms: u64) {
+        let _ = unix_ms;
+    }
+}
+
+impl<S: MarkStore + ?Sized> MarkStore for Box<S> {
+    fn mark(&self) -> u64 {
+        (**self).mark()
+    }
+    fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
+        (**self).store(unix_ms)
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+    fn node(&self) -> Option<u64> {
+        (**self).node()
+    }
+    fn tenure(&self) -> Tenure {
+        (**self).tenure()
+    }
+    fn lapsed(&self) -> StoreError {
+        (**self).lapsed()
+    }
+    fn finish(&mut self, unix_ms: u64) {
+        (**self).finish(unix_ms);
+    }
+}
+
+/// How long a [`MarkStore`]'s holder may rely on what it stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Tenure {
+    /// For as long as the store lives (a file locked by this process).
+    Owned,
+    /// For `hold` after each successful store began, by the generator's clock (a lease).
+    Leased {
+        /// How long after a store is sent the holder may mint on it. Less than the time
+        /// after which anyone else may be given the node, by a margin for clock rates.
+        hold: Duration,
+        /// How often the keeper stores again while no new mark is needed. Also the longest
+        /// borrow-ahead lead a generator on the store may have.
+        renew_every: Duration,
+        /// How long `next_id` waits for failing stores before it panics, and dropping the
+        /// generator waits for the keeper to finish.
+        patience: Duration,
+    },
+}
+
+impl Tenure {
+    /// The tenure of a lease that its server lets another holder claim `ttl` after the
+    /// server ran the last renewal: held for the lease time less a fifth after each
+    /// renewal is sent, renewed every quarter of the lease time, and waited for by
+    /// `next_id` for one lease time.
+    ///
+    /// The fifth is the margin for the holder's clock running slower than the server's
+    /// (the default clock's discipline slews at most 1 %) and for the moment the server
+    /// reads its clock, which is after the renewal was sent. The property test of the
+    /// keeper checks the rule against a simulated server, for any timing of renewals,
+    /// answers, lost answers and pauses.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::mark::Tenure;
+    /// use std::time::Duration;
+    ///
+    /// assert_eq!(
+    ///     Tenure::lease(Duration::from_secs(10)),
+    ///     Tenure::Leased {
+    ///         hold: Duration::from_secs(8),
+    ///         renew_every: Duration::from_millis(2_500),
+    ///         patience: Duration::from_secs(10),
+    ///     }
+    /// );
+    /// ```
+    pub fn lease(ttl: Duration) -> Tenure {
+        Tenure::Leased {
+            hold: ttl.saturating_sub(ttl / 5),
+            renew_every: ttl / 4,
+            patience: ttl,
+        }
+    }
+}
+
+/// A [`MarkStore`] that failed: for now, past its hold, or for good. Its `Display` and
+/// `source` are the store's own error's.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::mark::StoreError;
+/// use std::io;
+///
+/// let error = StoreError::failed(io::Error::from(io::ErrorKind::StorageFull));
+/// assert!(error.is_transient());
+/// assert!(error.downcast_ref::<io::Error>().is_some());
+/// assert!(!StoreError::lost("node 3 was taken by another holder").is_transient());
+/// ```
+#[derive(Debug, Clone)]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    error: Arc<dyn Error + Send + Sync>,
+}
+
+/// What a [`StoreError`] says about the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The mark could not be stored now; the previous mark is in place and the keeper
+    /// tries again. Transient.
+    Failed,
+    /// The hold of a [`Tenure::Leased`] store has ended without a renewal: nothing past it
+    /// is minted until a store succeeds. Transient.
+    Lapsed,
+    /// The store can never be written again (another holder has the node). Permanent.
+    Lost,
+}
+
+impl StoreError {
+    /// A store that failed for now.
+    pub fn failed(error: impl Into<Box<dyn Error + Send + Sync>>) -> StoreError {
+        StoreError::new(StoreErrorKind::Failed, error)
+    }
+
+    /// A hold that has lapsed ([`MarkStore::lapsed`]).
+    pub fn lapsed(error: impl Into<Box<dyn Error + Send + Sync>>) -> StoreError {
+        StoreError::new(StoreErrorKind::Lapsed, error)
+    }
+
+    /// A store lost for good: the keeper stops storing, and minting past the stored mark
+    /// ends.
+    pub fn lost(error: impl Into<Box<dyn Error + Send + Sync>>) -> StoreError {
+        StoreError::new(StoreErrorKind::Lost, error)
+    }
+
+    fn new(kind: StoreErrorKind, error: impl Into<Box<dyn Error + Send + Sync>>) -> StoreError {
+        StoreError {
+            kind,
+            error: Arc::from(error.into()),
+        }
+    }
+
+    /// What the error says about the store.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    /// Whether storing can succeed later: every kind but [`StoreErrorKind::Lost`], unless
+    /// the store's error is a [`HighWaterError`] that says otherwise.
+    pub fn is_transient(&self) -> bool {
+        match (self.kind, self.downcast_ref::<HighWaterError>()) {
+            (StoreErrorKind::Lost, _) => false,
+            (_, Some(HighWaterError::Io { cause, .. })) => io_is_transient(cause),
+            _ => true,
+        }
+    }
+
+    /// The store's own error.
+    pub fn get_ref(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.error
+    }
+
+    /// The store's own error, if it is an `E`.
+    pub fn downcast_ref<E: Error + 'static>(&self) -> Option<&E> {
+        self.error.downcast_ref()
+    }
+}
+
+/// Two store errors are equal when their kinds and messages are.
+impl PartialEq for StoreError {
+    fn eq(&self, other: &StoreError) -> bool {
+        self.kind == other.kind && self.error.to_string() == other.error.to_string()
+    }
+}
+
+impl Eq for StoreError {}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl Error for StoreError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.error.source()
+    }
+}

@@ -1,0 +1,43 @@
+//! Throwaway database servers for atomflake's tests: PostgreSQL ([`postgres::Server`]) and
+//! MariaDB ([`mariadb::Server`]), each started in a fresh temporary directory on a Unix
+//! socket, and stopped and removed when dropped, also when the test panics.
+//!
+//! A test that finds no server installed prints `SKIPPED <test>: <why>` and returns; with
+//! `CI=true` a skip is a failure instead ([`skip`]).
+//!
+//! # Panics
+//!
+//! Every function panics, with the server's output, when a server does not do what it is
+//! asked: in a test that is the failure to report.
+#![allow(
+    clippy::missing_panics_doc,
+    clippy::missing_errors_doc,
+    reason = "a test harness: each failure is a panic, said once in the crate docs"
+)]
+
+pub mod mariadb;
+pub mod postgres;
+
+use std::process::Command;
+
+/// Says loudly that `test` did not run, and why; under `CI=true` that is a failure.
+///
+/// # Panics
+///
+/// When the environment has `CI=true`.
+pub fn skip(test: &str, why: &str) {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: {why}, and CI=true makes a skip a failure"
+    );
+    eprintln!("SKIPPED {test}: {why}");
+}
+
+/// Whether this process runs as root (`initdb`, `postgres` and `mariadbd` need another user
+/// then).
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|out| out.stdout.trim_ascii() == b"0")
+}

@@ -1,0 +1,598 @@
+//! A throwaway PostgreSQL cluster for the tests that need a real server.
+//!
+//! [`Server::start`] runs `initdb` into a fresh temporary directory and starts `postgres`
+//! on a Unix socket in that directory (`listen_addresses=''`: nothing listens on the
+//! network). Dropping the [`Server`] stops it (`pg_ctl stop -m immediate`) and removes the
+//! directory, also when the test panics. As root, `initdb` and `postgres` run as the
+//! `postgres` user (`runuser`), since both refuse to run as root.
+//!
+//! The binaries are looked up in `ATOMFLAKE_PG_BIN`, else the newest
+//! `/usr/lib/postgresql/*/bin`, else `pg_config --bindir`. Without them, [`Server::start`]
+//! returns `None` after printing that the test is skipped; with `CI=true` a missing server
+//! is a failure instead.
+
+use crate::{is_root, skip};
+use std::ffi::OsStr;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The preloaded library that moves one process's clock (Debian package `faketime`).
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/// The seed: Instagram's published PL/pgSQL (2011 engineering blog, "Sharding & IDs at
+/// Instagram"), shard 5, restated with `now()` as the time: a sequence taken modulo 1024
+/// and no per-millisecond check.
+pub const SEED: &str = "
+CREATE SEQUENCE seed_seq;
+CREATE FUNCTION seed_next_id(OUT result bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    our_epoch bigint := 1314220021721;
+    seq_id bigint;
+    now_millis bigint;
+    shard_id int := 5;
+BEGIN
+    SELECT nextval('seed_seq') % 1024 INTO seq_id;
+    SELECT floor(extract(epoch FROM now()) * 1000) INTO now_millis;
+    result := (now_millis - our_epoch) << 23;
+    result := result | (shard_id << 10);
+    result := result | (seq_id);
+END
+$$;";
+
+/// How a test server is started.
+#[derive(Default)]
+pub struct Options {
+    /// Preload libfaketime into the server with this `FAKETIME_TIMESTAMP_FILE`, read again
+    /// on every clock read (`FAKETIME_NO_CACHE=1`): writing `-2s` to it steps the server's
+    /// clock back by 2 s, and nothing else's.
+    pub faketime_file: Option<PathBuf>,
+    /// Extra `-c name=value` settings.
+    pub settings: Vec<(&'static str, String)>,
+    /// Listen on a free loopback TCP port too ([`Server::tcp_conninfo`]).
+    pub tcp: bool,
+}
+
+impl Options {
+    /// Default options but one `-c name=value` setting.
+    pub fn setting(name: &'static str, value: &str) -> Options {
+        Options {
+            settings: vec![(name, value.to_owned())],
+            ..Options::default()
+        }
+    }
+}
+
+/// A running throwaway cluster.
+pub struct Server {
+    root: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    options: Options,
+    as_postgres: bool,
+}
+
+/// The directory with `initdb`, `pg_ctl` and `postgres`, if there is one.
+fn bin_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("ATOMFLAKE_PG_BIN") {
+        return Some(PathBuf::from(dir));
+    }
+    let mut installed: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse().ok()?;
+            Some((version, entry.path().join("bin")))
+        })
+        .filter(|(_, bin)| bin.join("pg_ctl").exists())
+        .collect();
+    installed.sort();
+    if let Some((_, bin)) = installed.pop() {
+        return Some(bin);
+    }
+    let output = Command::new("pg_config").arg("--bindir").output().ok()?;
+    let dir = PathBuf::from(String::from_utf8(output.stdout).ok()?.trim());
+    dir.join("pg_ctl").exists().then_some(dir)
+}
+
+/// Steps the clock of a server started with `faketime_file` = `file` to `offset`
+/// (libfaketime's syntax: `-2` is 2 s behind, `+0` the real time). Atomically: a reader of a
+/// half-written (empty) file would stop faking.
+pub fn step_clock(file: &Path, offset: &str) {
+    let next = file.with_extension("next");
+    std::fs::write(&next, format!("{offset}\n")).unwrap();
+    std::fs::rename(&next, file).unwrap();
+}
+
+/// Whether the server's library directory holds the shared library `name` (an extension
+/// installed with `cargo pgrx install`); says it is skipping `test` when not.
+pub fn has_library(test: &str, name: &str) -> bool {
+    let installed =
+        bin_dir().is_some_and(|bin| bin.with_file_name("lib").join(format!("{name}.so")).exists());
+    if !installed {
+        skip(
+            test,
+            &format!("the {name} extension is not installed (see extension/README.md)"),
+        );
+    }
+    installed
+}
+
+/// Whether libfaketime is installed; says it is skipping `test` when not (under
+/// `CI=true` that is a failure).
+pub fn has_libfaketime(test: &str) -> bool {
+    let installed = Path::new(LIBFAKETIME).exists();
+    if !installed {
+        skip(test, "libfaketime is not installed (Debian package faketime)");
+    }
+    installed
+}
+
+/// Runs `command`, panicking with its output if it fails.
+fn run(command: &mut Command) -> Output {
+    run_or_explain(command, String::new)
+}
+
+/// Runs `command`, panicking with its output and `explain()` (a log, say) if it fails.
+fn run_or_explain(command: &mut Command, explain: impl FnOnce() -> String) -> Output {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|err| panic!("cannot run {command:?}: {err}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed ({}):\n{}\n{}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+        explain(),
+    );
+    output
+}
+
+impl Server {
+    /// A fresh server with default options, or `None` (printed as a skip) without one.
+    pub fn start(test: &str) -> Option<Server> {
+        Server::start_with(test, Options::default())
+    }
+
+    /// A fresh server started with `options`.
+    pub fn start_with(test: &str, options: Options) -> Option<Server> {
+        static NEXT: AtomicU16 = AtomicU16::new(0);
+        let Some(bin) = bin_dir() else {
+            skip(
+                test,
+                "no PostgreSQL server: no initdb/pg_ctl; set ATOMFLAKE_PG_BIN or install postgresql",
+            );
+            return None;
+        };
+        if options.faketime_file.is_some() && !Path::new(LIBFAKETIME).exists() {
+            skip(test, "libfaketime is not installed (Debian package faketime)");
+            return None;
+        }
+        let serial = NEXT.fetch_add(1, Ordering::Relaxed);
+        // Port numbers only name the socket file inside `root`, but PostgreSQL also
+        // derives its System V key from the port: keep them apart across test processes.
+        // A server on TCP takes a port that is free on loopback now.
+        let spread = (std::process::id() * 16 + u32::from(serial)) % 20_000;
+        let port = if options.tcp {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        } else {
+            20_000 + u16::try_from(spread).unwrap()
+        };
+        let root = std::env::temp_dir().join(format!("atomflake-pg-{}-{serial}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let as_postgres = is_root();
+        let server = Server {
+            root,
+            bin,
+            port,
+            options,
+            as_postgres,
+        };
+        if as_postgres {
+            run(Command::new("chown").arg("postgres:postgres").arg(&server.root));
+        }
+        run(server
+            .server_command("initdb")
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "-D"])
+            .arg(server.data()));
+        server.start_again();
+        Some(server)
+    }
+
+    /// The data directory.
+    pub fn data(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    /// The directory holding the server's Unix socket.
+    pub fn socket_dir(&self) -> &Path {
+        &self.root
+    }
+
+    /// The port (it names the socket file).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A libpq connection string.
+    pub fn conninfo(&self) -> String {
+        format!(
+            "host={} port={} user=postgres dbname=postgres",
+            self.root.display(),
+            self.port
+        )
+    }
+
+    /// A libpq connection string over loopback TCP (a server started with
+    /// [`Options::tcp`]).
+    pub fn tcp_conninfo(&self) -> String {
+        assert!(self.options.tcp, "the server listens on a Unix socket only");
+        format!("host=127.0.0.1 port={} user=postgres dbname=postgres", self.port)
+    }
+
+    /// A URL for clients that take one (sqlx).
+    pub fn url(&self) -> String {
+        format!(
+            "postgres://postgres@localhost:{}/postgres?host={}",
+            self.port,
+            self.root.display()
+        )
+    }
+
+    /// A server program (`initdb`, `pg_ctl`) as the user the server runs as.
+    fn server_command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        let mut command = if self.as_postgres {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(path);
+            command
+        } else {
+            Command::new(path)
+        };
+        command.env("LC_ALL", "C");
+        command
+    }
+
+    /// A client program (`psql`, `pgbench`) pointed at this server.
+    pub fn client(&self, program: &str) -> Command {
+        let mut command = Command::new(self.bin.join(program));
+        command
+            .env("PGHOST", &self.root)
+            .env("PGPORT", self.port.to_string())
+            .env("PGUSER", "postgres")
+            .env("PGDATABASE", "postgres");
+        command
+    }
+
+    /// Starts the server (again, after [`stop`](Self::stop)) and waits until it answers.
+    pub fn start_again(&self) {
+        let listen = if self.options.tcp { "127.0.0.1" } else { "" };
+        let mut settings = format!(
+            "-k {} -p {} -c listen_addresses='{listen}' -c fsync=on -c max_connections=40",
+            self.root.display(),
+            self.port
+        );
+        for (name, value) in &self.options.settings {
+            write!(settings, " -c {name}={value}").unwrap();
+        }
+        let mut command = self.server_command("pg_ctl");
+        if let Some(file) = &self.options.faketime_file {
+            // pg_ctl passes its environment on to `postgres` (runuser keeps it too).
+            command
+                .env("LD_PRELOAD", LIBFAKETIME)
+                .env("FAKETIME_TIMESTAMP_FILE", file)
+                .env("FAKETIME_NO_CACHE", "1")
+                // Only the wall clock moves: timeouts and sleeps keep real time.
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
+        let log = self.root.join("log");
+        run_or_explain(
+            command
+                .arg("-D")
+                .arg(self.data())
+                .arg("-l")
+                .arg(&log)
+                .args(["-w", "-t", "60", "-o"])
+                .arg(settings)
+                .arg("start"),
+            || {
+                format!(
+                    "server log:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                )
+            },
+        );
+    }
+
+    /// Stops the server: `mode` is `fast` or `immediate` (a crash: no shutdown checkpoint).
+    pub fn stop(&self, mode: &str) {
+        run(self
+            .server_command("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-w", "-t", "60", "-m", mode, "stop"]));
+    }
+
+    /// Crashes the server losing what it has not written out: stops its WAL writer
+    /// (`SIGSTOP`), runs `before_crash` (which commits what the crash may lose: with
+    /// `synchronous_commit = off`, commits that nothing flushed stay in the server's WAL
+    /// buffers), then kills the postmaster and every server process with `SIGKILL`.
+    /// Start it again with [`start_again`](Self::start_again).
+    pub fn crash_losing_unwritten_wal(&self, before_crash: impl FnOnce()) {
+        let walwriter = self.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
+        run(Command::new("kill").args(["-STOP", walwriter.trim()]));
+        before_crash();
+        let mut pids: Vec<String> = self
+            .psql("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()")
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid")).unwrap();
+        pids.insert(0, pid_file.lines().next().unwrap().trim().to_owned());
+        let _ = Command::new("kill").arg("-KILL").args(&pids).status();
+        // Wait until the postmaster is gone.
+        let start = Instant::now();
+        while Command::new("kill")
+            .args(["-0", &pids[0]])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success())
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the postmaster outlived SIGKILL"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `signal` (`-STOP`, `-CONT`) to the postmaster and every process it started:
+    /// `-STOP` freezes the whole server, as a paused VM would, with its sockets still open.
+    pub fn signal_all(&self, signal: &str) {
+        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid")).unwrap();
+        let postmaster = pid_file.lines().next().unwrap().trim().to_owned();
+        let children = run(Command::new("pgrep").args(["-P", &postmaster]));
+        let mut pids = vec![postmaster];
+        pids.extend(
+            String::from_utf8(children.stdout)
+                .unwrap()
+                .split_whitespace()
+                .map(str::to_owned),
+        );
+        run(Command::new("kill").arg(signal).args(&pids));
+    }
+
+    /// Runs SQL through `psql` and returns its unaligned, tuples-only output.
+    pub fn psql(&self, sql: &str) -> String {
+        let output = run(self
+            .client("psql")
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c"])
+            .arg(sql));
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Runs SQL through `psql` expecting it to fail, and returns the error text.
+    pub fn psql_error(&self, sql: &str) -> String {
+        let output = self
+            .client("psql")
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c"])
+            .arg(sql)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{sql} succeeded");
+        String::from_utf8(output.stderr).unwrap()
+    }
+
+    /// Runs a script file through `psql` (`-f`), in one transaction.
+    pub fn psql_file(&self, script: &str) {
+        let path = self.root.join(format!("script-{}.sql", script.len()));
+        std::fs::write(&path, script).unwrap();
+        run(self
+            .client("psql")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-1", "-f"])
+            .arg(&path));
+    }
+
+    /// Runs `pgbench` with `args` and returns its standard output.
+    pub fn pgbench<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(&self, args: I) -> String {
+        let output = run(self.client("pgbench").args(args));
+        String::from_utf8(output.stdout).unwrap()
+    }
+
+    /// Runs pgbench with `clients` sessions, each running `script` for `seconds`, and returns
+    /// (transactions, failed transactions, transactions per second).
+    pub fn bench(&self, script: &str, clients: u32, seconds: u32) -> (u64, u64, f64) {
+        let path = self.file(&format!("bench-{}.sql", script.len()));
+        std::fs::write(&path, script).unwrap();
+        let output = self.pgbench([
+            "-n".to_owned(),
+            "-c".to_owned(),
+            clients.to_string(),
+            "-j".to_owned(),
+            clients.min(2).to_string(),
+            "-T".to_owned(),
+            seconds.to_string(),
+            "-f".to_owned(),
+            path.display().to_string(),
+        ]);
+        let field = |label: &str| -> String {
+            let line = output
+                .lines()
+                .find(|line| line.starts_with(label))
+                .unwrap_or_else(|| panic!("no {label:?} in pgbench's output:\n{output}"));
+            line[label.len()..].trim().to_owned()
+        };
+        let done: u64 = field("number of transactions actually processed:")
+            .split('/')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let failed: u64 = field("number of failed transactions:")
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let tps: f64 = field("tps =").split_whitespace().next().unwrap().parse().unwrap();
+        (done, failed, tps)
+    }
+
+    /// The milliseconds `sql` takes, as `psql`'s `\timing` reports them.
+    pub fn timed(&self, sql: &str) -> f64 {
+        let path = self.file("timed.sql");
+        std::fs::write(&path, format!("\\timing on\n{sql}\n")).unwrap();
+        let output = run(self
+            .client("psql")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
+            .arg(&path));
+        let text = String::from_utf8(output.stdout).unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix("Time: "))
+            .and_then(|line| line.split_whitespace().next())
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or_else(|| panic!("no time in psql's output:\n{text}"))
+    }
+
+    /// How far the server's wall clock is behind this process's, in seconds: against the
+    /// middle of the query's round trip.
+    pub fn behind(&self) -> f64 {
+        let now = || {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64()
+        };
+        let before = now();
+        let theirs: f64 = self
+            .psql("SELECT extract(epoch FROM clock_timestamp())")
+            .trim()
+            .parse()
+            .unwrap();
+        f64::midpoint(before, now()) - theirs
+    }
+
+    /// The server's wall clock, in Unix ms.
+    pub fn unix_ms(&self) -> u64 {
+        self.psql("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)")
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// A file in the server's temporary directory (for scripts, faketime files).
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    /// Waits until `psql` can connect (after a restart that `pg_ctl -w` already awaited,
+    /// this returns at once).
+    pub fn wait_ready(&self) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            let ok = self
+                .client("psql")
+                .args(["-X", "-q", "-c", "select 1"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|status| status.success());
+            if ok {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("server did not come up in 30 s");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self
+            .server_command("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-w", "-m", "immediate", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// Physical replication: a hot standby of a test server, and its promotion.
+impl Server {
+    /// A hot standby of this server: `pg_basebackup -R` copies the data directory into a
+    /// fresh temporary directory, and the copy starts on its own socket directory and port
+    /// with `options`, streaming from this server. The primary's `-c` settings are not in
+    /// the copy: `options` holds the standby's own. Dropping it stops it and removes its
+    /// directory, as for any [`Server`].
+    #[must_use]
+    pub fn standby(&self, test: &str, options: Options) -> Server {
+        static NEXT: AtomicU16 = AtomicU16::new(0);
+        let serial = NEXT.fetch_add(1, Ordering::Relaxed);
+        // The primaries' spread, in 40000..60000: apart from theirs (20000..40000).
+        let spread = (std::process::id() * 16 + u32::from(serial)) % 20_000;
+        let port = 40_000 + u16::try_from(spread).unwrap();
+        let root = std::env::temp_dir().join(format!(
+            "atomflake-pg-{}-standby-{serial}-{test}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let standby = Server {
+            root,
+            bin: self.bin.clone(),
+            port,
+            options,
+            as_postgres: self.as_postgres,
+        };
+        if standby.as_postgres {
+            run(Command::new("chown").arg("postgres:postgres").arg(&standby.root));
+        }
+        run(standby
+            .server_command("pg_basebackup")
+            .args(["-R", "-X", "stream", "-c", "fast", "--no-sync"])
+            .args(["-U", "postgres", "-h"])
+            .arg(&self.root)
+            .arg("-p")
+            .arg(self.port.to_string())
+            .arg("-D")
+            .arg(standby.data()));
+        standby.start_again();
+        standby
+    }
+
+    /// Whether the server is in recovery (`pg_is_in_recovery()`): a standby is.
+    pub fn in_recovery(&self) -> bool {
+        self.psql("SELECT pg_is_in_recovery()").trim() == "t"
+    }
+
+    /// Promotes a standby (`pg_ctl promote`) and waits until it is out of recovery.
+    pub fn promote(&self) {
+        run(self
+            .server_command("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-w", "-t", "60", "promote"]));
+        let start = Instant::now();
+        while self.in_recovery() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the standby is still in recovery 60 s after pg_ctl promote"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
