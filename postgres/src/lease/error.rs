@@ -266,3 +266,68 @@ impl std::error::Error for LeaseError {
 /// The longest lease namespace, in bytes (PostgreSQL's identifier length, so that a
 /// namespace can name things in the database too).
 pub const MAX_NAMESPACE_LEN: usize = 63;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_lease_error_says_whether_retrying_can_help() {
+        let key = || ("n".to_owned(), 1, 2);
+        let (namespace, node, generation) = key();
+        let refused = DbCause::new(
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+            "refused".into(),
+        );
+        assert!(refused.is_transient(), "no SQLSTATE: the connection");
+        for transient in [
+            LeaseError::NoFreeNode {
+                namespace: namespace.clone(),
+                max: 1023,
+            },
+            LeaseError::NodeTaken {
+                namespace: namespace.clone(),
+                node,
+            },
+            LeaseError::Ahead {
+                namespace: namespace.clone(),
+                node,
+                mark_ms: 2,
+                clock_ms: 1,
+                max_wait: Duration::from_secs(10),
+            },
+            LeaseError::Expired {
+                namespace: namespace.clone(),
+                node,
+                generation,
+            },
+            LeaseError::Database {
+                action: "renew",
+                cause: refused,
+            },
+        ] {
+            assert!(transient.is_transient(), "{transient:?}");
+        }
+        for permanent in [
+            LeaseError::NodeOutOfRange {
+                node: 1024,
+                max: 1023,
+            },
+            LeaseError::InvalidNamespace {
+                namespace: String::new(),
+            },
+            LeaseError::TtlOutOfRange {
+                ttl: Duration::ZERO,
+                min: Duration::from_secs(1),
+                max: Duration::from_secs(3600),
+            },
+            LeaseError::Lost {
+                namespace,
+                node,
+                generation,
+            },
+        ] {
+            assert!(!permanent.is_transient(), "{permanent:?}");
+        }
+    }
+}
