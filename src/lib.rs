@@ -123,7 +123,7 @@
 //!
 //! - A generator's state word is only ever `Relaxed`: it publishes no other memory, and
 //!   uniqueness rests only on the word's modification order (see [`Generator`] and the
-//!   CAS loop in `mint.rs`). [`ManualClock`]'s value likewise orders nothing else.
+//!   CAS loop in `minter.rs`). [`ManualClock`]'s value likewise orders nothing else.
 //! - The default clock's current segment is published by the discipline thread through a
 //!   seqlock: the version is stored with `Release` and loaded with `Acquire`, with a
 //!   `Release` fence before the writer's field stores and an `Acquire` fence after the
@@ -131,7 +131,7 @@
 //! - The default clock's stored time, a high-water mark's limits, the ticks checked for a fork and
 //!   the one limit a mint compares (the lower of those) are `Relaxed` hints: a stale value
 //!   makes a read late or sends a mint down the slow path, never wrong; the mark's keeper
-//!   and the threads waiting for it meet under a mutex (`mark.rs`, `mint.rs`, `fork.rs`).
+//!   and the threads waiting for it meet under a mutex (`generator/keeper.rs`, `generator/minter.rs`, `generator/fork.rs`).
 #![forbid(unsafe_code)]
 
 mod clock;
@@ -140,6 +140,7 @@ mod error;
 mod external;
 mod format;
 mod generator;
+mod io;
 pub mod mark;
 pub mod node;
 #[cfg(all(feature = "raw", not(loom)))]
@@ -148,7 +149,7 @@ mod sync;
 
 pub use clock::discipline::ClockStep;
 pub use clock::{Clock, ManualClock, MonotonicClock, PreciseClock};
-pub use error::{Error, IoCause};
+pub use error::Error;
 #[cfg(feature = "serde")]
 pub use external::serde;
 pub use format::{
@@ -157,6 +158,7 @@ pub use format::{
 pub use generator::{
     BuildError, Builder, Generator, Ids, LocalGenerator, LocalIds, MintError, ShardedGenerator, Wait,
 };
+pub use io::IoCause;
 pub use mark::HighWaterError;
 pub use node::NodeSourceError;
 

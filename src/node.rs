@@ -56,8 +56,8 @@
 //! name (`fieldRef: {fieldPath: metadata.name}`) for [`from_statefulset_ordinal`], or the
 //! ordinal itself (`metadata.labels['apps.kubernetes.io/pod-index']`) for [`from_env`].
 
-use crate::error::IoCause;
 use crate::format::layout::Layout;
+use crate::io::IoCause;
 use core::fmt;
 use std::env;
 use std::ffi::{OsStr, OsString};

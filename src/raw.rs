@@ -195,8 +195,8 @@ impl WordMinter {
     #[inline]
     pub fn early_mark(&self, id: Id, unix_ms: u64, mark_ms: u64) -> Option<u64> {
         let tick_start = self.minter.layout().decode(id).unix_ms;
-        (tick_start >= mark_ms.saturating_sub(mark::keeper::WINDOW_MS / 2))
-            .then(|| mark::keeper::ahead(unix_ms.max(tick_start)))
+        (tick_start >= mark_ms.saturating_sub(crate::generator::keeper::WINDOW_MS / 2))
+            .then(|| crate::generator::keeper::ahead(unix_ms.max(tick_start)))
     }
 
     /// The smallest mark that covers every ID minted over a word that now holds `word`,
@@ -236,7 +236,7 @@ impl WordMinter {
                 until_ms: layout.unix_ms_of_tick(tick),
             },
             mint::Blocked::Uncovered { slot, .. } => Refusal::Uncovered {
-                mark_ms: mark::keeper::ahead(unix_ms.max(self.minter.slots().tick_start(slot))),
+                mark_ms: crate::generator::keeper::ahead(unix_ms.max(self.minter.slots().tick_start(slot))),
             },
             mint::Blocked::Fatal(error) => Refusal::Failed(error),
         }

@@ -7,7 +7,7 @@ use super::minter::Minter;
 use super::wait::Wait;
 use crate::clock::{Clock, MonotonicClock};
 use crate::format::layout::{Layout, SlotPacker};
-use crate::mark::keeper::{Fence, Mark};
+use crate::generator::keeper::{Fence, Mark};
 use crate::mark::{HighWater, MarkStore, Tenure};
 use std::fmt;
 use std::path::PathBuf;

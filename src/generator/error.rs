@@ -1,7 +1,7 @@
 //! The errors of building a generator and of minting.
 
-use crate::error::IoCause;
 use crate::format::{Field, FieldOutOfRange, OutOfSpan, RangeError, field_out_of_range};
+use crate::io::IoCause;
 use crate::mark::{HighWaterError, StoreError};
 use core::fmt;
 use std::time::Duration;

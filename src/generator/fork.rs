@@ -7,7 +7,7 @@
 //! records the process it is built in ([`Birth`]) and checks the process it mints in:
 //!
 //! - **once per tick**: the first slot of the tick after the latest one checked is one of
-//!   the limits that the minting path's one load already compares (`mint.rs`), so the
+//!   the limits that the minting path's one load already compares (`minter.rs`), so the
 //!   first mint of every later tick takes the cold path, which checks and moves that limit
 //!   one tick on;
 //! - **before any wait or refusal**: `next_id` checks before it waits (for a spent tick, a
@@ -144,10 +144,10 @@ mod tests {
     use super::*;
     use crate::clock::ManualClock;
     use crate::format::layout::Layout;
+    use crate::generator::keeper::panic_message;
+    use crate::generator::keeper::tests::within;
     use crate::generator::minter::Minter;
     use crate::generator::wait::Wait;
-    use crate::mark::keeper::panic_message;
-    use crate::mark::keeper::tests::within;
     use std::cell::Cell;
     use std::panic::AssertUnwindSafe;
     use std::time::Duration;

@@ -3,7 +3,7 @@
 //! A mint loads the state, reads the clock, asks the pure transition (`state.rs`) for the
 //! next step and, for a slot, tries to move the state past it with one compare-and-swap;
 //! a failed CAS steps again from the value it found. Waiting for a spent tick is in
-//! `wait.rs`, the high-water limit in `mark.rs`, the check for a child of a fork in
+//! `wait.rs`, the high-water limit in `keeper.rs`, the check for a child of a fork in
 //! `fork.rs`.
 //!
 //! Both limits are folded into one slot, the minter's **limit**, which the common case
@@ -28,9 +28,9 @@ use crate::MintError;
 use crate::clock::Clock;
 use crate::format::layout::{Layout, Span};
 use crate::generator::fork::Birth;
+use crate::generator::keeper::{Finish, Mark, Slots, Uncovered};
 use crate::generator::state::{StateWord, Step};
 use crate::generator::wait::{self, Backoff, Wait};
-use crate::mark::keeper::{Finish, Mark, Slots, Uncovered};
 use crate::sync::{AtomicU64, Ordering, ProcessAtomicU64};
 use std::cell::Cell;
 use std::time::Duration;

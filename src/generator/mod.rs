@@ -1,11 +1,13 @@
 //! The core: the state word and its pure transition ([`state`]), the CAS loop over it
-//! ([`minter`]), waiting for a spent tick, the three generator types and the [`Builder`]
-//! they share, and the errors of building and minting.
+//! ([`minter`]), the keeper thread that moves a mark store's mark ahead of the minting
+//! path ([`keeper`]), waiting for a spent tick, the three generator types and the
+//! [`Builder`] they share, and the errors of building and minting.
 
 pub(crate) mod builder;
 mod error;
 pub(crate) mod fork;
 pub(crate) mod ids;
+pub(crate) mod keeper;
 mod local;
 pub(crate) mod minter;
 mod sharded;

@@ -43,7 +43,7 @@ use core::fmt;
 /// an ID is built from the value a CAS won. Uniqueness and per-generator order follow from
 /// the atomic's single modification order, which every ordering (`Relaxed` included)
 /// respects: each successful CAS reads the value the previous one wrote and writes a
-/// larger one. So every operation on it is `Relaxed` (the CAS loop is in `mint.rs`).
+/// larger one. So every operation on it is `Relaxed` (the CAS loop is in `minter.rs`).
 pub struct Generator<C = MonotonicClock> {
     node: Shard<SharedWord>,
     core: Core<C>,

@@ -5,7 +5,7 @@
 //! moving the mark past it, durably. A restarted process reads the mark and starts minting
 //! at it, so it cannot mint an ID its predecessor minted, whatever its clock says.
 //!
-//! The file is one [`MarkStore`]: when and how far the mark moves is decided in `mark.rs`,
+//! The file is one [`MarkStore`]: when and how far the mark moves is decided in `keeper.rs`,
 //! which writes it from a keeper thread, once per second at most.
 //!
 //! # Files
@@ -23,7 +23,7 @@
 //!   ([`HighWaterError::Locked`]).
 
 use super::{MarkStore, StoreError};
-use crate::error::{IoCause, io_is_transient};
+use crate::io::{IoCause, io_is_transient};
 use core::fmt;
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions, TryLockError};

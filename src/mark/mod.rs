@@ -83,14 +83,13 @@
 //! ```
 
 mod file;
-pub(crate) mod keeper;
 
 pub(crate) use file::HighWater;
 pub use file::HighWaterError;
 #[cfg(all(feature = "raw", not(loom)))]
 pub(crate) use file::{read, write};
 
-use crate::error::io_is_transient;
+use crate::io::io_is_transient;
 use std::error::Error;
 use std::fmt;
 use std::sync::Arc;

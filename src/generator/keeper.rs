@@ -35,10 +35,10 @@
 //! left to finish on its own: a store blocked for good (a server stopped with `SIGSTOP`,
 //! on a Unix socket, where no TCP timeout applies) does not block the drop.
 
-use super::{MarkStore, StoreErrorKind, Tenure};
+use super::state::StateWord;
+use super::{BuildError, MintError};
 use crate::format::Layout;
-use crate::generator::state::StateWord;
-use crate::generator::{BuildError, MintError};
+use crate::mark::{MarkStore, StoreErrorKind, Tenure};
 use crate::sync::{Ordering, ProcessAtomicU64};
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
