@@ -159,8 +159,6 @@ pub use generator::{
     BuildError, Builder, Generator, Ids, LocalGenerator, LocalIds, MintError, ShardedGenerator, Wait,
 };
 pub use io::IoCause;
-pub use mark::HighWaterError;
-pub use node::NodeSourceError;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

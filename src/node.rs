@@ -124,7 +124,8 @@ fn from_var(var: &str, value: Option<OsString>, layout: &Layout) -> Result<u64, 
 /// # Examples
 ///
 /// ```
-/// use atomflake::{Layout, NodeSourceError};
+/// use atomflake::Layout;
+/// use atomflake::node::NodeSourceError;
 /// use atomflake::node::from_statefulset_ordinal;
 ///
 /// assert_eq!(from_statefulset_ordinal("orders-7", &Layout::TWITTER), Ok(7));
@@ -243,7 +244,8 @@ fn node_in_range(
 /// # Examples
 ///
 /// ```
-/// use atomflake::{Layout, NodeSourceError};
+/// use atomflake::Layout;
+/// use atomflake::node::NodeSourceError;
 /// use atomflake::node::from_statefulset_ordinal;
 ///
 /// let err = from_statefulset_ordinal("orders", &Layout::TWITTER).unwrap_err();

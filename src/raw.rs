@@ -50,7 +50,8 @@
 use crate::format::id::Id;
 use crate::format::layout::{Layout, SlotPacker};
 use crate::mark;
-use crate::{BuildError, HighWaterError, MintError};
+use crate::mark::HighWaterError;
+use crate::{BuildError, MintError};
 
 use crate::generator::minter::{self as mint, Minter};
 use crate::generator::wait::Wait;

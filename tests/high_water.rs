@@ -3,7 +3,8 @@
 //! second live generator (in this process and in another), damaged files, and the mark
 //! always covering every minted ID, borrowed ticks included.
 
-use atomflake::{BuildError, Builder, HighWaterError, Id, Layout, ManualClock, MintError};
+use atomflake::mark::HighWaterError;
+use atomflake::{BuildError, Builder, Id, Layout, ManualClock, MintError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

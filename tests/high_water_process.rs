@@ -3,7 +3,8 @@
 //! until it runs the new program, which would make other tests' "drop, then build again on
 //! the same file" fail now and then if they ran in the same process.
 
-use atomflake::{BuildError, Builder, HighWaterError, Layout, ManualClock};
+use atomflake::mark::HighWaterError;
+use atomflake::{BuildError, Builder, Layout, ManualClock};
 use std::path::Path;
 use std::process::Command;
 

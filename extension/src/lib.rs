@@ -519,7 +519,7 @@ fn store_mark(minter: &WordMinter, seen: u64, wanted: u64) {
     COVERED.get().store(mark.stored, Ordering::Release);
 }
 
-fn mark_failed(error: &atomflake::HighWaterError) -> ! {
+fn mark_failed(error: &atomflake::mark::HighWaterError) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_IO_ERROR,
         format!("atomflake cannot use its high-water mark: {error}"),

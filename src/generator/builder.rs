@@ -146,11 +146,11 @@ impl<C: Clock> Builder<C> {
     /// minted, even when its clock is behind the predecessor's.
     ///
     /// - When building, the file is locked for the generator's life (a second live
-    ///   generator on it, in any process, gets [`HighWaterError::Locked`](crate::HighWaterError::Locked)) and read. New
+    ///   generator on it, in any process, gets [`HighWaterError::Locked`](crate::mark::HighWaterError::Locked)) and read. New
     ///   IDs start at the mark: if the clock is behind it, minting waits (`try_next_id`
     ///   reports how long) for at most [`MAX_RESTART_WAIT`](Self::MAX_RESTART_WAIT);
     ///   further behind, building fails with [`BuildError::Ahead`], which says by how
-    ///   much. A missing file is a first run; a damaged one is [`HighWaterError::Corrupt`](crate::HighWaterError::Corrupt).
+    ///   much. A missing file is a first run; a damaged one is [`HighWaterError::Corrupt`](crate::mark::HighWaterError::Corrupt).
     /// - While minting, the mark is kept half a second to a second and a half ahead of the
     ///   IDs: one durable write (temporary file, fsync, rename) per second at most, made by
     ///   a thread of the generator's own (`atomflake-mark`), asked half a second before any
