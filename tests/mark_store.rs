@@ -29,7 +29,7 @@ struct Shared {
 #[derive(Clone)]
 struct Memory {
     shared: Arc<Mutex<Shared>>,
-    node: Option<u64>,
+    nodes: Vec<u64>,
     tenure: Tenure,
 }
 
@@ -37,7 +37,7 @@ impl Memory {
     fn new() -> Memory {
         Memory {
             shared: Arc::default(),
-            node: None,
+            nodes: Vec::new(),
             tenure: Tenure::Owned,
         }
     }
@@ -66,8 +66,8 @@ impl MarkStore for Memory {
         "the memory store".to_owned()
     }
 
-    fn node(&self) -> Option<u64> {
-        self.node
+    fn nodes(&self) -> &[u64] {
+        &self.nodes
     }
 
     fn tenure(&self) -> Tenure {
@@ -150,13 +150,16 @@ fn every_generator_type_goes_on_a_store_and_a_restart_starts_past_its_mark() {
 }
 
 #[test]
-fn a_store_that_holds_a_node_builds_generators_of_that_node_only() {
+fn a_store_that_holds_nodes_builds_generators_of_those_nodes_only() {
     let store = Memory {
-        node: Some(6),
+        nodes: vec![6],
         ..Memory::new()
     };
     let clock = ManualClock::new(T0);
-    let refused = BuildError::NodeNotHeld { node: 7, held: 6 };
+    let refused = BuildError::NodeNotHeld {
+        node: 7,
+        held: vec![6],
+    };
     assert_eq!(builder(&store, &clock).build(7).unwrap_err(), refused);
     assert_eq!(builder(&store, &clock).build_local(7).unwrap_err(), refused);
     assert_eq!(
@@ -165,13 +168,26 @@ fn a_store_that_holds_a_node_builds_generators_of_that_node_only() {
     );
     assert_eq!(
         refused.to_string(),
-        "node 7 is not the node the mark store holds: it holds node 6 only"
+        "node 7 is not held by the mark store, which holds node 6"
     );
     assert!(!refused.is_transient());
     // Refused before anything is stored.
     assert!(store.state().stores.is_empty());
     let generator = builder(&store, &clock).build_sharded([6]).unwrap();
     assert_eq!(LAYOUT.decode(generator.next_id()).node, 6);
+    drop(generator);
+    // A store of several nodes: a sharded generator over them, and no other.
+    let store = Memory {
+        nodes: vec![6, 8, 9],
+        ..Memory::new()
+    };
+    let refused = builder(&store, &clock).build_sharded([8, 7]).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "node 7 is not held by the mark store, which holds node 6, 8, 9"
+    );
+    let generator = builder(&store, &clock).build_sharded([9, 6]).unwrap();
+    assert_eq!(generator.nodes().collect::<Vec<_>>(), [9, 6]);
 }
 
 #[test]

@@ -15,6 +15,7 @@
 //!   preloaded refuses to create the extension.
 //!
 //! Without the extension installed the tests print `SKIPPED` (a failure under `CI=true`).
+use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres as pg;
 
 use atomflake::{Generator, Id, Layout};
@@ -23,7 +24,7 @@ use pg::Server;
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// A server with the extension preloaded and created, for `layout` (a preset name) and
 /// `node` (`None`: `atomflake.node` not set).
@@ -50,10 +51,6 @@ fn connect(server: &Server) -> postgres::Client {
 
 fn id(value: i64) -> Id {
     Id::new(u64::try_from(value).unwrap())
-}
-
-fn now_ms() -> u64 {
-    u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
 }
 
 /// The error text of `result`, which must be a server error.
@@ -233,18 +230,12 @@ fn pgbench_sessions_and_64_shards_mint_no_duplicate() {
         "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), v int);
          CREATE TABLE shards (id bigint PRIMARY KEY, shard int NOT NULL);",
     );
-    let (done, failed, _) = server.bench(
-        "INSERT INTO t (v) SELECT g FROM generate_series(1, 50) AS g;\n",
-        4,
-        3,
-    );
-    assert!(done > 0);
-    assert_eq!(failed, 0);
+    let rows = server.insert_from_sessions("t", 4, 3);
     assert_eq!(
         server
             .psql("SELECT count(*), count(*) FILTER (WHERE atomflake_node(id) <> 5) FROM t")
             .trim(),
-        format!("{}|0", done * 50)
+        format!("{rows}|0")
     );
     // Each transaction mints 50 IDs for a shard drawn at random: the 64 shards' state words
     // are advanced by 8 sessions at once. A duplicate would fail a transaction. Every shard

@@ -687,17 +687,29 @@ fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
     // A lease holds one node: a generator of another node, or of more than one, is refused.
     let lease = Lease::acquire(&config, &layout(), &options.clone().node(6)).unwrap();
     let error = Builder::new(layout()).mark_store(lease).build(7).unwrap_err();
-    assert_eq!(error, BuildError::NodeNotHeld { node: 7, held: 6 });
+    assert_eq!(
+        error,
+        BuildError::NodeNotHeld {
+            node: 7,
+            held: vec![6]
+        }
+    );
     assert_eq!(
         error.to_string(),
-        "node 7 is not the node the mark store holds: it holds node 6 only"
+        "node 7 is not held by the mark store, which holds node 6"
     );
     let lease = Lease::acquire(&config, &layout(), &options.clone().node(6)).unwrap();
     let error = Builder::new(layout())
         .mark_store(lease)
         .build_sharded([6, 8])
         .unwrap_err();
-    assert_eq!(error, BuildError::NodeNotHeld { node: 8, held: 6 });
+    assert_eq!(
+        error,
+        BuildError::NodeNotHeld {
+            node: 8,
+            held: vec![6]
+        }
+    );
     let lease = Lease::acquire(&config, &layout(), &options.clone().node(6)).unwrap();
     let error = Builder::new(layout())
         .borrow_ahead(Duration::from_secs(1))

@@ -214,10 +214,14 @@ impl<C: Clock> Builder<C> {
             MarkSource::File(path) => (Box::new(HighWater::open(&path)?), None),
             MarkSource::Store { store, clock } => (store, Some(clock)),
         };
-        if let Some(held) = store.node()
-            && let Some(&node) = nodes.iter().find(|&&node| node != held)
+        let held = store.nodes();
+        if !held.is_empty()
+            && let Some(&node) = nodes.iter().find(|node| !held.contains(node))
         {
-            return Err(BuildError::NodeNotHeld { node, held });
+            return Err(BuildError::NodeNotHeld {
+                node,
+                held: held.to_vec(),
+            });
         }
         // A lead past the renewal interval would run into the hold.
         let max_lead = match store.tenure() {
@@ -280,8 +284,9 @@ impl<C: Clock + Clone + Send + 'static> Builder<C> {
     /// What a store must promise, and what the generator does with it, is in
     /// [`mark`](crate::mark).
     ///
-    /// A store that holds one node ([`MarkStore::node`], a lease) builds generators of that
-    /// node only: `build(node)`, `build_local(node)` or `build_sharded([node])`.
+    /// A store that holds nodes ([`MarkStore::nodes`], a lease) builds generators of those
+    /// nodes only: for a lease of one node, `build(node)`, `build_local(node)` or
+    /// `build_sharded([node])`.
     ///
     /// # Examples
     ///

@@ -36,14 +36,14 @@ pub enum BuildError {
         /// The repeated node ID.
         node: u64,
     },
-    /// A generator on a [`MarkStore`](crate::mark::MarkStore) that holds one node (a
-    /// lease) built for another node, or for more than one. Permanent: two processes
-    /// would mint on the node without a fence between them.
+    /// A generator on a [`MarkStore`](crate::mark::MarkStore) that holds nodes (a lease)
+    /// built for a node it does not hold. Permanent: two processes could mint on that node
+    /// without a fence between them.
     NodeNotHeld {
         /// The node asked for.
         node: u64,
-        /// The node the store holds.
-        held: u64,
+        /// The nodes the store holds.
+        held: Vec<u64>,
     },
     /// A borrow-ahead lead ([`Builder::borrow_ahead`](crate::Builder::borrow_ahead)) that is
     /// not a whole number of the layout's ticks, or longer than the longest allowed (for a
@@ -107,10 +107,13 @@ impl fmt::Display for BuildError {
             BuildError::DuplicateNode { node } => {
                 write!(f, "node {node} is given twice: each shard needs its own node id")
             }
-            BuildError::NodeNotHeld { node, held } => write!(
-                f,
-                "node {node} is not the node the mark store holds: it holds node {held} only"
-            ),
+            BuildError::NodeNotHeld { node, held } => {
+                write!(f, "node {node} is not held by the mark store, which holds ")?;
+                for (i, held) in held.iter().enumerate() {
+                    write!(f, "{}{held}", if i == 0 { "node " } else { ", " })?;
+                }
+                Ok(())
+            }
             BuildError::LeadOutOfRange { lead, tick_ms, max } => write!(
                 f,
                 "borrow-ahead lead {lead:?} is out of range: allowed whole multiples of the \
@@ -370,7 +373,10 @@ mod tests {
             },
             BuildError::NoNodes,
             BuildError::DuplicateNode { node: 1 },
-            BuildError::NodeNotHeld { node: 1, held: 2 },
+            BuildError::NodeNotHeld {
+                node: 1,
+                held: vec![2],
+            },
             BuildError::LeadOutOfRange {
                 lead: Duration::from_nanos(1),
                 tick_ms: 1,

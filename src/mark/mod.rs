@@ -13,7 +13,8 @@
 //!
 //! Written once, here, for every store:
 //!
-//! - When building, it starts minting past [`MarkStore::mark`], waiting for its clock for
+//! - When building, it checks that the store holds the generator's nodes
+//!   ([`MarkStore::nodes`]), and starts minting past [`MarkStore::mark`], waiting for its clock for
 //!   at most [`Builder::MAX_RESTART_WAIT`](crate::Builder::MAX_RESTART_WAIT) and refusing
 //!   to build further behind ([`BuildError::Ahead`](crate::BuildError::Ahead)). It stores
 //!   a first mark a second and a half past the clock before it returns.
@@ -117,11 +118,11 @@ pub trait MarkStore: Send + 'static {
     /// of namespace \"orders\"".
     fn describe(&self) -> String;
 
-    /// The one node the store holds, for a store that holds one (a lease): a generator on
-    /// the store is built for that node only ([`BuildError::NodeNotHeld`](crate::BuildError::NodeNotHeld)).
-    /// `None` (the default) for a store that any node may use (a file).
-    fn node(&self) -> Option<u64> {
-        None
+    /// The nodes the store holds, for a store that holds some (a lease): generators on the
+    /// store are built for those nodes only ([`BuildError::NodeNotHeld`](crate::BuildError::NodeNotHeld)).
+    /// Empty (the default) for a store that any node may use (a file).
+    fn nodes(&self) -> &[u64] {
+        &[]
     }
 
     /// How long a stored mark may be relied on: for good (the default), or for a while
@@ -154,8 +155,8 @@ impl<S: MarkStore + ?Sized> MarkStore for Box<S> {
     fn describe(&self) -> String {
         (**self).describe()
     }
-    fn node(&self) -> Option<u64> {
-        (**self).node()
+    fn nodes(&self) -> &[u64] {
+        (**self).nodes()
     }
     fn tenure(&self) -> Tenure {
         (**self).tenure()

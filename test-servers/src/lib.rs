@@ -19,6 +19,16 @@ pub mod mariadb;
 pub mod postgres;
 
 use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// This machine's clock, Unix ms.
+///
+/// # Panics
+///
+/// When the clock reads before 1970.
+pub fn now_ms() -> u64 {
+    u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
 
 /// Says loudly that `test` did not run, and why; under `CI=true` that is a failure.
 ///

@@ -410,6 +410,21 @@ impl Server {
         String::from_utf8(output.stdout).unwrap()
     }
 
+    /// Inserts rows into `table`, whose ID column has a minting default, 50 rows a
+    /// transaction (`INSERT INTO table (v) ...`), from `clients` pgbench sessions for
+    /// `seconds`: the number of rows inserted. Panics unless every transaction succeeded:
+    /// a repeated ID fails one on the table's primary key.
+    pub fn insert_from_sessions(&self, table: &str, clients: u32, seconds: u32) -> u64 {
+        let (done, failed, _) = self.bench(
+            &format!("INSERT INTO {table} (v) SELECT g FROM generate_series(1, 50) AS g;\n"),
+            clients,
+            seconds,
+        );
+        assert!(done > 0, "no transaction in {seconds} s");
+        assert_eq!(failed, 0, "failed transactions: a repeated id fails one");
+        done * 50
+    }
+
     /// Runs pgbench with `clients` sessions, each running `script` for `seconds`, and returns
     /// (transactions, failed transactions, transactions per second).
     pub fn bench(&self, script: &str, clients: u32, seconds: u32) -> (u64, u64, f64) {

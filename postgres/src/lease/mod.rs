@@ -632,8 +632,8 @@ impl MarkStore for Lease {
         )
     }
 
-    fn node(&self) -> Option<u64> {
-        Some(self.node)
+    fn nodes(&self) -> &[u64] {
+        std::slice::from_ref(&self.node)
     }
 
     fn tenure(&self) -> Tenure {
