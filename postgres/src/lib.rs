@@ -20,3 +20,7 @@
 #[cfg(not(loom))]
 pub mod lease;
 pub mod sql;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

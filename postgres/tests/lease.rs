@@ -612,6 +612,79 @@ impl Holder {
     }
 }
 
+/// A lease of several nodes under a sharded generator: all claimed or none, each row
+/// renewed with the mark and released; a row taken from under it ends minting.
+#[test]
+fn a_sharded_generator_keeps_a_lease_of_several_nodes_all_or_none() {
+    let Some(server) = Server::start("lease-nodes") else {
+        return;
+    };
+    let config = config(&server);
+    let options = LeaseOptions::new("nodes").ttl(TTL).holder("test");
+    // Held by another process all along (a bare lease is not renewed: a long lease time).
+    let long = options.clone().node(2).ttl(Duration::from_secs(60));
+    let held = Lease::acquire(&config, &layout(), &long).unwrap();
+    let lease = Lease::acquire(&config, &layout(), &options.clone().nodes(3)).unwrap();
+    assert_eq!(lease.nodes(), [0, 1, 3], "the lowest free, around the held one");
+    let generator = Builder::new(layout())
+        .mark_store(lease)
+        .build_sharded([0, 1, 3])
+        .unwrap();
+    let ids: Vec<Id> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..3)
+            .map(|_| scope.spawn(|| (0..20_000).map(|_| generator.next_id()).collect::<Vec<_>>()))
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|worker| worker.join().unwrap())
+            .collect()
+    });
+    let distinct: HashSet<Id> = ids.iter().copied().collect();
+    assert_eq!(distinct.len(), ids.len(), "no ID twice");
+    let used: HashSet<u64> = ids.iter().map(|&id| layout().decode(id).node).collect();
+    assert!(used.is_subset(&HashSet::from([0, 1, 3])), "{used:?}");
+    // Renewed while minting: every row live, with the same mark, past every ID.
+    std::thread::sleep(TTL);
+    let newest = ids.iter().map(|&id| layout().decode(id).unix_ms).max().unwrap();
+    let rows = lease::list(&config, "nodes").unwrap();
+    let ours: Vec<_> = rows.iter().filter(|row| row.node != 2).collect();
+    assert_eq!(ours.len(), 3);
+    assert!(
+        ours.iter().all(|row| row.live && row.high_water_ms > newest),
+        "{rows:?}"
+    );
+    // All or none: 12 of the 16 nodes are free, so 13 are refused, and nothing is left
+    // claimed.
+    assert_eq!(
+        Lease::acquire(&config, &layout(), &options.clone().nodes(13)).unwrap_err(),
+        LeaseError::TooFewFreeNodes {
+            namespace: "nodes".into(),
+            count: 13,
+            free: 12
+        }
+    );
+    assert_eq!(lease::list(&config, "nodes").unwrap().len(), 4, "nothing claimed");
+    // One of the rows deleted: the next renewal finds it gone, and minting ends.
+    server.psql("DELETE FROM atomflake_lease WHERE namespace = 'nodes' AND node = 1");
+    let start = Instant::now();
+    let error = loop {
+        match generator.try_next_id() {
+            Err(MintError::Store(store)) if !store.is_transient() => break lease_error(&store),
+            _ if start.elapsed() > 3 * TTL => panic!("still minting after the row was deleted"),
+            _ => std::thread::sleep(Duration::from_millis(5)),
+        }
+    };
+    assert!(matches!(error, LeaseError::Lost { node: 1, .. }), "{error:?}");
+    drop(generator);
+    // The release frees the other rows.
+    let rows = lease::list(&config, "nodes").unwrap();
+    assert!(
+        rows.iter().filter(|row| row.node != 2).all(|row| !row.live),
+        "{rows:?}"
+    );
+    drop(held);
+}
+
 #[test]
 fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
     let Some(server) = Server::start("lease-gen") else {

@@ -88,6 +88,25 @@ pub enum LeaseError {
         /// The node asked for.
         node: u64,
     },
+    /// Fewer nodes than [`LeaseOptions::nodes`](crate::lease::LeaseOptions::nodes) asked for
+    /// are free: none was claimed. Transient, as [`NoFreeNode`](Self::NoFreeNode).
+    TooFewFreeNodes {
+        /// The namespace the lease was asked in.
+        namespace: String,
+        /// How many nodes were asked for.
+        count: u64,
+        /// How many were free.
+        free: u64,
+    },
+    /// A node count that is zero, more than the layout's nodes, or more than one with a
+    /// node asked for ([`LeaseOptions::node`](crate::lease::LeaseOptions::node)).
+    /// Permanent.
+    CountOutOfRange {
+        /// The count asked for.
+        count: u64,
+        /// The largest count allowed.
+        max: u64,
+    },
     /// A node asked for that the layout cannot hold. Permanent.
     NodeOutOfRange {
         /// The node asked for.
@@ -175,6 +194,18 @@ impl fmt::Display for LeaseError {
                 f,
                 "node {node} of lease namespace {namespace:?} is held by a live lease"
             ),
+            LeaseError::TooFewFreeNodes {
+                namespace,
+                count,
+                free,
+            } => write!(
+                f,
+                "{count} nodes asked for in lease namespace {namespace:?}, but only {free} are \
+                 free: none was claimed"
+            ),
+            LeaseError::CountOutOfRange { count, max } => {
+                write!(f, "lease node count {count} is out of range: allowed 1..={max}")
+            }
             LeaseError::NodeOutOfRange { node, max } => fmt::Display::fmt(
                 &RangeError::FieldOutOfRange {
                     field: Field::Node,
@@ -243,10 +274,12 @@ impl LeaseError {
         match self {
             LeaseError::NoFreeNode { .. }
             | LeaseError::NodeTaken { .. }
+            | LeaseError::TooFewFreeNodes { .. }
             | LeaseError::Ahead { .. }
             | LeaseError::Expired { .. } => true,
             LeaseError::Database { cause, .. } => cause.is_transient(),
             LeaseError::NodeOutOfRange { .. }
+            | LeaseError::CountOutOfRange { .. }
             | LeaseError::InvalidNamespace { .. }
             | LeaseError::TtlOutOfRange { .. }
             | LeaseError::Lost { .. } => false,
@@ -289,6 +322,11 @@ mod tests {
                 namespace: namespace.clone(),
                 node,
             },
+            LeaseError::TooFewFreeNodes {
+                namespace: namespace.clone(),
+                count: 3,
+                free: 2,
+            },
             LeaseError::Ahead {
                 namespace: namespace.clone(),
                 node,
@@ -313,6 +351,7 @@ mod tests {
                 node: 1024,
                 max: 1023,
             },
+            LeaseError::CountOutOfRange { count: 0, max: 1024 },
             LeaseError::InvalidNamespace {
                 namespace: String::new(),
             },

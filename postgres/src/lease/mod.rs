@@ -237,6 +237,7 @@ pub struct LeaseOptions {
     namespace: String,
     ttl: Duration,
     node: Option<u64>,
+    count: u64,
     holder: Option<String>,
 }
 
@@ -249,6 +250,7 @@ impl LeaseOptions {
             namespace: namespace.into(),
             ttl: DEFAULT_TTL,
             node: None,
+            count: 1,
             holder: None,
         }
     }
@@ -272,6 +274,16 @@ impl LeaseOptions {
         self
     }
 
+    /// Claims the `count` lowest free nodes (1 unless set), for a
+    /// [`ShardedGenerator`](atomflake::ShardedGenerator) with a shard per node: all of them
+    /// or none, in one transaction, each row with a token of its own. Every renewal stores
+    /// the mark in every row, and a release frees them all.
+    #[must_use]
+    pub fn nodes(mut self, count: u64) -> LeaseOptions {
+        self.count = count;
+        self
+    }
+
     /// The holder's name in the table (`hostname:pid` unless set), for people reading it.
     #[must_use]
     pub fn holder(mut self, holder: impl Into<String>) -> LeaseOptions {
@@ -288,30 +300,50 @@ impl LeaseOptions {
                 max: MAX_TTL,
             });
         }
-        match self.node {
-            Some(node) if node > layout.max_node() => Err(LeaseError::NodeOutOfRange {
-                node,
-                max: layout.max_node(),
-            }),
-            _ => Ok(()),
+        let max_count = match self.node {
+            Some(node) if node > layout.max_node() => {
+                return Err(LeaseError::NodeOutOfRange {
+                    node,
+                    max: layout.max_node(),
+                });
+            }
+            Some(_) => 1,
+            None => layout.max_node().saturating_add(1),
+        };
+        if !(1..=max_count).contains(&self.count) {
+            return Err(LeaseError::CountOutOfRange {
+                count: self.count,
+                max: max_count,
+            });
         }
+        Ok(())
     }
 }
 
-/// A claimed node ID: held until it is dropped, or kept by the generator built on it.
-pub struct Lease {
-    config: postgres::Config,
-    client: Option<postgres::Client>,
-    namespace: String,
+/// One claimed row.
+#[derive(Debug, Clone)]
+struct Claim {
     node: u64,
     generation: i64,
     /// The claim's fence: renewals and releases touch the row only while it has this.
     token: String,
+}
+
+/// Claimed node IDs (one unless [`LeaseOptions::nodes`] asks for more): held until the
+/// lease is dropped, or kept by the generator built on it.
+pub struct Lease {
+    config: postgres::Config,
+    client: Option<postgres::Client>,
+    namespace: String,
+    /// The claimed rows, lowest node first.
+    claims: Vec<Claim>,
+    /// The claims' nodes, in the same order.
+    nodes: Vec<u64>,
     holder: String,
     ttl: Duration,
     /// Free nodes the claim passed over: their marks are too far ahead of this clock.
     passed_over: Vec<PassedOver>,
-    /// The row's mark when claimed.
+    /// The highest of the rows' marks when claimed.
     claimed_mark: u64,
     /// The last mark stored; `None` once released.
     stored: Option<u64>,
@@ -324,8 +356,8 @@ impl std::fmt::Debug for Lease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lease")
             .field("namespace", &self.namespace)
-            .field("node", &self.node)
-            .field("generation", &self.generation)
+            .field("nodes", &self.nodes)
+            .field("generation", &self.generation())
             .field("holder", &self.holder)
             .field("ttl", &self.ttl)
             .field("connected", &self.client.is_some())
@@ -419,10 +451,22 @@ impl Lease {
             .map_err(database(action))?;
             turn.execute(CLAIM_TURN, &[&namespace])
                 .map_err(database(action))?;
-            let claimed = turn
-                .query_opt(CLAIM, &[&namespace, &low, &high, &holder, &ttl_ms, &reach])
-                .map_err(database(action))?;
-            if let Some(row) = claimed {
+            let mut claims = Vec::new();
+            let mut mark = 0;
+            while claims.len() < usize::try_from(options.count).unwrap_or(usize::MAX) {
+                let params: [&(dyn postgres::types::ToSql + Sync); 6] =
+                    [&namespace, &low, &high, &holder, &ttl_ms, &reach];
+                let Some(row) = turn.query_opt(CLAIM, &params).map_err(database(action))? else {
+                    break;
+                };
+                mark = mark.max(unsigned(&row, 3, action)?);
+                claims.push(Claim {
+                    node: unsigned(&row, 0, action)?,
+                    generation: column(&row, 1, action)?,
+                    token: column(&row, 2, action)?,
+                });
+            }
+            if claims.len() as u64 == options.count {
                 let passed_over = match options.node {
                     Some(_) => Vec::new(),
                     None => turn
@@ -438,13 +482,11 @@ impl Lease {
                         .collect::<Result<_, LeaseError>>()?,
                 };
                 turn.commit().map_err(database(action))?;
-                let mark = unsigned(&row, 3, action)?;
                 return Ok(Lease {
                     config,
                     namespace: options.namespace.clone(),
-                    node: unsigned(&row, 0, action)?,
-                    generation: column(&row, 1, action)?,
-                    token: column(&row, 2, action)?,
+                    nodes: claims.iter().map(|claim| claim.node).collect(),
+                    claims,
                     client: Some(client),
                     holder,
                     ttl: options.ttl,
@@ -457,32 +499,10 @@ impl Lease {
             let row = turn
                 .query_one(NOTHING_CLAIMED, &[&namespace, &low, &high, &reach])
                 .map_err(database(action))?;
-            turn.commit().map_err(database(action))?;
-            let live: i64 = column(&row, 0, action)?;
-            if live > high - low {
-                return Err(match options.node {
-                    Some(node) => LeaseError::NodeTaken {
-                        namespace: options.namespace.clone(),
-                        node,
-                    },
-                    None => LeaseError::NoFreeNode {
-                        namespace: options.namespace.clone(),
-                        max: layout.max_node(),
-                    },
-                });
-            }
-            let lowest_ahead: Option<i64> = column(&row, 1, action)?;
-            let mark: Option<i64> = column(&row, 2, action)?;
-            if let (Some(node), Some(mark)) = (lowest_ahead, mark) {
-                // Free nodes, but every one of them ahead of this clock: under the turn
-                // lock no claimant took one meanwhile.
-                return Err(LeaseError::Ahead {
-                    namespace: options.namespace.clone(),
-                    node: node.unsigned_abs(),
-                    mark_ms: mark.unsigned_abs(),
-                    clock_ms,
-                    max_wait: Builder::<MonotonicClock>::MAX_RESTART_WAIT,
-                });
+            // All or none: the rollback gives back what this attempt claimed.
+            turn.rollback().map_err(database(action))?;
+            if let Some(refusal) = refusal(&row, claims.len(), options, layout, clock_ms)? {
+                return Err(refusal);
             }
             // A claimant that does not take turns took the node this one found free: try
             // again.
@@ -497,17 +517,24 @@ impl Lease {
         &self.passed_over
     }
 
-    /// The leased node ID.
+    /// The leased node ID (the lowest, for a lease of several).
     pub fn node(&self) -> u64 {
-        self.node
+        self.nodes[0]
     }
 
-    /// The lease's generation: how many times the node has been claimed, this claim
-    /// included, as far as the table remembers (a row lost with the server's last commits
-    /// counts again from where it was). For people: the lease is fenced by a random token
-    /// drawn for this claim, which no other claim has.
+    /// Every leased node ID, lowest first: one unless [`LeaseOptions::nodes`] asked for
+    /// more.
+    pub fn nodes(&self) -> &[u64] {
+        &self.nodes
+    }
+
+    /// The lease's generation (of its lowest node, for a lease of several): how many times
+    /// the node has been claimed, this claim included, as far as the table remembers (a
+    /// row lost with the server's last commits counts again from where it was). For
+    /// people: the lease is fenced by a random token drawn for this claim, which no other
+    /// claim has.
     pub fn generation(&self) -> i64 {
-        self.generation
+        self.claims[0].generation
     }
 
     /// The namespace.
@@ -525,34 +552,55 @@ impl Lease {
         self.ttl
     }
 
-    /// The node's high-water mark when it was claimed (Unix ms): every ID a previous
-    /// holder minted has an earlier time.
+    /// The node's high-water mark when it was claimed (Unix ms; the highest of them, for a
+    /// lease of several): every ID a previous holder minted has an earlier time.
     pub fn high_water_ms(&self) -> u64 {
         self.claimed_mark
     }
 
-    /// The error for a store that finds the generation gone.
-    fn lost(&self) -> LeaseError {
+    /// The error for a store that finds the `claim`th claim gone.
+    fn lost(&self, claim: usize) -> LeaseError {
         LeaseError::Lost {
             namespace: self.namespace.clone(),
-            node: self.node,
-            generation: self.generation,
+            node: self.claims[claim].node,
+            generation: self.claims[claim].generation,
         }
     }
 
-    /// Runs `sql` with the lease's key, connecting first when there is no connection:
-    /// the number of rows it changed. A connection found broken (the server restarted,
-    /// the connection was killed) is made again once at once: every statement here can
-    /// run twice to the same effect.
+    /// Runs `sql` for every claim: `Ok(None)` when every row was still this lease's,
+    /// `Ok(Some(i))` naming the first claim whose row was not (the others ran all the
+    /// same).
+    fn update_all(
+        &mut self,
+        action: &'static str,
+        sql: &str,
+        ttl_ms: Option<i64>,
+        mark: u64,
+    ) -> Result<Option<usize>, LeaseError> {
+        let mut lost = None;
+        for claim in 0..self.claims.len() {
+            if self.update(action, sql, ttl_ms, mark, claim)? == 0 {
+                lost = lost.or(Some(claim));
+            }
+        }
+        Ok(lost)
+    }
+
+    /// Runs `sql` with the key of the `claim`th claim, connecting first when there is no
+    /// connection: the number of rows it changed. A connection found broken (the server
+    /// restarted, the connection was killed) is made again once at once: every statement
+    /// here can run twice to the same effect.
     fn update(
         &mut self,
         action: &'static str,
         sql: &str,
         ttl_ms: Option<i64>,
         mark: u64,
+        claim: usize,
     ) -> Result<u64, LeaseError> {
         off_runtime(|| {
-            let (namespace, node, mark) = (self.namespace.as_str(), to_i64(self.node), to_i64(mark));
+            let claim = &self.claims[claim];
+            let (namespace, node, mark) = (self.namespace.as_str(), to_i64(claim.node), to_i64(mark));
             let mut fresh = false;
             loop {
                 let client = match &mut self.client {
@@ -563,8 +611,8 @@ impl Lease {
                     }
                 };
                 let result = match ttl_ms {
-                    Some(ttl_ms) => client.execute(sql, &[&namespace, &node, &self.token, &ttl_ms, &mark]),
-                    None => client.execute(sql, &[&namespace, &node, &self.token, &mark]),
+                    Some(ttl_ms) => client.execute(sql, &[&namespace, &node, &claim.token, &ttl_ms, &mark]),
+                    None => client.execute(sql, &[&namespace, &node, &claim.token, &mark]),
                 };
                 if result.is_err() && client.is_closed() {
                     self.client = None;
@@ -577,7 +625,7 @@ impl Lease {
         })
     }
 
-    /// Frees the node now: stores the last mark and expires the row. Dropping the lease
+    /// Frees the nodes now: stores the last mark and expires the rows. Dropping the lease
     /// (or the generator built on it) does the same, and reports nothing.
     ///
     /// # Errors
@@ -600,10 +648,10 @@ impl Lease {
             Some(finished) => (RELEASE_FINISHED, finished.max(self.claimed_mark)),
             None => (RELEASE, stored),
         };
-        if self.update("release", sql, None, mark)? == 0 {
-            return Err(self.lost());
+        match self.update_all("release", sql, None, mark)? {
+            Some(claim) => Err(self.lost(claim)),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -615,25 +663,27 @@ impl MarkStore for Lease {
 
     fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
         let ttl_ms = to_i64(millis(self.ttl));
-        let renewed = self
-            .update("renew", RENEW, Some(ttl_ms), unix_ms)
+        let lost = self
+            .update_all("renew", RENEW, Some(ttl_ms), unix_ms)
             .map_err(StoreError::failed)?;
-        if renewed == 0 {
-            return Err(StoreError::lost(self.lost()));
+        if let Some(claim) = lost {
+            return Err(StoreError::lost(self.lost(claim)));
         }
         self.stored = self.stored.map(|stored| stored.max(unix_ms));
         Ok(())
     }
 
     fn describe(&self) -> String {
+        let nodes: Vec<String> = self.nodes.iter().map(u64::to_string).collect();
         format!(
             "the high-water mark of node {} in lease namespace {:?}",
-            self.node, self.namespace
+            nodes.join(", "),
+            self.namespace
         )
     }
 
     fn nodes(&self) -> &[u64] {
-        std::slice::from_ref(&self.node)
+        &self.nodes
     }
 
     fn tenure(&self) -> Tenure {
@@ -643,8 +693,8 @@ impl MarkStore for Lease {
     fn lapsed(&self) -> StoreError {
         StoreError::lapsed(LeaseError::Expired {
             namespace: self.namespace.clone(),
-            node: self.node,
-            generation: self.generation,
+            node: self.node(),
+            generation: self.generation(),
         })
     }
 
@@ -661,6 +711,54 @@ impl Drop for Lease {
         let client = self.client.take();
         off_runtime(move || drop(client));
     }
+}
+
+/// Why a claim found fewer free nodes than it asked for, from the [`NOTHING_CLAIMED`] row
+/// of a transaction in which it claimed `ours`; `None` when nothing refuses it (a claimant
+/// that does not take turns took a node this one found free: try again).
+fn refusal(
+    row: &postgres::Row,
+    ours: usize,
+    options: &LeaseOptions,
+    layout: &Layout,
+    clock_ms: u64,
+) -> Result<Option<LeaseError>, LeaseError> {
+    let action = "claim a node";
+    let namespace = options.namespace.clone();
+    // The query counted this transaction's claims as live.
+    let live = unsigned(row, 0, action)?.saturating_sub(ours as u64);
+    let range = match options.node {
+        Some(_) => 1,
+        None => layout.max_node().saturating_add(1),
+    };
+    let free = range.saturating_sub(live);
+    if free == 0 {
+        return Ok(Some(match options.node {
+            Some(node) => LeaseError::NodeTaken { namespace, node },
+            None => LeaseError::NoFreeNode {
+                namespace,
+                max: layout.max_node(),
+            },
+        }));
+    }
+    if free < options.count {
+        return Ok(Some(LeaseError::TooFewFreeNodes {
+            namespace,
+            count: options.count,
+            free,
+        }));
+    }
+    let lowest_ahead: Option<i64> = column(row, 1, action)?;
+    let mark: Option<i64> = column(row, 2, action)?;
+    // Free nodes, but every one of them ahead of this clock: under the turn lock no
+    // claimant took one meanwhile.
+    Ok(lowest_ahead.zip(mark).map(|(node, mark)| LeaseError::Ahead {
+        namespace,
+        node: node.unsigned_abs(),
+        mark_ms: mark.unsigned_abs(),
+        clock_ms,
+        max_wait: Builder::<MonotonicClock>::MAX_RESTART_WAIT,
+    }))
 }
 
 /// Every lease row of `namespace`, by node.
@@ -877,6 +975,17 @@ mod tests {
                 }
             );
         }
+        for (options, count, max) in [
+            (LeaseOptions::new("n").nodes(0), 0, 1024),
+            (LeaseOptions::new("n").nodes(1025), 1025, 1024),
+            (LeaseOptions::new("n").node(5).nodes(2), 2, 1),
+        ] {
+            assert_eq!(refused(options), LeaseError::CountOutOfRange { count, max });
+        }
+        assert_eq!(
+            LeaseError::CountOutOfRange { count: 0, max: 1024 }.to_string(),
+            "lease node count 0 is out of range: allowed 1..=1024"
+        );
         let error = refused(LeaseOptions::new("n").node(1024));
         assert_eq!(
             error,
