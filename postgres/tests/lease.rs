@@ -9,6 +9,7 @@
 
 #![cfg(not(loom))]
 
+use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres as pg;
 
 use atomflake::{BuildError, Builder, Clock, Generator, Id, Layout, MintError, MonotonicClock, PreciseClock};
@@ -18,7 +19,7 @@ use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Builds a generator on the lease's node, keeping the lease.
 trait BuildOn<C> {
@@ -52,10 +53,6 @@ fn layout() -> Layout {
 }
 
 const TTL: Duration = Duration::from_secs(2);
-
-fn unix_ms() -> u64 {
-    u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
-}
 
 fn config(server: &Server) -> lease::postgres::Config {
     server.conninfo().parse().unwrap()
@@ -325,14 +322,14 @@ fn mint<C: Clock>(generator: &Generator<C>, count: usize) {
     while minted < count {
         match generator.try_next_id() {
             Ok(id) => {
-                writeln!(out, "id {} {}", id.get(), unix_ms()).unwrap();
+                writeln!(out, "id {} {}", id.get(), now_ms()).unwrap();
                 minted += 1;
             }
             Err(MintError::Store(store)) => {
                 let error = lease_error(&store);
                 let text = error.to_string();
                 if text != last_refusal {
-                    writeln!(out, "lease {} {text}", unix_ms()).unwrap();
+                    writeln!(out, "lease {} {text}", now_ms()).unwrap();
                     last_refusal = text;
                 }
                 if matches!(error, LeaseError::Lost { .. }) {
@@ -388,7 +385,7 @@ fn frozen_holder(clock: &str) {
     let node = frozen.node();
     frozen.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
     frozen.signal("-STOP");
-    let stopped = unix_ms();
+    let stopped = now_ms();
     std::thread::sleep(TTL + Duration::from_millis(500));
     let node_text = node.to_string();
     let successor = Holder::spawn(
@@ -399,7 +396,7 @@ fn frozen_holder(clock: &str) {
     );
     let successor = successor.finish(Duration::from_secs(30));
     assert_eq!(field(&successor, "node "), format!("{node} 2"));
-    let resumed = unix_ms();
+    let resumed = now_ms();
     frozen.signal("-CONT");
     let frozen = frozen.finish(Duration::from_secs(20));
 
@@ -499,7 +496,7 @@ fn a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark() {
     successor.wait_for(Duration::from_secs(30), |seen| {
         seen.iter().any(|l| l.starts_with("clock "))
     });
-    let real = unix_ms();
+    let real = now_ms();
     let successor = successor.finish(Duration::from_secs(30));
     assert_eq!(field(&successor, "node "), format!("{node} 2"));
     let clock: u64 = field(&successor, "clock ").parse().unwrap();
@@ -551,10 +548,10 @@ fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_d
     std::thread::sleep(Duration::from_millis(1_500));
     server.stop("fast");
     // The last renewal was before this.
-    let down = unix_ms();
+    let down = now_ms();
     std::thread::sleep(Duration::from_secs(3));
     // The server was down from `down` to here: nothing renewed the lease.
-    let up = unix_ms();
+    let up = now_ms();
     server.start_again();
     holder.wait_for(Duration::from_secs(20), |seen| {
         ids(seen).iter().filter(|(_, stamp)| *stamp > up).count() >= 100
@@ -699,7 +696,7 @@ fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
         (0, 1, 0)
     );
     drop(lease);
-    let ahead = unix_ms() + 3_000;
+    let ahead = now_ms() + 3_000;
     server.psql(&format!("UPDATE atomflake_lease SET high_water_ms = {ahead}"));
     let lease = Lease::acquire(&config, &layout(), &options).unwrap();
     assert_eq!(
@@ -745,7 +742,7 @@ fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
         }
     );
     drop(held);
-    let far = unix_ms() + 60_000;
+    let far = now_ms() + 60_000;
     server.psql(&format!(
         "UPDATE atomflake_lease SET high_water_ms = {far} WHERE node = 5"
     ));
@@ -829,18 +826,18 @@ fn next_id_waits_out_a_database_restart_shorter_than_the_lease() {
         let minter = scope.spawn(|| {
             let mut minted = Vec::new();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                minted.push((generator.next_id().get(), unix_ms()));
+                minted.push((generator.next_id().get(), now_ms()));
                 std::thread::sleep(Duration::from_millis(1));
             }
             minted
         });
         std::thread::sleep(Duration::from_millis(500));
         server.stop("fast");
-        let down = unix_ms();
+        let down = now_ms();
         // Past the mark's lead (1.5 s at most), within the lease time (5 s).
         std::thread::sleep(Duration::from_millis(2_500));
         server.start_again();
-        let up = unix_ms();
+        let up = now_ms();
         std::thread::sleep(Duration::from_millis(500));
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         (minter.join().expect("next_id did not panic"), down, up)
@@ -999,7 +996,7 @@ fn a_free_node_with_a_mark_far_ahead_is_passed_over_not_claimed_by_everyone() {
     let options = LeaseOptions::new("ahead").ttl(TTL);
     // Node 0 was released by a host whose clock ran an hour ahead.
     drop(Lease::acquire(&config, &layout(), &options).unwrap());
-    let far = unix_ms() + 3_600_000;
+    let far = now_ms() + 3_600_000;
     server.psql(&format!(
         "UPDATE atomflake_lease SET high_water_ms = {far} WHERE namespace = 'ahead'"
     ));
@@ -1251,7 +1248,7 @@ fn a_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
         return;
     };
     let seed = std::env::var("ATOMFLAKE_NEMESIS_SEED").map_or_else(
-        |_| unix_ms() ^ u64::from(std::process::id()),
+        |_| now_ms() ^ u64::from(std::process::id()),
         |seed| seed.parse().unwrap(),
     );
     let steps: u64 = std::env::var("ATOMFLAKE_NEMESIS_STEPS").map_or(24, |steps| steps.parse().unwrap());

@@ -239,7 +239,8 @@ impl<C: Clock> Builder<C> {
                 max_wait: Self::MAX_RESTART_WAIT,
             });
         }
-        let fence = Fence::of(&store, fence_clock);
+        // The file has no clock here: it is held for good, so it needs no fence.
+        let fence = fence_clock.and_then(|clock| Fence::of(&store, clock));
         let kept = Mark::kept(store, minter.slots(), now, fence)?;
         Ok(Core {
             minter: minter.with_mark(kept, mark),

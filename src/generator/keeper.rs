@@ -74,9 +74,8 @@ pub(crate) struct Fence {
 
 impl Fence {
     /// The fence of `store`, measured with `clock` (the generator's, read precisely);
-    /// `None` for a store held for good. Without a clock the hold cannot be measured: the
-    /// fence then reads 0, which puts every slot past it.
-    pub(crate) fn of(store: &impl MarkStore, clock: Option<Box<dyn Fn() -> u64 + Send>>) -> Option<Fence> {
+    /// `None` for a store held for good.
+    pub(crate) fn of(store: &impl MarkStore, clock: Box<dyn Fn() -> u64 + Send>) -> Option<Fence> {
         match store.tenure() {
             Tenure::Owned => None,
             Tenure::Leased {
@@ -84,7 +83,7 @@ impl Fence {
                 renew_every,
                 patience,
             } => Some(Fence {
-                clock: clock.unwrap_or_else(|| Box::new(|| 0)),
+                clock,
                 hold,
                 lapsed: store.lapsed().into(),
                 renew_every,
