@@ -48,7 +48,8 @@
 //! ```
 
 use crate::format::id::Id;
-use crate::format::layout::{Layout, SlotPacker};
+use crate::format::layout::Layout;
+use crate::generator::state::SlotPacker;
 use crate::mark;
 use crate::mark::HighWaterError;
 use crate::{BuildError, MintError};

@@ -515,48 +515,6 @@ impl Span {
     }
 }
 
-/// Turns a generator's state-word slot (`tick << sequence_bits | sequence`, see
-/// `state.rs`) into an ID for one node, with two masks and a shift: no field is extracted
-/// and put back one by one on the minting path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SlotPacker {
-    /// Slot bits that move up by `node_bits` (the tick, plus the sequence for
-    /// `SequenceNode`, where the node is the lowest field).
-    high: u64,
-    node_bits: u32,
-    /// Slot bits that stay where they are (the sequence for `NodeSequence`).
-    low: u64,
-    /// The node, already shifted into place.
-    node: u64,
-}
-
-impl SlotPacker {
-    /// A packer for `node`.
-    ///
-    /// # Errors
-    ///
-    /// [`RangeError::FieldOutOfRange`] when `node` does not fit the layout's node field.
-    pub(crate) fn new(layout: &Layout, node: u64) -> Result<SlotPacker, FieldOutOfRange> {
-        check_field(Field::Node, node, layout.max_node())?;
-        let (high, low) = match layout.order {
-            FieldOrder::NodeSequence => (!layout.max_sequence(), layout.max_sequence()),
-            FieldOrder::SequenceNode => (u64::MAX, 0),
-        };
-        Ok(SlotPacker {
-            high,
-            node_bits: layout.node_bits,
-            low,
-            node: node << layout.node_shift(),
-        })
-    }
-
-    /// The ID of `slot`.
-    #[inline]
-    pub(crate) const fn id(self, slot: u64) -> Id {
-        Id::new((slot & self.high) << self.node_bits | slot & self.low | self.node)
-    }
-}
-
 pub(crate) fn check_field(field: Field, value: u64, max: u64) -> Result<(), FieldOutOfRange> {
     if value > max {
         return Err(FieldOutOfRange { field, value, max });
@@ -888,23 +846,6 @@ mod tests {
             l.try_decode(Id::new((1 << 63) - 1)).map(|p| p.unix_ms),
             Ok(l.end_unix_ms() - 1)
         );
-    }
-
-    #[test]
-    fn slot_packer_agrees_with_encode() {
-        for (name, l) in Layout::PRESETS {
-            let parts = Parts {
-                unix_ms: l.epoch_ms() + 1000 * l.tick_ms(),
-                node: l.max_node() / 3,
-                sequence: l.max_sequence() / 2,
-            };
-            let slot = 1000 << l.sequence_bits() | parts.sequence;
-            assert_eq!(
-                SlotPacker::new(&l, parts.node).unwrap().id(slot),
-                l.encode(parts).unwrap(),
-                "{name}"
-            );
-        }
     }
 
     #[test]

@@ -146,9 +146,8 @@ mod tests {
     use crate::format::layout::Layout;
     use crate::generator::keeper::panic_message;
     use crate::generator::keeper::tests::within;
-    use crate::generator::minter::Minter;
+    use crate::generator::minter::{Minter, Word};
     use crate::generator::wait::Wait;
-    use std::cell::Cell;
     use std::panic::AssertUnwindSafe;
     use std::time::Duration;
 
@@ -169,12 +168,12 @@ mod tests {
     #[test]
     fn a_child_is_refused_at_its_first_tick_with_both_processes() {
         let minter = Minter::new(Layout::TWITTER, 0, Wait::Spin).born_in(parent());
-        let state = Cell::new(minter.start());
+        let state = crate::generator::minter::LocalWord::new(minter.start());
         assert_eq!(
             minter.try_reserve_one(&state, &ManualClock::new(T0)),
             Err(forked())
         );
-        assert_eq!(state.get(), minter.start(), "nothing minted");
+        assert_eq!(Word::load(&state), minter.start(), "nothing minted");
         assert_eq!(
             forked().to_string(),
             format!(
@@ -195,7 +194,7 @@ mod tests {
             .unwrap();
         let clock = ManualClock::new(T0);
         let minter = Minter::new(layout, 0, Wait::Spin);
-        let state = Cell::new(minter.start());
+        let state = crate::generator::minter::LocalWord::new(minter.start());
         let first = minter.try_reserve_one(&state, &clock).unwrap();
         // The fork: the child has the parent's state and limits.
         let child = minter.born_in(parent());
@@ -230,7 +229,7 @@ mod tests {
         let one_per_tick = Layout::builder().timestamp_bits(41).build().unwrap();
         let clock = ManualClock::new(T0);
         let minter = Minter::new(one_per_tick, 0, Wait::Spin);
-        let state = crate::sync::AtomicU64::new(minter.start());
+        let state = crate::generator::minter::AtomicWord::new(minter.start());
         minter.reserve(&state, &clock, 1);
         // The child's clock stands still (the thread that moved it was the parent's): its
         // tick is spent, and a wait would never end.

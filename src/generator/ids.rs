@@ -6,12 +6,11 @@
 use crate::MintError;
 use crate::clock::{Clock, MonotonicClock};
 use crate::format::id::Id;
-use crate::format::layout::{Layout, SlotPacker};
+use crate::format::layout::Layout;
 use crate::generator::keeper::Finish;
-use crate::generator::minter::{Minter, Word};
-use crate::sync::AtomicU64;
+use crate::generator::minter::{AtomicWord, LocalWord, Minter, Windowed, Word};
+use crate::generator::state::SlotPacker;
 use crossbeam_utils::CachePadded;
-use std::cell::Cell;
 
 /// One node's state word, the packing of its slots into IDs, and its node ID.
 #[derive(Debug)]
@@ -34,13 +33,13 @@ impl<W: Word> Drop for Shard<W> {
 
 /// A shared state word on a cache line of its own, so that neighbouring data (another
 /// generator in a `Vec`, say) does not share its cache traffic.
-pub(crate) type SharedWord = CachePadded<AtomicU64>;
+pub(crate) type SharedWord = CachePadded<AtomicWord>;
 
 impl Shard<SharedWord> {
     /// A node whose state word starts where `minter` says.
     pub(crate) fn shared(minter: &Minter, packer: SlotPacker, id: u64) -> Shard<SharedWord> {
         Shard {
-            state: CachePadded::new(AtomicU64::new(minter.start())),
+            state: CachePadded::new(AtomicWord::new(minter.start())),
             packer,
             id,
             finish: minter.finisher(),
@@ -48,11 +47,11 @@ impl Shard<SharedWord> {
     }
 }
 
-impl Shard<Cell<u64>> {
+impl Shard<LocalWord> {
     /// A node whose state word starts where `minter` says.
-    pub(crate) fn local(minter: &Minter, packer: SlotPacker, id: u64) -> Shard<Cell<u64>> {
+    pub(crate) fn local(minter: &Minter, packer: SlotPacker, id: u64) -> Shard<LocalWord> {
         Shard {
-            state: Cell::new(minter.start()),
+            state: LocalWord::new(minter.start()),
             packer,
             id,
             finish: minter.finisher(),
@@ -72,6 +71,18 @@ impl Word for SharedWord {
     }
 }
 
+impl Windowed for SharedWord {
+    #[inline]
+    fn window(&self) -> crate::generator::minter::Window {
+        Windowed::window(&**self)
+    }
+
+    #[inline]
+    fn open(&self, window: crate::generator::minter::Window) {
+        Windowed::open(&**self, window);
+    }
+}
+
 /// The minting arithmetic and the clock of a generator: everything but its state words.
 #[derive(Debug)]
 pub(crate) struct Core<C> {
@@ -81,20 +92,20 @@ pub(crate) struct Core<C> {
 
 impl<C: Clock> Core<C> {
     #[inline]
-    pub(crate) fn next_id<W: Word>(&self, node: &Shard<W>) -> Id {
+    pub(crate) fn next_id<W: Windowed>(&self, node: &Shard<W>) -> Id {
         let (slot, _) = self.minter.reserve(&node.state, &self.clock, 1);
         node.packer.id(slot)
     }
 
     #[inline]
-    pub(crate) fn try_next_id<W: Word>(&self, node: &Shard<W>) -> Result<Id, MintError> {
+    pub(crate) fn try_next_id<W: Windowed>(&self, node: &Shard<W>) -> Result<Id, MintError> {
         self.minter
             .try_reserve_one(&node.state, &self.clock)
             .map(|slot| node.packer.id(slot))
     }
 
     /// `n` IDs as blocks; the first block is reserved now.
-    pub(crate) fn blocks<'a, W: Word>(&'a self, node: &'a Shard<W>, n: u64) -> Blocks<'a, C, W> {
+    pub(crate) fn blocks<'a, W: Windowed>(&'a self, node: &'a Shard<W>, n: u64) -> Blocks<'a, C, W> {
         let (slot, count) = if n == 0 {
             (0, 0)
         } else {
@@ -109,34 +120,34 @@ impl<C: Clock> Core<C> {
         }
     }
 
-    pub(crate) fn fill<W: Word>(&self, node: &Shard<W>, ids: &mut [Id]) {
+    pub(crate) fn fill<W: Windowed>(&self, node: &Shard<W>, ids: &mut [Id]) {
         let mut rest = ids;
         while !rest.is_empty() {
             let block = self.minter.reserve(&node.state, &self.clock, rest.len() as u64);
-            rest = write_block(node.packer, block, rest);
+            rest = write_block(node.packer, self.minter.unit(), block, rest);
         }
     }
 
     #[cfg(feature = "tokio")]
-    pub(crate) async fn next_id_async<W: Word>(&self, node: &Shard<W>) -> Id {
+    pub(crate) async fn next_id_async<W: Windowed>(&self, node: &Shard<W>) -> Id {
         let (slot, _) = self.minter.reserve_async(&node.state, &self.clock, 1).await;
         node.packer.id(slot)
     }
 
     #[cfg(feature = "tokio")]
-    pub(crate) async fn fill_async<W: Word>(&self, node: &Shard<W>, ids: &mut [Id]) {
+    pub(crate) async fn fill_async<W: Windowed>(&self, node: &Shard<W>, ids: &mut [Id]) {
         let mut rest = ids;
         while !rest.is_empty() {
             let block = self
                 .minter
                 .reserve_async(&node.state, &self.clock, rest.len() as u64)
                 .await;
-            rest = write_block(node.packer, block, rest);
+            rest = write_block(node.packer, self.minter.unit(), block, rest);
         }
     }
 
     #[cfg(feature = "tokio")]
-    pub(crate) async fn next_ids_async<W: Word>(&self, node: &Shard<W>, n: usize) -> Vec<Id> {
+    pub(crate) async fn next_ids_async<W: Windowed>(&self, node: &Shard<W>, n: usize) -> Vec<Id> {
         let mut ids = vec![Id::new(0); n];
         self.fill_async(node, &mut ids).await;
         ids
@@ -145,11 +156,11 @@ impl<C: Clock> Core<C> {
 
 /// Writes the IDs of the reserved `(first slot, count)` to the start of `ids`; returns the
 /// rest of `ids`.
-fn write_block(packer: SlotPacker, (mut slot, count): (u64, u64), ids: &mut [Id]) -> &mut [Id] {
+fn write_block(packer: SlotPacker, unit: u64, (mut slot, count): (u64, u64), ids: &mut [Id]) -> &mut [Id] {
     let (block, rest) = ids.split_at_mut(usize::try_from(count).unwrap_or(usize::MAX));
     for id in block {
         *id = packer.id(slot);
-        slot += 1;
+        slot += unit;
     }
     rest
 }
@@ -157,7 +168,7 @@ fn write_block(packer: SlotPacker, (mut slot, count): (u64, u64), ids: &mut [Id]
 /// IDs reserved a tick's block at a time from one state word: the iterator inside [`Ids`]
 /// and [`LocalIds`].
 #[derive(Debug)]
-pub(crate) struct Blocks<'a, C, W: Word> {
+pub(crate) struct Blocks<'a, C, W: Windowed> {
     core: &'a Core<C>,
     node: &'a Shard<W>,
     /// The next slot of the current block.
@@ -168,7 +179,7 @@ pub(crate) struct Blocks<'a, C, W: Word> {
     after_block: u64,
 }
 
-impl<C: Clock, W: Word> Blocks<'_, C, W> {
+impl<C: Clock, W: Windowed> Blocks<'_, C, W> {
     #[inline]
     fn next(&mut self) -> Option<Id> {
         if self.in_block == 0 {
@@ -182,7 +193,7 @@ impl<C: Clock, W: Word> Blocks<'_, C, W> {
             self.after_block -= self.in_block;
         }
         let id = self.node.packer.id(self.slot);
-        self.slot += 1;
+        self.slot += self.core.minter.unit();
         self.in_block -= 1;
         Some(id)
     }
@@ -231,7 +242,7 @@ blocks_iterator!(
     /// The IDs of [`LocalGenerator::next_ids`](crate::LocalGenerator::next_ids), reserved
     /// a tick's block at a time.
     LocalIds,
-    Cell<u64>
+    LocalWord
 );
 
 /// The minting methods of a generator type, with their docs: `$node` is the expression

@@ -112,8 +112,9 @@ pub(crate) struct Slots {
 }
 
 impl Slots {
-    /// The first slot whose tick starts at or after `unix_ms` (the end of the span when
-    /// there is none).
+    /// The opening (the lowest state, see `state.rs`) of the first tick that starts at or
+    /// after `unix_ms` (`u64::MAX` when there is none): below it lie exactly the slots of
+    /// earlier ticks.
     pub(crate) fn first_from(self, unix_ms: u64) -> u64 {
         let Some(since_epoch) = unix_ms.checked_sub(self.layout.epoch_ms()) else {
             return 0;
@@ -122,7 +123,7 @@ impl Slots {
         if tick > self.layout.max_tick() {
             return u64::MAX;
         }
-        self.word.first_slot(tick)
+        self.word.opening(tick)
     }
 
     /// The Unix ms at which `slot`'s tick starts.
@@ -617,7 +618,7 @@ pub(crate) mod tests {
             .unwrap();
         Slots {
             layout,
-            word: StateWord::new(41, 12),
+            word: StateWord::of(&layout),
         }
     }
 
@@ -689,7 +690,7 @@ pub(crate) mod tests {
         use crate::generator::wait::Wait;
         let (mark, stored, go) = kept();
         let minter = Minter::new(ms_slots().layout, 0, Wait::Spin).with_mark(mark, 0);
-        let state = std::cell::Cell::new(minter.start());
+        let state = crate::generator::minter::LocalWord::new(minter.start());
         // The clock jumped past the stored mark (T0 + 1.5 s) while the keeper's store is
         // held: nothing is minted past the mark.
         let clock = ManualClock::new(T0 + 1_600);
@@ -957,7 +958,7 @@ pub(crate) mod tests {
         let waiting = (Arc::clone(&minter), clock.clone());
         let panic = within(Duration::from_secs(10), move || {
             let (minter, clock) = waiting;
-            let state = crate::sync::AtomicU64::new(minter.start());
+            let state = crate::generator::minter::AtomicWord::new(minter.start());
             std::panic::catch_unwind(AssertUnwindSafe(|| minter.reserve(&state, &clock, 1)))
                 .map_err(|panic| panic_message(panic.as_ref()))
         });
@@ -971,7 +972,7 @@ pub(crate) mod tests {
                 }
             ))
         );
-        let state = std::cell::Cell::new(minter.start());
+        let state = crate::generator::minter::LocalWord::new(minter.start());
         assert_eq!(
             minter.try_reserve_one(&state, &clock),
             Err(MintError::KeeperPanicked { message })

@@ -5,8 +5,8 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::format::layout::Layout;
 use crate::generator::builder::Builder;
 use crate::generator::ids::{Core, Shard, minting_methods};
+use crate::generator::minter::LocalWord;
 use core::fmt;
-use std::cell::Cell;
 
 /// A Snowflake ID generator for one thread: no atomics, no cache-line traffic.
 ///
@@ -59,7 +59,7 @@ use std::cell::Cell;
 /// shared(&generator); // one thread only: not Sync
 /// ```
 pub struct LocalGenerator<C = MonotonicClock> {
-    node: Shard<Cell<u64>>,
+    node: Shard<LocalWord>,
     core: Core<C>,
 }
 
@@ -115,7 +115,7 @@ impl<C> fmt::Debug for LocalGenerator<C> {
         f.debug_struct("LocalGenerator")
             .field("layout", &self.core.layout())
             .field("node", &self.node.id)
-            .field("state", &self.node.state.get())
+            .field("state", &crate::generator::minter::Word::load(&self.node.state))
             .finish_non_exhaustive()
     }
 }
@@ -206,7 +206,7 @@ mod tests {
         let _ = g.next_id();
         let text = format!("{g:?}");
         assert!(text.starts_with("LocalGenerator { layout: Layout {"), "{text}");
-        let first_slot = (T0 - Layout::TWITTER.epoch_ms()) << 12;
+        let first_slot = (T0 - Layout::TWITTER.epoch_ms()) << 22 | 1023 << 12;
         assert!(
             text.contains(&format!("node: 9, state: {}, ..", first_slot + 1)),
             "{text}"

@@ -45,6 +45,42 @@ pub(crate) trait Word {
     fn advance(&self, current: u64, new: u64) -> Result<(), u64>;
 }
 
+/// A generator's state word with its **window**: the tick in which the fast path mints
+/// with no arithmetic on the time (see [`Minter::reserve_fast`]).
+pub(crate) trait Windowed: Word {
+    /// The window last opened.
+    fn window(&self) -> Window;
+
+    /// Opens `window`, after a mint in its tick.
+    fn open(&self, window: Window);
+}
+
+/// The tick a state word's fast path may mint in.
+///
+/// Opened by the cold path right after it minted a slot of the tick the clock reads, so
+/// that while the window is visible the state is past that tick's first slot. While the
+/// clock reads a time in it, the fast path mints the state itself if it is below `limit`:
+/// the slot is then of that very tick (never an earlier one, since the state is past the
+/// tick's first slot, never a later one, since `limit` is at most the next tick's
+/// opening), and below every limit the cold path keeps (the mark, the check for a fork,
+/// the end of the span), since `limit` is at most the minter's limit when it was opened
+/// and those only grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Window {
+    /// The Unix ms at which the window's tick starts.
+    pub(crate) start_ms: u64,
+    /// The fast path mints only states below this.
+    pub(crate) limit: u64,
+}
+
+impl Window {
+    /// No window: every mint takes the cold path until one is opened.
+    pub(crate) const CLOSED: Window = Window {
+        start_ms: 0,
+        limit: 0,
+    };
+}
+
 // Relaxed throughout: only the word's own modification order matters (see "Atomic
 // orderings" above). Weak: a spurious failure just goes round the loop again.
 impl Word for AtomicU64 {
@@ -60,17 +96,97 @@ impl Word for AtomicU64 {
     }
 }
 
-// One thread owns the cell, so nothing can change it between `load` and `advance`.
-impl Word for Cell<u64> {
+/// A shared generator's state word and its window, kept together so that a mint touches
+/// one cache line.
+#[derive(Debug)]
+pub(crate) struct AtomicWord {
+    state: AtomicU64,
+    start_ms: AtomicU64,
+    limit: AtomicU64,
+}
+
+impl AtomicWord {
+    pub(crate) fn new(state: u64) -> AtomicWord {
+        AtomicWord {
+            state: AtomicU64::new(state),
+            start_ms: AtomicU64::new(Window::CLOSED.start_ms),
+            limit: AtomicU64::new(Window::CLOSED.limit),
+        }
+    }
+}
+
+impl Word for AtomicWord {
     #[inline]
     fn load(&self) -> u64 {
-        self.get()
+        Word::load(&self.state)
+    }
+
+    #[inline]
+    fn advance(&self, current: u64, new: u64) -> Result<(), u64> {
+        Word::advance(&self.state, current, new)
+    }
+}
+
+impl Windowed for AtomicWord {
+    #[inline]
+    fn window(&self) -> Window {
+        // Acquire, paired with `open`'s Release: a thread that sees a window also sees the
+        // state its opener's mint left, so the state it loads next is past the window's
+        // first slot. The limit may be a newer or older window's: each is safe on its own
+        // (see `Window`).
+        let start_ms = self.start_ms.load(Ordering::Acquire);
+        Window {
+            start_ms,
+            limit: self.limit.load(Ordering::Relaxed),
+        }
+    }
+
+    #[inline]
+    fn open(&self, window: Window) {
+        self.limit.store(window.limit, Ordering::Relaxed);
+        self.start_ms.store(window.start_ms, Ordering::Release);
+    }
+}
+
+/// A [`LocalGenerator`](crate::LocalGenerator)'s state word and window: one thread owns
+/// the cells, so nothing can change them between a load and a store.
+#[derive(Debug)]
+pub(crate) struct LocalWord {
+    state: Cell<u64>,
+    window: Cell<Window>,
+}
+
+impl LocalWord {
+    pub(crate) fn new(state: u64) -> LocalWord {
+        LocalWord {
+            state: Cell::new(state),
+            window: Cell::new(Window::CLOSED),
+        }
+    }
+}
+
+impl Word for LocalWord {
+    #[inline]
+    fn load(&self) -> u64 {
+        self.state.get()
     }
 
     #[inline]
     fn advance(&self, _current: u64, new: u64) -> Result<(), u64> {
-        self.set(new);
+        self.state.set(new);
         Ok(())
+    }
+}
+
+impl Windowed for LocalWord {
+    #[inline]
+    fn window(&self) -> Window {
+        self.window.get()
+    }
+
+    #[inline]
+    fn open(&self, window: Window) {
+        self.window.set(window);
     }
 }
 
@@ -79,6 +195,8 @@ impl Word for Cell<u64> {
 #[derive(Debug)]
 pub(crate) struct Minter {
     word: StateWord,
+    /// The layout's tick, for the window's check of the time.
+    tick_ms: u64,
     span: Span,
     layout: Layout,
     wait: Wait,
@@ -110,7 +228,8 @@ impl Minter {
     /// of the clock (borrow-ahead; 0: never).
     pub(crate) fn new(layout: Layout, lead: u64, wait: Wait) -> Minter {
         Minter {
-            word: StateWord::new(layout.timestamp_bits(), layout.sequence_bits()).with_lead(lead),
+            word: StateWord::of(&layout).with_lead(lead),
+            tick_ms: layout.tick_ms(),
             span: layout.span(),
             layout,
             wait,
@@ -119,6 +238,12 @@ impl Minter {
             birth: Birth::here(),
             limit: ProcessAtomicU64::new(0),
         }
+    }
+
+    /// The step from one slot to the next of the same tick.
+    #[inline]
+    pub(crate) fn unit(&self) -> u64 {
+        self.word.unit()
     }
 
     /// The slot arithmetic a [`Mark`] is kept in.
@@ -216,28 +341,38 @@ impl Minter {
         }
     }
 
-    /// The common case of a mint, small enough to inline: one step from the loaded state
-    /// at `unix_ms` and one CAS. `None` for everything else (a spent tick, a slot at the
-    /// limit, a time outside the span, a lost CAS), which the callers hand to the full
-    /// loop, [`reserve_at`](Self::reserve_at), from a fresh load.
+    /// The common case of a mint, small enough to inline: while the clock reads a time in
+    /// the state word's [`Window`], the state itself, if it is below the window's limit,
+    /// with one CAS. No arithmetic on the time, no step of the transition: the window
+    /// stands for both (see [`Window`]). `None` for everything else (a new tick, a spent
+    /// tick, a slot at a limit, a lost CAS), which the callers hand to the full loop,
+    /// [`reserve_at`](Self::reserve_at), from a fresh load.
     #[inline]
-    fn reserve_fast<W: Word>(&self, state_word: &W, unix_ms: u64, want: u64) -> Option<(u64, u64)> {
-        let now_tick = self.span.tick_at(unix_ms).ok()?;
-        let state = state_word.load();
-        let Step::Mint { slot } = self.word.step(state, now_tick) else {
-            return None;
-        };
-        if slot >= self.limit() {
+    fn reserve_fast<W: Windowed>(&self, state_word: &W, unix_ms: u64, want: u64) -> Option<(u64, u64)> {
+        let window = state_word.window();
+        if unix_ms.wrapping_sub(window.start_ms) >= self.tick_ms {
             return None;
         }
-        let count = self.word.block(slot, want);
-        state_word.advance(state, slot + count).ok()?;
-        Some((slot, count))
+        let state = state_word.load();
+        if state >= window.limit {
+            return None;
+        }
+        let count = if want == 1 {
+            1
+        } else {
+            self.word.below(state, window.limit, want)
+        };
+        state_word.advance(state, state + count * self.word.unit()).ok()?;
+        Some((state, count))
     }
 
     /// One slot now, or the error `try_next_id` reports: never waits.
     #[inline]
-    pub(crate) fn try_reserve_one<W: Word, C: Clock>(&self, state: &W, clock: &C) -> Result<u64, MintError> {
+    pub(crate) fn try_reserve_one<W: Windowed, C: Clock>(
+        &self,
+        state: &W,
+        clock: &C,
+    ) -> Result<u64, MintError> {
         match self.reserve_fast(state, clock.unix_ms(), 1) {
             Some((slot, _)) => Ok(slot),
             None => self.try_reserve_one_slow(state, clock),
@@ -247,7 +382,7 @@ impl Minter {
     /// [`try_reserve_one`](Self::try_reserve_one) past its fast path.
     #[cold]
     #[inline(never)]
-    fn try_reserve_one_slow<W: Word, C: Clock>(&self, state: &W, clock: &C) -> Result<u64, MintError> {
+    fn try_reserve_one_slow<W: Windowed, C: Clock>(&self, state: &W, clock: &C) -> Result<u64, MintError> {
         let refusal = match self.reserve_at(state, clock.unix_ms(), 1) {
             Ok((slot, _)) => return Ok(slot),
             Err(refusal) => refusal,
@@ -280,7 +415,7 @@ impl Minter {
     ///
     /// Panics when nothing can be minted ([`Blocked::Fatal`], the generators' `# Panics`).
     #[inline]
-    pub(crate) fn reserve<W: Word, C: Clock>(&self, state: &W, clock: &C, want: u64) -> (u64, u64) {
+    pub(crate) fn reserve<W: Windowed, C: Clock>(&self, state: &W, clock: &C, want: u64) -> (u64, u64) {
         match self.reserve_fast(state, clock.unix_ms(), want) {
             Some(block) => block,
             None => self.reserve_slow(state, clock, want),
@@ -290,7 +425,7 @@ impl Minter {
     /// [`reserve`](Self::reserve) past its fast path: the full loop, then the wait.
     #[cold]
     #[inline(never)]
-    fn reserve_slow<W: Word, C: Clock>(&self, state: &W, clock: &C, want: u64) -> (u64, u64) {
+    fn reserve_slow<W: Windowed, C: Clock>(&self, state: &W, clock: &C, want: u64) -> (u64, u64) {
         match self.reserve_at(state, clock.unix_ms(), want) {
             Ok(block) => block,
             Err(refusal) => self.wait_for_block(state, clock, refusal, want),
@@ -298,23 +433,32 @@ impl Minter {
     }
 
     /// One attempt at the time `unix_ms`: the CAS loop. Reserves `1..=want` slots of one
-    /// tick (`want` ≥ 1).
-    pub(crate) fn reserve_at<W: Word>(
+    /// tick (`want` ≥ 1), then opens the word's window on that tick if it is the clock's.
+    pub(crate) fn reserve_at<W: Windowed>(
         &self,
         state_word: &W,
         unix_ms: u64,
         want: u64,
     ) -> Result<(u64, u64), Blocked> {
-        self.reserve_within(state_word, unix_ms, want, |slot| {
+        let now_tick = self.tick_at(unix_ms)?;
+        let (slot, count) = self.reserve_in(state_word, now_tick, unix_ms, want, |slot| {
             if slot < self.limit() {
                 return Ok(());
             }
             self.pass(slot)
-        })
+        })?;
+        if self.word.tick(slot) == now_tick {
+            // The state is past `slot` now: the window may open (see `Window`).
+            state_word.open(Window {
+                start_ms: self.layout.unix_ms_of_tick(now_tick),
+                limit: self.limit().min(self.word.next_tick(slot)),
+            });
+        }
+        Ok((slot, count))
     }
 
     /// [`reserve_at`](Self::reserve_at) with the high-water limit decided by `covered`,
-    /// which says whether a slot may be minted: the CAS loop itself.
+    /// which says whether a slot may be minted, and no window.
     #[inline]
     pub(crate) fn reserve_within<W: Word>(
         &self,
@@ -323,10 +467,28 @@ impl Minter {
         want: u64,
         covered: impl Fn(u64) -> Result<(), Blocked>,
     ) -> Result<(u64, u64), Blocked> {
-        let now_tick = self
-            .span
+        let now_tick = self.tick_at(unix_ms)?;
+        self.reserve_in(state_word, now_tick, unix_ms, want, covered)
+    }
+
+    /// The tick of `unix_ms`, or why nothing can be minted at that time.
+    #[inline]
+    fn tick_at(&self, unix_ms: u64) -> Result<u64, Blocked> {
+        self.span
             .tick_at(unix_ms)
-            .map_err(|out| Blocked::Fatal(out.into()))?;
+            .map_err(|out| Blocked::Fatal(out.into()))
+    }
+
+    /// The CAS loop itself, with the clock at `now_tick` (the tick of `unix_ms`).
+    #[inline]
+    fn reserve_in<W: Word>(
+        &self,
+        state_word: &W,
+        now_tick: u64,
+        unix_ms: u64,
+        want: u64,
+        covered: impl Fn(u64) -> Result<(), Blocked>,
+    ) -> Result<(u64, u64), Blocked> {
         let mut state = state_word.load();
         loop {
             match self.word.step(state, now_tick) {
@@ -335,7 +497,7 @@ impl Minter {
                     let count = self.word.block(slot, want);
                     // Winning the CAS is what makes the slots ours; on failure `actual` is
                     // a newer state to step from.
-                    match state_word.advance(state, slot + count) {
+                    match state_word.advance(state, slot + count * self.word.unit()) {
                         Ok(()) => return Ok((slot, count)),
                         Err(actual) => state = actual,
                     }
@@ -353,7 +515,7 @@ impl Minter {
     /// The slow path of [`reserve`](Self::reserve): wait for a free slot.
     #[cold]
     #[inline(never)]
-    fn wait_for_block<W: Word, C: Clock>(
+    fn wait_for_block<W: Windowed, C: Clock>(
         &self,
         state: &W,
         clock: &C,
@@ -390,7 +552,7 @@ impl Minter {
     /// [`reserve`](Self::reserve) for async code: waits for a spent tick without blocking
     /// the runtime thread (see [`wait::nap_async`]).
     #[cfg(feature = "tokio")]
-    pub(crate) async fn reserve_async<W: Word, C: Clock>(
+    pub(crate) async fn reserve_async<W: Windowed, C: Clock>(
         &self,
         state: &W,
         clock: &C,

@@ -2,9 +2,10 @@
 
 use crate::BuildError;
 use crate::clock::{Clock, MonotonicClock};
-use crate::format::layout::{Layout, SlotPacker};
+use crate::format::layout::Layout;
 use crate::generator::builder::Builder;
 use crate::generator::ids::{Core, Shard, SharedWord, minting_methods};
+use crate::generator::state::SlotPacker;
 use crate::sync::{Ordering, ProcessAtomicUsize};
 use core::fmt;
 use std::cell::Cell;
