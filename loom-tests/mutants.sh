@@ -14,7 +14,7 @@ trap 'git checkout -q -- src/' EXIT
 if [ "$#" -gt 0 ]; then
     mutations=("$@")
 else
-    mutations=(M1 M2 M3 M4 M5 M6 M7 T1 T2 T3 T4 T5)
+    mutations=(M1 M2 M3 M4 M5 M6 M7 M8 M9 T1 T2 T3 T4 T5)
 fi
 bound="${LOOM_MAX_PREEMPTIONS:-3}"
 caught=()

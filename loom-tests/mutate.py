@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Applies one named mutation (M1..M7, T1..T5, see README.md) to atomflake's source, in place.
+"""Applies one named mutation (M1..M9, T1..T5, see README.md) to atomflake's source, in place.
 
 Run from the repository root; restore with `git checkout src/`. loom-tests/mutants.sh runs
 the models against each mutation in turn. M*: the generator (the models in tests/); T*: the
@@ -11,14 +11,14 @@ def sub(path, old, new):
     s = open(path).read()
     assert old in s, (path, old)
     open(path, 'w').write(s.replace(old, new, 1))
-G, S, D = 'src/mint.rs', 'src/state.rs', 'src/discipline.rs'
+G, S, D = 'src/generator/minter.rs', 'src/generator/state.rs', 'src/clock/discipline.rs'
 if m == 'M1':  # CAS replaced by a load and a store
     sub(G, '''        self.compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed)
             .map(drop)''', '''        let _ = current;
         self.store(new, Ordering::Relaxed);
         Ok(())''')
 elif m == 'M2':  # a new tick keeps the old sequence
-    sub(S, 'return Step::Mint { slot: now_slot };', 'return Step::Mint { slot: now_slot | (state & self.sequence_mask()) };')
+    sub(S, 'return Step::Mint { slot: now_slot };', 'return Step::Mint { slot: now_slot | (state & self.sequence_field) };')
 elif m == 'M3':  # a spent tick does not wait: mint into the next tick at once
     sub(S, 'if tick - now_tick <= self.lead {', 'if true {')
 elif m == 'M4':  # a clock behind the state restarts at the clock's tick
@@ -27,6 +27,10 @@ elif m == 'M6':  # a block is not capped at the end of its tick
     sub(S, 'let room = if rest_of_tick < before_end {', 'let room = if false {')
 elif m == 'M7':  # borrow-ahead goes one tick past its lead
     sub(S, 'if tick - now_tick <= self.lead {', 'if tick - now_tick <= self.lead + 1 {')
+elif m == 'M8':  # a window's limit is not capped at the next tick: a carry mints its opening
+    sub(G, 'limit: self.limit().min(self.word.next_tick(slot)),', 'limit: self.limit(),')
+elif m == 'M9':  # a window's start is read without Acquire: a stale state of an older tick may mint
+    sub(G, 'let start_ms = self.start_ms.load(Ordering::Acquire);', 'let start_ms = self.start_ms.load(Ordering::Relaxed);')
 elif m == 'M5':  # CAS failure retries with the stale state
     sub(G, 'Err(actual) => state = actual,', 'Err(_actual) => {}')
 elif m == 'T1':  # the reader does not re-check the version after reading

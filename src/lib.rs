@@ -46,9 +46,12 @@
 //!
 //! # Design
 //!
-//! - A generator keeps one `AtomicU64`, the next free `(tick, sequence)` slot, and advances
-//!   it with a compare-and-swap loop. Every minted ID is a won CAS on that word, so a
-//!   generator never mints an ID twice and its IDs strictly increase.
+//! - A generator keeps one `AtomicU64`, the next free slot: the ID itself with the node
+//!   field held constant, so that an ID is the slot XOR a per-node key and the next slot is
+//!   one add. It advances the word with a compare-and-swap loop. Every minted ID is a won
+//!   CAS on that word, so a generator never mints an ID twice and its IDs strictly
+//!   increase. Within a tick the common case reads no more than the clock's stored time
+//!   and the word's cache line (the window, in `minter.rs`).
 //! - The transition from `(state, now)` to the next state is a pure function that tests,
 //!   loom models and fuzzers drive directly; only the generator reads a clock.
 //! - All atomics come from one shim (`sync.rs`) that switches to loom under `--cfg loom`,
@@ -132,6 +135,10 @@
 //!   the one limit a mint compares (the lower of those) are `Relaxed` hints: a stale value
 //!   makes a read late or sends a mint down the slow path, never wrong; the mark's keeper
 //!   and the threads waiting for it meet under a mutex (`generator/keeper.rs`, `generator/minter.rs`, `generator/fork.rs`).
+//! - A state word's window (the tick its fast path mints in) is opened with a `Release`
+//!   store of its start after the opener's CAS and read with an `Acquire` load before the
+//!   state, so the state read is past the window's first slot; its limit is a `Relaxed`
+//!   hint (`generator/minter.rs`). Uniqueness never rests on it.
 #![forbid(unsafe_code)]
 
 mod clock;

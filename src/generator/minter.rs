@@ -6,11 +6,24 @@
 //! `wait.rs`, the high-water limit in `keeper.rs`, the check for a child of a fork in
 //! `fork.rs`.
 //!
-//! Both limits are folded into one slot, the minter's **limit**, which the common case
-//! compares with one load: below it a mint needs no other work. A slot at or past it takes
-//! the cold path ([`Minter::pass`]), which checks the process when the slot's tick is one
-//! not checked yet, asks the mark's keeper when the slot is past the mark's early limit,
-//! and moves the limit to the lower of the two.
+//! Both limits are folded into one slot, the minter's **limit**: below it a mint needs no
+//! other work. A slot at or past it takes the cold path ([`Minter::pass`]), which checks
+//! the process when the slot's tick is one not checked yet, asks the mark's keeper when
+//! the slot is past the mark's early limit, and moves the limit to the lower of the two.
+//!
+//! # The fast path and the window
+//!
+//! Each state word carries a [`Window`]: the tick the cold path last minted in, and a limit
+//! no higher than the minter's limit and the next tick's opening. While the clock reads a time in that tick, a mint is the fast path: one
+//! subtraction and compare of the time, one load and compare of the state, one CAS (a
+//! store for a `LocalGenerator`), and the ID is the state XOR the node's key. Neither the
+//! tick of the time nor a step of the transition is computed, and for a sharded generator
+//! nothing outside the shard's own cache line is read. What the fast path mints is what
+//! the transition would mint: the window's opener left the state past the tick's first
+//! slot, and the limit stops it before the tick's end, so the state is a slot of the
+//! clock's tick, the transition's answer. Everything else (a new tick, a spent one, a
+//! clock behind, a slot at a limit, a lost CAS) is the full loop, which opens the window
+//! on the tick of each slot it mints.
 //!
 //! # Atomic orderings
 //!
@@ -18,11 +31,18 @@
 //! ID is built from the value a CAS won. Uniqueness and per-word order follow from the
 //! atomic's single modification order, which every ordering (`Relaxed` included) respects:
 //! each successful CAS reads the value the previous one wrote and writes a larger one. So
-//! every operation here is `Relaxed`.
+//! every operation on it is `Relaxed`.
 //!
 //! The limit is a `Relaxed` hint too: it only grows, and it is never past either limit it
 //! stands for (each only grows, so the lower of two values read is never past what both
 //! allow now). A stale value sends a mint to the cold path, which decides.
+//!
+//! A window's start is stored with `Release` after its opener's CAS and loaded with
+//! `Acquire` before the state: a thread that sees the window sees a state past the tick's
+//! first slot, so the fast path never mints a slot of an earlier tick than the clock's. Its
+//! limit is `Relaxed`: a limit read from another window than the start is still one that
+//! some opener computed, each safe on its own (see [`Window`]). Uniqueness never rests on
+//! the window: every slot is still won by the CAS on the state.
 
 use crate::MintError;
 use crate::clock::Clock;
@@ -57,9 +77,9 @@ pub(crate) trait Windowed: Word {
 
 /// The tick a state word's fast path may mint in.
 ///
-/// Opened by the cold path right after it minted a slot of the tick the clock reads, so
-/// that while the window is visible the state is past that tick's first slot. While the
-/// clock reads a time in it, the fast path mints the state itself if it is below `limit`:
+/// Opened by the cold path right after it minted a slot of the window's tick, so that
+/// while the window is visible the state is past that tick's first slot. While the clock
+/// reads a time in it, the fast path mints the state itself if it is below `limit`:
 /// the slot is then of that very tick (never an earlier one, since the state is past the
 /// tick's first slot, never a later one, since `limit` is at most the next tick's
 /// opening), and below every limit the cold path keeps (the mark, the check for a fork,
@@ -433,7 +453,7 @@ impl Minter {
     }
 
     /// One attempt at the time `unix_ms`: the CAS loop. Reserves `1..=want` slots of one
-    /// tick (`want` ≥ 1), then opens the word's window on that tick if it is the clock's.
+    /// tick (`want` ≥ 1), then opens the word's window on that tick.
     pub(crate) fn reserve_at<W: Windowed>(
         &self,
         state_word: &W,
@@ -447,18 +467,17 @@ impl Minter {
             }
             self.pass(slot)
         })?;
-        if self.word.tick(slot) == now_tick {
-            // The state is past `slot` now: the window may open (see `Window`).
-            state_word.open(Window {
-                start_ms: self.layout.unix_ms_of_tick(now_tick),
-                limit: self.limit().min(self.word.next_tick(slot)),
-            });
-        }
+        // The state is past `slot` now: the window of its tick may open (see `Window`).
+        state_word.open(Window {
+            start_ms: self.layout.unix_ms_of_tick(self.word.tick(slot)),
+            limit: self.limit().min(self.word.next_tick(slot)),
+        });
         Ok((slot, count))
     }
 
     /// [`reserve_at`](Self::reserve_at) with the high-water limit decided by `covered`,
     /// which says whether a slot may be minted, and no window.
+    #[cfg(feature = "raw")]
     #[inline]
     pub(crate) fn reserve_within<W: Word>(
         &self,

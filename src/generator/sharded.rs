@@ -210,6 +210,42 @@ mod tests {
     const T0: u64 = 1_700_000_000_000;
 
     #[test]
+    fn a_spent_shard_waits_while_another_shard_mints_in_the_next_tick() {
+        // 1-bit node and sequence fields: a shard's tick is spent after two IDs, and the
+        // state's carry into the next tick passes through the node field.
+        let layout = Layout::builder()
+            .timestamp_bits(41)
+            .node_bits(1)
+            .sequence_bits(1)
+            .build()
+            .unwrap();
+        let clock = ManualClock::new(T0);
+        let generator = ShardedGenerator::with_clock(layout, [0, 1], clock.clone()).unwrap();
+        let (zero, one) = (&generator.shards[0], &generator.shards[1]);
+        let core = &generator.core;
+        let spent = [core.try_next_id(zero), core.try_next_id(zero)].map(Result::unwrap);
+        // The other shard mints in the next tick, which moves the generator's limits on.
+        clock.advance(1);
+        let next = core.try_next_id(one).unwrap();
+        // Shard 0's tick is still spent at the time its window was opened in (a thread
+        // whose clock read is older than the other thread's).
+        clock.rewind(1);
+        assert_eq!(
+            core.try_next_id(zero),
+            Err(crate::MintError::SequenceExhausted {
+                tick: T0 + 1,
+                retry_after: std::time::Duration::from_millis(1)
+            })
+        );
+        clock.advance(1);
+        let after = core.try_next_id(zero).unwrap();
+        assert_ne!(after, next, "two shards minted one ID");
+        let parts = [spent[0], spent[1], next, after].map(|id| layout.decode(id));
+        let nodes_and_ticks = parts.map(|parts| (parts.node, parts.unix_ms - T0));
+        assert_eq!(nodes_and_ticks, [(0, 0), (0, 0), (1, 1), (0, 1)]);
+    }
+
+    #[test]
     fn construction_errors_are_exact() {
         let clock = ManualClock::new(T0);
         let build = |nodes: &[u64]| {
