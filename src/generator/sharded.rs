@@ -223,13 +223,12 @@ mod tests {
         let generator = ShardedGenerator::with_clock(layout, [0, 1], clock.clone()).unwrap();
         let (zero, one) = (&generator.shards[0], &generator.shards[1]);
         let core = &generator.core;
-        let spent = [core.try_next_id(zero), core.try_next_id(zero)].map(Result::unwrap);
-        // The other shard mints in the next tick, which moves the generator's limits on.
+        // The other shard mints in the next tick first, which moves the generator's limits
+        // on; then shard 0 spends the tick before it (a thread whose clock read is older).
         clock.advance(1);
         let next = core.try_next_id(one).unwrap();
-        // Shard 0's tick is still spent at the time its window was opened in (a thread
-        // whose clock read is older than the other thread's).
         clock.rewind(1);
+        let spent = [core.try_next_id(zero), core.try_next_id(zero)].map(Result::unwrap);
         assert_eq!(
             core.try_next_id(zero),
             Err(crate::MintError::SequenceExhausted {
