@@ -114,7 +114,9 @@
 //!
 //! # Performance
 //!
-//! Below the sequence cap a mint is one clock read, one uncontended CAS and a few shifts;
+//! Below the sequence cap, within a tick already minted in, a mint is one load of the
+//! clock's stored time, one compare, one load and compare of the state, one CAS (a store
+//! for [`LocalGenerator`]) and one XOR; a tick's first mint also computes the tick;
 //! [`Generator::next_ids`] serves a whole tick's block with one CAS. At the cap, one
 //! generator mints the layout's [`Layout::ids_per_tick`] per tick, and [`Wait::Sleep`] (the
 //! default) spends a fraction of a core waiting instead of a whole one. The figures,

@@ -410,6 +410,11 @@ impl Recorder {
         Duration::from_nanos(total)
     }
 
+    /// Every call recorded so far.
+    pub fn histogram(&self) -> Histogram<u64> {
+        self.histogram.clone()
+    }
+
     /// The percentiles recorded so far.
     pub fn latency(&self) -> Latency {
         let h = &self.histogram;

@@ -21,9 +21,10 @@
 //! nothing outside the shard's own cache line is read. What the fast path mints is what
 //! the transition would mint: the window's opener left the state past the tick's first
 //! slot, and the limit stops it before the tick's end, so the state is a slot of the
-//! clock's tick, the transition's answer. Everything else (a new tick, a spent one, a
-//! clock behind, a slot at a limit, a lost CAS) is the full loop, which opens the window
-//! on the tick of each slot it mints.
+//! clock's tick, the transition's answer; a lost CAS tries again from the state it found,
+//! which the same checks decide. Everything else (a new tick, a spent one, a clock
+//! behind, a slot at a limit) is the full loop, which opens the window on the tick of each
+//! slot it mints.
 //!
 //! # Atomic orderings
 //!
@@ -365,7 +366,7 @@ impl Minter {
     /// the state word's [`Window`], the state itself, if it is below the window's limit,
     /// with one CAS. No arithmetic on the time, no step of the transition: the window
     /// stands for both (see [`Window`]). `None` for everything else (a new tick, a spent
-    /// tick, a slot at a limit, a lost CAS), which the callers hand to the full loop,
+    /// tick, a slot at a limit), which the callers hand to the full loop,
     /// [`reserve_at`](Self::reserve_at), from a fresh load.
     #[inline]
     fn reserve_fast<W: Windowed>(&self, state_word: &W, unix_ms: u64, want: u64) -> Option<(u64, u64)> {
@@ -373,17 +374,23 @@ impl Minter {
         if unix_ms.wrapping_sub(window.start_ms) >= self.tick_ms {
             return None;
         }
-        let state = state_word.load();
-        if state >= window.limit {
-            return None;
+        let mut state = state_word.load();
+        loop {
+            if state >= window.limit {
+                return None;
+            }
+            let count = if want == 1 {
+                1
+            } else {
+                self.word.below(state, window.limit, want)
+            };
+            // A lost CAS found a newer state, still past the window's first slot: the same
+            // checks decide for it.
+            match state_word.advance(state, state + count * self.word.unit()) {
+                Ok(()) => return Some((state, count)),
+                Err(actual) => state = actual,
+            }
         }
-        let count = if want == 1 {
-            1
-        } else {
-            self.word.below(state, window.limit, want)
-        };
-        state_word.advance(state, state + count * self.word.unit()).ok()?;
-        Some((state, count))
     }
 
     /// One slot now, or the error `try_next_id` reports: never waits.
