@@ -59,8 +59,10 @@ use crate::format::{Field, FieldOutOfRange};
 pub(crate) struct StateWord {
     /// Where the timestamp field starts.
     timestamp_shift: u32,
-    /// Where the sequence field starts: `unit` is `1 << sequence_shift`.
+    /// Where the sequence field starts.
     sequence_shift: u32,
+    /// The sequence field's lowest bit: the step from one slot to the next of a tick.
+    unit: u64,
     /// The sequence field's bits, in place.
     sequence_field: u64,
     /// The node field's constant in a slot: all ones where the node lies between the
@@ -108,6 +110,7 @@ impl StateWord {
         StateWord {
             timestamp_shift,
             sequence_shift: layout.sequence_shift(),
+            unit: 1 << layout.sequence_shift(),
             sequence_field: layout.max_sequence() << layout.sequence_shift(),
             filler,
             lead: 0,
@@ -128,7 +131,7 @@ impl StateWord {
     /// The step from one slot to the next of the same tick.
     #[inline]
     pub(crate) const fn unit(self) -> u64 {
-        1 << self.sequence_shift
+        self.unit
     }
 
     /// The state before `tick`'s first mint (see the module docs).
