@@ -460,7 +460,9 @@ impl Minter {
     }
 
     /// One attempt at the time `unix_ms`: the CAS loop. Reserves `1..=want` slots of one
-    /// tick (`want` ≥ 1), then opens the word's window on that tick.
+    /// tick (`want` ≥ 1), then opens the word's window on that tick. Always inlined into
+    /// the cold paths that call it, so that a tick's first mint makes one call, not two.
+    #[inline(always)]
     pub(crate) fn reserve_at<W: Windowed>(
         &self,
         state_word: &W,
