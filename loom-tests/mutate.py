@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Applies one named mutation (M1..M9, T1..T5, see README.md) to atomflake's source, in place.
+"""Applies one named mutation (M1..M8, T1..T5, see README.md) to atomflake's source, in place.
 
 Run from the repository root; restore with `git checkout src/`. loom-tests/mutants.sh runs
 the models against each mutation in turn. M*: the generator (the models in tests/); T*: the
@@ -29,8 +29,6 @@ elif m == 'M7':  # borrow-ahead goes one tick past its lead
     sub(S, 'if tick - now_tick <= self.lead {', 'if tick - now_tick <= self.lead + 1 {')
 elif m == 'M8':  # a window's limit is not capped at the next tick: a carry mints its opening
     sub(G, 'limit: self.limit().min(self.word.next_tick(slot)),', 'limit: self.limit(),')
-elif m == 'M9':  # a window's start is read without Acquire: a stale state of an older tick may mint
-    sub(G, 'let start_ms = self.start_ms.load(Ordering::Acquire);', 'let start_ms = self.start_ms.load(Ordering::Relaxed);')
 elif m == 'M5':  # CAS failure retries with the stale state
     sub(G, 'Err(actual) => state = actual,', 'Err(_actual) => {}')
 elif m == 'T1':  # the reader does not re-check the version after reading

@@ -140,7 +140,8 @@
 //! - A state word's window (the tick its fast path mints in) is opened with a `Release`
 //!   store of its start after the opener's CAS and read with an `Acquire` load before the
 //!   state, so the state read is past the window's first slot; its limit is a `Relaxed`
-//!   hint (`generator/minter.rs`). Uniqueness never rests on it.
+//!   hint. Like the limits above, these are the standard atomics under loom too
+//!   (`generator/minter.rs`, `AtomicWord`). Uniqueness never rests on them.
 #![forbid(unsafe_code)]
 
 mod clock;

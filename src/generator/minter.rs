@@ -43,7 +43,8 @@
 //! first slot, so the fast path never mints a slot of an earlier tick than the clock's. Its
 //! limit is `Relaxed`: a limit read from another window than the start is still one that
 //! some opener computed, each safe on its own (see [`Window`]). Uniqueness never rests on
-//! the window: every slot is still won by the CAS on the state.
+//! the window: every slot is still won by the CAS on the state. The window's atomics, like
+//! the limit, are the standard ones under loom too (see [`AtomicWord`]).
 
 use crate::MintError;
 use crate::clock::Clock;
@@ -119,19 +120,26 @@ impl Word for AtomicU64 {
 
 /// A shared generator's state word and its window, kept together so that a mint touches
 /// one cache line.
+///
+/// The window's two atomics are the standard ones even under loom, as the minter's limit
+/// is: the loom models explore every interleaving of the state word and the clock, and
+/// run the window's code with the values it really holds at each point, but do not branch
+/// at the window's own loads and stores (with them, one of the nine models ran for longer
+/// than the nine together had without the window). What the window's orderings add, a state read past the window's first
+/// slot, is argued in "Atomic orderings" above; uniqueness never rests on it.
 #[derive(Debug)]
 pub(crate) struct AtomicWord {
     state: AtomicU64,
-    start_ms: AtomicU64,
-    limit: AtomicU64,
+    start_ms: ProcessAtomicU64,
+    limit: ProcessAtomicU64,
 }
 
 impl AtomicWord {
     pub(crate) fn new(state: u64) -> AtomicWord {
         AtomicWord {
             state: AtomicU64::new(state),
-            start_ms: AtomicU64::new(Window::CLOSED.start_ms),
-            limit: AtomicU64::new(Window::CLOSED.limit),
+            start_ms: ProcessAtomicU64::new(Window::CLOSED.start_ms),
+            limit: ProcessAtomicU64::new(Window::CLOSED.limit),
         }
     }
 }
