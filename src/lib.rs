@@ -137,11 +137,11 @@
 //!   the one limit a mint compares (the lower of those) are `Relaxed` hints: a stale value
 //!   makes a read late or sends a mint down the slow path, never wrong; the mark's keeper
 //!   and the threads waiting for it meet under a mutex (`generator/keeper.rs`, `generator/minter.rs`, `generator/fork.rs`).
-//! - A state word's window (the tick its fast path mints in) is opened with a `Release`
-//!   store of its start after the opener's CAS and read with an `Acquire` load before the
-//!   state, so the state read is past the window's first slot; its limit is a `Relaxed`
-//!   hint. Like the limits above, these are the standard atomics under loom too
-//!   (`generator/minter.rs`, `AtomicWord`). Uniqueness never rests on them.
+//! - A state word's window (the tick its fast path mints in) is opened with `Release`
+//!   stores of its end and limit after the opener's CAS and read with `Acquire` loads
+//!   before the state, so the state read is past the window's first slot. Like the limits
+//!   above, these are the standard atomics under loom too (`generator/minter.rs`,
+//!   `AtomicWord`). Uniqueness never rests on them.
 #![forbid(unsafe_code)]
 
 mod clock;

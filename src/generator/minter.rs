@@ -13,18 +13,19 @@
 //!
 //! # The fast path and the window
 //!
-//! Each state word carries a [`Window`]: the tick the cold path last minted in, and a limit
-//! no higher than the minter's limit and the next tick's opening. While the clock reads a time in that tick, a mint is the fast path: one
-//! subtraction and compare of the time, one load and compare of the state, one CAS (a
-//! store for a `LocalGenerator`), and the ID is the state XOR the node's key. Neither the
-//! tick of the time nor a step of the transition is computed, and for a sharded generator
-//! nothing outside the shard's own cache line is read. What the fast path mints is what
-//! the transition would mint: the window's opener left the state past the tick's first
-//! slot, and the limit stops it before the tick's end, so the state is a slot of the
-//! clock's tick, the transition's answer; a lost CAS tries again from the state it found,
-//! which the same checks decide. Everything else (a new tick, a spent one, a clock
-//! behind, a slot at a limit) is the full loop, which opens the window on the tick of each
-//! slot it mints.
+//! Each state word carries a [`Window`]: the end of the tick the cold path last minted in,
+//! and a limit no higher than the minter's limit and the next tick's opening. While the
+//! clock reads a time before that end, a mint is the fast path: one compare of the time,
+//! one load and compare of the state, one CAS (a store for a `LocalGenerator`), and the ID
+//! is the state XOR the node's key. Neither the tick of the time nor a step of the
+//! transition is computed, and for a sharded generator nothing outside the shard's own
+//! cache line is read. What the fast path mints is what the transition would mint: the
+//! window's opener left the state past the tick's first slot and the limit stops it
+//! before the tick's end, so the state is an unused slot of the window's tick, and the
+//! clock is in that tick or behind it, where the transition continues the state. A lost
+//! CAS pauses and checks the state again. Everything else (a new tick, a spent one, a
+//! slot at a limit) is the full loop, which opens the window on the tick of each slot it
+//! mints.
 //!
 //! # Atomic orderings
 //!
@@ -38,13 +39,16 @@
 //! stands for (each only grows, so the lower of two values read is never past what both
 //! allow now). A stale value sends a mint to the cold path, which decides.
 //!
-//! A window's start is stored with `Release` after its opener's CAS and loaded with
-//! `Acquire` before the state: a thread that sees the window sees a state past the tick's
-//! first slot, so the fast path never mints a slot of an earlier tick than the clock's. Its
-//! limit is `Relaxed`: a limit read from another window than the start is still one that
-//! some opener computed, each safe on its own (see [`Window`]). Uniqueness never rests on
-//! the window: every slot is still won by the CAS on the state. The window's atomics, like
-//! the limit, are the standard ones under loom too (see [`AtomicWord`]).
+//! A window's end and limit are each stored with `Release` after its opener's CAS and
+//! loaded with `Acquire` before the state: a thread that sees either value of a window
+//! sees a state past that window's first slot, so the fast path never mints a slot of an
+//! earlier tick than the window's, nor an opening (a CAS from a stale state fails anyway
+//! on every machine; what the pairs exclude is a load-buffering cycle that the language's
+//! memory model allows and no x86 or ARM core performs). The two values may come from
+//! different windows: each is one that some opener computed, safe on its own (see
+//! [`Window`]). Uniqueness never rests on the window: every slot is still won by the CAS
+//! on the state. The window's atomics, like the limit, are the standard ones under loom
+//! too (see [`AtomicWord`]).
 
 use crate::MintError;
 use crate::clock::Clock;
@@ -81,26 +85,24 @@ pub(crate) trait Windowed: Word {
 ///
 /// Opened by the cold path right after it minted a slot of the window's tick, so that
 /// while the window is visible the state is past that tick's first slot. While the clock
-/// reads a time in it, the fast path mints the state itself if it is below `limit`:
-/// the slot is then of that very tick (never an earlier one, since the state is past the
-/// tick's first slot, never a later one, since `limit` is at most the next tick's
-/// opening), and below every limit the cold path keeps (the mark, the check for a fork,
-/// the end of the span), since `limit` is at most the minter's limit when it was opened
-/// and those only grow.
+/// reads a time before the tick's end, the fast path mints the state itself if it is below
+/// `limit`. That is the transition's own answer: the state is then a slot of the window's
+/// tick that no mint has used (past the tick's first slot, below `limit`, which is at most
+/// the next tick's opening), and the clock's tick is that tick or an earlier one (a clock
+/// behind continues the state's tick). It is also below every limit the cold path keeps
+/// (the mark, the check for a fork, the end of the span), since `limit` is at most the
+/// minter's limit when it was opened, and those only grow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Window {
-    /// The Unix ms at which the window's tick starts.
-    pub(crate) start_ms: u64,
+    /// The Unix ms at which the tick after the window's starts.
+    pub(crate) end_ms: u64,
     /// The fast path mints only states below this.
     pub(crate) limit: u64,
 }
 
 impl Window {
     /// No window: every mint takes the cold path until one is opened.
-    pub(crate) const CLOSED: Window = Window {
-        start_ms: 0,
-        limit: 0,
-    };
+    pub(crate) const CLOSED: Window = Window { end_ms: 0, limit: 0 };
 }
 
 // Relaxed throughout: only the word's own modification order matters (see "Atomic
@@ -130,7 +132,7 @@ impl Word for AtomicU64 {
 #[derive(Debug)]
 pub(crate) struct AtomicWord {
     state: AtomicU64,
-    start_ms: ProcessAtomicU64,
+    end_ms: ProcessAtomicU64,
     limit: ProcessAtomicU64,
 }
 
@@ -138,7 +140,7 @@ impl AtomicWord {
     pub(crate) fn new(state: u64) -> AtomicWord {
         AtomicWord {
             state: AtomicU64::new(state),
-            start_ms: ProcessAtomicU64::new(Window::CLOSED.start_ms),
+            end_ms: ProcessAtomicU64::new(Window::CLOSED.end_ms),
             limit: ProcessAtomicU64::new(Window::CLOSED.limit),
         }
     }
@@ -159,21 +161,20 @@ impl Word for AtomicWord {
 impl Windowed for AtomicWord {
     #[inline]
     fn window(&self) -> Window {
-        // Acquire, paired with `open`'s Release: a thread that sees a window also sees the
-        // state its opener's mint left, so the state it loads next is past the window's
-        // first slot. The limit may be a newer or older window's: each is safe on its own
-        // (see `Window`).
-        let start_ms = self.start_ms.load(Ordering::Acquire);
+        // Acquire, each paired with `open`'s Release: a thread that sees either value of a
+        // window also sees the state its opener's mint left, so the state it loads next is
+        // past that window's first slot. The two may come from different windows: each is
+        // safe on its own (see `Window`).
         Window {
-            start_ms,
-            limit: self.limit.load(Ordering::Relaxed),
+            end_ms: self.end_ms.load(Ordering::Acquire),
+            limit: self.limit.load(Ordering::Acquire),
         }
     }
 
     #[inline]
     fn open(&self, window: Window) {
-        self.limit.store(window.limit, Ordering::Relaxed);
-        self.start_ms.store(window.start_ms, Ordering::Release);
+        self.limit.store(window.limit, Ordering::Release);
+        self.end_ms.store(window.end_ms, Ordering::Release);
     }
 }
 
@@ -224,8 +225,6 @@ impl Windowed for LocalWord {
 #[derive(Debug)]
 pub(crate) struct Minter {
     word: StateWord,
-    /// The layout's tick, for the window's check of the time.
-    tick_ms: u64,
     span: Span,
     layout: Layout,
     wait: Wait,
@@ -258,7 +257,6 @@ impl Minter {
     pub(crate) fn new(layout: Layout, lead: u64, wait: Wait) -> Minter {
         Minter {
             word: StateWord::of(&layout).with_lead(lead),
-            tick_ms: layout.tick_ms(),
             span: layout.span(),
             layout,
             wait,
@@ -379,7 +377,7 @@ impl Minter {
     #[inline]
     fn reserve_fast<W: Windowed>(&self, state_word: &W, unix_ms: u64, want: u64) -> Option<(u64, u64)> {
         let window = state_word.window();
-        if unix_ms.wrapping_sub(window.start_ms) >= self.tick_ms {
+        if unix_ms >= window.end_ms {
             return None;
         }
         let mut state = state_word.load();
@@ -392,12 +390,19 @@ impl Minter {
             } else {
                 self.word.below(state, window.limit, want)
             };
-            // A lost CAS found a newer state, still past the window's first slot: the same
-            // checks decide for it.
-            match state_word.advance(state, state + count * self.word.unit()) {
-                Ok(()) => return Some((state, count)),
-                Err(actual) => state = actual,
+            // A lost CAS means another mint moved the state on, still past the window's
+            // first slot: the same checks decide for the state after a pause, which lets the
+            // winner's core (or sibling hyperthread) get on rather than fight it for the
+            // cache line at once, read fresh, as the value the CAS found is likely stale by
+            // then.
+            if state_word
+                .advance(state, state + count * self.word.unit())
+                .is_ok()
+            {
+                return Some((state, count));
             }
+            crate::sync::spin_loop();
+            state = state_word.load();
         }
     }
 
@@ -486,7 +491,7 @@ impl Minter {
         })?;
         // The state is past `slot` now: the window of its tick may open (see `Window`).
         state_word.open(Window {
-            start_ms: self.layout.unix_ms_of_tick(self.word.tick(slot)),
+            end_ms: self.layout.unix_ms_of_tick(self.word.tick(slot) + 1),
             limit: self.limit().min(self.word.next_tick(slot)),
         });
         Ok((slot, count))
