@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo build --release -p atomflake-benches --example instructions
-//! for g in generator precise local sharded ferroid-atomic ferroid-basic; do
+//! for g in generator precise local sharded blocks ferroid-atomic ferroid-basic; do
 //!   valgrind --tool=callgrind --toggle-collect='*run_mints*' --callgrind-out-file=/dev/null \
 //!     target/release/examples/instructions $g 200000 2>&1 | grep 'Collected'
 //! done
@@ -122,6 +122,11 @@ fn main() {
         "local" => {
             let generator = LocalGenerator::new(wide, 0).expect("node 0");
             count(n, || id(generator.next_id()))
+        }
+        "blocks" => {
+            let generator = Generator::new(wide, 0).expect("node 0");
+            let mut ids = std::iter::from_fn(|| Some(generator.next_ids(4096))).flatten();
+            count(n, || id(ids.next().expect("endless")))
         }
         "sharded" => {
             let generator = ShardedGenerator::new(wide, [0]).expect("node 0");

@@ -114,7 +114,8 @@ impl<C: Clock> Core<C> {
         Blocks {
             core: self,
             node,
-            slot,
+            next: node.packer.id(slot).get(),
+            unit: self.minter.unit(),
             in_block: count,
             after_block: n - count,
         }
@@ -171,8 +172,10 @@ fn write_block(packer: SlotPacker, unit: u64, (mut slot, count): (u64, u64), ids
 pub(crate) struct Blocks<'a, C, W: Windowed> {
     core: &'a Core<C>,
     node: &'a Shard<W>,
-    /// The next slot of the current block.
-    slot: u64,
+    /// The next ID of the current block: the block's slots are consecutive in one tick,
+    /// so their IDs are too, `unit` apart (no carry leaves the sequence field).
+    next: u64,
+    unit: u64,
     /// IDs left in the current block.
     in_block: u64,
     /// IDs still to reserve after it.
@@ -186,14 +189,16 @@ impl<C: Clock, W: Windowed> Blocks<'_, C, W> {
             if self.after_block == 0 {
                 return None;
             }
-            (self.slot, self.in_block) =
+            let slot;
+            (slot, self.in_block) =
                 self.core
                     .minter
                     .reserve(&self.node.state, &self.core.clock, self.after_block);
+            self.next = self.node.packer.id(slot).get();
             self.after_block -= self.in_block;
         }
-        let id = self.node.packer.id(self.slot);
-        self.slot += self.core.minter.unit();
+        let id = Id::new(self.next);
+        self.next += self.unit;
         self.in_block -= 1;
         Some(id)
     }
