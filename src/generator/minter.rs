@@ -475,6 +475,10 @@ impl Minter {
     /// One attempt at the time `unix_ms`: the CAS loop. Reserves `1..=want` slots of one
     /// tick (`want` ≥ 1), then opens the word's window on that tick. Always inlined into
     /// the cold paths that call it, so that a tick's first mint makes one call, not two.
+    #[expect(
+        clippy::inline_always,
+        reason = "measured: a tick's first mint makes 25 instructions fewer inlined"
+    )]
     #[inline(always)]
     pub(crate) fn reserve_at<W: Windowed>(
         &self,
