@@ -141,10 +141,14 @@ proptest! {
         tick_ms in 1u64..4,
         lead in 0u64..3,
         local: bool,
+        // The node between the sequence and the timestamp (a slot's node field all ones)
+        // or below both (no filler: the sequence carries into the tick directly).
+        node_below: bool,
         ops in ops(),
     ) {
+        let order = if node_below { FieldOrder::SequenceNode } else { FieldOrder::NodeSequence };
         let layout = Layout::builder()
-            .timestamp_bits(40).node_bits(5).sequence_bits(sequence_bits)
+            .timestamp_bits(40).node_bits(5).sequence_bits(sequence_bits).order(order)
             .tick_ms(tick_ms).epoch_ms(1_000)
             .build().unwrap();
         let clock = ManualClock::new(1_000 + 10 * tick_ms);
