@@ -68,20 +68,22 @@ trait Row: Sync {
     fn run(&self, index: u64, body: Body<'_>);
 }
 
-struct Shared<G>(&'static str, G, fn(&G) -> u64);
+/// One generator every thread mints from: its name, its layout, the generator, a mint.
+struct Shared<G>(&'static str, &'static str, G, fn(&G) -> u64);
 
 impl<G: Sync> Row for Shared<G> {
     fn name(&self) -> &'static str {
         self.0
     }
     fn layout(&self) -> &'static str {
-        "41/0/22, one generator"
+        self.1
     }
     fn run(&self, _index: u64, body: Body<'_>) {
-        body(&mut || (self.2)(&self.1));
+        body(&mut || (self.3)(&self.2));
     }
 }
 
+/// A generator built on each thread for its node: its name, and how to build and mint.
 struct PerThread(&'static str, fn(u64, Body<'_>));
 
 impl Row for PerThread {
@@ -175,24 +177,23 @@ fn rows() -> Vec<Box<dyn Row>> {
     vec![
         Box::new(Shared(
             "atomflake Generator",
+            "41/0/22, one generator",
             Generator::new(wide(), 0).expect("node 0"),
             |g: &Generator| g.next_id().get(),
         )),
         Box::new(Shared(
             "ferroid AtomicSnowflakeGenerator",
+            "41/0/22, one generator",
             AtomicSnowflakeGenerator::<FerroidWide, _>::new(0, ferroid_clock()),
             |g: &AtomicSnowflakeGenerator<FerroidWide, _>| g.next_id(|_| std::hint::spin_loop()).to_raw(),
         )),
-        Box::new(PerThread("atomflake ShardedGenerator", |_, body| {
-            // One generator for the run, built once: the first thread builds it.
-            static SHARDED: std::sync::Mutex<Option<std::sync::Arc<ShardedGenerator>>> =
-                std::sync::Mutex::new(None);
-            let generator =
-                std::sync::Arc::clone(SHARDED.lock().expect("not poisoned").get_or_insert_with(|| {
-                    std::sync::Arc::new(ShardedGenerator::new(sixteen_nodes(), 0..16).expect("16 nodes"))
-                }));
-            body(&mut || generator.next_id().get());
-        })),
+        // One generator, a shard per thread (threads take shards round robin).
+        Box::new(Shared(
+            "atomflake ShardedGenerator",
+            "41/4/18, a node per thread",
+            ShardedGenerator::new(sixteen_nodes(), 0..16).expect("16 nodes"),
+            |g: &ShardedGenerator| g.next_id().get(),
+        )),
         Box::new(PerThread("atomflake LocalGenerator", |index, body| {
             let generator = LocalGenerator::new(sixteen_nodes(), index).expect("a node below 16");
             body(&mut || generator.next_id().get());
