@@ -3,7 +3,8 @@
 use crate::mint::write_ids;
 use crate::{Failure, Format, rfc3339_ms, write_failed};
 use atomflake::{Builder, Generator, Id, Layout, MonotonicClock};
-use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions, postgres};
+use atomflake_postgres::Database;
+use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions};
 use clap::{Args, Subcommand};
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
@@ -27,7 +28,7 @@ pub(crate) enum LeaseCommand {
     /// is live, when it expires, the node's high-water mark, and the holder.
     List {
         /// The PostgreSQL database holding the leases (a URL or `key=value` settings).
-        #[arg(long, env = "ATOMFLAKE_LEASE", value_name = "URL")]
+        #[arg(long, env = "ATOMFLAKE_LEASE", hide_env_values = true, value_name = "URL")]
         lease: String,
         /// The lease namespace.
         #[arg(long, default_value = "atomflake", value_name = "NS")]
@@ -118,9 +119,10 @@ fn next_id(generator: &Generator<MonotonicClock>, patience: Duration) -> Result<
     }
 }
 
-fn config(url: &str) -> Result<postgres::Config, Failure> {
+/// The database of `--lease`. The error never quotes the URL: it can hold a password.
+fn config(url: &str) -> Result<Database, Failure> {
     url.parse()
-        .map_err(|err| Failure::Usage(format!("invalid --lease {url:?}: {err}")))
+        .map_err(|err| Failure::Usage(format!("invalid --lease: {err}")))
 }
 
 /// Bad options are bad input; the rest (no free node, the database) is not.

@@ -50,8 +50,9 @@ enum Command {
         /// Take the node from a lease in this PostgreSQL database (a URL,
         /// `postgres://user@host/db`, or `key=value` connection settings): the lowest free
         /// node of the layout, held while minting, released at exit. The IDs start past
-        /// every ID minted on that node before.
-        #[arg(long, env = "ATOMFLAKE_LEASE", value_name = "URL")]
+        /// every ID minted on that node before. TLS as libpq's `sslmode` says
+        /// (`sslmode=verify-full sslrootcert=ca.pem`); no error shows the password.
+        #[arg(long, env = "ATOMFLAKE_LEASE", hide_env_values = true, value_name = "URL")]
         lease: Option<String>,
         #[command(flatten)]
         lease_options: lease::LeaseArgs,

@@ -54,8 +54,34 @@ fn layout() -> Layout {
 
 const TTL: Duration = Duration::from_secs(2);
 
-fn config(server: &Server) -> lease::postgres::Config {
-    server.conninfo().parse().unwrap()
+/// The role the leases of these tests connect as: it has the privileges the lease docs
+/// list and no more. A migration role owns the table.
+const LEASE_ROLE: &str = "atomflake_app";
+
+/// A fresh server with the lease table made by a migration role, and [`LEASE_ROLE`]
+/// granted what a lease needs.
+fn start(test: &str) -> Option<Server> {
+    start_with(test, pg::Options::default())
+}
+
+fn start_with(test: &str, options: pg::Options) -> Option<Server> {
+    let server = Server::start_with(test, options)?;
+    server.psql(&format!(
+        "CREATE ROLE atomflake_migrator LOGIN; GRANT CREATE ON SCHEMA public TO atomflake_migrator;
+         SET ROLE atomflake_migrator; {ddl} RESET ROLE;
+         CREATE ROLE {LEASE_ROLE} LOGIN;
+         GRANT SELECT, INSERT, UPDATE ON public.atomflake_lease TO {LEASE_ROLE};",
+        ddl = lease::DDL
+    ));
+    Some(server)
+}
+
+fn conninfo(server: &Server) -> String {
+    server.conninfo_as(LEASE_ROLE)
+}
+
+fn config(server: &Server) -> atomflake_postgres::Database {
+    conninfo(server).parse().unwrap()
 }
 
 /// The environment of a child: what it does, where, and how.
@@ -107,7 +133,7 @@ impl Holder {
         command
             .args(["--exact", "lease_child", "--nocapture", "--test-threads=1"])
             .env(MODE, mode)
-            .env(CONNINFO, server.conninfo())
+            .env(CONNINFO, conninfo(server))
             .env(NAMESPACE, namespace)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -255,7 +281,7 @@ fn lease_child() {
     // The test harness has written "test lease_child ... " without a newline.
     println!();
     let env = |name| std::env::var(name).unwrap();
-    let config: lease::postgres::Config = env(CONNINFO).parse().unwrap();
+    let config: atomflake_postgres::Database = env(CONNINFO).parse().unwrap();
     let ttl = std::env::var(TTL_MS).map_or(TTL, |ms| Duration::from_millis(ms.parse().unwrap()));
     let mut options = LeaseOptions::new(env(NAMESPACE)).ttl(ttl);
     let asked = std::env::var(NODE).ok().map(|node| node.parse().unwrap());
@@ -346,7 +372,7 @@ fn mint<C: Clock>(generator: &Generator<C>, count: usize) {
 
 #[test]
 fn sixteen_processes_get_sixteen_nodes_and_a_seventeenth_is_refused() {
-    let Some(server) = Server::start("lease-16") else {
+    let Some(server) = start("lease-16") else {
         return;
     };
     let mut holders: Vec<Holder> = (0..16)
@@ -378,7 +404,7 @@ fn sixteen_processes_get_sixteen_nodes_and_a_seventeenth_is_refused() {
 /// `SIGCONT` mints nothing more.
 fn frozen_holder(clock: &str) {
     let test = &format!("lease-frozen-{clock}");
-    let Some(server) = Server::start(test) else {
+    let Some(server) = start(test) else {
         return;
     };
     let mut frozen = Holder::spawn(&server, "frozen", "mint", &[(CLOCK, clock)]);
@@ -458,7 +484,7 @@ fn a_frozen_holder_on_the_default_clock_never_repeats_its_successor() {
 #[test]
 fn a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark() {
     let test = "a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark";
-    let Some(server) = Server::start("lease-killed") else {
+    let Some(server) = start("lease-killed") else {
         return;
     };
     if !pg::has_libfaketime(test) {
@@ -525,7 +551,7 @@ fn a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark() {
 
 #[test]
 fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_deadline() {
-    let Some(server) = Server::start("lease-restart") else {
+    let Some(server) = start("lease-restart") else {
         return;
     };
     // A lease time of 1 s: the holder may mint for 0.8 s after a renewal is sent, less
@@ -613,7 +639,7 @@ impl Holder {
 /// renewed with the mark and released; a row taken from under it ends minting.
 #[test]
 fn a_sharded_generator_keeps_a_lease_of_several_nodes_all_or_none() {
-    let Some(server) = Server::start("lease-nodes") else {
+    let Some(server) = start("lease-nodes") else {
         return;
     };
     let config = config(&server);
@@ -684,7 +710,7 @@ fn a_sharded_generator_keeps_a_lease_of_several_nodes_all_or_none() {
 
 #[test]
 fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
-    let Some(server) = Server::start("lease-gen") else {
+    let Some(server) = start("lease-gen") else {
         return;
     };
     let config = config(&server);
@@ -793,7 +819,7 @@ fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
 
 #[test]
 fn a_server_that_is_not_there_is_a_database_error() {
-    let config: lease::postgres::Config =
+    let config: atomflake_postgres::Database =
         "host=/nonexistent-atomflake port=1 user=postgres connect_timeout=1"
             .parse()
             .unwrap();
@@ -813,7 +839,7 @@ fn a_server_that_is_not_there_is_a_database_error() {
 
 #[test]
 fn next_id_waits_out_a_database_restart_shorter_than_the_lease() {
-    let Some(server) = Server::start("lease-wait") else {
+    let Some(server) = start("lease-wait") else {
         return;
     };
     let options = LeaseOptions::new("wait").ttl(Duration::from_secs(5));
@@ -879,7 +905,7 @@ fn lease_errors_while_minting<C: Clock>(generator: &Generator<C>, how_long: Dura
 
 #[test]
 fn a_holder_whose_row_was_deleted_is_fenced_off_its_successors_claim() {
-    let Some(server) = Server::start("lease-deleted") else {
+    let Some(server) = start("lease-deleted") else {
         return;
     };
     let config = config(&server);
@@ -923,7 +949,7 @@ fn a_holder_whose_row_was_deleted_is_fenced_off_its_successors_claim() {
 #[test]
 fn a_claim_survives_a_crash_of_a_server_that_commits_asynchronously() {
     // The server's default: commits return before the WAL is flushed.
-    let Some(server) = Server::start_with(
+    let Some(server) = start_with(
         "lease-async-crash",
         pg::Options::setting("synchronous_commit", "off"),
     ) else {
@@ -959,10 +985,12 @@ fn leases_over_loopback_tcp_with_short_lease_times_connect_and_renew() {
         tcp: true,
         ..pg::Options::default()
     };
-    let Some(server) = Server::start_with("lease-tcp", options) else {
+    let Some(server) = start_with("lease-tcp", options) else {
         return;
     };
-    let config: lease::postgres::Config = server.tcp_conninfo().parse().unwrap();
+    let config: atomflake_postgres::Database = format!("{} user={LEASE_ROLE}", server.tcp_conninfo())
+        .parse()
+        .unwrap();
     for ttl_ms in [1_000, 2_000, 3_999, 4_000] {
         let ttl = Duration::from_millis(ttl_ms);
         let options = LeaseOptions::new(format!("tcp-{ttl_ms}")).ttl(ttl);
@@ -989,7 +1017,7 @@ fn leases_over_loopback_tcp_with_short_lease_times_connect_and_renew() {
 
 #[test]
 fn a_free_node_with_a_mark_far_ahead_is_passed_over_not_claimed_by_everyone() {
-    let Some(server) = Server::start("lease-ahead") else {
+    let Some(server) = start("lease-ahead") else {
         return;
     };
     let config = config(&server);
@@ -1053,8 +1081,7 @@ fn a_free_node_with_a_mark_far_ahead_is_passed_over_not_claimed_by_everyone() {
 /// gets its own node, the lowest forty, with no claim timing out.
 #[test]
 fn a_fleet_starting_at_once_on_a_large_node_space_claims_one_node_each() {
-    let Some(server) = Server::start_with("lease-rollout", pg::Options::setting("max_connections", "100"))
-    else {
+    let Some(server) = start_with("lease-rollout", pg::Options::setting("max_connections", "100")) else {
         return;
     };
     // The table exists: forty claimants, not forty creators.
@@ -1096,7 +1123,8 @@ fn the_lease_table_is_public_whatever_the_search_path() {
     let Some(server) = Server::start("lease-search-path") else {
         return;
     };
-    let config = config(&server);
+    // A role that may create in `public` (the superuser here) creates the table itself.
+    let config: atomflake_postgres::Database = server.conninfo().parse().unwrap();
     let first = Lease::acquire(&config, &layout(), &LeaseOptions::new("path")).unwrap();
     server.psql(
         "CREATE SCHEMA shadow; CREATE TABLE shadow.atomflake_lease (LIKE public.atomflake_lease INCLUDING ALL)",
@@ -1244,7 +1272,7 @@ fn a_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
         ],
         ..pg::Options::default()
     };
-    let Some(server) = Server::start_with("lease-nemesis", options) else {
+    let Some(server) = start_with("lease-nemesis", options) else {
         return;
     };
     let seed = std::env::var("ATOMFLAKE_NEMESIS_SEED").map_or_else(
@@ -1365,7 +1393,7 @@ fn check_fleet_history(seed: u64, schedule: &[String], histories: &[Vec<String>]
 /// the lease time instead of waiting for the server.
 #[test]
 fn dropping_a_leased_generator_while_its_server_is_frozen_returns_within_the_lease_time() {
-    let Some(server) = Server::start("lease-frozen-server") else {
+    let Some(server) = start("lease-frozen-server") else {
         return;
     };
     let lease = Lease::acquire(

@@ -177,6 +177,18 @@ fn the_script_applies_twice_and_refuses_another_layouts_state() {
         "{by_app:?}"
     );
     let second = by_app[1];
+    // Without UPDATE, the first mint of a later tick (a jump: setval) is refused, by name.
+    server.psql(
+        "CREATE ROLE reader LOGIN; GRANT USAGE ON SCHEMA s TO reader;
+         GRANT USAGE ON SEQUENCE s.atomflake_state TO reader;",
+    );
+    let error = server.psql_error(
+        "SET ROLE reader; SET search_path TO s; SELECT pg_sleep(0.01); SELECT atomflake_next_id();",
+    );
+    assert!(
+        error.contains("permission denied for sequence atomflake_state"),
+        "{error}"
+    );
 
     // Callers with another search_path still reach the state the functions were made for.
     install(&server, "other", &PgScript::new(Layout::TWITTER, 3).unwrap());

@@ -240,6 +240,36 @@ impl Server {
         format!("host=127.0.0.1 port={} user=postgres dbname=postgres", self.port)
     }
 
+    /// [`conninfo`](Self::conninfo) for another role.
+    pub fn conninfo_as(&self, user: &str) -> String {
+        format!(
+            "host={} port={} user={user} dbname=postgres",
+            self.root.display(),
+            self.port
+        )
+    }
+
+    /// Replaces `pg_hba.conf` with `lines` after a line that lets every local (Unix
+    /// socket) connection in without a password (what [`psql`](Self::psql) uses), and
+    /// makes the server read it again.
+    pub fn set_hba(&self, lines: &str) {
+        std::fs::write(
+            self.data().join("pg_hba.conf"),
+            format!("local all all trust\n{lines}\n"),
+        )
+        .unwrap();
+        assert_eq!(self.psql("SELECT pg_reload_conf()").trim(), "t");
+    }
+
+    /// Makes the server's user the owner of `path` with mode 0600 (a key file the server
+    /// reads), when this process runs as root.
+    pub fn give_to_server(&self, path: &Path) {
+        if self.as_postgres {
+            run(Command::new("chown").arg("postgres:postgres").arg(path));
+        }
+        run(Command::new("chmod").arg("600").arg(path));
+    }
+
     /// A URL for clients that take one (sqlx).
     pub fn url(&self) -> String {
         format!(

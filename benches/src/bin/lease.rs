@@ -17,7 +17,7 @@
 use atomflake_test_servers::postgres as pg;
 
 use atomflake::{Builder, Clock, Generator, Layout};
-use atomflake_postgres::lease::{Lease, LeaseOptions, postgres};
+use atomflake_postgres::lease::{Lease, LeaseOptions};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -64,7 +64,7 @@ fn main() {
     let rounds: usize = args.iter().find_map(|arg| arg.parse().ok()).unwrap_or(7);
     let renewals = args.iter().any(|arg| arg == "--renewals");
     let server = pg::Server::start("lease-bench").expect("PostgreSQL 15 (see test-servers/)");
-    let config: postgres::Config = server.conninfo().parse().expect("conninfo");
+    let config: atomflake_postgres::Database = server.conninfo().parse().expect("conninfo");
     let options = LeaseOptions::new("bench");
 
     let mut acquire = Vec::new();

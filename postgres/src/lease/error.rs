@@ -171,6 +171,21 @@ pub enum LeaseError {
         /// This holder's generation.
         generation: i64,
     },
+    /// The lease table `public.atomflake_lease` does not exist, and the role connected
+    /// may not create it (no `CREATE` on schema `public`). Permanent: a migration role
+    /// creates it (`DDL`, `atomflake lease ddl`) and grants the lease role its privileges.
+    NoLeaseTable {
+        /// The role connected.
+        role: String,
+    },
+    /// The role connected lacks privileges a lease needs on `public.atomflake_lease`
+    /// (`SELECT, INSERT, UPDATE` to claim and renew, `SELECT` to list). Permanent.
+    MissingGrant {
+        /// The role connected.
+        role: String,
+        /// The privileges it lacks, of `SELECT`, `INSERT`, `UPDATE`.
+        missing: Vec<&'static str>,
+    },
     /// A database operation failed (no connection, a server restart, a failed
     /// statement). Transient or permanent as the client's error is; the error is the
     /// [`source`](std::error::Error::source). A lease being renewed is tried again.
@@ -258,6 +273,19 @@ impl fmt::Display for LeaseError {
                 "lease on node {node} of namespace {namespace:?} is lost: the table no \
                  longer holds this holder's claim (generation {generation}); minting has ended"
             ),
+            LeaseError::NoLeaseTable { role } => write!(
+                f,
+                "the lease table public.atomflake_lease does not exist and role {role:?} may not \
+                 create it (no CREATE on schema public): create it as a migration role \
+                 (`atomflake lease ddl`), then GRANT SELECT, INSERT, UPDATE ON \
+                 public.atomflake_lease TO {role}"
+            ),
+            LeaseError::MissingGrant { role, missing } => write!(
+                f,
+                "role {role:?} lacks {} on public.atomflake_lease: a lease needs GRANT SELECT, \
+                 INSERT, UPDATE ON public.atomflake_lease TO {role}",
+                missing.join(", ")
+            ),
             LeaseError::Database { action, cause } => {
                 write!(f, "lease database operation {action:?} failed: {cause}")
             }
@@ -282,6 +310,8 @@ impl LeaseError {
             | LeaseError::CountOutOfRange { .. }
             | LeaseError::InvalidNamespace { .. }
             | LeaseError::TtlOutOfRange { .. }
+            | LeaseError::NoLeaseTable { .. }
+            | LeaseError::MissingGrant { .. }
             | LeaseError::Lost { .. } => false,
         }
     }

@@ -61,18 +61,36 @@
 //!   on failover) loses no acknowledged commit and closes this.
 //! - **A deleted row** is the same loss: never delete rows of a namespace in use.
 //!
-//! The lease's connection is its own, made from the [`postgres::Config`] given, without
-//! TLS: use a Unix socket, loopback, or a network you trust. A connection that fails is
-//! made again by the next renewal.
+//! The lease's connection is its own, made from the [`Database`] given, with TLS as its
+//! `sslmode` says ([`database`](crate::database): libpq's modes, `verify-full` included).
+//! A connection that fails is made again by the next renewal.
+//!
+//! # Privileges
+//!
+//! A lease needs `SELECT, INSERT, UPDATE` on `public.atomflake_lease` (table-level
+//! grants), `USAGE` on schema `public`, and `EXECUTE` on `gen_random_uuid()` and
+//! `pg_advisory_xact_lock()` (PostgreSQL grants both to everyone). It deletes nothing and
+//! needs no `CREATE` once the table exists: a migration role creates it ([`DDL`], or
+//! `atomflake lease ddl`), then
+//!
+//! ```sql
+//! GRANT SELECT, INSERT, UPDATE ON public.atomflake_lease TO app;
+//! ```
+//!
+//! [`list`] needs `SELECT` alone. A role without the table, or without a privilege, gets
+//! [`LeaseError::NoLeaseTable`] or [`LeaseError::MissingGrant`], which name what to
+//! grant. A role that may create in schema `public` creates the table itself when it is
+//! missing.
 //!
 //! # Examples
 //!
 //! ```no_run
 //! use atomflake::{Builder, Layout};
-//! use atomflake_postgres::lease::{self, Lease, LeaseOptions};
+//! use atomflake_postgres::Database;
+//! use atomflake_postgres::lease::{Lease, LeaseOptions};
 //!
-//! let config: lease::postgres::Config = "host=/run/postgresql user=app dbname=app".parse()?;
-//! let lease = Lease::acquire(&config, &Layout::TWITTER, &LeaseOptions::new("orders"))?;
+//! let database: Database = "host=db.internal user=app dbname=app sslmode=verify-full".parse()?;
+//! let lease = Lease::acquire(&database, &Layout::TWITTER, &LeaseOptions::new("orders"))?;
 //! println!("node {} (generation {})", lease.node(), lease.generation());
 //! let node = lease.node();
 //! let ids = Builder::new(Layout::TWITTER).mark_store(lease).build(node)?;
@@ -84,6 +102,7 @@ mod error;
 
 pub use error::{DbCause, LeaseError, MAX_NAMESPACE_LEN};
 
+use crate::database::{ConnectError, Database};
 use atomflake::mark::{MarkStore, StoreError, Tenure};
 use atomflake::{Builder, Layout, MonotonicClock};
 use std::time::Duration;
@@ -332,7 +351,7 @@ struct Claim {
 /// Claimed node IDs (one unless [`LeaseOptions::nodes`] asks for more): held until the
 /// lease is dropped, or kept by the generator built on it.
 pub struct Lease {
-    config: postgres::Config,
+    database: Database,
     client: Option<postgres::Client>,
     namespace: String,
     /// The claimed rows, lowest node first.
@@ -408,22 +427,19 @@ impl Lease {
     /// [`NodeOutOfRange`](LeaseError::NodeOutOfRange) for bad options;
     /// [`LeaseError::Database`] when the server cannot be reached or a statement fails.
     pub fn acquire(
-        config: &postgres::Config,
+        database: &Database,
         layout: &Layout,
         options: &LeaseOptions,
     ) -> Result<Lease, LeaseError> {
         options.validate(layout)?;
-        off_runtime(|| Lease::claim(config, layout, options))
+        off_runtime(|| Lease::claim(database, layout, options))
     }
 
-    fn claim(
-        config: &postgres::Config,
-        layout: &Layout,
-        options: &LeaseOptions,
-    ) -> Result<Lease, LeaseError> {
-        let config = with_timeouts(config.clone(), options.ttl);
-        let mut client = connect(&config, options.ttl)?;
+    fn claim(database: &Database, layout: &Layout, options: &LeaseOptions) -> Result<Lease, LeaseError> {
+        let database = with_timeouts(database, options.ttl);
+        let mut client = connect(&database, options.ttl)?;
         create_table(&mut client)?;
+        check_grants(&mut client, &["SELECT", "INSERT", "UPDATE"])?;
         let (low, high) = match options.node {
             Some(node) => (node, node),
             None => (0, layout.max_node()),
@@ -443,20 +459,19 @@ impl Lease {
         };
         loop {
             let action = "claim a node";
-            let mut turn = client.transaction().map_err(database(action))?;
+            let mut turn = client.transaction().map_err(failed(action))?;
             turn.batch_execute(&format!(
                 "SET LOCAL statement_timeout = {}",
                 millis(CLAIM_TIMEOUT)
             ))
-            .map_err(database(action))?;
-            turn.execute(CLAIM_TURN, &[&namespace])
-                .map_err(database(action))?;
+            .map_err(failed(action))?;
+            turn.execute(CLAIM_TURN, &[&namespace]).map_err(failed(action))?;
             let mut claims = Vec::new();
             let mut mark = 0;
             while claims.len() < usize::try_from(options.count).unwrap_or(usize::MAX) {
                 let params: [&(dyn postgres::types::ToSql + Sync); 6] =
                     [&namespace, &low, &high, &holder, &ttl_ms, &reach];
-                let Some(row) = turn.query_opt(CLAIM, &params).map_err(database(action))? else {
+                let Some(row) = turn.query_opt(CLAIM, &params).map_err(failed(action))? else {
                     break;
                 };
                 mark = mark.max(unsigned(&row, 3, action)?);
@@ -471,7 +486,7 @@ impl Lease {
                     Some(_) => Vec::new(),
                     None => turn
                         .query(PASSED_OVER, &[&namespace, &low, &high, &reach])
-                        .map_err(database(action))?
+                        .map_err(failed(action))?
                         .iter()
                         .map(|row| {
                             Ok(PassedOver {
@@ -481,9 +496,9 @@ impl Lease {
                         })
                         .collect::<Result<_, LeaseError>>()?,
                 };
-                turn.commit().map_err(database(action))?;
+                turn.commit().map_err(failed(action))?;
                 return Ok(Lease {
-                    config,
+                    database,
                     namespace: options.namespace.clone(),
                     nodes: claims.iter().map(|claim| claim.node).collect(),
                     claims,
@@ -498,9 +513,9 @@ impl Lease {
             }
             let row = turn
                 .query_one(NOTHING_CLAIMED, &[&namespace, &low, &high, &reach])
-                .map_err(database(action))?;
+                .map_err(failed(action))?;
             // All or none: the rollback gives back what this attempt claimed.
-            turn.rollback().map_err(database(action))?;
+            turn.rollback().map_err(failed(action))?;
             if let Some(refusal) = refusal(&row, claims.len(), options, layout, clock_ms)? {
                 return Err(refusal);
             }
@@ -607,7 +622,7 @@ impl Lease {
                     Some(client) if !client.is_closed() => client,
                     slot => {
                         fresh = true;
-                        slot.insert(connect(&self.config, self.ttl)?)
+                        slot.insert(connect(&self.database, self.ttl)?)
                     }
                 };
                 let result = match ttl_ms {
@@ -620,7 +635,7 @@ impl Lease {
                         continue;
                     }
                 }
-                return result.map_err(database(action));
+                return result.map_err(failed(action));
             }
         })
     }
@@ -767,13 +782,19 @@ fn refusal(
 ///
 /// [`LeaseError::InvalidNamespace`]; [`LeaseError::Database`] when the server cannot be
 /// reached or the table is missing.
-pub fn list(config: &postgres::Config, namespace: &str) -> Result<Vec<LeaseRow>, LeaseError> {
+pub fn list(database: &Database, namespace: &str) -> Result<Vec<LeaseRow>, LeaseError> {
     check_namespace(namespace)?;
-    let config = with_timeouts(config.clone(), DEFAULT_TTL);
+    let database = with_timeouts(database, DEFAULT_TTL);
     off_runtime(|| {
         let action = "list leases";
-        let mut client = connect(&config, DEFAULT_TTL)?;
-        let rows = client.query(LIST, &[&namespace]).map_err(database(action))?;
+        let mut client = connect(&database, DEFAULT_TTL)?;
+        if !table_exists(&mut client)? {
+            return Err(LeaseError::NoLeaseTable {
+                role: current_user(&mut client)?,
+            });
+        }
+        check_grants(&mut client, &["SELECT"])?;
+        let rows = client.query(LIST, &[&namespace]).map_err(failed(action))?;
         rows.iter()
             .map(|row| {
                 Ok(LeaseRow {
@@ -804,7 +825,9 @@ fn check_namespace(namespace: &str) -> Result<(), LeaseError> {
 /// is gone. Its
 /// `application_name` is `atomflake-lease` unless set, so that `pg_stat_activity` shows
 /// which connections hold leases.
-fn with_timeouts(mut config: postgres::Config, ttl: Duration) -> postgres::Config {
+fn with_timeouts(database: &Database, ttl: Duration) -> Database {
+    let mut database = database.clone();
+    let config = database.config_mut();
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(ttl / 4);
     }
@@ -822,16 +845,32 @@ fn with_timeouts(mut config: postgres::Config, ttl: Duration) -> postgres::Confi
         .keepalives_idle((ttl / 4).max(Duration::from_secs(1)))
         .keepalives_interval(Duration::from_secs(1))
         .keepalives_retries(3);
-    config
+    database
 }
 
 /// A connection whose statements time out after a quarter of the lease time, and whose
 /// commits are durable ([`DURABLE`]).
-fn connect(config: &postgres::Config, ttl: Duration) -> Result<postgres::Client, LeaseError> {
-    let mut client = config.connect(postgres::NoTls).map_err(database("connect"))?;
+///
+/// A connection that cannot be made is a [`LeaseError::Database`] naming the database
+/// (user, hosts, ports, database name and TLS mode: never the password).
+fn connect(database: &Database, ttl: Duration) -> Result<postgres::Client, LeaseError> {
+    let action = "connect";
+    let mut client = database.connect().map_err(|error| {
+        let cause = match error {
+            ConnectError::Config(error) => {
+                let text = format!("{database}: {error}");
+                DbCause::new(error, text)
+            }
+            ConnectError::Client(error) => {
+                let text = format!("{database}: {}", describe(&error));
+                DbCause::new(error, text)
+            }
+        };
+        LeaseError::Database { action, cause }
+    })?;
     client
         .batch_execute(&format!("SET statement_timeout = {}; {DURABLE}", millis(ttl / 4)))
-        .map_err(database("connect"))?;
+        .map_err(failed(action))?;
     Ok(client)
 }
 
@@ -839,31 +878,84 @@ fn connect(config: &postgres::Config, ttl: Duration) -> Result<postgres::Client,
 /// once can fail in one of them (both insert the new type), so creators take turns on a
 /// transaction-level advisory lock, and a table already there takes no lock.
 fn create_table(client: &mut postgres::Client) -> Result<(), LeaseError> {
-    let exists: bool = client
-        .query_one("SELECT to_regclass('public.atomflake_lease') IS NOT NULL", &[])
-        .map_err(database("create the lease table"))?
-        .get(0);
-    if exists {
+    if table_exists(client)? {
         return Ok(());
+    }
+    let may_create: bool = client
+        .query_one("SELECT has_schema_privilege('public', 'CREATE')", &[])
+        .map_err(failed("create the lease table"))?
+        .get(0);
+    if !may_create {
+        return Err(LeaseError::NoLeaseTable {
+            role: current_user(client)?,
+        });
     }
     client
         .batch_execute(&format!(
             "BEGIN; SELECT pg_advisory_xact_lock(hashtext('atomflake_lease')); {DDL} COMMIT;"
         ))
-        .map_err(database("create the lease table"))
+        .map_err(failed("create the lease table"))
+}
+
+/// Whether `public.atomflake_lease` exists.
+fn table_exists(client: &mut postgres::Client) -> Result<bool, LeaseError> {
+    Ok(client
+        .query_one("SELECT to_regclass('public.atomflake_lease') IS NOT NULL", &[])
+        .map_err(failed("find the lease table"))?
+        .get(0))
+}
+
+/// The role connected.
+fn current_user(client: &mut postgres::Client) -> Result<String, LeaseError> {
+    Ok(client
+        .query_one("SELECT current_user::text", &[])
+        .map_err(failed("read the role"))?
+        .get(0))
+}
+
+/// [`LeaseError::MissingGrant`] unless the role connected has each of `privileges` on the
+/// lease table (as table-level grants).
+fn check_grants(client: &mut postgres::Client, privileges: &[&'static str]) -> Result<(), LeaseError> {
+    let action = "check the lease table's grants";
+    let mut missing = Vec::new();
+    for &privilege in privileges {
+        let held: bool = client
+            .query_one(
+                "SELECT has_table_privilege('public.atomflake_lease', $1)",
+                &[&privilege],
+            )
+            .map_err(failed(action))?
+            .get(0);
+        if !held {
+            missing.push(privilege);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(LeaseError::MissingGrant {
+        role: current_user(client)?,
+        missing,
+    })
+}
+
+/// A client error's text: the server's message and SQLSTATE when the server reported it
+/// (the client's own text says only "db error"), else the client's text and its source.
+fn describe(error: &postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => match std::error::Error::source(error) {
+            Some(source) => format!("{error}: {source}"),
+            None => error.to_string(),
+        },
+    }
 }
 
 /// Wraps a client error as [`LeaseError::Database`]. A server's error is described by its
 /// SQLSTATE and message (the client's own text says only "db error").
-fn database(action: &'static str) -> impl Fn(postgres::Error) -> LeaseError {
+fn failed(action: &'static str) -> impl Fn(postgres::Error) -> LeaseError {
     move |error| {
-        let text = match error.as_db_error() {
-            Some(db) => format!("{} ({})", db.message(), db.code().code()),
-            None => match std::error::Error::source(&error) {
-                Some(source) => format!("{error}: {source}"),
-                None => error.to_string(),
-            },
-        };
+        let text = describe(&error);
         LeaseError::Database {
             action,
             cause: DbCause::new(error, text),
@@ -889,7 +981,7 @@ fn column<'a, T: postgres::types::FromSql<'a>>(
     index: usize,
     action: &'static str,
 ) -> Result<T, LeaseError> {
-    row.try_get(index).map_err(database(action))
+    row.try_get(index).map_err(failed(action))
 }
 
 /// A `bigint` column that is a node or a mark: never negative in a table the DDL made.
@@ -936,7 +1028,7 @@ mod tests {
     use super::*;
 
     /// A server that is never reached: bad options are refused before connecting.
-    fn nowhere() -> postgres::Config {
+    fn nowhere() -> Database {
         "host=/nonexistent-atomflake port=1 user=nobody".parse().unwrap()
     }
 

@@ -1,0 +1,871 @@
+//! The PostgreSQL database a lease lives in: where it is, who connects, and how the
+//! connection is protected.
+//!
+//! A [`Database`] is parsed from what libpq takes: a URL (`postgres://app@db.internal/app?sslmode=verify-full`)
+//! or `key=value` settings (`host=db.internal user=app sslmode=verify-full`). The TLS
+//! settings are libpq's, with libpq's meaning:
+//!
+//! | `sslmode` | TLS | the server's certificate |
+//! |---|---|---|
+//! | `disable` | never | - |
+//! | `allow`, `prefer` (the default) | when the server offers it, plain otherwise | checked against the root certificate when there is one (below), not otherwise |
+//! | `require` | always: a server without TLS is refused | as `prefer` |
+//! | `verify-ca` | always | signed by the root certificate |
+//! | `verify-full` | always | signed by the root certificate, and names the host connected to |
+//!
+//! - `sslrootcert=FILE`: the root certificates (PEM). Without it, libpq's default
+//!   `~/.postgresql/root.crt` is used when it exists; `verify-ca` and `verify-full` need
+//!   one or the other. `sslrootcert=system` takes the system's trusted roots and needs
+//!   `verify-full` (the default with it): a public CA signs certificates for anyone's
+//!   host, so only the name check makes it mean something.
+//! - `sslcert=FILE` and `sslkey=FILE`: a client certificate and its key (PEM), for servers
+//!   that authenticate clients by certificate (`hostssl ... cert` in `pg_hba.conf`).
+//! - `allow` tries TLS first, as `prefer` does (libpq tries plain first).
+//!
+//! A mode that asks for TLS never falls back to plain text: a server that does not offer
+//! TLS (or a Unix socket, which carries no TLS) is an error. Over TLS the connection binds
+//! SCRAM authentication to the server's certificate (`channel_binding=prefer`, as libpq).
+//! The certificate files are read at every connection, so a renewed certificate is
+//! picked up by the next one. TLS is [rustls](https://docs.rs/rustls) with the *ring*
+//! provider: no system OpenSSL is involved.
+//!
+//! Nothing here shows a password: a [`Database`] displays as `user@host:port/dbname` and
+//! its `Debug` hides the password, and no [`ConfigError`] quotes the string it failed on.
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+
+/// How a connection uses TLS: libpq's `sslmode` (see the [module docs](self)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SslMode {
+    /// Never TLS.
+    Disable,
+    /// TLS when the server offers it (tried first, as [`Prefer`](Self::Prefer)).
+    Allow,
+    /// TLS when the server offers it; libpq's default.
+    Prefer,
+    /// Always TLS; the certificate is checked only against a root certificate given.
+    Require,
+    /// Always TLS, with a certificate signed by the root certificate.
+    VerifyCa,
+    /// Always TLS, with a certificate signed by the root certificate for the host
+    /// connected to.
+    VerifyFull,
+}
+
+impl SslMode {
+    const ALL: [SslMode; 6] = [
+        SslMode::Disable,
+        SslMode::Allow,
+        SslMode::Prefer,
+        SslMode::Require,
+        SslMode::VerifyCa,
+        SslMode::VerifyFull,
+    ];
+
+    /// Its name in a connection string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Allow => "allow",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+
+    /// Whether a connection in this mode is refused unless it is TLS.
+    pub fn requires_tls(self) -> bool {
+        matches!(self, SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull)
+    }
+
+    /// Whether the server's certificate must be signed by a root certificate.
+    fn verifies(self) -> bool {
+        matches!(self, SslMode::VerifyCa | SslMode::VerifyFull)
+    }
+}
+
+impl fmt::Display for SslMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SslMode {
+    type Err = ConfigError;
+
+    fn from_str(value: &str) -> Result<SslMode, ConfigError> {
+        SslMode::ALL
+            .into_iter()
+            .find(|mode| mode.as_str() == value)
+            .ok_or_else(|| ConfigError::SslMode {
+                value: value.to_owned(),
+            })
+    }
+}
+
+/// Where the root certificates come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RootCert {
+    /// A PEM file of one or more certificates.
+    File(PathBuf),
+    /// The system's trusted roots (`sslrootcert=system`).
+    System,
+}
+
+/// A connection string that cannot be used. No variant holds the string or a password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The string does not parse: `reason` names the option or the place.
+    Invalid {
+        /// What is wrong, without the value.
+        reason: String,
+    },
+    /// An `sslmode` that libpq does not have.
+    SslMode {
+        /// The value given.
+        value: String,
+    },
+    /// `verify-ca` or `verify-full` without a root certificate to verify with.
+    NoRootCert {
+        /// The mode asked for.
+        mode: SslMode,
+        /// libpq's default file, which does not exist either.
+        default: PathBuf,
+    },
+    /// `sslrootcert=system` with a mode that does not check the host name.
+    SystemRootsNeedVerifyFull {
+        /// The mode asked for.
+        mode: SslMode,
+    },
+    /// `sslcert` without `sslkey`, or the other way round.
+    ClientCertPair,
+    /// A certificate or key file that cannot be read or holds nothing usable.
+    File {
+        /// The option that names it: `sslrootcert`, `sslcert` or `sslkey`.
+        option: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// rustls refused the settings (a key that does not match its certificate, say).
+    Tls {
+        /// rustls' reason.
+        reason: String,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Invalid { reason } => write!(f, "invalid connection string: {reason}"),
+            ConfigError::SslMode { value } => {
+                let allowed: Vec<&str> = SslMode::ALL.iter().map(|mode| mode.as_str()).collect();
+                write!(f, "sslmode {value:?} is invalid: allowed {}", allowed.join(", "))
+            }
+            ConfigError::NoRootCert { mode, default } => write!(
+                f,
+                "sslmode={mode} needs a root certificate to verify the server with: give \
+                 sslrootcert=FILE (or sslrootcert=system for the system's roots); the default \
+                 {} does not exist",
+                default.display()
+            ),
+            ConfigError::SystemRootsNeedVerifyFull { mode } => write!(
+                f,
+                "sslrootcert=system needs sslmode=verify-full, not {mode}: a public CA \
+                 signs certificates for any host, so only the host name check means something"
+            ),
+            ConfigError::ClientCertPair => {
+                f.write_str("sslcert and sslkey go together: give both or neither")
+            }
+            ConfigError::File { option, path, reason } => write!(f, "{option} {}: {reason}", path.display()),
+            ConfigError::Tls { reason } => write!(f, "TLS settings refused: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The TLS settings of a [`Database`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tls {
+    mode: SslMode,
+    root: Option<RootCert>,
+    /// The client certificate and its key.
+    client: Option<(PathBuf, PathBuf)>,
+}
+
+/// A PostgreSQL database to connect to: the client's [`postgres::Config`] and the TLS
+/// settings (see the [module docs](self)).
+///
+/// # Examples
+///
+/// ```
+/// use atomflake_postgres::database::{Database, SslMode};
+///
+/// let database: Database = "postgres://app:s3cret@db.internal:5433/ids?sslmode=require".parse()?;
+/// assert_eq!(database.ssl_mode(), SslMode::Require);
+/// assert_eq!(database.to_string(), "app@db.internal:5433/ids (sslmode=require)");
+/// assert!(!format!("{database:?}").contains("s3cret"));
+/// # Ok::<(), atomflake_postgres::database::ConfigError>(())
+/// ```
+#[derive(Clone)]
+pub struct Database {
+    config: postgres::Config,
+    tls: Tls,
+}
+
+impl Database {
+    /// A database reached with `config`, in its TLS mode (`disable`, `prefer` or `require`:
+    /// the ones the client's `Config` knows), with no root certificate but libpq's default
+    /// file.
+    pub fn new(config: postgres::Config) -> Database {
+        let mode = match config.get_ssl_mode() {
+            postgres::config::SslMode::Disable => SslMode::Disable,
+            postgres::config::SslMode::Require => SslMode::Require,
+            _ => SslMode::Prefer,
+        };
+        Database {
+            config,
+            tls: Tls {
+                mode,
+                root: None,
+                client: None,
+            },
+        }
+    }
+
+    /// The client's settings (the TLS mode there is `disable`, `prefer` or `require`:
+    /// [`ssl_mode`](Self::ssl_mode) is the one that applies).
+    pub fn config(&self) -> &postgres::Config {
+        &self.config
+    }
+
+    /// The TLS mode.
+    pub fn ssl_mode(&self) -> SslMode {
+        self.tls.mode
+    }
+
+    /// The same database in TLS mode `mode`.
+    ///
+    /// # Errors
+    ///
+    /// As parsing: a verifying mode with no root certificate, or `system` roots without
+    /// `verify-full`.
+    pub fn with_ssl_mode(mut self, mode: SslMode) -> Result<Database, ConfigError> {
+        self.tls.mode = mode;
+        self.checked()
+    }
+
+    /// The same database with the root certificates from `root`.
+    ///
+    /// # Errors
+    ///
+    /// As parsing: a file that cannot be read or holds no certificate.
+    pub fn with_root_cert(mut self, root: RootCert) -> Result<Database, ConfigError> {
+        self.tls.root = Some(root);
+        self.checked()
+    }
+
+    /// The same database with a client certificate and its key (PEM files).
+    ///
+    /// # Errors
+    ///
+    /// As parsing: a file that cannot be read, or a key that does not match.
+    pub fn with_client_cert(
+        mut self,
+        cert: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+    ) -> Result<Database, ConfigError> {
+        self.tls.client = Some((cert.into(), key.into()));
+        self.checked()
+    }
+
+    /// `self`, once its TLS settings have been loaded once.
+    fn checked(mut self) -> Result<Database, ConfigError> {
+        self.config.ssl_mode(match self.tls.mode {
+            SslMode::Disable => postgres::config::SslMode::Disable,
+            SslMode::Allow | SslMode::Prefer => postgres::config::SslMode::Prefer,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => postgres::config::SslMode::Require,
+        });
+        if self.tls.mode != SslMode::Disable {
+            self.tls_config()?;
+        }
+        Ok(self)
+    }
+
+    /// The client's settings, to add to (timeouts, an application name). The TLS mode is
+    /// not to be changed there.
+    pub(crate) fn config_mut(&mut self) -> &mut postgres::Config {
+        &mut self.config
+    }
+
+    /// A connection, with TLS as set.
+    pub(crate) fn connect(&self) -> Result<postgres::Client, ConnectError> {
+        if self.tls.mode == SslMode::Disable {
+            return self.config.connect(postgres::NoTls).map_err(ConnectError::Client);
+        }
+        let tls = self.tls_config().map_err(ConnectError::Config)?;
+        self.config
+            .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
+            .map_err(ConnectError::Client)
+    }
+
+    /// The rustls settings, read from the files now.
+    fn tls_config(&self) -> Result<ClientConfig, ConfigError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let algorithms = provider.signature_verification_algorithms;
+        let roots = self.roots()?;
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(tls_error)?;
+        let builder = match (self.tls.mode, roots) {
+            (SslMode::VerifyFull, Some(roots)) => builder.with_root_certificates(roots),
+            (_, Some(roots)) => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(ChainOnly { roots, algorithms })),
+            (_, None) => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(Unverified { algorithms })),
+        };
+        let mut config = match &self.tls.client {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => {
+                let chain = CertificateDer::pem_file_iter(cert)
+                    .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+                    .map_err(|err| file_error("sslcert", cert, &err))?;
+                if chain.is_empty() {
+                    return Err(no_certificate("sslcert", cert));
+                }
+                let key = PrivateKeyDer::from_pem_file(key).map_err(|err| file_error("sslkey", key, &err))?;
+                builder.with_client_auth_cert(chain, key).map_err(tls_error)?
+            }
+        };
+        // What PostgreSQL 17 asks of a direct TLS connection; earlier servers ignore it.
+        config.alpn_protocols = vec![b"postgresql".to_vec()];
+        Ok(config)
+    }
+
+    /// The root certificates to check the server's with, if any.
+    fn roots(&self) -> Result<Option<RootCertStore>, ConfigError> {
+        let mode = self.tls.mode;
+        let file = match &self.tls.root {
+            Some(RootCert::System) => {
+                if mode != SslMode::VerifyFull {
+                    return Err(ConfigError::SystemRootsNeedVerifyFull { mode });
+                }
+                let found = rustls_native_certs::load_native_certs();
+                let mut roots = RootCertStore::empty();
+                roots.add_parsable_certificates(found.certs);
+                if roots.is_empty() {
+                    return Err(ConfigError::Tls {
+                        reason: "sslrootcert=system: no trusted root certificate found on this system"
+                            .to_owned(),
+                    });
+                }
+                return Ok(Some(roots));
+            }
+            Some(RootCert::File(path)) => path.clone(),
+            None => {
+                let default = default_root_cert();
+                match default {
+                    Some(path) if path.exists() => path,
+                    _ if mode.verifies() => {
+                        return Err(ConfigError::NoRootCert {
+                            mode,
+                            default: default.unwrap_or_else(|| PathBuf::from("~/.postgresql/root.crt")),
+                        });
+                    }
+                    _ => return Ok(None),
+                }
+            }
+        };
+        let certs = CertificateDer::pem_file_iter(&file)
+            .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            .map_err(|err| file_error("sslrootcert", &file, &err))?;
+        let mut roots = RootCertStore::empty();
+        let (_, refused) = roots.add_parsable_certificates(certs);
+        if roots.is_empty() {
+            return Err(if refused > 0 {
+                ConfigError::File {
+                    option: "sslrootcert",
+                    path: file,
+                    reason: format!("none of its {refused} certificates can be a root"),
+                }
+            } else {
+                no_certificate("sslrootcert", &file)
+            });
+        }
+        Ok(Some(roots))
+    }
+}
+
+/// libpq's default root certificate file, `~/.postgresql/root.crt`.
+fn default_root_cert() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME")?;
+    Some(Path::new(&home).join(".postgresql/root.crt"))
+}
+
+fn file_error(option: &'static str, path: &Path, error: &rustls::pki_types::pem::Error) -> ConfigError {
+    ConfigError::File {
+        option,
+        path: path.to_owned(),
+        reason: match error {
+            rustls::pki_types::pem::Error::Io(io) => io.to_string(),
+            rustls::pki_types::pem::Error::NoItemsFound => "no PEM item of the kind needed".to_owned(),
+            other => format!("not a PEM file ({other})"),
+        },
+    }
+}
+
+fn no_certificate(option: &'static str, path: &Path) -> ConfigError {
+    ConfigError::File {
+        option,
+        path: path.to_owned(),
+        reason: "holds no PEM certificate".to_owned(),
+    }
+}
+
+#[expect(clippy::needless_pass_by_value, reason = "called as map_err(tls_error)")]
+fn tls_error(error: rustls::Error) -> ConfigError {
+    ConfigError::Tls {
+        reason: error.to_string(),
+    }
+}
+
+/// Why a connection was not made.
+#[derive(Debug)]
+pub(crate) enum ConnectError {
+    Config(ConfigError),
+    Client(postgres::Error),
+}
+
+impl FromStr for Database {
+    type Err = ConfigError;
+
+    /// Parses a libpq URL or `key=value` settings; the TLS options (`sslmode`,
+    /// `sslrootcert`, `sslcert`, `sslkey`) are read here, the rest by the client's
+    /// [`postgres::Config`].
+    fn from_str(text: &str) -> Result<Database, ConfigError> {
+        let (rest, options) = take_tls_options(text)?;
+        let config: postgres::Config = rest
+            .parse()
+            .map_err(|err: postgres::Error| ConfigError::Invalid {
+                // The client's parse errors name the option, never its value.
+                reason: std::error::Error::source(&err).map_or_else(|| err.to_string(), ToString::to_string),
+            })?;
+        let mut tls = Tls {
+            mode: SslMode::Prefer,
+            root: None,
+            client: None,
+        };
+        let mut mode = None;
+        let (mut cert, mut key) = (None, None);
+        for (name, value) in options {
+            match name {
+                TlsOption::Mode => mode = Some(value.parse::<SslMode>()?),
+                TlsOption::RootCert if value == "system" => tls.root = Some(RootCert::System),
+                TlsOption::RootCert => tls.root = Some(RootCert::File(value.into())),
+                TlsOption::Cert => cert = Some(PathBuf::from(value)),
+                TlsOption::Key => key = Some(PathBuf::from(value)),
+            }
+        }
+        // libpq: the system's roots make verify-full the default.
+        tls.mode = mode.unwrap_or(match tls.root {
+            Some(RootCert::System) => SslMode::VerifyFull,
+            _ => SslMode::Prefer,
+        });
+        tls.client = match (cert, key) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (None, None) => None,
+            _ => return Err(ConfigError::ClientCertPair),
+        };
+        Database { config, tls }.checked()
+    }
+}
+
+impl From<postgres::Config> for Database {
+    fn from(config: postgres::Config) -> Database {
+        Database::new(config)
+    }
+}
+
+/// `user@host:port/dbname`, with every host and port, and the TLS mode: never the password.
+impl fmt::Display for Database {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let config = &self.config;
+        if let Some(user) = config.get_user() {
+            write!(f, "{user}@")?;
+        }
+        let ports = config.get_ports();
+        let port = |index: usize| match ports {
+            [] => 5432,
+            [one] => *one,
+            many => many.get(index).copied().unwrap_or(5432),
+        };
+        let hosts = config.get_hosts();
+        if hosts.is_empty() {
+            for (index, addr) in config.get_hostaddrs().iter().enumerate() {
+                let comma = if index == 0 { "" } else { "," };
+                write!(f, "{comma}{addr}:{}", port(index))?;
+            }
+        }
+        for (index, host) in hosts.iter().enumerate() {
+            let comma = if index == 0 { "" } else { "," };
+            match host {
+                postgres::config::Host::Tcp(name) => write!(f, "{comma}{name}:{}", port(index))?,
+                #[cfg(unix)]
+                postgres::config::Host::Unix(dir) => write!(f, "{comma}{}:{}", dir.display(), port(index))?,
+            }
+        }
+        if let Some(dbname) = config.get_dbname() {
+            write!(f, "/{dbname}")?;
+        }
+        write!(f, " (sslmode={})", self.tls.mode)
+    }
+}
+
+/// The client's `Debug` (which shows a password as `_`) and the TLS settings.
+impl fmt::Debug for Database {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Database")
+            .field("config", &self.config)
+            .field("ssl_mode", &self.tls.mode)
+            .field("root_cert", &self.tls.root)
+            .field("client_cert", &self.tls.client)
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TlsOption {
+    Mode,
+    RootCert,
+    Cert,
+    Key,
+}
+
+impl TlsOption {
+    fn named(name: &str) -> Option<TlsOption> {
+        Some(match name {
+            "sslmode" => TlsOption::Mode,
+            "sslrootcert" => TlsOption::RootCert,
+            "sslcert" => TlsOption::Cert,
+            "sslkey" => TlsOption::Key,
+            _ => return None,
+        })
+    }
+}
+
+/// `text` without its TLS options, and those options (decoded) in order.
+fn take_tls_options(text: &str) -> Result<(String, Vec<(TlsOption, String)>), ConfigError> {
+    match ["postgres://", "postgresql://"]
+        .iter()
+        .find_map(|prefix| text.strip_prefix(prefix).map(|rest| text.len() - rest.len()))
+    {
+        Some(start) => take_from_url(text, start),
+        None => take_from_settings(text),
+    }
+}
+
+/// From a URL: the parameters after the `?` that follows the credentials.
+fn take_from_url(text: &str, start: usize) -> Result<(String, Vec<(TlsOption, String)>), ConfigError> {
+    let after_credentials = text[start..].find('@').map_or(start, |at| start + at + 1);
+    let Some(query) = text[after_credentials..]
+        .find('?')
+        .map(|at| after_credentials + at)
+    else {
+        return Ok((text.to_owned(), Vec::new()));
+    };
+    let mut kept = Vec::new();
+    let mut taken = Vec::new();
+    for pair in text[query + 1..].split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match TlsOption::named(&percent_decode(key)?) {
+            Some(option) => taken.push((option, percent_decode(value)?)),
+            None => kept.push(pair),
+        }
+    }
+    let mut rest = text[..query].to_owned();
+    if !kept.is_empty() {
+        rest.push('?');
+        rest.push_str(&kept.join("&"));
+    }
+    Ok((rest, taken))
+}
+
+fn percent_decode(text: &str) -> Result<String, ConfigError> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        if bytes[at] == b'%' {
+            let byte = text
+                .get(at + 1..at + 3)
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+                .ok_or_else(|| ConfigError::Invalid {
+                    reason: format!("a bad percent escape at byte {at} of a parameter"),
+                })?;
+            out.push(byte);
+            at += 3;
+        } else {
+            out.push(bytes[at]);
+            at += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| ConfigError::Invalid {
+        reason: "a parameter that is not UTF-8 once decoded".to_owned(),
+    })
+}
+
+/// From `key=value` settings (libpq's rules: spaces around `=`, values in single quotes
+/// or bare, `\` escaping the next character in both).
+fn take_from_settings(text: &str) -> Result<(String, Vec<(TlsOption, String)>), ConfigError> {
+    let bytes = text.as_bytes();
+    let mut rest = String::with_capacity(text.len());
+    let mut taken = Vec::new();
+    let mut at = 0;
+    let skip_spaces = |mut at: usize| {
+        while at < bytes.len() && bytes[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        at
+    };
+    loop {
+        at = skip_spaces(at);
+        if at == bytes.len() {
+            break;
+        }
+        let start = at;
+        while at < bytes.len() && bytes[at] != b'=' && !bytes[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        let key = &text[start..at];
+        at = skip_spaces(at);
+        if bytes.get(at) != Some(&b'=') {
+            return Err(ConfigError::Invalid {
+                reason: format!("option `{key}` has no `=`"),
+            });
+        }
+        at = skip_spaces(at + 1);
+        let mut value = Vec::new();
+        if bytes.get(at) == Some(&b'\'') {
+            at += 1;
+            loop {
+                match bytes.get(at) {
+                    None => {
+                        return Err(ConfigError::Invalid {
+                            reason: format!("the quoted value of option `{key}` is not closed"),
+                        });
+                    }
+                    Some(b'\'') => break,
+                    Some(b'\\') if at + 1 < bytes.len() => {
+                        value.push(bytes[at + 1]);
+                        at += 2;
+                    }
+                    Some(&byte) => {
+                        value.push(byte);
+                        at += 1;
+                    }
+                }
+            }
+            at += 1;
+        } else {
+            while at < bytes.len() && !bytes[at].is_ascii_whitespace() {
+                if bytes[at] == b'\\' && at + 1 < bytes.len() {
+                    at += 1;
+                }
+                value.push(bytes[at]);
+                at += 1;
+            }
+        }
+        if let Some(option) = TlsOption::named(key) {
+            let value = String::from_utf8(value).map_err(|_| ConfigError::Invalid {
+                reason: format!("the value of option `{key}` is not UTF-8"),
+            })?;
+            taken.push((option, value));
+        } else {
+            rest.push_str(&text[start..at]);
+            rest.push(' ');
+        }
+    }
+    Ok((rest, taken))
+}
+
+/// A server certificate is taken as it is: TLS encrypts, nothing is authenticated
+/// (libpq's `prefer` and `require` without a root certificate). The handshake's
+/// signatures are still checked, so the server holds the key of the certificate it sent.
+#[derive(Debug)]
+struct Unverified {
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+/// A server certificate must chain to a root; its names are not checked (libpq's
+/// `verify-ca`).
+#[derive(Debug)]
+struct ChainOnly {
+    roots: RootCertStore,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+impl ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let cert = ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &cert,
+            &self.roots,
+            intermediates,
+            now,
+            self.algorithms.all,
+        )?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Database, ConfigError> {
+        text.parse()
+    }
+
+    #[test]
+    fn tls_options_are_taken_out_of_both_forms_and_the_rest_is_the_clients() {
+        let (rest, taken) =
+            take_tls_options("host=db user='a b' sslmode = require password='x\\'y' sslrootcert=/r.pem")
+                .unwrap();
+        assert_eq!(rest, "host=db user='a b' password='x\\'y' ");
+        assert_eq!(
+            taken,
+            [
+                (TlsOption::Mode, "require".to_owned()),
+                (TlsOption::RootCert, "/r.pem".to_owned())
+            ]
+        );
+        let (rest, taken) = take_tls_options(
+            "postgres://u:p%3F@h:1/d?sslmode=verify-ca&application_name=x&sslrootcert=%2Fr.pem",
+        )
+        .unwrap();
+        assert_eq!(rest, "postgres://u:p%3F@h:1/d?application_name=x");
+        assert_eq!(
+            taken,
+            [
+                (TlsOption::Mode, "verify-ca".to_owned()),
+                (TlsOption::RootCert, "/r.pem".to_owned())
+            ]
+        );
+        let (rest, _) = take_tls_options("postgresql://h/d?sslmode=disable").unwrap();
+        assert_eq!(rest, "postgresql://h/d");
+        // A `?` in the password is not the query.
+        let (rest, taken) = take_tls_options("postgres://u:a?b@h/d").unwrap();
+        assert_eq!((rest.as_str(), taken.len()), ("postgres://u:a?b@h/d", 0));
+    }
+
+    #[test]
+    fn every_libpq_mode_parses_and_an_unknown_one_names_the_allowed() {
+        let missing = PathBuf::from("/nonexistent/root.pem");
+        for mode in SslMode::ALL {
+            let parsed = parse(&format!(
+                "host=db sslmode={mode} sslrootcert={}",
+                missing.display()
+            ));
+            if mode == SslMode::Disable {
+                // No TLS: the file is never read.
+                assert_eq!(parsed.unwrap().ssl_mode(), mode);
+            } else {
+                assert_eq!(
+                    parsed.unwrap_err(),
+                    ConfigError::File {
+                        option: "sslrootcert",
+                        path: missing.clone(),
+                        reason: "No such file or directory (os error 2)".to_owned()
+                    },
+                    "{mode}"
+                );
+            }
+        }
+        let error = parse("host=db sslmode=verify").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "sslmode \"verify\" is invalid: allowed disable, allow, prefer, require, verify-ca, verify-full"
+        );
+    }
+}
