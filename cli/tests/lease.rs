@@ -41,6 +41,75 @@ fn a_node_and_a_lease_together_are_refused() {
     );
 }
 
+/// `atomflake` with `args` and `ATOMFLAKE_LEASE` set to `lease`, in a home without
+/// `~/.postgresql` (libpq's default root certificate): its stdout and stderr.
+fn atomflake_with_lease_env(args: &[&str], lease: &str) -> (Option<i32>, String) {
+    let home = std::env::temp_dir().join(format!("atomflake-cli-home-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_atomflake"))
+        .args(args)
+        .env_remove("ATOMFLAKE_NODE")
+        .env("ATOMFLAKE_LEASE", lease)
+        .env("HOME", &home)
+        .output()
+        .expect("the atomflake binary runs");
+    let shown = format!("{}{}", text(&output.stdout), text(&output.stderr));
+    (output.status.code(), shown)
+}
+
+#[test]
+fn no_message_and_no_help_shows_the_password() {
+    const PASSWORD: &str = "s3cret-Pw";
+    let mint = ["mint", "-n", "1"];
+    let list = ["lease", "list"];
+    for (args, lease, code, expected) in [
+        (
+            &mint[..],
+            format!("host=127.0.0.1 port=1 user=app password={PASSWORD} sslmode=verify-full"),
+            2,
+            "atomflake: invalid --lease: sslmode=verify-full needs a root certificate to verify \
+             the server with: give sslrootcert=FILE (or sslrootcert=system for the system's \
+             roots); the default HOME/.postgresql/root.crt does not exist\n",
+        ),
+        (
+            &mint[..],
+            format!("postgres://app:{PASSWORD}@localhost:99999/db"),
+            2,
+            "atomflake: invalid --lease: invalid connection string: invalid value for option `port`\n",
+        ),
+        (
+            &list[..],
+            format!("postgres://app:{PASSWORD}@127.0.0.1:1/db?sslmode=require&connect_timeout=5"),
+            1,
+            "atomflake: lease database operation \"connect\" failed: app@127.0.0.1:1/db \
+             (sslmode=require): error connecting to server: Connection refused (os error 111)\n",
+        ),
+        (
+            &mint[..],
+            format!("postgres://app:{PASSWORD}@127.0.0.1:1/db?connect_timeout=5"),
+            1,
+            "atomflake: lease database operation \"connect\" failed: app@127.0.0.1:1/db \
+             (sslmode=prefer): error connecting to server: Connection refused (os error 111)\n",
+        ),
+    ] {
+        let (status, shown) = atomflake_with_lease_env(args, &lease);
+        let home = std::env::temp_dir().join(format!("atomflake-cli-home-{}", std::process::id()));
+        let shown = shown.replace(&home.display().to_string(), "HOME");
+        assert_eq!((status, shown.as_str()), (Some(code), expected), "{lease}");
+        let help: Vec<&str> = args
+            .iter()
+            .copied()
+            .filter(|arg| arg.starts_with(char::is_alphabetic))
+            .collect();
+        let (status, help) = atomflake_with_lease_env(&[&help[..], &["--help"]].concat(), &lease);
+        assert_eq!(status, Some(0), "{help}");
+        assert!(
+            help.contains("[env: ATOMFLAKE_LEASE]") && !help.contains(PASSWORD),
+            "{help}"
+        );
+    }
+}
+
 #[test]
 fn mint_takes_its_node_from_a_lease_and_lease_list_shows_it() {
     let Some(server) = pg::Server::start("cli-lease") else {

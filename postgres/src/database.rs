@@ -467,6 +467,18 @@ impl FromStr for Database {
                 // The client's parse errors name the option, never its value.
                 reason: std::error::Error::source(&err).map_or_else(|| err.to_string(), ToString::to_string),
             })?;
+        let misread = config.get_hosts().iter().any(|host| match host {
+            postgres::config::Host::Tcp(name) => name.contains('@'),
+            #[cfg(unix)]
+            postgres::config::Host::Unix(_) => false,
+        });
+        if misread {
+            return Err(ConfigError::Invalid {
+                reason: "a host name holds `@` (not shown): escape an `@` in the user or the \
+                         password as %40"
+                    .to_owned(),
+            });
+        }
         let mut tls = Tls {
             mode: SslMode::Prefer,
             root: None,
@@ -570,6 +582,47 @@ impl TlsOption {
     }
 }
 
+/// The options a connection string may hold: the client's and the TLS ones read here.
+const OPTIONS: [&str; 22] = [
+    "host",
+    "hostaddr",
+    "port",
+    "user",
+    "password",
+    "dbname",
+    "options",
+    "application_name",
+    "connect_timeout",
+    "tcp_user_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_retries",
+    "target_session_attrs",
+    "channel_binding",
+    "load_balance_hosts",
+    "sslnegotiation",
+    "sslmode",
+    "sslrootcert",
+    "sslcert",
+    "sslkey",
+];
+
+/// An error unless `key` (at byte `at`) is one of [`OPTIONS`]. An unknown one is not
+/// quoted: in a string whose quoting went wrong it can be a piece of a password.
+fn check_option(key: &str, at: usize) -> Result<(), ConfigError> {
+    if OPTIONS.contains(&key) {
+        return Ok(());
+    }
+    Err(ConfigError::Invalid {
+        reason: format!(
+            "an unknown option at byte {at} (not shown: with a quote missing, it can be part of \
+             a password); allowed: {}",
+            OPTIONS.join(", ")
+        ),
+    })
+}
+
 /// `text` without its TLS options, and those options (decoded) in order.
 fn take_tls_options(text: &str) -> Result<(String, Vec<(TlsOption, String)>), ConfigError> {
     match ["postgres://", "postgresql://"]
@@ -594,7 +647,9 @@ fn take_from_url(text: &str, start: usize) -> Result<(String, Vec<(TlsOption, St
     let mut taken = Vec::new();
     for pair in text[query + 1..].split('&') {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match TlsOption::named(&percent_decode(key)?) {
+        let key = percent_decode(key)?;
+        check_option(&key, pair.as_ptr() as usize - text.as_ptr() as usize)?;
+        match TlsOption::named(&key) {
             Some(option) => taken.push((option, percent_decode(value)?)),
             None => kept.push(pair),
         }
@@ -654,6 +709,7 @@ fn take_from_settings(text: &str) -> Result<(String, Vec<(TlsOption, String)>), 
             at += 1;
         }
         let key = &text[start..at];
+        check_option(key, start)?;
         at = skip_spaces(at);
         if bytes.get(at) != Some(&b'=') {
             return Err(ConfigError::Invalid {
@@ -867,5 +923,111 @@ mod tests {
             error.to_string(),
             "sslmode \"verify\" is invalid: allowed disable, allow, prefer, require, verify-ca, verify-full"
         );
+    }
+
+    /// What every error and every `Debug` or `Display` of a parsed string is checked
+    /// against: a password in two halves, so that half of a misquoted one is caught too.
+    const HALVES: [&str; 2] = ["Pw0rdQ", "Zecret"];
+
+    fn shows_no_password(text: &str, shown: &str) {
+        for half in HALVES {
+            assert!(!shown.contains(half), "{text:?} shows {half:?}: {shown}");
+        }
+    }
+
+    /// Parses `text`, and checks that neither the error nor the database shows the password.
+    fn parse_hiding(text: &str) -> Result<Database, ConfigError> {
+        let parsed = parse(text);
+        match &parsed {
+            Ok(database) => shows_no_password(text, &format!("{database} {database:?}")),
+            Err(error) => shows_no_password(text, &format!("{error} {error:?}")),
+        }
+        parsed
+    }
+
+    #[test]
+    fn no_error_shows_a_password_however_the_string_is_broken() {
+        let secret = HALVES.join("");
+        let spaced = HALVES.join(" ");
+        let cases = [
+            format!("host=db password={secret} port=99999"),
+            format!("host=db password={secret} sslmode=verify"),
+            format!("host=db password={secret} sslmode=verify-full sslrootcert=/nonexistent"),
+            format!("host=db password='{secret}"),
+            // Misquoted: the second half reads as an option's name.
+            format!("host=db password={spaced}"),
+            format!("host=db password={spaced}=x"),
+            format!("postgres://app:{secret}@db:99999/app"),
+            format!("postgres://app:{secret}@db/app?sslmode=nope"),
+            format!("postgres://app:{secret}@db/app?bogus=1"),
+            format!("postgres://app:{secret}@db/app?sslrootcert=%zz"),
+            // An `@` left unescaped in the password: the rest reads as the host.
+            format!("postgres://app:{}@{}@db/app", HALVES[0], HALVES[1]),
+        ];
+        for text in &cases {
+            assert!(parse_hiding(text).is_err(), "{text}");
+        }
+        assert_eq!(
+            parse_hiding(&format!("host=db password={spaced}"))
+                .unwrap_err()
+                .to_string(),
+            format!(
+                "invalid connection string: an unknown option at byte 24 (not shown: with a \
+                 quote missing, it can be part of a password); allowed: {}",
+                OPTIONS.join(", ")
+            )
+        );
+        let database = parse_hiding(&format!("postgres://app:{secret}@db:5433/ids?sslmode=disable")).unwrap();
+        assert_eq!(database.to_string(), "app@db:5433/ids (sslmode=disable)");
+        let database = parse_hiding(&format!(
+            "host=a,b port=1,2 user=app password='{spaced}' dbname=d"
+        ))
+        .unwrap();
+        assert_eq!(database.to_string(), "app@a:1,b:2/d (sslmode=prefer)");
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+
+        /// Strings made of options, broken pieces and a password (bare, quoted, spaced, in
+        /// a URL): whatever parses or fails, nothing shown holds either half of it.
+        #[test]
+        fn nothing_shown_holds_the_password(
+            pieces in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("host=db".to_owned()),
+                    proptest::strategy::Just("port=5432".to_owned()),
+                    proptest::strategy::Just("port=x".to_owned()),
+                    proptest::strategy::Just("user=app".to_owned()),
+                    proptest::strategy::Just("sslmode=require".to_owned()),
+                    proptest::strategy::Just("sslmode=verify".to_owned()),
+                    proptest::strategy::Just("sslrootcert=/nonexistent".to_owned()),
+                    proptest::strategy::Just("sslcert=/nonexistent".to_owned()),
+                    "[a-z=' \\\\@%&?/:]{0,6}",
+                ],
+                0..6,
+            ),
+            at in 0usize..6,
+            form in 0usize..5,
+        ) {
+            let (first, second) = (HALVES[0], HALVES[1]);
+            let password = match form {
+                0 => format!("password={first}{second}"),
+                1 => format!("password='{first} {second}'"),
+                2 => format!("password={first} {second}"),
+                3 => format!("password = '{first}\\'{second}"),
+                _ => String::new(),
+            };
+            let mut pieces = pieces;
+            if form == 4 {
+                let url = format!("postgres://app:{first}{second}@db/app?{}", pieces.join("&"));
+                let _ = parse_hiding(&url);
+                let url = format!("postgres://app:{first}@{second}@db/app");
+                let _ = parse_hiding(&url);
+            } else {
+                pieces.insert(at.min(pieces.len()), password);
+                let _ = parse_hiding(&pieces.join(" "));
+            }
+        }
     }
 }

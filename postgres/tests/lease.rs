@@ -1138,6 +1138,27 @@ fn the_lease_table_is_public_whatever_the_search_path() {
     );
 }
 
+/// Claimants that find no table (a role that may create it) create it once between them,
+/// and each gets a node of its own.
+#[test]
+fn claimants_that_find_no_table_create_it_once_and_each_get_a_node() {
+    let Some(server) = Server::start("lease-create") else {
+        return;
+    };
+    let config: atomflake_postgres::Database = server.conninfo().parse().unwrap();
+    let leases: Vec<Lease> = std::thread::scope(|scope| {
+        let claims: Vec<_> = (0..8)
+            .map(|_| scope.spawn(|| Lease::acquire(&config, &layout(), &LeaseOptions::new("create"))))
+            .collect();
+        claims
+            .into_iter()
+            .map(|claim| claim.join().unwrap().unwrap())
+            .collect()
+    });
+    let nodes: HashSet<u64> = leases.iter().map(Lease::node).collect();
+    assert_eq!(nodes, (0..8).collect());
+}
+
 /// A small seeded generator for the nemesis's choices (xorshift64*).
 struct Dice(u64);
 
