@@ -1003,7 +1003,7 @@ mod tests {
                     proptest::strategy::Just("sslmode=verify".to_owned()),
                     proptest::strategy::Just("sslrootcert=/nonexistent".to_owned()),
                     proptest::strategy::Just("sslcert=/nonexistent".to_owned()),
-                    "[a-z=' \\\\@%&?/:]{0,6}",
+                    "[a-z=' \\\\@%&?/:é\t]{0,6}",
                 ],
                 0..6,
             ),

@@ -251,7 +251,7 @@ fn leases_over_tls_verify_the_server_and_never_fall_back_to_plain_text() {
     let rogue = pki.ca("rogue");
     let (cert, key) = pki.leaf("server", "ca", "localhost", "DNS:localhost,IP:127.0.0.1");
     let (other_cert, other_key) = pki.leaf("other", "ca", "db.elsewhere", "DNS:db.elsewhere");
-    let (client_cert, client_key) = pki.leaf("client", "ca", "certapp", "");
+    pki.leaf("client", "ca", "certapp", "");
     serve_tls(&server, &cert, &key, &ca);
     make_roles(&server);
     let port = server.port();
@@ -300,12 +300,12 @@ fn leases_over_tls_verify_the_server_and_never_fall_back_to_plain_text() {
             ),
             "rogue",
         );
-        let text = error.to_string();
+        let shown = error.to_string();
         assert!(
-            text.starts_with(&format!(
+            shown.starts_with(&format!(
                 "lease database operation \"connect\" failed: app@localhost:{port}/postgres (sslmode={mode}): "
-            )) && text.contains("UnknownIssuer"),
-            "{text}"
+            )) && shown.contains("UnknownIssuer"),
+            "{shown}"
         );
     }
 
@@ -331,6 +331,15 @@ fn leases_over_tls_verify_the_server_and_never_fall_back_to_plain_text() {
         ["true app"]
     );
     serve_tls(&server, &cert, &key, &pki.path("ca.pem"));
+    logins_over_tls(&server, &pki);
+}
+
+/// Over TLS with verify-full: a wrong password, and a client certificate.
+fn logins_over_tls(server: &Server, pki: &Pki) {
+    let port = server.port();
+    let ca = pki.path("ca.pem");
+    let ca = ca.display();
+    let (client_cert, client_key) = (pki.path("client.crt"), pki.path("client.key"));
 
     // A wrong password is named by its user, never shown.
     let wrong: Database = format!(
@@ -356,7 +365,7 @@ fn leases_over_tls_verify_the_server_and_never_fall_back_to_plain_text() {
     )
     .parse()
     .unwrap();
-    assert_eq!(lease_and_mint(&server, &by_cert, "cert"), ["true certapp"]);
+    assert_eq!(lease_and_mint(server, &by_cert, "cert"), ["true certapp"]);
     let no_cert: Database = format!(
         "host=localhost port={port} user=certapp dbname=postgres sslmode=verify-full sslrootcert={ca}"
     )
