@@ -334,12 +334,15 @@ impl Database {
             .map_err(tls_error)?;
         let builder = match (self.tls.mode, roots) {
             (SslMode::VerifyFull, Some(roots)) => builder.with_root_certificates(roots),
-            (_, Some(roots)) => builder
+            (mode, None) if mode.verifies() => {
+                return Err(ConfigError::NoRootCert {
+                    mode,
+                    default: default_root_cert().unwrap_or_else(|| PathBuf::from("~/.postgresql/root.crt")),
+                });
+            }
+            (_, roots) => builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(ChainOnly { roots, algorithms })),
-            (_, None) => builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(Unverified { algorithms })),
+                .with_custom_certificate_verifier(Arc::new(CertCheck { roots, algorithms })),
         };
         let mut config = match &self.tls.client {
             None => builder.with_no_client_auth(),
@@ -379,19 +382,10 @@ impl Database {
                 return Ok(Some(roots));
             }
             Some(RootCert::File(path)) => path.clone(),
-            None => {
-                let default = default_root_cert();
-                match default {
-                    Some(path) if path.exists() => path,
-                    _ if mode.verifies() => {
-                        return Err(ConfigError::NoRootCert {
-                            mode,
-                            default: default.unwrap_or_else(|| PathBuf::from("~/.postgresql/root.crt")),
-                        });
-                    }
-                    _ => return Ok(None),
-                }
-            }
+            None => match default_root_cert() {
+                Some(path) if path.exists() => path,
+                _ => return Ok(None),
+            },
         };
         let certs = CertificateDer::pem_file_iter(&file)
             .and_then(Iterator::collect::<Result<Vec<_>, _>>)
@@ -761,58 +755,19 @@ fn take_from_settings(text: &str) -> Result<(String, Vec<(TlsOption, String)>), 
     Ok((rest, taken))
 }
 
-/// A server certificate is taken as it is: TLS encrypts, nothing is authenticated
-/// (libpq's `prefer` and `require` without a root certificate). The handshake's
-/// signatures are still checked, so the server holds the key of the certificate it sent.
+/// The server-certificate check of every mode but `verify-full` (which is rustls' own).
+/// With `roots`, the certificate must chain to one of them, whatever names it holds
+/// (libpq's `verify-ca`, and `require` or `prefer` with a root certificate at hand).
+/// Without, it is taken as it is: TLS encrypts and nothing is authenticated (libpq's
+/// `require` and `prefer` without a root certificate). Either way the handshake's
+/// signatures are checked, so the server holds the key of the certificate it sent.
 #[derive(Debug)]
-struct Unverified {
+struct CertCheck {
+    roots: Option<RootCertStore>,
     algorithms: WebPkiSupportedAlgorithms,
 }
 
-/// A server certificate must chain to a root; its names are not checked (libpq's
-/// `verify-ca`).
-#[derive(Debug)]
-struct ChainOnly {
-    roots: RootCertStore,
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
-    }
-}
-
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for CertCheck {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -821,14 +776,16 @@ impl ServerCertVerifier for ChainOnly {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let cert = ParsedCertificate::try_from(end_entity)?;
-        rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &cert,
-            &self.roots,
-            intermediates,
-            now,
-            self.algorithms.all,
-        )?;
+        if let Some(roots) = &self.roots {
+            let cert = ParsedCertificate::try_from(end_entity)?;
+            rustls::client::verify_server_cert_signed_by_trust_anchor(
+                &cert,
+                roots,
+                intermediates,
+                now,
+                self.algorithms.all,
+            )?;
+        }
         Ok(ServerCertVerified::assertion())
     }
 
