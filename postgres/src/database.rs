@@ -174,7 +174,16 @@ impl fmt::Display for ConfigError {
             ConfigError::Invalid { reason } => write!(f, "invalid connection string: {reason}"),
             ConfigError::SslMode { value } => {
                 let allowed: Vec<&str> = SslMode::ALL.iter().map(|mode| mode.as_str()).collect();
-                write!(f, "sslmode {value:?} is invalid: allowed {}", allowed.join(", "))
+                // A value that could be anything but a misspelt mode is not shown.
+                if value.len() <= 16 && value.bytes().all(|c| c.is_ascii_lowercase() || c == b'-') {
+                    write!(f, "sslmode {value:?} is invalid: allowed {}", allowed.join(", "))
+                } else {
+                    write!(
+                        f,
+                        "sslmode is invalid (not shown): allowed {}",
+                        allowed.join(", ")
+                    )
+                }
             }
             ConfigError::NoRootCert { mode, default } => write!(
                 f,
@@ -458,21 +467,15 @@ impl FromStr for Database {
         let config: postgres::Config = rest
             .parse()
             .map_err(|err: postgres::Error| ConfigError::Invalid {
-                // The client's parse errors name the option, never its value.
-                reason: std::error::Error::source(&err).map_or_else(|| err.to_string(), ToString::to_string),
+                // The client's parse errors name the option, never its value; an option it
+                // does not know (every one was checked above) is not named.
+                reason: match std::error::Error::source(&err)
+                    .map_or_else(|| err.to_string(), ToString::to_string)
+                {
+                    reason if reason.starts_with("unknown option") => "an unknown option".to_owned(),
+                    reason => reason,
+                },
             })?;
-        let misread = config.get_hosts().iter().any(|host| match host {
-            postgres::config::Host::Tcp(name) => name.contains('@'),
-            #[cfg(unix)]
-            postgres::config::Host::Unix(_) => false,
-        });
-        if misread {
-            return Err(ConfigError::Invalid {
-                reason: "a host name holds `@` (not shown): escape an `@` in the user or the \
-                         password as %40"
-                    .to_owned(),
-            });
-        }
         let mut tls = Tls {
             mode: SslMode::Prefer,
             root: None,
@@ -630,6 +633,19 @@ fn take_tls_options(text: &str) -> Result<(String, Vec<(TlsOption, String)>), Co
 
 /// From a URL: the parameters after the `?` that follows the credentials.
 fn take_from_url(text: &str, start: usize) -> Result<(String, Vec<(TlsOption, String)>), ConfigError> {
+    // The client takes the first `@` anywhere as the end of the credentials; libpq, the
+    // first before a `/`. Where they could differ, or where a second `@` would make part
+    // of a password a host or a database name, the URL is refused.
+    if let Some(at) = text[start..].find('@') {
+        let credentials = &text[start..start + at];
+        if credentials.contains(['/', '?']) || text[start + at + 1..].contains('@') {
+            return Err(ConfigError::Invalid {
+                reason: "an `@` that does not end the user and password (not shown): escape an \
+                         `@` in the user, the password or a parameter as %40"
+                    .to_owned(),
+            });
+        }
+    }
     let after_credentials = text[start..].find('@').map_or(start, |at| start + at + 1);
     let Some(query) = text[after_credentials..]
         .find('?')
@@ -664,6 +680,7 @@ fn percent_decode(text: &str) -> Result<String, ConfigError> {
         if bytes[at] == b'%' {
             let byte = text
                 .get(at + 1..at + 3)
+                .filter(|hex| hex.bytes().all(|digit| digit.is_ascii_hexdigit()))
                 .and_then(|hex| u8::from_str_radix(hex, 16).ok())
                 .ok_or_else(|| ConfigError::Invalid {
                     reason: format!("a bad percent escape at byte {at} of a parameter"),
@@ -681,74 +698,88 @@ fn percent_decode(text: &str) -> Result<String, ConfigError> {
 }
 
 /// From `key=value` settings (libpq's rules: spaces around `=`, values in single quotes
-/// or bare, `\` escaping the next character in both).
+/// or bare, `\` escaping the next character in both), split where the client splits
+/// them: at every Unicode whitespace.
 fn take_from_settings(text: &str) -> Result<(String, Vec<(TlsOption, String)>), ConfigError> {
-    let bytes = text.as_bytes();
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let byte = |index: usize| chars.get(index).map_or(text.len(), |&(at, _)| at);
+    let char_at = |index: usize| chars.get(index).map(|&(_, c)| c);
+    let skip_spaces = |mut index: usize| {
+        while char_at(index).is_some_and(char::is_whitespace) {
+            index += 1;
+        }
+        index
+    };
     let mut rest = String::with_capacity(text.len());
     let mut taken = Vec::new();
-    let mut at = 0;
-    let skip_spaces = |mut at: usize| {
-        while at < bytes.len() && bytes[at].is_ascii_whitespace() {
-            at += 1;
-        }
-        at
-    };
+    let mut index = 0;
     loop {
-        at = skip_spaces(at);
-        if at == bytes.len() {
+        index = skip_spaces(index);
+        if index == chars.len() {
             break;
         }
-        let start = at;
-        while at < bytes.len() && bytes[at] != b'=' && !bytes[at].is_ascii_whitespace() {
-            at += 1;
+        let start = index;
+        while char_at(index).is_some_and(|c| c != '=' && !c.is_whitespace()) {
+            index += 1;
         }
-        let key = &text[start..at];
-        check_option(key, start)?;
-        at = skip_spaces(at);
-        if bytes.get(at) != Some(&b'=') {
+        let key = &text[byte(start)..byte(index)];
+        check_option(key, byte(start))?;
+        index = skip_spaces(index);
+        if char_at(index) != Some('=') {
             return Err(ConfigError::Invalid {
                 reason: format!("option `{key}` has no `=`"),
             });
         }
-        at = skip_spaces(at + 1);
-        let mut value = Vec::new();
-        if bytes.get(at) == Some(&b'\'') {
-            at += 1;
+        let after_equals = index + 1;
+        index = skip_spaces(after_equals);
+        let spaced = index > after_equals;
+        let mut value = String::new();
+        if char_at(index) == Some('\'') {
+            index += 1;
             loop {
-                match bytes.get(at) {
+                match char_at(index) {
                     None => {
                         return Err(ConfigError::Invalid {
                             reason: format!("the quoted value of option `{key}` is not closed"),
                         });
                     }
-                    Some(b'\'') => break,
-                    Some(b'\\') if at + 1 < bytes.len() => {
-                        value.push(bytes[at + 1]);
-                        at += 2;
+                    Some('\'') => break,
+                    Some('\\') if index + 1 < chars.len() => {
+                        value.push(chars[index + 1].1);
+                        index += 2;
                     }
-                    Some(&byte) => {
-                        value.push(byte);
-                        at += 1;
+                    Some(c) => {
+                        value.push(c);
+                        index += 1;
                     }
                 }
             }
-            at += 1;
+            index += 1;
         } else {
-            while at < bytes.len() && !bytes[at].is_ascii_whitespace() {
-                if bytes[at] == b'\\' && at + 1 < bytes.len() {
-                    at += 1;
+            while let Some(c) = char_at(index).filter(|c| !c.is_whitespace()) {
+                let escaped = c == '\\' && index + 1 < chars.len();
+                if escaped {
+                    index += 1;
                 }
-                value.push(bytes[at]);
-                at += 1;
+                value.push(chars[index].1);
+                index += 1;
+            }
+            // `user= password=...`: libpq takes the next setting as the value. An empty
+            // value is written `''`; anything else would show the next setting (a
+            // password) as a user name, a path or a mode.
+            let next_setting = value
+                .split_once('=')
+                .is_some_and(|(name, _)| OPTIONS.contains(&name));
+            if spaced && next_setting {
+                return Err(ConfigError::Invalid {
+                    reason: format!("option `{key}` has an empty value: write an empty value as ''"),
+                });
             }
         }
         if let Some(option) = TlsOption::named(key) {
-            let value = String::from_utf8(value).map_err(|_| ConfigError::Invalid {
-                reason: format!("the value of option `{key}` is not UTF-8"),
-            })?;
             taken.push((option, value));
         } else {
-            rest.push_str(&text[start..at]);
+            rest.push_str(&text[byte(start)..byte(index)]);
             rest.push(' ');
         }
     }
@@ -847,9 +878,12 @@ mod tests {
         );
         let (rest, _) = take_tls_options("postgresql://h/d?sslmode=disable").unwrap();
         assert_eq!(rest, "postgresql://h/d");
-        // A `?` in the password is not the query.
-        let (rest, taken) = take_tls_options("postgres://u:a?b@h/d").unwrap();
-        assert_eq!((rest.as_str(), taken.len()), ("postgres://u:a?b@h/d", 0));
+        // A `?` in the password is the query's start to some readers, and then the
+        // password would be shown as a user name: refused, never quoted. Escaped, it is
+        // the password's.
+        assert!(take_tls_options("postgres://u:a?b@h/d").is_err());
+        let (rest, taken) = take_tls_options("postgres://u:a%3Fb@h/d?sslmode=require").unwrap();
+        assert_eq!((rest.as_str(), taken.len()), ("postgres://u:a%3Fb@h/d", 1));
     }
 
     #[test]
@@ -920,6 +954,20 @@ mod tests {
             format!("postgres://app:{secret}@db/app?sslrootcert=%zz"),
             // An `@` left unescaped in the password: the rest reads as the host.
             format!("postgres://app:{}@{}@db/app", HALVES[0], HALVES[1]),
+            format!("postgres://app:{}@{}/w@db/app", HALVES[0], HALVES[1]),
+            format!(
+                "postgres://db/app?password={}@{}&sslmode=verify-full",
+                HALVES[0], HALVES[1]
+            ),
+            // An empty value takes the next setting, the password, as its value.
+            format!("host=db sslmode= password={secret}"),
+            format!("host=db sslrootcert= password={secret}"),
+            format!("host=db user= password={secret}"),
+            format!("host=db dbname = password = {secret}"),
+            // The client splits at every Unicode whitespace, and so does the parser here.
+            format!("host=db password={}\u{a0}{}=x", HALVES[0], HALVES[1]),
+            format!("host=db password={}\u{b}{}=x", HALVES[0], HALVES[1]),
+            format!("postgres://db/app?sslrootcert=%+2f&password={secret}"),
         ];
         for text in &cases {
             assert!(parse_hiding(text).is_err(), "{text}");
@@ -933,6 +981,19 @@ mod tests {
                  quote missing, it can be part of a password); allowed: {}",
                 OPTIONS.join(", ")
             )
+        );
+        // A setting after a vertical tab or a no-break space is a setting, TLS ones too.
+        for space in ['\u{b}', '\u{a0}'] {
+            let database = parse_hiding(&format!("host=db{space}sslmode=disable")).unwrap();
+            assert_eq!(database.ssl_mode(), SslMode::Disable);
+        }
+        assert_eq!(
+            parse_hiding("host=db sslmode=require\u{a0}sslrootcert=/nonexistent").unwrap_err(),
+            ConfigError::File {
+                option: "sslrootcert",
+                path: "/nonexistent".into(),
+                reason: "No such file or directory (os error 2)".to_owned()
+            }
         );
         let database = parse_hiding(&format!("postgres://app:{secret}@db:5433/ids?sslmode=disable")).unwrap();
         assert_eq!(database.to_string(), "app@db:5433/ids (sslmode=disable)");
