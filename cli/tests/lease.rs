@@ -154,3 +154,45 @@ fn mint_takes_its_node_from_a_lease_and_lease_list_shows_it() {
     assert_eq!(&fields[..3], ["0", "2", "no"], "{}", lines[1]);
     assert_eq!(lines.len(), 2);
 }
+
+/// A password kept out of the command line and the URL: `PGPASSWORD`, as libpq reads it.
+#[test]
+fn the_password_can_come_from_pgpassword() {
+    let options = pg::Options {
+        tcp: true,
+        ..pg::Options::default()
+    };
+    let Some(server) = pg::Server::start_with("cli-pgpassword", options) else {
+        return;
+    };
+    server.psql(&format!(
+        "SET password_encryption = 'scram-sha-256'; CREATE ROLE app LOGIN PASSWORD 'from-env';
+         {} GRANT SELECT, INSERT, UPDATE ON public.atomflake_lease TO app;",
+        atomflake_postgres::lease::DDL
+    ));
+    server.set_hba("host all all 127.0.0.1/32 scram-sha-256");
+    let lease = format!("host=127.0.0.1 port={} user=app dbname=postgres", server.port());
+    let run = |password: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_atomflake"));
+        command
+            .args(["mint", "-n", "3", "--lease", &lease])
+            .env_remove("ATOMFLAKE_NODE")
+            .env_remove("ATOMFLAKE_LEASE")
+            .env_remove("PGPASSWORD")
+            .env("PGPASSFILE", "/nonexistent/pgpass");
+        if let Some(password) = password {
+            command.env("PGPASSWORD", password);
+        }
+        command.output().expect("the atomflake binary runs")
+    };
+    let output = run(Some("from-env"));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).lines().count(), 3);
+    let output = run(None);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        text(&output.stderr).ends_with("password missing\n"),
+        "{}",
+        text(&output.stderr)
+    );
+}

@@ -29,6 +29,13 @@
 //! picked up by the next one. TLS is [rustls](https://docs.rs/rustls) with the *ring*
 //! provider: no system OpenSSL is involved.
 //!
+//! A string without a password takes it as libpq does: from `PGPASSWORD`, else from the
+//! first line of the password file (`passfile=FILE`, else `PGPASSFILE`, else `~/.pgpass`;
+//! lines `host:port:database:user:password`, `*` for any) that matches the host, port,
+//! database and user, read at every connection. A password file that others may read is
+//! an error once it has the password (libpq ignores it with a warning). Kept there, a
+//! password is neither in the command line (`/proc/PID/cmdline`) nor in the URL.
+//!
 //! Nothing here shows a password: a [`Database`] displays as `user@host:port/dbname` and
 //! its `Debug` hides the password, and no [`ConfigError`] quotes the string it failed on.
 
@@ -235,6 +242,8 @@ struct Tls {
 pub struct Database {
     config: postgres::Config,
     tls: Tls,
+    /// The password file named by `passfile`.
+    passfile: Option<PathBuf>,
 }
 
 impl Database {
@@ -254,6 +263,7 @@ impl Database {
                 root: None,
                 client: None,
             },
+            passfile: None,
         }
     }
 
@@ -324,13 +334,115 @@ impl Database {
 
     /// A connection, with TLS as set.
     pub(crate) fn connect(&self) -> Result<postgres::Client, ConnectError> {
+        let config = match self.password().map_err(ConnectError::Config)? {
+            Some(password) => {
+                let mut config = self.config.clone();
+                config.password(password);
+                std::borrow::Cow::Owned(config)
+            }
+            None => std::borrow::Cow::Borrowed(&self.config),
+        };
         if self.tls.mode == SslMode::Disable {
-            return self.config.connect(postgres::NoTls).map_err(ConnectError::Client);
+            return config.connect(postgres::NoTls).map_err(ConnectError::Client);
         }
         let tls = self.tls_config().map_err(ConnectError::Config)?;
-        self.config
+        config
             .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
             .map_err(ConnectError::Client)
+    }
+
+    /// The same database with its password read from `path` when the connection string
+    /// has none (libpq's `passfile`).
+    #[must_use]
+    pub fn with_passfile(mut self, path: impl Into<PathBuf>) -> Database {
+        self.passfile = Some(path.into());
+        self
+    }
+
+    /// The password for a connection whose string gives none, as libpq finds it:
+    /// `PGPASSWORD`, else the first line of the password file (`passfile`, else
+    /// `PGPASSFILE`, else `~/.pgpass`) that matches the host, port, database and user. A
+    /// file that does not exist gives none; one that others may read is refused when it
+    /// has the password.
+    fn password(&self) -> Result<Option<Vec<u8>>, ConfigError> {
+        if self.config.get_password().is_some() {
+            return Ok(None);
+        }
+        if let Some(password) = std::env::var_os("PGPASSWORD") {
+            return Ok(Some(password.into_encoded_bytes()));
+        }
+        let Some(path) = self
+            .passfile
+            .clone()
+            .or_else(|| std::env::var_os("PGPASSFILE").map(PathBuf::from))
+            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".pgpass")))
+        else {
+            return Ok(None);
+        };
+        let Some(user) = self.config.get_user() else {
+            return Ok(None);
+        };
+        let unreadable = |reason: String| ConfigError::File {
+            option: "passfile",
+            path: path.clone(),
+            reason,
+        };
+        let metadata = match std::fs::metadata(&path) {
+            Ok(metadata) => metadata,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(unreadable(error.to_string())),
+        };
+        let text = std::fs::read_to_string(&path).map_err(|error| unreadable(error.to_string()))?;
+        let dbname = self.config.get_dbname().unwrap_or(user);
+        let Some(password) = self
+            .targets()
+            .into_iter()
+            .find_map(|(host, port)| passfile_entry(&text, &host, port, dbname, user))
+        else {
+            return Ok(None);
+        };
+        // libpq ignores such a file with a warning; here it is an error, once it would
+        // have given the password.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = metadata.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(unreadable(format!(
+                    "mode {mode:04o} lets others read it: allowed 0600 or less"
+                )));
+            }
+        }
+        Ok(Some(password.into_bytes()))
+    }
+
+    /// Every `(host, port)` connected to, in order, hosts as the password file names them.
+    fn targets(&self) -> Vec<(String, u16)> {
+        let config = &self.config;
+        let ports = config.get_ports();
+        let port = |index: usize| match ports {
+            [] => 5432,
+            [one] => *one,
+            many => many.get(index).copied().unwrap_or(5432),
+        };
+        let hosts: Vec<String> = if config.get_hosts().is_empty() {
+            config.get_hostaddrs().iter().map(ToString::to_string).collect()
+        } else {
+            config
+                .get_hosts()
+                .iter()
+                .map(|host| match host {
+                    postgres::config::Host::Tcp(name) => name.clone(),
+                    #[cfg(unix)]
+                    postgres::config::Host::Unix(dir) => dir.display().to_string(),
+                })
+                .collect()
+        };
+        hosts
+            .into_iter()
+            .enumerate()
+            .map(|(index, host)| (host, port(index)))
+            .collect()
     }
 
     /// The rustls settings, read from the files now.
@@ -416,6 +528,34 @@ impl Database {
     }
 }
 
+/// The password of the first line of a password file (`host:port:database:user:password`,
+/// `*` for any, `\\` escaping `:` and itself, `#` starting a comment) that matches. A Unix
+/// socket directory matches its path or `localhost`.
+fn passfile_entry(text: &str, host: &str, port: u16, dbname: &str, user: &str) -> Option<String> {
+    let port = port.to_string();
+    let socket = host.starts_with('/');
+    text.lines().find_map(|line| {
+        let line = line.trim_end_matches('\r');
+        if line.starts_with('#') {
+            return None;
+        }
+        let mut fields = vec![String::new()];
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => fields.last_mut()?.push(chars.next().unwrap_or('\\')),
+                ':' if fields.len() < 5 => fields.push(String::new()),
+                c => fields.last_mut()?.push(c),
+            }
+        }
+        let [line_host, line_port, line_db, line_user, password] = <[String; 5]>::try_from(fields).ok()?;
+        let host_matches = line_host == "*" || line_host == host || (socket && line_host == "localhost");
+        let matches = |field: &str, value: &str| field == "*" || field == value;
+        (host_matches && matches(&line_port, &port) && matches(&line_db, dbname) && matches(&line_user, user))
+            .then_some(password)
+    })
+}
+
 /// libpq's default root certificate file, `~/.postgresql/root.crt`.
 fn default_root_cert() -> Option<PathBuf> {
     let home = std::env::var_os("HOME")?;
@@ -482,14 +622,15 @@ impl FromStr for Database {
             client: None,
         };
         let mut mode = None;
-        let (mut cert, mut key) = (None, None);
+        let (mut cert, mut key, mut passfile) = (None, None, None);
         for (name, value) in options {
             match name {
-                TlsOption::Mode => mode = Some(value.parse::<SslMode>()?),
-                TlsOption::RootCert if value == "system" => tls.root = Some(RootCert::System),
-                TlsOption::RootCert => tls.root = Some(RootCert::File(value.into())),
-                TlsOption::Cert => cert = Some(PathBuf::from(value)),
-                TlsOption::Key => key = Some(PathBuf::from(value)),
+                Own::Mode => mode = Some(value.parse::<SslMode>()?),
+                Own::RootCert if value == "system" => tls.root = Some(RootCert::System),
+                Own::RootCert => tls.root = Some(RootCert::File(value.into())),
+                Own::Cert => cert = Some(PathBuf::from(value)),
+                Own::Key => key = Some(PathBuf::from(value)),
+                Own::PassFile => passfile = Some(PathBuf::from(value)),
             }
         }
         // libpq: the system's roots make verify-full the default.
@@ -502,7 +643,12 @@ impl FromStr for Database {
             (None, None) => None,
             _ => return Err(ConfigError::ClientCertPair),
         };
-        Database { config, tls }.checked()
+        Database {
+            config,
+            tls,
+            passfile,
+        }
+        .checked()
     }
 }
 
@@ -555,32 +701,36 @@ impl fmt::Debug for Database {
             .field("ssl_mode", &self.tls.mode)
             .field("root_cert", &self.tls.root)
             .field("client_cert", &self.tls.client)
+            .field("passfile", &self.passfile)
             .finish()
     }
 }
 
+/// The options read here, not by the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TlsOption {
+enum Own {
     Mode,
     RootCert,
     Cert,
     Key,
+    PassFile,
 }
 
-impl TlsOption {
-    fn named(name: &str) -> Option<TlsOption> {
+impl Own {
+    fn named(name: &str) -> Option<Own> {
         Some(match name {
-            "sslmode" => TlsOption::Mode,
-            "sslrootcert" => TlsOption::RootCert,
-            "sslcert" => TlsOption::Cert,
-            "sslkey" => TlsOption::Key,
+            "sslmode" => Own::Mode,
+            "sslrootcert" => Own::RootCert,
+            "sslcert" => Own::Cert,
+            "sslkey" => Own::Key,
+            "passfile" => Own::PassFile,
             _ => return None,
         })
     }
 }
 
 /// The options a connection string may hold: the client's and the TLS ones read here.
-const OPTIONS: [&str; 22] = [
+const OPTIONS: [&str; 23] = [
     "host",
     "hostaddr",
     "port",
@@ -603,6 +753,7 @@ const OPTIONS: [&str; 22] = [
     "sslrootcert",
     "sslcert",
     "sslkey",
+    "passfile",
 ];
 
 /// An error unless `key` (at byte `at`) is one of [`OPTIONS`]. An unknown one is not
@@ -621,7 +772,7 @@ fn check_option(key: &str, at: usize) -> Result<(), ConfigError> {
 }
 
 /// `text` without its TLS options, and those options (decoded) in order.
-fn take_tls_options(text: &str) -> Result<(String, Vec<(TlsOption, String)>), ConfigError> {
+fn take_tls_options(text: &str) -> Result<(String, Vec<(Own, String)>), ConfigError> {
     match ["postgres://", "postgresql://"]
         .iter()
         .find_map(|prefix| text.strip_prefix(prefix).map(|rest| text.len() - rest.len()))
@@ -632,7 +783,7 @@ fn take_tls_options(text: &str) -> Result<(String, Vec<(TlsOption, String)>), Co
 }
 
 /// From a URL: the parameters after the `?` that follows the credentials.
-fn take_from_url(text: &str, start: usize) -> Result<(String, Vec<(TlsOption, String)>), ConfigError> {
+fn take_from_url(text: &str, start: usize) -> Result<(String, Vec<(Own, String)>), ConfigError> {
     // The client takes the first `@` anywhere as the end of the credentials; libpq, the
     // first before a `/`. Where they could differ, or where a second `@` would make part
     // of a password a host or a database name, the URL is refused.
@@ -659,7 +810,7 @@ fn take_from_url(text: &str, start: usize) -> Result<(String, Vec<(TlsOption, St
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         let key = percent_decode(key)?;
         check_option(&key, pair.as_ptr() as usize - text.as_ptr() as usize)?;
-        match TlsOption::named(&key) {
+        match Own::named(&key) {
             Some(option) => taken.push((option, percent_decode(value)?)),
             None => kept.push(pair),
         }
@@ -700,7 +851,7 @@ fn percent_decode(text: &str) -> Result<String, ConfigError> {
 /// From `key=value` settings (libpq's rules: spaces around `=`, values in single quotes
 /// or bare, `\` escaping the next character in both), split where the client splits
 /// them: at every Unicode whitespace.
-fn take_from_settings(text: &str) -> Result<(String, Vec<(TlsOption, String)>), ConfigError> {
+fn take_from_settings(text: &str) -> Result<(String, Vec<(Own, String)>), ConfigError> {
     let chars: Vec<(usize, char)> = text.char_indices().collect();
     let byte = |index: usize| chars.get(index).map_or(text.len(), |&(at, _)| at);
     let char_at = |index: usize| chars.get(index).map(|&(_, c)| c);
@@ -776,7 +927,7 @@ fn take_from_settings(text: &str) -> Result<(String, Vec<(TlsOption, String)>), 
                 });
             }
         }
-        if let Some(option) = TlsOption::named(key) {
+        if let Some(option) = Own::named(key) {
             taken.push((option, value));
         } else {
             rest.push_str(&text[byte(start)..byte(index)]);
@@ -860,8 +1011,8 @@ mod tests {
         assert_eq!(
             taken,
             [
-                (TlsOption::Mode, "require".to_owned()),
-                (TlsOption::RootCert, "/r.pem".to_owned())
+                (Own::Mode, "require".to_owned()),
+                (Own::RootCert, "/r.pem".to_owned())
             ]
         );
         let (rest, taken) = take_tls_options(
@@ -872,8 +1023,8 @@ mod tests {
         assert_eq!(
             taken,
             [
-                (TlsOption::Mode, "verify-ca".to_owned()),
-                (TlsOption::RootCert, "/r.pem".to_owned())
+                (Own::Mode, "verify-ca".to_owned()),
+                (Own::RootCert, "/r.pem".to_owned())
             ]
         );
         let (rest, _) = take_tls_options("postgresql://h/d?sslmode=disable").unwrap();
@@ -913,6 +1064,34 @@ mod tests {
         assert_eq!(
             error.to_string(),
             "sslmode \"verify\" is invalid: allowed disable, allow, prefer, require, verify-ca, verify-full"
+        );
+    }
+
+    #[test]
+    fn the_first_password_file_line_that_matches_gives_the_password() {
+        let file = "# comment\n\
+                    db:5432:app:other:not-this-user\n\
+                    db:6543:*:app:not-this-port\n\
+                    d\\:b:*:*:app:escaped\\:host\n\
+                    localhost:*:*:app:on-the-socket\r\n\
+                    db:*:app:app:pa\\\\ss:word\n\
+                    *:*:*:*:anything\n\
+                    short:line\n";
+        let entry = |host: &str, port: u16, db: &str, user: &str| passfile_entry(file, host, port, db, user);
+        assert_eq!(entry("db", 5432, "app", "app").as_deref(), Some("pa\\ss:word"));
+        assert_eq!(entry("d:b", 1, "x", "app").as_deref(), Some("escaped:host"));
+        assert_eq!(
+            entry("/run/postgresql", 5432, "app", "app").as_deref(),
+            Some("on-the-socket")
+        );
+        assert_eq!(
+            entry("db", 5432, "app", "other").as_deref(),
+            Some("not-this-user")
+        );
+        assert_eq!(entry("elsewhere", 1, "x", "y").as_deref(), Some("anything"));
+        assert_eq!(
+            passfile_entry("short:line\n# c:d:e:f:g\n", "short", 1, "line", "x"),
+            None
         );
     }
 

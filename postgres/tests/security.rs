@@ -499,3 +499,53 @@ fn a_role_without_a_grant_gets_an_error_naming_it() {
         "released"
     );
 }
+
+#[test]
+fn a_password_comes_from_the_password_file_when_the_string_has_none() {
+    let options = pg::Options {
+        tcp: true,
+        ..pg::Options::default()
+    };
+    let Some(server) = Server::start_with("passfile", options) else {
+        return;
+    };
+    make_roles(&server);
+    let port = server.port();
+    let file = server.socket_dir().join("pgpass");
+    let without_password = |passfile: &Path| -> Database {
+        format!(
+            "host=127.0.0.1 port={port} user=app dbname=postgres sslmode=disable passfile={}",
+            passfile.display()
+        )
+        .parse()
+        .unwrap()
+    };
+    std::fs::write(
+        &file,
+        format!("127.0.0.1:{port}:postgres:other:wrong\n127.0.0.1:{port}:*:app:{PASSWORD}\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    assert_eq!(
+        lease_and_mint(&server, &without_password(&file), "passfile"),
+        ["false app"]
+    );
+
+    // A file others may read is refused once it has the password, and named.
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let error = refused(&without_password(&file), "passfile");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "lease database operation \"connect\" failed: app@127.0.0.1:{port}/postgres \
+             (sslmode=disable): passfile {}: mode 0644 lets others read it: allowed 0600 or less",
+            file.display()
+        )
+    );
+
+    // No line for this user: no password, and the server asks for one.
+    std::fs::write(&file, format!("127.0.0.1:{port}:*:other:{PASSWORD}\n")).unwrap();
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let error = refused(&without_password(&file), "passfile");
+    assert!(error.to_string().ends_with("password missing"), "{error}");
+}
