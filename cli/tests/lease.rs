@@ -41,10 +41,15 @@ fn a_node_and_a_lease_together_are_refused() {
     );
 }
 
+/// A home directory of this test process's own, with nothing in it.
+fn empty_home() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("atomflake-cli-home-{}", std::process::id()))
+}
+
 /// `atomflake` with `args` and `ATOMFLAKE_LEASE` set to `lease`, in a home without
 /// `~/.postgresql` (libpq's default root certificate): its stdout and stderr.
 fn atomflake_with_lease_env(args: &[&str], lease: &str) -> (Option<i32>, String) {
-    let home = std::env::temp_dir().join(format!("atomflake-cli-home-{}", std::process::id()));
+    let home = empty_home();
     std::fs::create_dir_all(&home).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_atomflake"))
         .args(args)
@@ -93,8 +98,7 @@ fn no_message_and_no_help_shows_the_password() {
         ),
     ] {
         let (status, shown) = atomflake_with_lease_env(args, &lease);
-        let home = std::env::temp_dir().join(format!("atomflake-cli-home-{}", std::process::id()));
-        let shown = shown.replace(&home.display().to_string(), "HOME");
+        let shown = shown.replace(&empty_home().display().to_string(), "HOME");
         assert_eq!((status, shown.as_str()), (Some(code), expected), "{lease}");
         let help: Vec<&str> = args
             .iter()

@@ -416,7 +416,8 @@ impl Database {
         Ok(Some(password.into_bytes()))
     }
 
-    /// Every `(host, port)` connected to, in order, hosts as the password file names them.
+    /// Every `(host, port)` connected to, in order: a Unix socket by its directory, an
+    /// address when there is no host name.
     fn targets(&self) -> Vec<(String, u16)> {
         let config = &self.config;
         let ports = config.get_ports();
@@ -665,26 +666,9 @@ impl fmt::Display for Database {
         if let Some(user) = config.get_user() {
             write!(f, "{user}@")?;
         }
-        let ports = config.get_ports();
-        let port = |index: usize| match ports {
-            [] => 5432,
-            [one] => *one,
-            many => many.get(index).copied().unwrap_or(5432),
-        };
-        let hosts = config.get_hosts();
-        if hosts.is_empty() {
-            for (index, addr) in config.get_hostaddrs().iter().enumerate() {
-                let comma = if index == 0 { "" } else { "," };
-                write!(f, "{comma}{addr}:{}", port(index))?;
-            }
-        }
-        for (index, host) in hosts.iter().enumerate() {
+        for (index, (host, port)) in self.targets().iter().enumerate() {
             let comma = if index == 0 { "" } else { "," };
-            match host {
-                postgres::config::Host::Tcp(name) => write!(f, "{comma}{name}:{}", port(index))?,
-                #[cfg(unix)]
-                postgres::config::Host::Unix(dir) => write!(f, "{comma}{}:{}", dir.display(), port(index))?,
-            }
+            write!(f, "{comma}{host}:{port}")?;
         }
         if let Some(dbname) = config.get_dbname() {
             write!(f, "/{dbname}")?;

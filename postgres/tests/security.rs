@@ -230,6 +230,16 @@ fn lease_and_mint(server: &Server, database: &Database, namespace: &str) -> Vec<
     }
     let sessions = lease_sessions(server);
     drop(generator);
+    // A backend outlives its client's close by a moment: wait until it is gone, so that
+    // the next lease's sessions are its own.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !lease_sessions(server).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease's session did not end"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     sessions
 }
 
