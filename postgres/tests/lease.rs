@@ -9,6 +9,9 @@
 
 #![cfg(not(loom))]
 
+use atomflake_test_servers::fleet::{
+    Dice, Holder, assert_unique, check_fleet_history, count_ids, field, ids, lease_lines, mint, tail,
+};
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres as pg;
 
@@ -16,8 +19,6 @@ use atomflake::{BuildError, Builder, Clock, Generator, Id, Layout, MintError, Mo
 use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions};
 use pg::Server;
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -118,157 +119,17 @@ fn child_layout() -> Layout {
     }
 }
 
-/// A running holder and the lines it printed so far.
-struct Holder {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Holder {
-    /// Runs this test binary as a holder: `mode` is `hold` (claim, then wait for stdin to
-    /// close) or `mint` (claim, then mint until `COUNT` IDs or the lease is lost).
-    fn spawn(server: &Server, namespace: &str, mode: &str, env: &[(&str, &str)]) -> Holder {
-        let mut command = Command::new(std::env::current_exe().unwrap());
-        command
-            .args(["--exact", "lease_child", "--nocapture", "--test-threads=1"])
-            .env(MODE, mode)
-            .env(CONNINFO, conninfo(server))
-            .env(NAMESPACE, namespace)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let mut child = command.spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (send, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = send.send(line);
-            }
-        });
-        Holder {
-            child,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Reads lines until one satisfies `done`, for at most `timeout`.
-    fn wait_for(&mut self, timeout: Duration, done: impl Fn(&[String]) -> bool) {
-        let start = Instant::now();
-        while !done(&self.seen) {
-            let left = timeout.saturating_sub(start.elapsed());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => self.seen.push(line),
-                Err(mpsc::RecvTimeoutError::Timeout | mpsc::RecvTimeoutError::Disconnected) => {
-                    panic!("waited {timeout:?}; lines so far: {:?}", tail(&self.seen))
-                }
-            }
-        }
-    }
-
-    /// The node it claimed.
-    fn node(&mut self) -> u64 {
-        self.wait_for(Duration::from_secs(20), |seen| {
-            seen.iter()
-                .any(|l| l.starts_with("node ") || l.starts_with("refused "))
-        });
-        let line = self
-            .seen
-            .iter()
-            .find(|l| l.starts_with("node "))
-            .unwrap_or_else(|| panic!("no lease: {:?}", self.seen));
-        line.split(' ').nth(1).unwrap().parse().unwrap()
-    }
-
-    fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// Waits for it to exit, then returns every line.
-    fn finish(mut self, timeout: Duration) -> Vec<String> {
-        let start = Instant::now();
-        loop {
-            if self.child.try_wait().unwrap().is_some() {
-                break;
-            }
-            assert!(
-                start.elapsed() < timeout,
-                "holder did not exit in {timeout:?}: {:?}",
-                tail(&self.seen)
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
-            self.seen.push(line);
-        }
-        std::mem::take(&mut self.seen)
-    }
-
-    /// Ends a `hold` child: closes its stdin, so it drops its lease and exits.
-    fn close(mut self) -> Vec<String> {
-        drop(self.child.stdin.take());
-        self.finish(Duration::from_secs(20))
-    }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The rest of the first line that starts with `prefix`.
-fn field<'a>(lines: &'a [String], prefix: &str) -> &'a str {
-    lines
-        .iter()
-        .find_map(|line| line.strip_prefix(prefix))
-        .unwrap_or_else(|| panic!("no {prefix:?} line: {:?}", tail(lines)))
-}
-
-fn tail(lines: &[String]) -> &[String] {
-    &lines[lines.len().saturating_sub(8)..]
-}
-
-/// The `(id, stamp)` of every `id` line.
-fn ids(lines: &[String]) -> Vec<(u64, u64)> {
-    lines
-        .iter()
-        .filter_map(|line| line.strip_prefix("id "))
-        .map(|rest| {
-            let (id, stamp) = rest.split_once(' ').unwrap();
-            (id.parse().unwrap(), stamp.parse().unwrap())
-        })
-        .collect()
-}
-
-/// The `(stamp, text)` of every `lease` line.
-fn lease_lines(lines: &[String]) -> Vec<(u64, &str)> {
-    lines
-        .iter()
-        .filter_map(|line| line.strip_prefix("lease "))
-        .map(|rest| {
-            let (stamp, text) = rest.split_once(' ').unwrap();
-            (stamp.parse().unwrap(), text)
-        })
-        .collect()
-}
-
-fn count_ids(seen: &[String]) -> usize {
-    seen.iter().filter(|l| l.starts_with("id ")).count()
-}
-
-fn assert_unique(all: &[u64]) {
-    let unique: HashSet<u64> = all.iter().copied().collect();
-    assert_eq!(unique.len(), all.len(), "duplicate ids");
+/// Runs this test binary as a holder on `server`: `mode` is `hold` (claim, then wait for
+/// stdin to close) or `mint` (claim, then mint until `COUNT` IDs or the lease is lost).
+fn spawn(server: &Server, namespace: &str, mode: &str, env: &[(&str, &str)]) -> Holder {
+    let conninfo = conninfo(server);
+    let mut all = vec![
+        (MODE, mode),
+        (CONNINFO, conninfo.as_str()),
+        (NAMESPACE, namespace),
+    ];
+    all.extend_from_slice(env);
+    Holder::spawn("lease_child", &all)
 }
 
 /// Not a test of its own: the holder process the tests run. Without [`MODE`] it returns
@@ -339,54 +200,21 @@ fn lease_child() {
     }
 }
 
-/// Mints `count` IDs, one a millisecond, printing each; stops when the lease is lost.
-fn mint<C: Clock>(generator: &Generator<C>, count: usize) {
-    println!("clock {}", generator.clock().precise_unix_ms());
-    let mut out = std::io::stdout().lock();
-    let mut minted = 0;
-    let mut last_refusal = String::new();
-    while minted < count {
-        match generator.try_next_id() {
-            Ok(id) => {
-                writeln!(out, "id {} {}", id.get(), now_ms()).unwrap();
-                minted += 1;
-            }
-            Err(MintError::Store(store)) => {
-                let error = lease_error(&store);
-                let text = error.to_string();
-                if text != last_refusal {
-                    writeln!(out, "lease {} {text}", now_ms()).unwrap();
-                    last_refusal = text;
-                }
-                if matches!(error, LeaseError::Lost { .. }) {
-                    return;
-                }
-            }
-            Err(MintError::MarkPending | MintError::SequenceExhausted { .. }) => {}
-            Err(other) => panic!("{other}"),
-        }
-        out.flush().unwrap();
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 #[test]
 fn sixteen_processes_get_sixteen_nodes_and_a_seventeenth_is_refused() {
     let Some(server) = start("lease-16") else {
         return;
     };
-    let mut holders: Vec<Holder> = (0..16)
-        .map(|_| Holder::spawn(&server, "fleet", "hold", &[]))
-        .collect();
+    let mut holders: Vec<Holder> = (0..16).map(|_| spawn(&server, "fleet", "hold", &[])).collect();
     let nodes: HashSet<u64> = holders.iter_mut().map(Holder::node).collect();
     assert_eq!(nodes, (0..16).collect());
-    let seventeenth = Holder::spawn(&server, "fleet", "hold", &[]).close();
+    let seventeenth = spawn(&server, "fleet", "hold", &[]).close();
     assert_eq!(
         field(&seventeenth, "refused "),
         "no free node in lease namespace \"fleet\": every node of 0..=15 is held by a live lease"
     );
     // Another namespace is another node space.
-    let mut other = Holder::spawn(&server, "other", "hold", &[]);
+    let mut other = spawn(&server, "other", "hold", &[]);
     assert_eq!(other.node(), 0);
     other.close();
     let rows = lease::list(&config(&server), "fleet").unwrap();
@@ -407,14 +235,14 @@ fn frozen_holder(clock: &str) {
     let Some(server) = start(test) else {
         return;
     };
-    let mut frozen = Holder::spawn(&server, "frozen", "mint", &[(CLOCK, clock)]);
+    let mut frozen = spawn(&server, "frozen", "mint", &[(CLOCK, clock)]);
     let node = frozen.node();
     frozen.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
     frozen.signal("-STOP");
     let stopped = now_ms();
     std::thread::sleep(TTL + Duration::from_millis(500));
     let node_text = node.to_string();
-    let successor = Holder::spawn(
+    let successor = spawn(
         &server,
         "frozen",
         "mint",
@@ -490,7 +318,7 @@ fn a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark() {
     if !pg::has_libfaketime(test) {
         return;
     }
-    let mut killed = Holder::spawn(&server, "killed", "mint", &[]);
+    let mut killed = spawn(&server, "killed", "mint", &[]);
     let node = killed.node();
     killed.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
     killed.signal("-KILL");
@@ -506,7 +334,7 @@ fn a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark() {
     std::fs::write(&behind, "-3s").unwrap();
     let node_text = node.to_string();
     let behind_text = behind.display().to_string();
-    let mut successor = Holder::spawn(
+    let mut successor = spawn(
         &server,
         "killed",
         "mint",
@@ -557,7 +385,7 @@ fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_d
     // A lease time of 1 s: the holder may mint for 0.8 s after a renewal is sent, less
     // than the mark's lead (1 to 1.5 s), so the deadline, not the mark, stops it.
     let ttl = Duration::from_secs(1);
-    let mut holder = Holder::spawn(
+    let mut holder = spawn(
         &server,
         "restart",
         "mint",
@@ -625,14 +453,6 @@ fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_d
             .max()
             .unwrap_or(0)
     );
-}
-
-impl Holder {
-    /// Kills it and returns every line.
-    fn finish_killed(self) -> Vec<String> {
-        self.signal("-KILL");
-        self.finish(Duration::from_secs(10))
-    }
 }
 
 /// A lease of several nodes under a sharded generator: all claimed or none, each row
@@ -1088,7 +908,7 @@ fn a_fleet_starting_at_once_on_a_large_node_space_claims_one_node_each() {
     drop(Lease::acquire(&config(&server), &Layout::SONYFLAKE, &LeaseOptions::new("warm")).unwrap());
     let mut holders: Vec<Holder> = (0..40)
         .map(|_| {
-            Holder::spawn(
+            spawn(
                 &server,
                 "rollout",
                 "hold",
@@ -1159,18 +979,6 @@ fn claimants_that_find_no_table_create_it_once_and_each_get_a_node() {
     assert_eq!(nodes, (0..8).collect());
 }
 
-/// A small seeded generator for the nemesis's choices (xorshift64*).
-struct Dice(u64);
-
-impl Dice {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) % n
-    }
-}
-
 /// One minting process of the fleet: its holder, its clock file, and whether it is
 /// frozen until a time.
 struct Member {
@@ -1187,7 +995,7 @@ impl Member {
         std::fs::write(&clock, "+0\n").unwrap();
         let kind = if dice.below(2) == 0 { "precise" } else { "default" };
         let clock_text = clock.display().to_string();
-        let holder = Holder::spawn(
+        let holder = spawn(
             server,
             "nemesis",
             "mint",
@@ -1347,66 +1155,6 @@ fn a_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
     let total = check_fleet_history(seed, &schedule, &histories);
     assert!(total > 10_000, "seed {seed}: the fleet minted only {total} ids");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// Checks a fleet's history (every process's lines, in spawn order): no ID twice, each
-/// process's IDs strictly increasing, and on each node every holder's IDs past every
-/// earlier holder's. The number of IDs.
-fn check_fleet_history(seed: u64, schedule: &[String], histories: &[Vec<String>]) -> usize {
-    let mut owner = std::collections::HashMap::new();
-    // node -> (generation, process, ids)
-    let mut tenures: Vec<(u64, i64, usize, Vec<u64>)> = Vec::new();
-    let mut total = 0;
-    for (process, lines) in histories.iter().enumerate() {
-        let minted: Vec<u64> = ids(lines).into_iter().map(|(id, _)| id).collect();
-        total += minted.len();
-        assert!(
-            minted.windows(2).all(|pair| pair[0] < pair[1]),
-            "seed {seed}: process {process}'s ids do not strictly increase"
-        );
-        for &id in &minted {
-            if let Some(other) = owner.insert(id, process) {
-                panic!(
-                    "seed {seed}: id {id} minted by processes {other} and {process}; schedule {schedule:?}"
-                );
-            }
-        }
-        if let Some(claim) = lines.iter().find_map(|line| line.strip_prefix("node ")) {
-            let (node, generation) = claim.split_once(' ').unwrap();
-            tenures.push((
-                node.parse().unwrap(),
-                generation.parse().unwrap(),
-                process,
-                minted,
-            ));
-        }
-    }
-    tenures.sort_by_key(|&(node, generation, ..)| (node, generation));
-    // Per node, in claim order: the largest id of the earlier holders, and which.
-    let mut before: std::collections::HashMap<u64, (i64, usize, u64)> = std::collections::HashMap::new();
-    for (node, generation, process, minted) in &tenures {
-        if let (Some(&(earlier, holder, last)), Some(first)) = (before.get(node), minted.first()) {
-            assert!(
-                earlier < *generation,
-                "seed {seed}: node {node} claimed twice as generation {generation}"
-            );
-            assert!(
-                first > &last,
-                "seed {seed}: on node {node}, process {process} (generation {generation}) started at {first}, \
-                 not past process {holder}'s (generation {earlier}) last id {last}; schedule {schedule:?}"
-            );
-        }
-        if let Some(&last) = minted.iter().max() {
-            before.insert(*node, (*generation, *process, last));
-        }
-    }
-    let nodes: HashSet<u64> = tenures.iter().map(|&(node, ..)| node).collect();
-    println!(
-        "seed {seed}: {total} ids from {} processes in {} tenures on nodes {nodes:?}, none twice",
-        histories.len(),
-        tenures.len()
-    );
-    total
 }
 
 /// Dropping a generator whose server is frozen (every server process stopped with

@@ -169,6 +169,18 @@ impl<S: MarkStore + ?Sized> MarkStore for Box<S> {
     }
 }
 
+/// The name a lease engine records for its holder unless given one, for people reading the
+/// leases: `HOST:PID`, the host from `HOSTNAME` or else `/etc/hostname`.
+pub fn default_holder() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    format!("{host}:{}", std::process::id())
+}
+
 /// How long a [`MarkStore`]'s holder may rely on what it stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -1,6 +1,7 @@
-//! Throwaway database servers for atomflake's tests: PostgreSQL ([`postgres::Server`]) and
-//! MariaDB ([`mariadb::Server`]), each started in a fresh temporary directory on a Unix
-//! socket, and stopped and removed when dropped, also when the test panics.
+//! Throwaway servers for atomflake's tests: PostgreSQL ([`postgres::Server`]) and MariaDB
+//! ([`mariadb::Server`]), each started in a fresh temporary directory on a Unix socket, and
+//! etcd clusters ([`etcd::Cluster`]) on loopback ports; each is stopped and removed when
+//! dropped, also when the test panics. A [`proxy::Proxy`] cuts a client's connections.
 //!
 //! A test that finds no server installed prints `SKIPPED <test>: <why>` and returns; with
 //! `CI=true` a skip is a failure instead ([`skip`]).
@@ -15,8 +16,11 @@
     reason = "a test harness: each failure is a panic, said once in the crate docs"
 )]
 
+pub mod etcd;
+pub mod fleet;
 pub mod mariadb;
 pub mod postgres;
+pub mod proxy;
 
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -103,7 +103,7 @@ mod error;
 pub use error::{DbCause, LeaseError, MAX_NAMESPACE_LEN};
 
 use crate::database::{ConnectError, Database};
-use atomflake::mark::{MarkStore, StoreError, Tenure};
+use atomflake::mark::{MarkStore, StoreError, Tenure, default_holder};
 use atomflake::{Builder, Layout, MonotonicClock};
 use std::time::Duration;
 
@@ -994,17 +994,6 @@ fn unsigned(row: &postgres::Row, index: usize, action: &'static str) -> Result<u
             cause: DbCause::new(std::io::Error::other(text.clone()), text),
         }
     })
-}
-
-/// `hostname:pid`.
-fn default_holder() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-        .map(|name| name.trim().to_owned())
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "unknown-host".to_owned());
-    format!("{host}:{}", std::process::id())
 }
 
 /// This process's wall clock, Unix ms (0 before 1970).

@@ -1,0 +1,272 @@
+//! A throwaway etcd cluster for the tests that need a real one.
+//!
+//! [`Cluster::start`] runs one `etcd` per member on free loopback ports, each with its data
+//! in a fresh temporary directory, and waits until the cluster has a leader. Dropping the
+//! [`Cluster`] kills every member and removes the directory, also when the test panics.
+//!
+//! The binary is `ATOMFLAKE_ETCD` if set, else `etcd` on the `PATH` (Debian package
+//! `etcd-server`). Without it, [`Cluster::start`] returns `None` after printing that the
+//! test is skipped; with `CI=true` that is a failure instead.
+
+use crate::skip;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One member: its ports and, while it runs, its process.
+struct Member {
+    name: String,
+    client_port: u16,
+    peer_port: u16,
+    process: Option<Child>,
+}
+
+/// A running throwaway cluster.
+pub struct Cluster {
+    root: PathBuf,
+    binary: PathBuf,
+    members: Vec<Member>,
+    /// `--initial-cluster`: every member's name and peer URL.
+    initial: String,
+}
+
+/// The `etcd` binary, if there is one.
+fn binary() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("ATOMFLAKE_ETCD") {
+        return Some(PathBuf::from(path));
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join("etcd"))
+        .find(|path| path.is_file())
+}
+
+/// A loopback port that is free now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One HTTP/1.1 request to a member's client port: the status code and the body, or
+/// `None` when it does not answer within a second.
+fn http(port: u16, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).ok()?;
+    let status = answer.split(' ').nth(1)?.parse().ok()?;
+    let (_, body) = answer.split_once("\r\n\r\n")?;
+    Some((status, body.to_owned()))
+}
+
+/// The string value of `"name":"..."` in a JSON text (etcd's gateway writes 64-bit
+/// numbers as strings).
+fn json_string<'a>(json: &'a str, name: &str) -> Option<&'a str> {
+    let start = json.find(&format!("\"{name}\":\""))? + name.len() + 4;
+    let len = json[start..].find('"')?;
+    Some(&json[start..start + len])
+}
+
+impl Cluster {
+    /// A fresh cluster of `size` members, or `None` (printed as a skip) without etcd.
+    pub fn start(test: &str, size: usize) -> Option<Cluster> {
+        let Some(binary) = binary() else {
+            skip(test, "no etcd: install etcd-server or set ATOMFLAKE_ETCD");
+            return None;
+        };
+        let root = std::env::temp_dir().join(format!("atomflake-etcd-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let members: Vec<Member> = (0..size)
+            .map(|i| Member {
+                name: format!("m{i}"),
+                client_port: free_port(),
+                peer_port: free_port(),
+                process: None,
+            })
+            .collect();
+        let initial = members
+            .iter()
+            .map(|member| format!("{}=http://127.0.0.1:{}", member.name, member.peer_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cluster = Cluster {
+            root,
+            binary,
+            members,
+            initial,
+        };
+        for member in 0..size {
+            cluster.start_member(member);
+        }
+        cluster.wait_healthy();
+        Some(cluster)
+    }
+
+    /// Starts member `i` (again, after [`kill`](Cluster::kill), on its data).
+    pub fn start_member(&mut self, i: usize) {
+        let member = &self.members[i];
+        let data = self.root.join(&member.name);
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(self.root.join(format!("{}.log", member.name)))
+            .unwrap();
+        let client = format!("http://127.0.0.1:{}", member.client_port);
+        let peer = format!("http://127.0.0.1:{}", member.peer_port);
+        let process = Command::new(&self.binary)
+            .args(["--name", &member.name])
+            .arg("--data-dir")
+            .arg(&data)
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args([
+                "--initial-cluster",
+                &self.initial,
+                "--initial-cluster-state",
+                "new",
+            ])
+            .args([
+                "--initial-cluster-token",
+                &format!("atomflake-{}", std::process::id()),
+            ])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|err| panic!("cannot run {}: {err}", self.binary.display()));
+        self.members[i].process = Some(process);
+    }
+
+    /// Kills member `i` with `SIGKILL` and waits for it to be gone.
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut process) = self.members[i].process.take() {
+            let _ = process.kill();
+            let _ = process.wait();
+        }
+    }
+
+    /// Sends `signal` (`-STOP`, `-CONT`) to member `i`.
+    pub fn signal(&self, i: usize, signal: &str) {
+        let process = self.members[i].process.as_ref().expect("the member runs");
+        let status = Command::new("kill")
+            .args([signal, &process.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// The cluster's URL for a lease: `etcd://` and every member's client address.
+    pub fn url(&self) -> String {
+        let members: Vec<String> = (0..self.members.len()).map(|i| self.address(i)).collect();
+        format!("etcd://{}", members.join(","))
+    }
+
+    /// Member `i`'s client address, `127.0.0.1:PORT`.
+    pub fn address(&self, i: usize) -> String {
+        format!("127.0.0.1:{}", self.members[i].client_port)
+    }
+
+    /// Member `i`'s client port.
+    pub fn client_port(&self, i: usize) -> u16 {
+        self.members[i].client_port
+    }
+
+    /// How many members the cluster has.
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The member that is the leader now, as the running members report it; `None` while
+    /// they report none.
+    pub fn leader(&self) -> Option<usize> {
+        (0..self.members.len())
+            .filter(|&i| self.members[i].process.is_some())
+            .find_map(|i| {
+                let (_, status) = http(
+                    self.members[i].client_port,
+                    "POST",
+                    "/v3/maintenance/status",
+                    "{}",
+                )?;
+                let me = json_string(&status, "member_id")?;
+                (json_string(&status, "leader")? == me).then_some(i)
+            })
+    }
+
+    /// Waits until every running member reports itself healthy (it has a leader), for at
+    /// most 30 s.
+    ///
+    /// # Panics
+    ///
+    /// When they do not, with the members' logs.
+    pub fn wait_healthy(&self) {
+        let start = Instant::now();
+        let healthy = |member: &Member| {
+            member.process.is_none()
+                || http(member.client_port, "GET", "/health", "")
+                    .is_some_and(|(status, body)| status == 200 && body.contains("true"))
+        };
+        while !self.members.iter().all(healthy) {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "the etcd cluster is not healthy after 30 s:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The last lines of every member's log.
+    pub fn logs(&self) -> String {
+        self.members
+            .iter()
+            .map(|member| {
+                let log = std::fs::read_to_string(self.root.join(format!("{}.log", member.name)))
+                    .unwrap_or_default();
+                let lines: Vec<&str> = log.lines().collect();
+                format!(
+                    "--- {}\n{}",
+                    member.name,
+                    lines[lines.len().saturating_sub(20)..].join("\n")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// A path in the cluster's temporary directory (removed with it).
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for member in 0..self.members.len() {
+            self.kill(member);
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
