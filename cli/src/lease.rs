@@ -1,10 +1,13 @@
-//! `atomflake mint --lease` and `atomflake lease`: node IDs leased from PostgreSQL.
+//! `atomflake mint --lease` and `atomflake lease`: node IDs leased from PostgreSQL or etcd,
+//! chosen by the URL (`etcd://` for etcd).
 
 use crate::mint::write_ids;
 use crate::{Failure, Format, rfc3339_ms, write_failed};
+use atomflake::mark::MarkStore;
 use atomflake::{Builder, Generator, Id, Layout, MonotonicClock};
+use atomflake_etcd::Endpoints;
 use atomflake_postgres::Database;
-use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions};
+use atomflake_postgres::lease::{self, LeaseError};
 use clap::{Args, Subcommand};
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
@@ -24,10 +27,12 @@ pub(crate) struct LeaseArgs {
 
 #[derive(Subcommand)]
 pub(crate) enum LeaseCommand {
-    /// List the leases of a namespace: node, generation (how many times it was claimed), whether it
-    /// is live, when it expires, the node's high-water mark, and the holder.
+    /// List the leases of a namespace: node, generation (PostgreSQL: how many times it was
+    /// claimed) or revision (etcd: the claim's), whether it is live, when it expires
+    /// (PostgreSQL), the node's high-water mark, and the holder.
     List {
-        /// The PostgreSQL database holding the leases (a URL or `key=value` settings).
+        /// Where the leases are: a PostgreSQL database (a URL or `key=value` settings), or an
+        /// etcd cluster (`etcd://HOST:PORT[,HOST:PORT...]`).
         #[arg(long, env = "ATOMFLAKE_LEASE", hide_env_values = true, value_name = "URL")]
         lease: String,
         /// The lease namespace.
@@ -43,31 +48,61 @@ pub(crate) fn run(command: LeaseCommand) -> Result<(), Failure> {
     let mut out = io::stdout().lock();
     match command {
         LeaseCommand::Ddl => out.write_all(lease::DDL.as_bytes()).map_err(write_failed),
-        LeaseCommand::List { lease, namespace } => {
-            let rows = lease::list(&config(&lease)?, &namespace).map_err(failure)?;
-            let mut write = || -> io::Result<()> {
-                writeln!(
-                    out,
-                    "{:>5} {:>10} {:<4} {:<24} {:<24} holder",
-                    "node", "generation", "live", "expires", "high-water"
-                )?;
-                for row in &rows {
+        LeaseCommand::List { lease, namespace } => match engine(&lease)? {
+            Engine::Postgres(database) => {
+                let rows = lease::list(&database, &namespace).map_err(failure)?;
+                let mut write = || -> io::Result<()> {
                     writeln!(
                         out,
-                        "{:>5} {:>10} {:<4} {:<24} {:<24} {}",
-                        row.node,
-                        row.generation,
-                        if row.live { "yes" } else { "no" },
-                        rfc3339_ms(u64::try_from(row.expires_unix_ms).unwrap_or(0)),
-                        rfc3339_ms(row.high_water_ms),
-                        row.holder,
+                        "{:>5} {:>10} {:<4} {:<24} {:<24} holder",
+                        "node", "generation", "live", "expires", "high-water"
                     )?;
-                }
-                out.flush()
-            };
-            write().map_err(write_failed)
-        }
+                    for row in &rows {
+                        writeln!(
+                            out,
+                            "{:>5} {:>10} {:<4} {:<24} {:<24} {}",
+                            row.node,
+                            row.generation,
+                            yes_no(row.live),
+                            rfc3339_ms(u64::try_from(row.expires_unix_ms).unwrap_or(0)),
+                            rfc3339_ms(row.high_water_ms),
+                            row.holder,
+                        )?;
+                    }
+                    out.flush()
+                };
+                write().map_err(write_failed)
+            }
+            Engine::Etcd(endpoints) => {
+                let rows = atomflake_etcd::lease::list(&endpoints, &namespace).map_err(etcd_failure)?;
+                let mut write = || -> io::Result<()> {
+                    writeln!(
+                        out,
+                        "{:>5} {:>10} {:<4} {:<24} holder",
+                        "node", "revision", "live", "high-water"
+                    )?;
+                    for row in &rows {
+                        writeln!(
+                            out,
+                            "{:>5} {:>10} {:<4} {:<24} {}",
+                            row.node,
+                            row.revision
+                                .map_or_else(|| "-".to_owned(), |revision| revision.to_string()),
+                            yes_no(row.live),
+                            rfc3339_ms(row.high_water_ms),
+                            row.holder.as_deref().unwrap_or("-"),
+                        )?;
+                    }
+                    out.flush()
+                };
+                write().map_err(write_failed)
+            }
+        },
     }
+}
+
+fn yes_no(live: bool) -> &'static str {
+    if live { "yes" } else { "no" }
 }
 
 /// `mint --lease`: mints `count` IDs on a leased node, then releases it.
@@ -79,20 +114,39 @@ pub(crate) fn mint(
     format: Format,
 ) -> Result<(), Failure> {
     let ttl = Duration::from_secs(args.ttl);
-    let options = LeaseOptions::new(&args.namespace).ttl(ttl);
-    let lease = Lease::acquire(&config(url)?, &layout, &options).map_err(failure)?;
-    for passed in lease.passed_over() {
+    let (node, store, passed_over): (u64, Box<dyn MarkStore>, Vec<(u64, u64)>) = match engine(url)? {
+        Engine::Postgres(database) => {
+            let options = lease::LeaseOptions::new(&args.namespace).ttl(ttl);
+            let lease = lease::Lease::acquire(&database, &layout, &options).map_err(failure)?;
+            let passed = lease
+                .passed_over()
+                .iter()
+                .map(|p| (p.node, p.high_water_ms))
+                .collect();
+            (lease.node(), Box::new(lease), passed)
+        }
+        Engine::Etcd(endpoints) => {
+            let options = atomflake_etcd::lease::LeaseOptions::new(&args.namespace).ttl(ttl);
+            let lease =
+                atomflake_etcd::lease::Lease::acquire(&endpoints, &layout, &options).map_err(etcd_failure)?;
+            let passed = lease
+                .passed_over()
+                .iter()
+                .map(|p| (p.node, p.high_water_ms))
+                .collect();
+            (lease.node(), Box::new(lease), passed)
+        }
+    };
+    for (passed, mark) in passed_over {
         eprintln!(
-            "atomflake: passed over free node {} of lease namespace {:?}: its high-water mark {} \
+            "atomflake: passed over free node {passed} of lease namespace {:?}: its high-water mark {} \
              is ahead of this clock by more than a generator waits (a previous holder's clock ran ahead)",
-            passed.node,
             args.namespace,
-            rfc3339_ms(passed.high_water_ms),
+            rfc3339_ms(mark),
         );
     }
-    let node = lease.node();
     let generator = Builder::new(layout)
-        .mark_store(lease)
+        .mark_store(store)
         .build(node)
         .map_err(|err| Failure::Other(err.to_string()))?;
     write_ids(&generator, count, format, |generator, block| {
@@ -119,10 +173,35 @@ fn next_id(generator: &Generator<MonotonicClock>, patience: Duration) -> Result<
     }
 }
 
-/// The database of `--lease`. The error never quotes the URL: it can hold a password.
-fn config(url: &str) -> Result<Database, Failure> {
-    url.parse()
-        .map_err(|err| Failure::Usage(format!("invalid --lease: {err}")))
+/// Where `--lease` keeps leases.
+enum Engine {
+    Postgres(Box<Database>),
+    Etcd(Endpoints),
+}
+
+/// The engine of `--lease`: etcd for `etcd://`, else PostgreSQL. The error never quotes
+/// the URL: it can hold a password.
+fn engine(url: &str) -> Result<Engine, Failure> {
+    let invalid = |err: &dyn std::fmt::Display| Failure::Usage(format!("invalid --lease: {err}"));
+    if url.starts_with("etcd://") {
+        url.parse().map(Engine::Etcd).map_err(|err| invalid(&err))
+    } else {
+        url.parse()
+            .map(|database| Engine::Postgres(Box::new(database)))
+            .map_err(|err| invalid(&err))
+    }
+}
+
+/// Bad options are bad input; the rest (no free node, etcd out of reach) is not.
+#[expect(clippy::needless_pass_by_value, reason = "called as map_err(etcd_failure)")]
+fn etcd_failure(error: atomflake_etcd::lease::LeaseError) -> Failure {
+    use atomflake_etcd::lease::LeaseError;
+    match error {
+        LeaseError::InvalidNamespace { .. }
+        | LeaseError::TtlOutOfRange { .. }
+        | LeaseError::NodeOutOfRange { .. } => Failure::Usage(error.to_string()),
+        _ => Failure::Other(error.to_string()),
+    }
 }
 
 /// Bad options are bad input; the rest (no free node, the database) is not.

@@ -48,10 +48,11 @@ enum Command {
         #[arg(long, env = "ATOMFLAKE_NODE", value_name = "N", allow_negative_numbers = true)]
         node: Option<String>,
         /// Take the node from a lease in this PostgreSQL database (a URL,
-        /// `postgres://user@host/db`, or `key=value` connection settings): the lowest free
-        /// node of the layout, held while minting, released at exit. The IDs start past
-        /// every ID minted on that node before. TLS as libpq's `sslmode` says
-        /// (`sslmode=verify-full sslrootcert=ca.pem`); no error shows the password.
+        /// `postgres://user@host/db`, or `key=value` connection settings) or etcd cluster
+        /// (`etcd://HOST:PORT[,HOST:PORT...]`): the lowest free node of the layout, held
+        /// while minting, released at exit. The IDs start past every ID minted on that node
+        /// before. PostgreSQL: TLS as libpq's `sslmode` says (`sslmode=verify-full
+        /// sslrootcert=ca.pem`); no error shows the password.
         #[arg(long, env = "ATOMFLAKE_LEASE", hide_env_values = true, value_name = "URL")]
         lease: Option<String>,
         #[command(flatten)]
@@ -82,7 +83,7 @@ enum Command {
         #[arg(value_name = "ID", allow_negative_numbers = true)]
         ids: Vec<String>,
     },
-    /// Node-ID leases kept in PostgreSQL.
+    /// Node-ID leases kept in PostgreSQL or etcd.
     #[command(subcommand)]
     Lease(lease::LeaseCommand),
     /// List the layout presets: field widths, tick, epoch, the date their IDs outgrow a

@@ -1,6 +1,7 @@
-//! `atomflake mint --lease` and `atomflake lease` against a throwaway PostgreSQL server
-//! (`atomflake-test-servers`).
+//! `atomflake mint --lease` and `atomflake lease` against a throwaway PostgreSQL server and
+//! etcd cluster (`atomflake-test-servers`).
 
+use atomflake_test_servers::etcd::Cluster;
 use atomflake_test_servers::postgres as pg;
 
 use std::process::{Command, Output};
@@ -199,4 +200,85 @@ fn the_password_can_come_from_pgpassword() {
         "{}",
         text(&output.stderr)
     );
+}
+
+#[test]
+fn mint_takes_its_node_from_an_etcd_lease_and_lease_list_shows_it() {
+    let Some(cluster) = Cluster::start("cli-etcd", 1) else {
+        return;
+    };
+    let url = cluster.url();
+    let mint = |count: &str| {
+        atomflake(&[
+            "mint",
+            "--lease",
+            &url,
+            "--namespace",
+            "cli",
+            "--ttl",
+            "2",
+            "-n",
+            count,
+        ])
+    };
+    let (first, second) = (mint("5000"), mint("5"));
+    for output in [&first, &second] {
+        assert_eq!((output.status.code(), text(&output.stderr)), (Some(0), ""));
+    }
+    let ids =
+        |output: &Output| -> Vec<u64> { text(&output.stdout).lines().map(|l| l.parse().unwrap()).collect() };
+    let (first, second) = (ids(&first), ids(&second));
+    assert_eq!((first.len(), second.len()), (5000, 5));
+    let layout = atomflake::Layout::TWITTER;
+    assert!(
+        first
+            .iter()
+            .chain(&second)
+            .all(|&id| layout.decode(atomflake::Id::new(id)).node == 0)
+    );
+    assert!(second[0] > *first.last().unwrap());
+
+    let list = atomflake(&["lease", "list", "--lease", &url, "--namespace", "cli"]);
+    assert_eq!((list.status.code(), text(&list.stderr)), (Some(0), ""));
+    let lines: Vec<&str> = text(&list.stdout).lines().collect();
+    assert_eq!(lines[0], " node   revision live high-water               holder");
+    let fields: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(fields, ["0", "-", "no", fields[3], "-"], "{}", lines[1]);
+    let mark = chrono::DateTime::parse_from_rfc3339(fields[3])
+        .unwrap()
+        .timestamp_millis();
+    let last_ms = layout.decode(atomflake::Id::new(*second.last().unwrap())).unix_ms;
+    assert_eq!(
+        u64::try_from(mark).unwrap(),
+        last_ms + 1,
+        "the exact mark: just past the last id"
+    );
+    assert_eq!(lines.len(), 2);
+}
+
+#[test]
+fn a_bad_etcd_url_or_ttl_is_a_usage_error() {
+    for (args, expected) in [
+        (
+            &["mint", "--lease", "etcd://root:pw@h:2379"][..],
+            "atomflake: invalid --lease: invalid etcd URL: found '@': the URL names members only, \
+             etcd://HOST:PORT[,HOST:PORT...] (no user, password, path or query)\n",
+        ),
+        (
+            &["lease", "list", "--lease", "etcd://h:0"][..],
+            "atomflake: invalid --lease: invalid etcd URL: member 1's port \"0\" is not a port number: \
+             allowed 1..=65535\n",
+        ),
+        (
+            &["mint", "--lease", "etcd://127.0.0.1:9", "--ttl", "0"][..],
+            "atomflake: etcd lease time 0ns is out of range: allowed whole seconds in 1s..=3600s\n",
+        ),
+    ] {
+        let output = atomflake(args);
+        assert_eq!(
+            (output.status.code(), text(&output.stderr)),
+            (Some(2), expected),
+            "{args:?}"
+        );
+    }
 }

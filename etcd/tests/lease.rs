@@ -157,17 +157,27 @@ fn a_generator_on_an_etcd_lease_starts_past_the_mark_keeps_it_and_releases_it() 
     let options = LeaseOptions::new("cycle").ttl(TTL).holder("test-holder");
     let lease = Lease::acquire(&url, &layout(), &options).unwrap();
     assert_eq!((lease.node(), lease.high_water_ms()), (0, 0));
-    assert_eq!(lease.describe(), "the high-water mark of node 0 in etcd lease namespace \"cycle\"");
+    assert_eq!(
+        lease.describe(),
+        "the high-water mark of node 0 in etcd lease namespace \"cycle\""
+    );
     let first_revision = lease.revision();
     let generator = Builder::new(layout()).mark_store(lease).build(0).unwrap();
     let first: Vec<Id> = (0..1_000).map(|_| generator.next_id()).collect();
     let rows = lease::list(&url, "cycle").unwrap();
     assert_eq!(rows.len(), 1);
     let row = &rows[0];
-    assert!(row.live && row.holder.as_deref() == Some("test-holder"), "{row:?}");
+    assert!(
+        row.live && row.holder.as_deref() == Some("test-holder"),
+        "{row:?}"
+    );
     assert_eq!(row.revision, Some(first_revision));
     let last_time = layout().decode(*first.last().unwrap()).unix_ms;
-    assert!(row.high_water_ms > last_time, "mark {} ids at {last_time}", row.high_water_ms);
+    assert!(
+        row.high_water_ms > last_time,
+        "mark {} ids at {last_time}",
+        row.high_water_ms
+    );
     drop(generator);
 
     let rows = lease::list(&url, "cycle").unwrap();
@@ -182,7 +192,13 @@ fn a_generator_on_an_etcd_lease_starts_past_the_mark_keeps_it_and_releases_it() 
     let generator = Builder::new(layout()).mark_store(lease).build(0).unwrap();
     let next = generator.next_id();
     assert!(next > *first.last().unwrap());
-    assert_unique(&first.iter().map(|id| id.get()).chain([next.get()]).collect::<Vec<_>>());
+    assert_unique(
+        &first
+            .iter()
+            .map(|id| id.get())
+            .chain([next.get()])
+            .collect::<Vec<_>>(),
+    );
 }
 
 #[test]
@@ -226,7 +242,12 @@ fn a_frozen_etcd_holder_loses_its_node_and_mints_nothing_more() {
     let url = cluster.url();
     let mut frozen = spawn(&url, "frozen", "mint", &[(CLOCK, "precise")]);
     let node = frozen.node();
-    let revision: i64 = field(&frozen.seen, "node ").split(' ').nth(1).unwrap().parse().unwrap();
+    let revision: i64 = field(&frozen.seen, "node ")
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     frozen.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
     frozen.signal("-STOP");
     let stopped = now_ms();
@@ -239,7 +260,12 @@ fn a_frozen_etcd_holder_loses_its_node_and_mints_nothing_more() {
         &[(NODE, &node_text), (CLOCK, "precise"), (COUNT, "300")],
     )
     .finish(Duration::from_secs(30));
-    let successor_revision: i64 = field(&successor, "node ").split(' ').nth(1).unwrap().parse().unwrap();
+    let successor_revision: i64 = field(&successor, "node ")
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(successor_revision > revision);
     frozen.signal("-CONT");
     let frozen = frozen.finish(Duration::from_secs(20));
@@ -254,7 +280,11 @@ fn a_frozen_etcd_holder_loses_its_node_and_mints_nothing_more() {
     let successor_ids: Vec<u64> = ids(&successor).into_iter().map(|(id, _)| id).collect();
     assert_eq!(successor_ids.len(), 300);
     let last = *before.iter().max().unwrap();
-    assert!(successor_ids[0] > last, "successor's first {} vs {last}", successor_ids[0]);
+    assert!(
+        successor_ids[0] > last,
+        "successor's first {} vs {last}",
+        successor_ids[0]
+    );
     assert_unique(&before.iter().chain(&successor_ids).copied().collect::<Vec<_>>());
     let refusals = lease_lines(&frozen);
     let (_, last_refusal) = refusals.last().unwrap_or_else(|| panic!("{:?}", tail(&frozen)));
@@ -295,14 +325,28 @@ fn a_killed_etcd_holders_successor_with_a_clock_behind_starts_past_the_mark() {
     let real = now_ms();
     let successor = successor.finish(Duration::from_secs(30));
     let clock: u64 = field(&successor, "clock ").parse().unwrap();
-    assert!(real - clock > 2_500, "the successor's clock is {} ms behind", real - clock);
+    assert!(
+        real - clock > 2_500,
+        "the successor's clock is {} ms behind",
+        real - clock
+    );
     let mark = lease::list(&endpoints(&url), "killed").unwrap()[0].high_water_ms;
     let killed_ids: Vec<u64> = ids(&killed).into_iter().map(|(id, _)| id).collect();
     let successor_ids: Vec<u64> = ids(&successor).into_iter().map(|(id, _)| id).collect();
     let last = *killed_ids.iter().max().unwrap();
-    assert!(successor_ids[0] > last, "successor's first {} vs {last}", successor_ids[0]);
+    assert!(
+        successor_ids[0] > last,
+        "successor's first {} vs {last}",
+        successor_ids[0]
+    );
     assert!(layout().decode(Id::new(last)).unix_ms < mark);
-    assert_unique(&killed_ids.iter().chain(&successor_ids).copied().collect::<Vec<_>>());
+    assert_unique(
+        &killed_ids
+            .iter()
+            .chain(&successor_ids)
+            .copied()
+            .collect::<Vec<_>>(),
+    );
 }
 
 /// A lease of several nodes under a sharded generator: all claimed or none, on one etcd
@@ -316,7 +360,12 @@ fn a_sharded_generator_keeps_an_etcd_lease_of_several_nodes_all_or_none() {
     let one = Lease::acquire(&url, &four_nodes(), &LeaseOptions::new("sharded").ttl(TTL)).unwrap();
     assert_eq!(one.node(), 0);
     assert_eq!(
-        Lease::acquire(&url, &four_nodes(), &LeaseOptions::new("sharded").ttl(TTL).nodes(4)).unwrap_err(),
+        Lease::acquire(
+            &url,
+            &four_nodes(),
+            &LeaseOptions::new("sharded").ttl(TTL).nodes(4)
+        )
+        .unwrap_err(),
         LeaseError::TooFewFreeNodes {
             namespace: "sharded".to_owned(),
             count: 4,
@@ -324,16 +373,35 @@ fn a_sharded_generator_keeps_an_etcd_lease_of_several_nodes_all_or_none() {
         }
     );
     // The refused claim took nothing.
-    assert_eq!(lease::list(&url, "sharded").unwrap().iter().filter(|row| row.live).count(), 1);
-    let three = Lease::acquire(&url, &four_nodes(), &LeaseOptions::new("sharded").ttl(TTL).nodes(3)).unwrap();
+    assert_eq!(
+        lease::list(&url, "sharded")
+            .unwrap()
+            .iter()
+            .filter(|row| row.live)
+            .count(),
+        1
+    );
+    let three = Lease::acquire(
+        &url,
+        &four_nodes(),
+        &LeaseOptions::new("sharded").ttl(TTL).nodes(3),
+    )
+    .unwrap();
     assert_eq!(three.nodes(), [1, 2, 3]);
     let nodes = three.nodes().to_vec();
-    let sharded = Builder::new(four_nodes()).mark_store(three).build_sharded(nodes).unwrap();
+    let sharded = Builder::new(four_nodes())
+        .mark_store(three)
+        .build_sharded(nodes)
+        .unwrap();
     let minted: Vec<Id> = (0..3_000).map(|_| sharded.next_id()).collect();
     let used: HashSet<u64> = minted.iter().map(|&id| four_nodes().decode(id).node).collect();
     assert!(used.is_subset(&HashSet::from([1, 2, 3])), "{used:?}");
     let rows = lease::list(&url, "sharded").unwrap();
-    let marks: Vec<u64> = rows.iter().filter(|row| row.node > 0).map(|row| row.high_water_ms).collect();
+    let marks: Vec<u64> = rows
+        .iter()
+        .filter(|row| row.node > 0)
+        .map(|row| row.high_water_ms)
+        .collect();
     assert!(marks.iter().all(|&mark| mark == marks[0] && mark > 0), "{rows:?}");
     drop(sharded);
     drop(one);
@@ -361,18 +429,30 @@ fn an_etcd_lease_outlives_its_leader_killed_and_a_member_restarted() {
         if let Some(new_leader) = cluster.leader() {
             break new_leader;
         }
-        assert!(start.elapsed() < Duration::from_secs(20), "no new leader:\n{}", cluster.logs());
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no new leader:\n{}",
+            cluster.logs()
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_ne!(new_leader, leader);
     holder.wait_for(Duration::from_secs(20), |seen| {
-        ids(seen).iter().filter(|(_, stamp)| *stamp > killed + 1_000).count() >= 100
+        ids(seen)
+            .iter()
+            .filter(|(_, stamp)| *stamp > killed + 1_000)
+            .count()
+            >= 100
     });
     cluster.start_member(leader);
     cluster.wait_healthy();
     let restarted = now_ms();
     holder.wait_for(Duration::from_secs(20), |seen| {
-        ids(seen).iter().filter(|(_, stamp)| *stamp > restarted + 1_000).count() >= 100
+        ids(seen)
+            .iter()
+            .filter(|(_, stamp)| *stamp > restarted + 1_000)
+            .count()
+            >= 100
     });
     let lines = holder.finish_killed();
     let minted: Vec<u64> = ids(&lines).into_iter().map(|(id, _)| id).collect();
@@ -414,7 +494,9 @@ fn a_holder_cut_off_from_etcd_stops_before_its_successor_starts() {
     );
     let successor = successor.finish(Duration::from_secs(30));
     cut_off.wait_for(Duration::from_secs(10), |seen| {
-        lease_lines(seen).iter().any(|(_, text)| text.contains("local deadline"))
+        lease_lines(seen)
+            .iter()
+            .any(|(_, text)| text.contains("local deadline"))
     });
     proxy.restore();
     let first = cut_off.finish(Duration::from_secs(20));
@@ -467,14 +549,20 @@ fn a_revoked_claim_is_lost_for_good() {
             revision
         })
     );
-    assert_eq!(lease.release().unwrap_err(), LeaseError::Lost {
-        namespace: "revoked".to_owned(),
-        node: 0,
-        revision
-    });
+    assert_eq!(
+        lease.release().unwrap_err(),
+        LeaseError::Lost {
+            namespace: "revoked".to_owned(),
+            node: 0,
+            revision
+        }
+    );
     // The successor's claim and mark are untouched by the first holder's attempts.
     let rows = lease::list(&url, "revoked").unwrap();
-    assert!(rows[0].live && rows[0].revision == Some(successor.revision()), "{rows:?}");
+    assert!(
+        rows[0].live && rows[0].revision == Some(successor.revision()),
+        "{rows:?}"
+    );
     assert_eq!(rows[0].high_water_ms, successor.high_water_ms());
 }
 
@@ -615,7 +703,9 @@ impl Strike<'_> {
     /// frozen or killed process is replaced by a new one): what it did.
     fn run(self, fleet: &mut Vec<Member>, dice: &mut Dice) -> String {
         let running: Vec<usize> = (0..fleet.len())
-            .filter(|&i| fleet[i].frozen_until.is_none() && fleet[i].holder.child.try_wait().unwrap().is_none())
+            .filter(|&i| {
+                fleet[i].frozen_until.is_none() && fleet[i].holder.child.try_wait().unwrap().is_none()
+            })
             .collect();
         let pick = running[usize::try_from(dice.below(running.len() as u64)).unwrap()];
         match dice.below(7) {
@@ -624,7 +714,10 @@ impl Strike<'_> {
                 fleet[pick].holder.signal("-STOP");
                 fleet[pick].frozen_until = Some(Instant::now() + pause);
                 fleet.push(Member::spawn(self.url, self.cluster, fleet.len(), dice));
-                format!("SIGSTOP process {pick} for {pause:?}, start process {}", fleet.len() - 1)
+                format!(
+                    "SIGSTOP process {pick} for {pause:?}, start process {}",
+                    fleet.len() - 1
+                )
             }
             1 => {
                 fleet[pick].holder.signal("-KILL");
