@@ -758,3 +758,92 @@ impl Strike<'_> {
         }
     }
 }
+
+/// A holder whose clock ran a minute ahead leaves its node's mark a minute ahead: a
+/// claimant with a right clock passes that node over and says so, instead of taking it and
+/// waiting a minute.
+#[test]
+fn a_free_node_with_a_mark_far_ahead_is_passed_over() {
+    let test = "a_free_node_with_a_mark_far_ahead_is_passed_over";
+    let Some(cluster) = Cluster::start("etcd-ahead", 1) else {
+        return;
+    };
+    if !has_libfaketime(test) {
+        return;
+    }
+    let url = cluster.url();
+    let ahead = cluster.file("ahead");
+    std::fs::write(&ahead, "+60s").unwrap();
+    let ahead_text = ahead.display().to_string();
+    let mut env = vec![(COUNT, "10")];
+    env.extend(faketime(&ahead_text));
+    let ran_ahead = spawn(&url, "ahead", "mint", &env).finish(Duration::from_secs(30));
+    assert_eq!(field(&ran_ahead, "node ").split(' ').next(), Some("0"));
+    let mark = lease::list(&endpoints(&url), "ahead").unwrap()[0].high_water_ms;
+    assert!(mark > now_ms() + 50_000, "mark {mark}");
+    let lease = Lease::acquire(&endpoints(&url), &layout(), &LeaseOptions::new("ahead").ttl(TTL)).unwrap();
+    assert_eq!(lease.node(), 1);
+    assert_eq!(
+        lease
+            .passed_over()
+            .iter()
+            .map(|p| (p.node, p.high_water_ms))
+            .collect::<Vec<_>>(),
+        [(0, mark)]
+    );
+    // Asked for by number, the node is claimed whatever its mark.
+    let asked = Lease::acquire(
+        &endpoints(&url),
+        &layout(),
+        &LeaseOptions::new("ahead").ttl(TTL).node(0),
+    )
+    .unwrap();
+    assert_eq!(asked.high_water_ms(), mark);
+}
+
+/// The whole cluster (one member) killed and started again while a holder mints: the
+/// holder stops at its local deadline while etcd is down, and resumes on the same claim once
+/// it is back (etcd keeps leases on disk and gives each its full time again at start).
+#[test]
+fn a_holder_waits_out_its_whole_cluster_restarting_and_keeps_its_claim() {
+    let Some(mut cluster) = Cluster::start("etcd-restart", 1) else {
+        return;
+    };
+    let url = cluster.url();
+    let mut holder = spawn(&url, "restart", "mint", &[(CLOCK, "precise"), (TTL_S, "5")]);
+    holder.node();
+    let revision = field(&holder.seen, "node ").to_owned();
+    holder.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
+    cluster.kill(0);
+    let down = now_ms();
+    std::thread::sleep(Duration::from_secs(6));
+    let up = now_ms();
+    cluster.start_member(0);
+    cluster.wait_healthy();
+    holder.wait_for(Duration::from_secs(20), |seen| {
+        ids(seen).iter().filter(|(_, stamp)| *stamp > up).count() >= 100
+    });
+    let lines = holder.finish_killed();
+    let minted = ids(&lines);
+    // The last renewal began before `down`: 4 s (0.8 of 5 s) later at most, minting stops
+    // until etcd is back.
+    let fence = down + 4_000 + 200;
+    let inside: Vec<&(u64, u64)> = minted
+        .iter()
+        .filter(|(_, stamp)| *stamp > fence && *stamp < up)
+        .collect();
+    assert!(inside.is_empty(), "minted past the deadline: {inside:?}");
+    let all: Vec<u64> = minted.iter().map(|(id, _)| *id).collect();
+    assert!(all.windows(2).all(|pair| pair[0] < pair[1]), "ids in order");
+    let refusals = lease_lines(&lines);
+    assert!(
+        refusals.iter().all(|(_, text)| !text.contains("lost")),
+        "{refusals:?}"
+    );
+    let rows = lease::list(&endpoints(&url), "restart").unwrap();
+    assert_eq!(
+        format!("{} {}", rows[0].node, rows[0].revision.unwrap_or(0)),
+        revision,
+        "the same claim throughout"
+    );
+}
