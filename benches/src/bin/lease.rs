@@ -1,8 +1,9 @@
 //! What a node-ID lease costs: the minting path on a lease against the same generator
 //! without one, the time to acquire a lease, and renewals per minute. Starts a throwaway
-//! PostgreSQL server (`atomflake-test-servers`).
+//! PostgreSQL server, or with `--etcd` a one-member etcd cluster on loopback
+//! (`atomflake-test-servers`).
 //!
-//! `cargo run --release -p atomflake-benches --bin lease [ROUNDS] [--renewals]`
+//! `cargo run --release -p atomflake-benches --bin lease [ROUNDS] [--renewals] [--etcd]`
 //!
 //! - **Minting:** `ROUNDS` (default 7) alternating rounds of 20 M `next_id` calls on one
 //!   thread, a `Generator` with no mark against one built on a lease, both on the default
@@ -10,15 +11,20 @@
 //!   the minting path, not the layout. Medians per ID and their ratio.
 //! - **Acquire:** 20 acquisitions, each a new connection (as a new process makes), the
 //!   table check and the claim, then a release. Median and maximum.
-//! - **Renewals** (`--renewals`, two minutes more): the lease row's updates counted by
-//!   PostgreSQL (`pg_stat_user_tables.n_tup_upd`) over 60 s, for an idle generator and
-//!   for one minting all the time.
+//! - **Renewals** (`--renewals`, two minutes more): the stores of the mark (each one a
+//!   renewal) over 60 s, for an idle generator and for one minting all the time, counted
+//!   by a wrapper around the lease, and for PostgreSQL also by the server
+//!   (`pg_stat_user_tables.n_tup_upd`). On etcd each store is one transaction and one
+//!   keep-alive.
 
+use atomflake_test_servers::etcd::Cluster;
 use atomflake_test_servers::postgres as pg;
 
+use atomflake::mark::{MarkStore, StoreError, Tenure};
 use atomflake::{Builder, Clock, Generator, Layout};
-use atomflake_postgres::lease::{Lease, LeaseOptions};
 use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// 39-bit ms timestamps from 2024-01-01 (to 2041), 16 nodes, 1 M IDs per ms.
@@ -48,31 +54,112 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// Updates of the lease table so far, as PostgreSQL's statistics count them.
-fn updates(server: &pg::Server) -> u64 {
-    // Statistics are flushed by each backend when it goes idle, at most once a second.
-    std::thread::sleep(Duration::from_millis(1_500));
-    server
-        .psql("SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'atomflake_lease'")
-        .trim()
-        .parse()
-        .expect("a count")
+/// Where the leases are.
+enum Engine {
+    Postgres {
+        server: pg::Server,
+        database: Box<atomflake_postgres::Database>,
+    },
+    Etcd {
+        /// Kept running until the bench ends.
+        _cluster: Cluster,
+        endpoints: atomflake_etcd::Endpoints,
+    },
+}
+
+impl Engine {
+    /// A lease in namespace `bench`, and its node.
+    fn acquire(&self) -> (Box<dyn MarkStore>, u64) {
+        match self {
+            Engine::Postgres { database, .. } => {
+                let options = atomflake_postgres::lease::LeaseOptions::new("bench");
+                let lease = atomflake_postgres::lease::Lease::acquire(database, &layout(), &options).expect("a lease");
+                let node = lease.node();
+                (Box::new(lease), node)
+            }
+            Engine::Etcd { endpoints, .. } => {
+                let options = atomflake_etcd::lease::LeaseOptions::new("bench");
+                let lease = atomflake_etcd::lease::Lease::acquire(endpoints, &layout(), &options).expect("a lease");
+                let node = lease.node();
+                (Box::new(lease), node)
+            }
+        }
+    }
+
+    /// Updates of the lease table so far, as PostgreSQL's statistics count them.
+    fn server_updates(&self) -> Option<u64> {
+        let Engine::Postgres { server, .. } = self else {
+            return None;
+        };
+        // Statistics are flushed by each backend when it goes idle, at most once a second.
+        std::thread::sleep(Duration::from_millis(1_500));
+        let count = server
+            .psql("SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'atomflake_lease'")
+            .trim()
+            .parse()
+            .expect("a count");
+        Some(count)
+    }
+}
+
+/// A store that counts its successful stores.
+struct Counted {
+    store: Box<dyn MarkStore>,
+    stores: Arc<AtomicU64>,
+}
+
+impl MarkStore for Counted {
+    fn mark(&self) -> u64 {
+        self.store.mark()
+    }
+    fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
+        self.store.store(unix_ms)?;
+        self.stores.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn describe(&self) -> String {
+        self.store.describe()
+    }
+    fn nodes(&self) -> &[u64] {
+        self.store.nodes()
+    }
+    fn tenure(&self) -> Tenure {
+        self.store.tenure()
+    }
+    fn lapsed(&self) -> StoreError {
+        self.store.lapsed()
+    }
+    fn finish(&mut self, unix_ms: u64) {
+        self.store.finish(unix_ms);
+    }
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rounds: usize = args.iter().find_map(|arg| arg.parse().ok()).unwrap_or(7);
     let renewals = args.iter().any(|arg| arg == "--renewals");
-    let server = pg::Server::start("lease-bench").expect("PostgreSQL 15 (see test-servers/)");
-    let config: atomflake_postgres::Database = server.conninfo().parse().expect("conninfo");
-    let options = LeaseOptions::new("bench");
+    let engine = if args.iter().any(|arg| arg == "--etcd") {
+        let cluster = Cluster::start("lease-bench", 1).expect("etcd (see test-servers/)");
+        let endpoints = cluster.url().parse().expect("the cluster's URL");
+        Engine::Etcd {
+            _cluster: cluster,
+            endpoints,
+        }
+    } else {
+        let server = pg::Server::start("lease-bench").expect("PostgreSQL 15 (see test-servers/)");
+        let database = server.conninfo().parse().expect("conninfo");
+        Engine::Postgres {
+            server,
+            database: Box::new(database),
+        }
+    };
 
     let mut acquire = Vec::new();
     for _ in 0..20 {
         let start = Instant::now();
-        let lease = Lease::acquire(&config, &layout(), &options).expect("a lease");
+        let lease = engine.acquire();
         acquire.push(start.elapsed().as_secs_f64() * 1e3);
-        lease.release().expect("released");
+        drop(lease);
     }
     let slowest = acquire.iter().copied().fold(0.0, f64::max);
     println!(
@@ -81,10 +168,14 @@ fn main() {
     );
 
     let plain = Builder::new(layout()).build(1).expect("node 1");
-    let lease = Lease::acquire(&config, &layout(), &options).expect("a lease");
-    let node = lease.node();
+    let (store, node) = engine.acquire();
+    let stores = Arc::new(AtomicU64::new(0));
+    let counted = Counted {
+        store,
+        stores: Arc::clone(&stores),
+    };
     let leased = Builder::new(layout())
-        .mark_store(lease)
+        .mark_store(counted)
         .build(node)
         .expect("built on the lease");
     let (mut without, mut with) = (Vec::new(), Vec::new());
@@ -98,17 +189,27 @@ fn main() {
     println!("ratio (lease / none): {:.3}", with_ns / without_ns);
 
     if renewals {
-        let idle_from = updates(&server);
-        std::thread::sleep(Duration::from_secs(60));
-        let idle = updates(&server) - idle_from;
-        let busy_from = updates(&server);
-        let until = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < until {
-            for _ in 0..1_000 {
-                black_box(leased.next_id().get());
+        let minute = |busy: bool| {
+            let (from, server_from) = (stores.load(Ordering::Relaxed), engine.server_updates());
+            let until = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < until {
+                if busy {
+                    for _ in 0..1_000 {
+                        black_box(leased.next_id().get());
+                    }
+                } else {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
             }
+            let counted = stores.load(Ordering::Relaxed) - from;
+            let server = engine.server_updates().zip(server_from).map(|(to, from)| to - from);
+            (counted, server)
+        };
+        let (idle, idle_server) = minute(false);
+        let (busy, busy_server) = minute(true);
+        println!("mark stores (renewals) per minute (ttl 10 s): idle {idle}, minting {busy}");
+        if let (Some(idle), Some(busy)) = (idle_server, busy_server) {
+            println!("lease row updates per minute, counted by PostgreSQL: idle {idle}, minting {busy}");
         }
-        let busy = updates(&server) - busy_from;
-        println!("lease row updates per minute (ttl 10 s): idle {idle}, minting {busy}");
     }
 }
