@@ -73,13 +73,15 @@ impl Engine {
         match self {
             Engine::Postgres { database, .. } => {
                 let options = atomflake_postgres::lease::LeaseOptions::new("bench");
-                let lease = atomflake_postgres::lease::Lease::acquire(database, &layout(), &options).expect("a lease");
+                let lease = atomflake_postgres::lease::Lease::acquire(database, &layout(), &options)
+                    .expect("a lease");
                 let node = lease.node();
                 (Box::new(lease), node)
             }
             Engine::Etcd { endpoints, .. } => {
                 let options = atomflake_etcd::lease::LeaseOptions::new("bench");
-                let lease = atomflake_etcd::lease::Lease::acquire(endpoints, &layout(), &options).expect("a lease");
+                let lease =
+                    atomflake_etcd::lease::Lease::acquire(endpoints, &layout(), &options).expect("a lease");
                 let node = lease.node();
                 (Box::new(lease), node)
             }
@@ -202,7 +204,10 @@ fn main() {
                 }
             }
             let counted = stores.load(Ordering::Relaxed) - from;
-            let server = engine.server_updates().zip(server_from).map(|(to, from)| to - from);
+            let server = engine
+                .server_updates()
+                .zip(server_from)
+                .map(|(to, from)| to - from);
             (counted, server)
         };
         let (idle, idle_server) = minute(false);
