@@ -3,7 +3,7 @@
 
 use crate::mint::write_ids;
 use crate::{Failure, Format, rfc3339_ms, write_failed};
-use atomflake::mark::MarkStore;
+use atomflake::mark::{LeaseOptions, MarkStore};
 use atomflake::{Builder, Generator, Id, Layout, MonotonicClock};
 use atomflake_etcd::Endpoints;
 use atomflake_postgres::Database;
@@ -114,9 +114,9 @@ pub(crate) fn mint(
     format: Format,
 ) -> Result<(), Failure> {
     let ttl = Duration::from_secs(args.ttl);
+    let options = LeaseOptions::new(&args.namespace).ttl(ttl);
     let (node, store, passed_over): (u64, Box<dyn MarkStore>, Vec<(u64, u64)>) = match engine(url)? {
         Engine::Postgres(database) => {
-            let options = lease::LeaseOptions::new(&args.namespace).ttl(ttl);
             let lease = lease::Lease::acquire(&database, &layout, &options).map_err(failure)?;
             let passed = lease
                 .passed_over()

@@ -84,11 +84,13 @@
 //! ```
 
 mod file;
+mod lease;
 
 pub(crate) use file::HighWater;
 pub use file::HighWaterError;
 #[cfg(all(feature = "raw", not(loom)))]
 pub(crate) use file::{read, write};
+pub use lease::{LeaseOptions, NodesError};
 
 use crate::io::io_is_transient;
 use std::error::Error;

@@ -85,7 +85,7 @@ use crate::client::proto::{
     TxnRequest,
 };
 use crate::client::{Client, off_runtime};
-use atomflake::mark::{MarkStore, StoreError, Tenure, default_holder};
+use atomflake::mark::{MarkStore, NodesError, StoreError, Tenure, default_holder};
 use atomflake::{Builder, Layout, MonotonicClock};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -97,97 +97,30 @@ pub const MIN_TTL: Duration = Duration::from_secs(1);
 pub const MAX_TTL: Duration = Duration::from_secs(3600);
 
 /// The lease time unless one is given.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+pub const DEFAULT_TTL: Duration = LeaseOptions::DEFAULT_TTL;
 
 /// How long a claim may take, retries over a busy node range and a cluster electing a
 /// leader included.
 const CLAIM_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What to claim: the namespace, the lease time, and optionally the node, how many nodes,
-/// and the holder's name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseOptions {
-    namespace: String,
-    ttl: Duration,
-    node: Option<u64>,
-    count: u64,
-    holder: Option<String>,
-}
+/// What to claim: the same options for every lease engine. The lease time must be within
+/// [`MIN_TTL`]`..=`[`MAX_TTL`] in whole seconds (etcd counts lease times in seconds).
+pub use atomflake::mark::LeaseOptions;
 
-impl LeaseOptions {
-    /// A lease in `namespace`: one ID space, one layout. Every process minting IDs of the
-    /// same layout into the same place shares one namespace; two namespaces are
-    /// independent node spaces.
-    pub fn new(namespace: impl Into<String>) -> LeaseOptions {
-        LeaseOptions {
-            namespace: namespace.into(),
-            ttl: DEFAULT_TTL,
-            node: None,
-            count: 1,
-            holder: None,
-        }
+/// Checks `options` for `layout`: the namespace, the lease time and the nodes.
+fn validate(options: &LeaseOptions, layout: &Layout) -> Result<(), LeaseError> {
+    check_namespace(&options.namespace)?;
+    if !(MIN_TTL..=MAX_TTL).contains(&options.ttl) || options.ttl.subsec_nanos() != 0 {
+        return Err(LeaseError::TtlOutOfRange {
+            ttl: options.ttl,
+            min: MIN_TTL,
+            max: MAX_TTL,
+        });
     }
-
-    /// The lease time, whole seconds from [`MIN_TTL`] to [`MAX_TTL`] ([`DEFAULT_TTL`]
-    /// unless set): how long after its last keep-alive etcd keeps a silent holder's node.
-    /// A holder stops minting a fifth of it earlier. etcd may grant more than asked (its
-    /// shortest is one and a half election timeouts, 2 s by default), which only delays a
-    /// successor.
-    #[must_use]
-    pub fn ttl(mut self, ttl: Duration) -> LeaseOptions {
-        self.ttl = ttl;
-        self
-    }
-
-    /// Claims this node, instead of the lowest free one.
-    #[must_use]
-    pub fn node(mut self, node: u64) -> LeaseOptions {
-        self.node = Some(node);
-        self
-    }
-
-    /// Claims the `count` lowest free nodes (1 unless set), for a
-    /// [`ShardedGenerator`](atomflake::ShardedGenerator) with a shard per node: all of them
-    /// or none, in one transaction, on one etcd lease.
-    #[must_use]
-    pub fn nodes(mut self, count: u64) -> LeaseOptions {
-        self.count = count;
-        self
-    }
-
-    /// The holder's name in etcd (`hostname:pid` unless set), for people reading it.
-    #[must_use]
-    pub fn holder(mut self, holder: impl Into<String>) -> LeaseOptions {
-        self.holder = Some(holder.into());
-        self
-    }
-
-    fn validate(&self, layout: &Layout) -> Result<(), LeaseError> {
-        check_namespace(&self.namespace)?;
-        if !(MIN_TTL..=MAX_TTL).contains(&self.ttl) || self.ttl.subsec_nanos() != 0 {
-            return Err(LeaseError::TtlOutOfRange {
-                ttl: self.ttl,
-                min: MIN_TTL,
-                max: MAX_TTL,
-            });
-        }
-        let max_count = match self.node {
-            Some(node) if node > layout.max_node() => {
-                return Err(LeaseError::NodeOutOfRange {
-                    node,
-                    max: layout.max_node(),
-                });
-            }
-            Some(_) => 1,
-            None => layout.max_node().saturating_add(1),
-        };
-        if !(1..=max_count).contains(&self.count) {
-            return Err(LeaseError::CountOutOfRange {
-                count: self.count,
-                max: max_count,
-            });
-        }
-        Ok(())
+    match options.claimable(layout) {
+        Ok(_) => Ok(()),
+        Err(NodesError::NodeOutOfRange { node, max }) => Err(LeaseError::NodeOutOfRange { node, max }),
+        Err(NodesError::CountOutOfRange { count, max }) => Err(LeaseError::CountOutOfRange { count, max }),
     }
 }
 
@@ -355,7 +288,7 @@ impl Lease {
         layout: &Layout,
         options: &LeaseOptions,
     ) -> Result<Lease, LeaseError> {
-        options.validate(layout)?;
+        validate(options, layout)?;
         off_runtime(|| {
             let mut client = Client::new(endpoints, attempt_time(options.ttl));
             let deadline = Instant::now() + CLAIM_TIMEOUT;

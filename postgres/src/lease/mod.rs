@@ -103,7 +103,7 @@ mod error;
 pub use error::{DbCause, LeaseError, MAX_NAMESPACE_LEN};
 
 use crate::database::{ConnectError, Database};
-use atomflake::mark::{MarkStore, StoreError, Tenure, default_holder};
+use atomflake::mark::{MarkStore, NodesError, StoreError, Tenure, default_holder};
 use atomflake::{Builder, Layout, MonotonicClock};
 use std::time::Duration;
 
@@ -118,7 +118,7 @@ pub const MIN_TTL: Duration = Duration::from_secs(1);
 pub const MAX_TTL: Duration = Duration::from_secs(3600);
 
 /// The lease time unless one is given.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+pub const DEFAULT_TTL: Duration = LeaseOptions::DEFAULT_TTL;
 
 /// The table every lease lives in, always in schema `public` (never found through the
 /// session's `search_path`, so that every process of a fleet uses one table whatever its
@@ -249,93 +249,24 @@ WHERE current_setting('synchronous_commit') <> 'remote_apply'";
 /// once take turns, each a few milliseconds.
 const CLAIM_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What to claim: the namespace, the lease time, and optionally the node and the holder's
-/// name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseOptions {
-    namespace: String,
-    ttl: Duration,
-    node: Option<u64>,
-    count: u64,
-    holder: Option<String>,
-}
+/// What to claim: the same options for every lease engine. The lease time must be within
+/// [`MIN_TTL`]`..=`[`MAX_TTL`].
+pub use atomflake::mark::LeaseOptions;
 
-impl LeaseOptions {
-    /// A lease in `namespace`: one ID space, one layout. Every process minting IDs of the
-    /// same layout into the same place (a table, a topic) shares one namespace; two
-    /// namespaces are independent node spaces.
-    pub fn new(namespace: impl Into<String>) -> LeaseOptions {
-        LeaseOptions {
-            namespace: namespace.into(),
-            ttl: DEFAULT_TTL,
-            node: None,
-            count: 1,
-            holder: None,
-        }
+/// Checks `options` for `layout`: the namespace, the lease time and the nodes.
+fn validate(options: &LeaseOptions, layout: &Layout) -> Result<(), LeaseError> {
+    check_namespace(&options.namespace)?;
+    if !(MIN_TTL..=MAX_TTL).contains(&options.ttl) {
+        return Err(LeaseError::TtlOutOfRange {
+            ttl: options.ttl,
+            min: MIN_TTL,
+            max: MAX_TTL,
+        });
     }
-
-    /// The lease time ([`DEFAULT_TTL`] unless set; [`MIN_TTL`] to [`MAX_TTL`]): how long
-    /// after its last renewal the server keeps a silent holder's node. A holder stops
-    /// minting a fifth of it earlier. Shorter frees a crashed holder's node sooner. It is
-    /// also how long `next_id` waits out a failing database before it panics; minting
-    /// itself pauses sooner, once the clock reaches the last mark stored (1 to 1.5 s
-    /// after the database became unreachable), as the mark moves every second.
-    #[must_use]
-    pub fn ttl(mut self, ttl: Duration) -> LeaseOptions {
-        self.ttl = ttl;
-        self
-    }
-
-    /// Claims this node, instead of the lowest free one.
-    #[must_use]
-    pub fn node(mut self, node: u64) -> LeaseOptions {
-        self.node = Some(node);
-        self
-    }
-
-    /// Claims the `count` lowest free nodes (1 unless set), for a
-    /// [`ShardedGenerator`](atomflake::ShardedGenerator) with a shard per node: all of them
-    /// or none, in one transaction, each row with a token of its own. Every renewal stores
-    /// the mark in every row, and a release frees them all.
-    #[must_use]
-    pub fn nodes(mut self, count: u64) -> LeaseOptions {
-        self.count = count;
-        self
-    }
-
-    /// The holder's name in the table (`hostname:pid` unless set), for people reading it.
-    #[must_use]
-    pub fn holder(mut self, holder: impl Into<String>) -> LeaseOptions {
-        self.holder = Some(holder.into());
-        self
-    }
-
-    fn validate(&self, layout: &Layout) -> Result<(), LeaseError> {
-        check_namespace(&self.namespace)?;
-        if !(MIN_TTL..=MAX_TTL).contains(&self.ttl) {
-            return Err(LeaseError::TtlOutOfRange {
-                ttl: self.ttl,
-                min: MIN_TTL,
-                max: MAX_TTL,
-            });
-        }
-        let max_count = match self.node {
-            Some(node) if node > layout.max_node() => {
-                return Err(LeaseError::NodeOutOfRange {
-                    node,
-                    max: layout.max_node(),
-                });
-            }
-            Some(_) => 1,
-            None => layout.max_node().saturating_add(1),
-        };
-        if !(1..=max_count).contains(&self.count) {
-            return Err(LeaseError::CountOutOfRange {
-                count: self.count,
-                max: max_count,
-            });
-        }
-        Ok(())
+    match options.claimable(layout) {
+        Ok(_) => Ok(()),
+        Err(NodesError::NodeOutOfRange { node, max }) => Err(LeaseError::NodeOutOfRange { node, max }),
+        Err(NodesError::CountOutOfRange { count, max }) => Err(LeaseError::CountOutOfRange { count, max }),
     }
 }
 
@@ -431,7 +362,7 @@ impl Lease {
         layout: &Layout,
         options: &LeaseOptions,
     ) -> Result<Lease, LeaseError> {
-        options.validate(layout)?;
+        validate(options, layout)?;
         off_runtime(|| Lease::claim(database, layout, options))
     }
 
@@ -1040,11 +971,7 @@ mod tests {
             );
             assert_eq!(list(&nowhere(), namespace).unwrap_err(), error);
         }
-        assert!(
-            LeaseOptions::new("n".repeat(63))
-                .validate(&Layout::TWITTER)
-                .is_ok()
-        );
+        assert!(validate(&LeaseOptions::new("n".repeat(63)), &Layout::TWITTER).is_ok());
         for ttl in [Duration::from_millis(999), Duration::from_secs(3601)] {
             let error = refused(LeaseOptions::new("n").ttl(ttl));
             assert_eq!(
