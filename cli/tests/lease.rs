@@ -19,6 +19,11 @@ fn text(bytes: &[u8]) -> &str {
     std::str::from_utf8(bytes).expect("UTF-8")
 }
 
+/// The decimal IDs `atomflake mint` wrote.
+fn ids(output: &Output) -> Vec<u64> {
+    text(&output.stdout).lines().map(|l| l.parse().unwrap()).collect()
+}
+
 #[test]
 fn the_ddl_is_the_tables() {
     let output = atomflake(&["lease", "ddl"]);
@@ -133,8 +138,6 @@ fn mint_takes_its_node_from_a_lease_and_lease_list_shows_it() {
         "5",
     ]);
     assert_eq!((second.status.code(), text(&second.stderr)), (Some(0), ""));
-    let ids =
-        |output: &Output| -> Vec<u64> { text(&output.stdout).lines().map(|l| l.parse().unwrap()).collect() };
     let (first, second) = (ids(&first), ids(&second));
     assert_eq!(first.len(), 5000);
     assert!(first.windows(2).all(|w| w[0] < w[1]));
@@ -225,8 +228,6 @@ fn mint_takes_its_node_from_an_etcd_lease_and_lease_list_shows_it() {
     for output in [&first, &second] {
         assert_eq!((output.status.code(), text(&output.stderr)), (Some(0), ""));
     }
-    let ids =
-        |output: &Output| -> Vec<u64> { text(&output.stdout).lines().map(|l| l.parse().unwrap()).collect() };
     let (first, second) = (ids(&first), ids(&second));
     assert_eq!((first.len(), second.len()), (5000, 5));
     let layout = atomflake::Layout::TWITTER;

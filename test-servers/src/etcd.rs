@@ -42,13 +42,15 @@ fn binary() -> Option<PathBuf> {
         .find(|path| path.is_file())
 }
 
-/// A loopback port that is free now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `count` distinct loopback ports that are free now: all held open while they are
+/// chosen, so that none is handed out twice.
+fn free_ports(count: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..count)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|listener| listener.local_addr().unwrap().port())
+        .collect()
 }
 
 /// One HTTP/1.1 request to a member's client port: the status code and the body, or
@@ -88,11 +90,12 @@ impl Cluster {
         let root = std::env::temp_dir().join(format!("atomflake-etcd-{}-{test}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
+        let ports = free_ports(2 * size);
         let members: Vec<Member> = (0..size)
             .map(|i| Member {
                 name: format!("m{i}"),
-                client_port: free_port(),
-                peer_port: free_port(),
+                client_port: ports[2 * i],
+                peer_port: ports[2 * i + 1],
                 process: None,
             })
             .collect();
