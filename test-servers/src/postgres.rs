@@ -359,21 +359,17 @@ impl Server {
     /// buffers), then kills the postmaster and every server process with `SIGKILL`.
     /// Start it again with [`start_again`](Self::start_again).
     pub fn crash_losing_unwritten_wal(&self, before_crash: impl FnOnce()) {
-        let walwriter = self.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
-        run(Command::new("kill").args(["-STOP", walwriter.trim()]));
+        self.stop_wal_writer_asleep();
         before_crash();
-        let mut pids: Vec<String> = self
-            .psql("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()")
-            .lines()
-            .map(str::to_owned)
-            .collect();
-        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid")).unwrap();
-        pids.insert(0, pid_file.lines().next().unwrap().trim().to_owned());
-        let _ = Command::new("kill").arg("-KILL").args(&pids).status();
-        // Wait until the postmaster is gone.
+        // Stopped, the postmaster starts no process between the listing and the kill: one
+        // it started would outlive it attached to the shared memory, and the server
+        // would refuse to start again.
+        let postmaster = self.postmaster();
+        run(Command::new("kill").args(["-STOP", &postmaster]));
+        self.signal_all("-KILL");
         let start = Instant::now();
         while Command::new("kill")
-            .args(["-0", &pids[0]])
+            .args(["-0", &postmaster])
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|status| status.success())
@@ -386,11 +382,36 @@ impl Server {
         }
     }
 
+    /// Stops the WAL writer (`SIGSTOP`) while it sleeps in its main loop. Stopped at any
+    /// other instant it may hold the lock on writing the WAL out, and every commit that
+    /// flushes (a durable one) would wait for it for good.
+    fn stop_wal_writer_asleep(&self) {
+        let pid = self.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
+        let pid = pid.trim();
+        for _ in 0..500 {
+            run(Command::new("kill").args(["-STOP", pid]));
+            let waits = self.psql(&format!(
+                "SELECT wait_event FROM pg_stat_activity WHERE pid = {pid}"
+            ));
+            if waits.trim() == "WalWriterMain" {
+                return;
+            }
+            run(Command::new("kill").args(["-CONT", pid]));
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("the WAL writer {pid} was never found asleep in its main loop");
+    }
+
+    /// The postmaster's process ID, from `postmaster.pid`.
+    fn postmaster(&self) -> String {
+        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid")).unwrap();
+        pid_file.lines().next().unwrap().trim().to_owned()
+    }
+
     /// Sends `signal` (`-STOP`, `-CONT`) to the postmaster and every process it started:
     /// `-STOP` freezes the whole server, as a paused VM would, with its sockets still open.
     pub fn signal_all(&self, signal: &str) {
-        let pid_file = std::fs::read_to_string(self.data().join("postmaster.pid")).unwrap();
-        let postmaster = pid_file.lines().next().unwrap().trim().to_owned();
+        let postmaster = self.postmaster();
         let children = run(Command::new("pgrep").args(["-P", &postmaster]));
         let mut pids = vec![postmaster];
         pids.extend(
