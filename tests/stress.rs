@@ -94,7 +94,7 @@ fn shared_generator_survives_a_clock_moving_both_ways() {
 }
 
 #[test]
-fn blocks_and_single_mints_share_a_generator_without_duplicates() {
+fn blocks_runs_and_single_mints_share_a_generator_without_duplicates() {
     let generator = Generator::new(Layout::TWITTER, 9).unwrap();
     let per_thread: Vec<Vec<Id>> = thread::scope(|s| {
         let blocks = s.spawn(|| {
@@ -114,7 +114,22 @@ fn blocks_and_single_mints_share_a_generator_without_duplicates() {
             ids
         });
         let singles = s.spawn(|| (0..PER_THREAD).map(|_| generator.next_id()).collect::<Vec<_>>());
-        [blocks, filled, singles].map(|h| h.join().unwrap()).into()
+        let runs = s.spawn(|| {
+            let mut ids = Vec::with_capacity(PER_THREAD);
+            let mut max = 0;
+            while ids.len() < PER_THREAD {
+                max = max % 700 + 1;
+                match generator.try_next_run(max) {
+                    Ok(run) => {
+                        assert!((1..=max).contains(&run.len()), "{run:?} for at most {max}");
+                        ids.extend(run);
+                    }
+                    Err(error) => assert!(error.is_transient(), "{error}"),
+                }
+            }
+            ids
+        });
+        [blocks, filled, singles, runs].map(|h| h.join().unwrap()).into()
     });
     distinct_and_ordered(per_thread);
 }

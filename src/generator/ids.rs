@@ -9,6 +9,7 @@ use crate::format::id::Id;
 use crate::format::layout::Layout;
 use crate::generator::keeper::Finish;
 use crate::generator::minter::{AtomicWord, LocalWord, Minter, Windowed, Word};
+use crate::generator::run::Run;
 use crate::generator::state::SlotPacker;
 use crossbeam_utils::CachePadded;
 
@@ -102,6 +103,15 @@ impl<C: Clock> Core<C> {
         self.minter
             .try_reserve_one(&node.state, &self.clock)
             .map(|slot| node.packer.id(slot))
+    }
+
+    /// Up to `max` IDs of the current tick now, or why none can be minted now.
+    pub(crate) fn try_run<W: Windowed>(&self, node: &Shard<W>, max: u64) -> Result<Run, MintError> {
+        if max == 0 {
+            return Ok(Run::new(node.packer.id(0), 0, self.minter.unit()));
+        }
+        let (slot, count) = self.minter.try_reserve(&node.state, &self.clock, max)?;
+        Ok(Run::new(node.packer.id(slot), count, self.minter.unit()))
     }
 
     /// `n` IDs as blocks; the first block is reserved now.
@@ -336,6 +346,34 @@ macro_rules! minting_methods {
             #[inline]
             pub fn try_next_id(&$self) -> Result<$crate::Id, $crate::MintError> {
                 $self.core.try_next_id($node)
+            }
+
+            /// Up to `max` IDs at once, with one CAS, as a [`Run`](crate::Run): those left
+            /// in the current tick's sequence, never waiting. For services that hand out
+            /// IDs in bulk (a run travels as three numbers) and for callers that wait in
+            /// their own way (an async runtime's timer).
+            ///
+            /// A `max` of 0 reserves nothing and returns an empty run.
+            ///
+            /// # Errors
+            ///
+            /// As [`try_next_id`](Self::try_next_id).
+            ///
+            /// # Examples
+            ///
+            /// ```
+            #[doc = concat!("use atomflake::{Layout, ", stringify!($ty), "};")]
+            ///
+            #[doc = concat!("let generator = ", $new, "?;")]
+            /// let run = generator.try_next_run(10_000)?;
+            /// // At most one tick's sequence: 4096 for Twitter.
+            /// assert!((1..=4096).contains(&run.len()));
+            /// assert!(generator.next_id() > run.last().unwrap());
+            /// # Ok::<(), Box<dyn std::error::Error>>(())
+            /// ```
+            #[inline]
+            pub fn try_next_run(&$self, max: u64) -> Result<$crate::Run, $crate::MintError> {
+                $self.core.try_run($node, max)
             }
 
             /// `n` IDs, reserved a tick at a time with one CAS each, as an iterator that

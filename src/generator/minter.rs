@@ -413,25 +413,42 @@ impl Minter {
         state: &W,
         clock: &C,
     ) -> Result<u64, MintError> {
-        match self.reserve_fast(state, clock.unix_ms(), 1) {
-            Some((slot, _)) => Ok(slot),
-            None => self.try_reserve_one_slow(state, clock),
+        self.try_reserve(state, clock, 1).map(|(slot, _)| slot)
+    }
+
+    /// `1..=want` slots of the current tick now (the first slot and how many), or the
+    /// error `try_next_id` reports: never waits. `want` ≥ 1.
+    #[inline]
+    pub(crate) fn try_reserve<W: Windowed, C: Clock>(
+        &self,
+        state: &W,
+        clock: &C,
+        want: u64,
+    ) -> Result<(u64, u64), MintError> {
+        match self.reserve_fast(state, clock.unix_ms(), want) {
+            Some(block) => Ok(block),
+            None => self.try_reserve_slow(state, clock, want),
         }
     }
 
-    /// [`try_reserve_one`](Self::try_reserve_one) past its fast path.
+    /// [`try_reserve`](Self::try_reserve) past its fast path.
     #[cold]
     #[inline(never)]
-    fn try_reserve_one_slow<W: Windowed, C: Clock>(&self, state: &W, clock: &C) -> Result<u64, MintError> {
-        let refusal = match self.reserve_at(state, clock.unix_ms(), 1) {
-            Ok((slot, _)) => return Ok(slot),
+    fn try_reserve_slow<W: Windowed, C: Clock>(
+        &self,
+        state: &W,
+        clock: &C,
+        want: u64,
+    ) -> Result<(u64, u64), MintError> {
+        let refusal = match self.reserve_at(state, clock.unix_ms(), want) {
+            Ok(block) => return Ok(block),
             Err(refusal) => refusal,
         };
         // The clock may lag (a coarse clock): ask again with a precise read before
         // reporting exhaustion.
         let refusal = match refusal {
-            Blocked::Spent { .. } => match self.reserve_at(state, clock.precise_unix_ms(), 1) {
-                Ok((slot, _)) => return Ok(slot),
+            Blocked::Spent { .. } => match self.reserve_at(state, clock.precise_unix_ms(), want) {
+                Ok(block) => return Ok(block),
                 Err(refusal) => refusal,
             },
             other => other,
