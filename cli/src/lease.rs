@@ -25,6 +25,13 @@ pub(crate) struct LeaseArgs {
     ttl: u64,
 }
 
+impl LeaseArgs {
+    /// The lease time.
+    pub(crate) fn ttl(&self) -> Duration {
+        Duration::from_secs(self.ttl)
+    }
+}
+
 #[derive(Subcommand)]
 pub(crate) enum LeaseCommand {
     /// List the leases of a namespace: node, generation (PostgreSQL: how many times it was
@@ -113,9 +120,30 @@ pub(crate) fn mint(
     count: u64,
     format: Format,
 ) -> Result<(), Failure> {
-    let ttl = Duration::from_secs(args.ttl);
-    let options = LeaseOptions::new(&args.namespace).ttl(ttl);
-    let (node, store, passed_over): (u64, Box<dyn MarkStore>, Vec<(u64, u64)>) = match engine(url)? {
+    let (nodes, store) = acquire(layout, url, args, 1)?;
+    let generator = Builder::new(layout)
+        .mark_store(store)
+        .build(nodes[0])
+        .map_err(|err| Failure::Other(err.to_string()))?;
+    write_ids(&generator, count, format, |generator, block| {
+        for id in block {
+            *id = next_id(generator, args.ttl())?;
+        }
+        Ok(())
+    })
+}
+
+/// Claims `count` nodes from the lease engine of `url`: the nodes, and the lease as the
+/// mark store to build a generator on. Free nodes passed over (their marks far ahead of
+/// this clock) are reported on stderr.
+pub(crate) fn acquire(
+    layout: Layout,
+    url: &str,
+    args: &LeaseArgs,
+    count: u64,
+) -> Result<(Vec<u64>, Box<dyn MarkStore>), Failure> {
+    let options = LeaseOptions::new(&args.namespace).ttl(args.ttl()).nodes(count);
+    let (store, passed_over): (Box<dyn MarkStore>, Vec<(u64, u64)>) = match engine(url)? {
         Engine::Postgres(database) => {
             let lease = lease::Lease::acquire(&database, &layout, &options).map_err(failure)?;
             let passed = lease
@@ -123,10 +151,9 @@ pub(crate) fn mint(
                 .iter()
                 .map(|p| (p.node, p.high_water_ms))
                 .collect();
-            (lease.node(), Box::new(lease), passed)
+            (Box::new(lease), passed)
         }
         Engine::Etcd(endpoints) => {
-            let options = atomflake_etcd::lease::LeaseOptions::new(&args.namespace).ttl(ttl);
             let lease =
                 atomflake_etcd::lease::Lease::acquire(&endpoints, &layout, &options).map_err(etcd_failure)?;
             let passed = lease
@@ -134,7 +161,7 @@ pub(crate) fn mint(
                 .iter()
                 .map(|p| (p.node, p.high_water_ms))
                 .collect();
-            (lease.node(), Box::new(lease), passed)
+            (Box::new(lease), passed)
         }
     };
     for (passed, mark) in passed_over {
@@ -145,16 +172,7 @@ pub(crate) fn mint(
             rfc3339_ms(mark),
         );
     }
-    let generator = Builder::new(layout)
-        .mark_store(store)
-        .build(node)
-        .map_err(|err| Failure::Other(err.to_string()))?;
-    write_ids(&generator, count, format, |generator, block| {
-        for id in block {
-            *id = next_id(generator, ttl)?;
-        }
-        Ok(())
-    })
+    Ok((store.nodes().to_vec(), store))
 }
 
 /// The next ID, waiting out what passes (a spent tick, a mark being stored, a lease being

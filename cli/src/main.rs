@@ -7,6 +7,7 @@
 //! atomflake sql [--layout NAME] --node N [--prefix P] [--max-wait-ms MS]
 //! atomflake lease list --lease URL [--namespace NS]
 //! atomflake lease ddl
+//! atomflake serve [--layout NAME] (--node N[,N...] | --statefulset | --lease URL [--nodes K]) [--listen ADDR]
 //! ```
 //!
 //! Exit codes: 0 on success, 2 for bad input (a usage error, an unknown layout, a node out
@@ -18,6 +19,7 @@
 mod decode;
 mod lease;
 mod mint;
+mod serve;
 
 use atomflake::Layout;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -83,6 +85,14 @@ enum Command {
         #[arg(value_name = "ID", allow_negative_numbers = true)]
         ids: Vec<String>,
     },
+    /// Serve IDs over HTTP/JSON and gRPC from one port, until SIGTERM.
+    ///
+    /// HTTP: `GET /v1/ids?count=N` (`{"ids": ["<decimal>", ...]}`), `GET /v1/ids/{id}`
+    /// (decoded), `GET /v1/layout`, `GET /healthz` (200 only while serving), `GET
+    /// /metrics` (Prometheus). gRPC: `atomflake.v1.Ids` (`proto/atomflake/v1/ids.proto`),
+    /// health and reflection. SIGTERM or SIGINT drains the requests under way, then
+    /// releases the nodes.
+    Serve(Box<serve::ServeArgs>),
     /// Node-ID leases kept in PostgreSQL or etcd.
     #[command(subcommand)]
     Lease(lease::LeaseCommand),
@@ -169,6 +179,7 @@ fn main() -> ExitCode {
             (None, node) => mint::run(layout, node.as_deref().unwrap_or("0"), count, format),
         }),
         Command::Lease(command) => lease::run(command),
+        Command::Serve(args) => serve::run(&args),
         Command::Decode { layout, json, ids } => {
             layout_named(&layout).and_then(|layout| decode::run(layout, json, &ids))
         }

@@ -135,11 +135,7 @@ mod tests {
             let parts = layout.decode(id);
             assert_eq!((parts.node, parts.unix_ms), (300, start));
         }
-        assert_eq!(
-            layout.decode(rest.last().unwrap()).sequence,
-            255,
-            "{rest:?}"
-        );
+        assert_eq!(layout.decode(rest.last().unwrap()).sequence, 255, "{rest:?}");
         assert_eq!(
             generator.try_next_run(1),
             Err(MintError::SequenceExhausted {

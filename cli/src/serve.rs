@@ -1,0 +1,180 @@
+//! `atomflake serve`: IDs over HTTP/JSON and gRPC from one port (see `atomflake-serve`).
+
+use crate::Failure;
+use crate::lease::{self, LeaseArgs};
+use crate::mint::node_in;
+use atomflake::{Builder, Layout, ShardedGenerator};
+use atomflake_serve::{Limits, Service, Watched};
+use clap::Args;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The options of `atomflake serve`.
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// Layout preset (see `atomflake layouts`).
+    #[arg(long, default_value = "twitter", value_name = "NAME")]
+    layout: String,
+    /// The node (or nodes, comma-separated) this server mints on. Give every server of the
+    /// same IDs nodes of its own, or their IDs collide; or take them with `--lease`.
+    #[arg(
+        long,
+        env = "ATOMFLAKE_NODE",
+        value_name = "N[,N...]",
+        value_delimiter = ',',
+        allow_negative_numbers = true
+    )]
+    node: Vec<String>,
+    /// Take the node from this pod's StatefulSet ordinal: the number after the last `-` of
+    /// the hostname (`ids-3`: node 3).
+    #[arg(long)]
+    statefulset: bool,
+    /// Take the nodes from a lease in this PostgreSQL database or etcd cluster (as
+    /// `mint --lease`): held while serving, released at shutdown with the exact mark. A
+    /// lost lease stops serving at once and health goes red.
+    #[arg(long, env = "ATOMFLAKE_LEASE", hide_env_values = true, value_name = "URL")]
+    lease: Option<String>,
+    /// How many nodes to lease (each adds the layout's cap: 4.096 M IDs/s for twitter).
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    nodes: u64,
+    #[command(flatten)]
+    lease_options: LeaseArgs,
+    /// The address to listen on, for HTTP and gRPC alike (port 0: any free port; the
+    /// address taken is printed on stderr).
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    listen: SocketAddr,
+    /// The most IDs one `GET /v1/ids` or `GetIds` call returns.
+    #[arg(long, default_value_t = Limits::default().max_count, value_name = "N")]
+    max_count: u32,
+    /// The most requests one connection may start per second, on average.
+    #[arg(long, default_value_t = Limits::default().requests_per_second, value_name = "N")]
+    rate: u32,
+    /// The most gRPC calls one connection may have open at once.
+    #[arg(long, default_value_t = Limits::default().streams_per_connection, value_name = "N")]
+    streams: u32,
+    /// How long, in seconds, shutdown (SIGTERM, SIGINT) waits for the requests under way.
+    #[arg(long, default_value_t = 10, value_name = "S")]
+    drain: u64,
+}
+
+pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
+    let layout = crate::layout_named(&args.layout)?;
+    let limits = limits(args)?;
+    let (generator, store) = generator(layout, args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("atomflake-serve")
+        .build()
+        .map_err(|err| Failure::Other(format!("cannot start the runtime: {err}")))?;
+    let nodes: Vec<String> = generator.nodes().map(|node| node.to_string()).collect();
+    let leased = store.is_some();
+    let service = Arc::new(Service::new(generator, limits, store));
+    let result = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .map_err(|err| Failure::Other(format!("cannot listen on {}: {err}", args.listen)))?;
+        let address = listener
+            .local_addr()
+            .map_err(|err| Failure::Other(format!("cannot listen on {}: {err}", args.listen)))?;
+        eprintln!(
+            "atomflake serve: listening on {address} (HTTP and gRPC), layout {}, node {}",
+            args.layout,
+            nodes.join(",")
+        );
+        atomflake_serve::serve(
+            listener,
+            service,
+            shutdown_signal(),
+            Duration::from_secs(args.drain),
+        )
+        .await
+        .map_err(|err| Failure::Other(format!("serving failed: {err}")))
+    });
+    // Connections still open after the drain hold the service: dropping their tasks drops
+    // it, and with it the generator, which releases its nodes.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    if leased {
+        eprintln!("atomflake serve: stopped; node {} released", nodes.join(","));
+    } else {
+        eprintln!("atomflake serve: stopped");
+    }
+    result
+}
+
+fn limits(args: &ServeArgs) -> Result<Limits, Failure> {
+    let check = |name: &str, value: u32, max: u32| {
+        if (1..=max).contains(&value) {
+            Ok(value)
+        } else {
+            Err(Failure::Usage(format!(
+                "--{name} {value} is out of range: allowed 1..={max}"
+            )))
+        }
+    };
+    Ok(Limits {
+        max_count: check("max-count", args.max_count, Limits::MAX_COUNT)?,
+        requests_per_second: check("rate", args.rate, u32::MAX)?,
+        streams_per_connection: check("streams", args.streams, u32::MAX)?,
+        ..Limits::default()
+    })
+}
+
+/// The generator on the nodes `args` name, and the watch on its lease when it has one.
+fn generator(
+    layout: Layout,
+    args: &ServeArgs,
+) -> Result<(ShardedGenerator, Option<Arc<atomflake_serve::StoreWatch>>), Failure> {
+    let usage = |err: &dyn std::fmt::Display| Failure::Usage(err.to_string());
+    let sources = usize::from(!args.node.is_empty())
+        + usize::from(args.statefulset)
+        + usize::from(args.lease.is_some());
+    if sources != 1 {
+        return Err(Failure::Usage(
+            "give exactly one of --node (or ATOMFLAKE_NODE), --statefulset and --lease: \
+             servers of one ID space must not share a node"
+                .into(),
+        ));
+    }
+    if let Some(url) = &args.lease {
+        if !(1..=layout.max_node() + 1).contains(&args.nodes) {
+            return Err(Failure::Usage(format!(
+                "--nodes {} is out of range: allowed 1..={}",
+                args.nodes,
+                layout.max_node() + 1
+            )));
+        }
+        let (nodes, store) = lease::acquire(layout, url, &args.lease_options, args.nodes)?;
+        let (store, watch) = Watched::new(store);
+        let generator = Builder::new(layout)
+            .mark_store(store)
+            .build_sharded(nodes)
+            .map_err(|err| Failure::Other(err.to_string()))?;
+        return Ok((generator, Some(watch)));
+    }
+    let nodes = if args.statefulset {
+        vec![atomflake::node::from_statefulset(&layout).map_err(|err| usage(&err))?]
+    } else {
+        args.node
+            .iter()
+            .map(|node| node_in(layout, node))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let generator = ShardedGenerator::new(layout, nodes).map_err(|err| usage(&err))?;
+    Ok((generator, None))
+}
+
+/// Completes at the first SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        eprintln!("atomflake serve: cannot watch for SIGTERM: serving until killed");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    eprintln!("atomflake serve: shutting down: refusing new requests, finishing those under way");
+}

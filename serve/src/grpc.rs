@@ -1,0 +1,202 @@
+//! The gRPC API (`atomflake.v1.Ids`, `proto/atomflake/v1/ids.proto`), with the standard
+//! health service and reflection.
+
+use crate::metrics::{Api, Outcome};
+use crate::proto::ids_server::{Ids, IdsServer};
+use crate::proto::{
+    DecodeRequest, DecodeResponse, GetIdsRequest, GetIdsResponse, GetLayoutRequest, GetLayoutResponse,
+    Layout, Run, StreamIdsRequest, StreamIdsResponse,
+};
+use crate::service::{Limits, Refusal, Service, State};
+use atomflake::Id;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+
+/// The encoded descriptors of `ids.proto`, for reflection.
+const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ids.bin"));
+
+/// The most runs one `StreamIdsResponse` holds: 64 Twitter ticks' worth of IDs.
+const RUNS_PER_MESSAGE: usize = 64;
+
+/// How often health is brought up to date with the service's state.
+const HEALTH_EVERY: Duration = Duration::from_millis(100);
+
+/// `atomflake.v1.Ids`, `grpc.health.v1.Health` and reflection, as an axum router; the
+/// health service follows `service`'s state until the returned task is dropped.
+pub(crate) fn router(service: &Arc<Service>) -> (axum::Router, tokio::task::JoinHandle<()>) {
+    let (reporter, health) = tonic_health::server::health_reporter();
+    let watched = Arc::clone(service);
+    let health_task = tokio::spawn(async move {
+        let mut last = None;
+        loop {
+            let serving = watched.state() == State::Serving;
+            if last != Some(serving) {
+                let status = if serving {
+                    tonic_health::ServingStatus::Serving
+                } else {
+                    tonic_health::ServingStatus::NotServing
+                };
+                reporter.set_service_status("", status).await;
+                reporter
+                    .set_service_status(<IdsServer<GrpcIds> as tonic::server::NamedService>::NAME, status)
+                    .await;
+                last = Some(serving);
+            }
+            tokio::time::sleep(HEALTH_EVERY).await;
+        }
+    });
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(DESCRIPTORS)
+        .build_v1()
+        .expect("the descriptors compiled from ids.proto are valid");
+    let ids = IdsServer::new(GrpcIds(Arc::clone(service))).max_decoding_message_size(1024);
+    let routes = tonic::service::Routes::new(ids)
+        .add_service(health)
+        .add_service(reflection);
+    (routes.into_axum_router(), health_task)
+}
+
+/// The `Ids` service on a [`Service`].
+#[derive(Debug)]
+pub(crate) struct GrpcIds(Arc<Service>);
+
+fn status(refusal: &Refusal) -> (Outcome, Status) {
+    match refusal {
+        Refusal::Invalid(message) => (Outcome::Invalid, Status::invalid_argument(message)),
+        Refusal::Unavailable(message) => (Outcome::Unavailable, Status::unavailable(message)),
+    }
+}
+
+impl GrpcIds {
+    /// Counts a unary call's outcome and turns a refusal into its status.
+    fn answer<T>(&self, start: Instant, result: Result<(T, u64), Refusal>) -> Result<Response<T>, Status> {
+        let metrics = &self.0.metrics;
+        match result {
+            Ok((message, ids)) => {
+                metrics.count(Api::Grpc, Outcome::Ok, ids, start.elapsed());
+                Ok(Response::new(message))
+            }
+            Err(refusal) => {
+                let (outcome, status) = status(&refusal);
+                metrics.count(Api::Grpc, outcome, 0, start.elapsed());
+                Err(status)
+            }
+        }
+    }
+}
+
+type RunStream = Pin<Box<dyn Stream<Item = Result<StreamIdsResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Ids for GrpcIds {
+    async fn get_ids(&self, request: Request<GetIdsRequest>) -> Result<Response<GetIdsResponse>, Status> {
+        let start = Instant::now();
+        let max = u64::from(self.0.limits().max_count);
+        let result = match Service::check_count(u64::from(request.get_ref().count), max) {
+            Ok(count) => self.0.next_ids(count).await,
+            Err(refusal) => Err(refusal),
+        };
+        self.answer(
+            start,
+            result.map(|ids| {
+                let served = ids.len() as u64;
+                (GetIdsResponse { ids }, served)
+            }),
+        )
+    }
+
+    type StreamIdsStream = RunStream;
+
+    async fn stream_ids(&self, request: Request<StreamIdsRequest>) -> Result<Response<RunStream>, Status> {
+        let start = Instant::now();
+        let count = match Service::check_count(request.get_ref().count, Limits::MAX_STREAM_COUNT) {
+            Ok(count) => count,
+            Err(refusal) => return self.answer(start, Err(refusal)),
+        };
+        let service = Arc::clone(&self.0);
+        let (sender, receiver) = tokio::sync::mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut left = count;
+            let mut outcome = Outcome::Ok;
+            while left > 0 {
+                let mut runs = Vec::with_capacity(RUNS_PER_MESSAGE);
+                let mut in_message = 0;
+                let mut refusal = None;
+                while left > 0 && runs.len() < RUNS_PER_MESSAGE {
+                    match service.next_run(left).await {
+                        Ok(run) => {
+                            left -= run.len();
+                            in_message += run.len();
+                            runs.push(Run {
+                                first: run.first().get(),
+                                count: u32::try_from(run.len()).expect("a run holds one tick's IDs"),
+                                step: run.step(),
+                            });
+                        }
+                        Err(error) => {
+                            refusal = Some(error);
+                            break;
+                        }
+                    }
+                }
+                // IDs reserved are sent even when minting stops midway: they are unique.
+                if !runs.is_empty() {
+                    if sender.send(Ok(StreamIdsResponse { runs })).await.is_err() {
+                        // The client went away: what it did not receive is a gap.
+                        break;
+                    }
+                    service.metrics.count_ids(Api::Grpc, in_message);
+                }
+                if let Some(refusal) = refusal {
+                    let (ended, status) = status(&refusal);
+                    outcome = ended;
+                    let _ = sender.send(Err(status)).await;
+                    break;
+                }
+            }
+            service.metrics.count(Api::Grpc, outcome, 0, start.elapsed());
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(receiver),
+        )))
+    }
+
+    async fn get_layout(&self, _: Request<GetLayoutRequest>) -> Result<Response<GetLayoutResponse>, Status> {
+        let layout = self.0.layout();
+        Ok(Response::new(GetLayoutResponse {
+            layout: Some(Layout {
+                timestamp_bits: layout.timestamp_bits(),
+                timestamp_shift: layout.timestamp_shift(),
+                node_bits: layout.node_bits(),
+                node_shift: layout.node_shift(),
+                sequence_bits: layout.sequence_bits(),
+                sequence_shift: layout.sequence_shift(),
+                epoch_unix_ms: layout.epoch_ms(),
+                tick_ms: layout.tick_ms(),
+            }),
+            nodes: self.0.nodes().to_vec(),
+        }))
+    }
+
+    async fn decode(&self, request: Request<DecodeRequest>) -> Result<Response<DecodeResponse>, Status> {
+        let start = Instant::now();
+        let id = request.get_ref().id;
+        let result = self
+            .0
+            .layout()
+            .try_decode(Id::new(id))
+            .map(|parts| {
+                let decoded = DecodeResponse {
+                    unix_ms: parts.unix_ms,
+                    node: parts.node,
+                    sequence: parts.sequence,
+                };
+                (decoded, 0)
+            })
+            .map_err(|error| Refusal::Invalid(format!("invalid ID {id}: {error}")));
+        self.answer(start, result)
+    }
+}

@@ -1,0 +1,164 @@
+//! The HTTP/JSON API: `GET /v1/ids`, `GET /v1/ids/{id}`, `GET /v1/layout`, `GET /healthz`
+//! and `GET /metrics`.
+
+use crate::metrics::{Api, Outcome};
+use crate::service::{Refusal, Service, State};
+use atomflake::Id;
+use axum::Router;
+use axum::extract::{Path, Query, State as With};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The HTTP routes, on `service`.
+pub(crate) fn router(service: Arc<Service>) -> Router {
+    Router::new()
+        .route("/v1/ids", get(ids))
+        .route("/v1/ids/{id}", get(decode))
+        .route("/v1/layout", get(layout))
+        .route("/healthz", get(health))
+        .route("/metrics", get(metrics))
+        .with_state(service)
+}
+
+/// `GET /v1/ids?count=N`: `{"ids": ["<decimal>", ...]}`, IDs as strings (JavaScript's
+/// numbers hold 53 bits).
+async fn ids(With(service): With<Arc<Service>>, Query(query): Query<HashMap<String, String>>) -> Response {
+    let start = Instant::now();
+    let max = u64::from(service.limits().max_count);
+    let result = match count_of(&query, max) {
+        Ok(count) => service.next_ids(count).await,
+        Err(refusal) => Err(refusal),
+    };
+    let (outcome, served, response) = match result {
+        Ok(ids) => {
+            let mut body = String::with_capacity(10 + ids.len() * 23);
+            let mut digits = itoa::Buffer::new();
+            body.push_str("{\"ids\":[");
+            for (index, id) in ids.iter().enumerate() {
+                if index > 0 {
+                    body.push(',');
+                }
+                body.push('"');
+                body.push_str(digits.format(*id));
+                body.push('"');
+            }
+            body.push_str("]}");
+            (Outcome::Ok, ids.len() as u64, json(StatusCode::OK, body))
+        }
+        Err(refusal) => {
+            let (outcome, response) = refused(&refusal);
+            (outcome, 0, response)
+        }
+    };
+    service.metrics.count(Api::Http, outcome, served, start.elapsed());
+    response
+}
+
+/// The `count` parameter: 1 when missing; any other parameter is refused.
+fn count_of(query: &HashMap<String, String>, max: u64) -> Result<u64, Refusal> {
+    if let Some(other) = query.keys().find(|key| *key != "count") {
+        return Err(Refusal::Invalid(format!(
+            "unknown parameter {other:?}: allowed count"
+        )));
+    }
+    let Some(text) = query.get("count") else {
+        return Ok(1);
+    };
+    let count = text
+        .parse::<u64>()
+        .map_err(|_| Refusal::Invalid(format!("count {text:?} is not a whole number: allowed 1..={max}")))?;
+    Service::check_count(count, max)
+}
+
+/// `GET /v1/ids/{id}`: the ID's time, node and sequence in the served layout.
+async fn decode(With(service): With<Arc<Service>>, Path(text): Path<String>) -> Response {
+    let start = Instant::now();
+    let layout = service.layout();
+    let decoded = text
+        .parse::<Id>()
+        .map_err(|error| format!("invalid ID {text:?}: {error}"))
+        .and_then(|id| {
+            let parts = layout
+                .try_decode(id)
+                .map_err(|error| format!("invalid ID {text:?}: {error}"))?;
+            let time = layout
+                .chrono_utc(id)
+                .map_err(|error| format!("invalid ID {text:?}: {error}"))?;
+            Ok((id, parts, time))
+        });
+    let (outcome, response) = match decoded {
+        Ok((id, parts, time)) => {
+            let body = serde_json::json!({
+                "id": id.to_string(),
+                "unix_ms": parts.unix_ms,
+                "time": time.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+                "node": parts.node,
+                "sequence": parts.sequence,
+            });
+            (Outcome::Ok, json(StatusCode::OK, body.to_string()))
+        }
+        Err(message) => refused(&Refusal::Invalid(message)),
+    };
+    service.metrics.count(Api::Http, outcome, 0, start.elapsed());
+    response
+}
+
+/// `GET /v1/layout`: the layout's fields (bits and shifts), epoch and tick, and the nodes.
+async fn layout(With(service): With<Arc<Service>>) -> Response {
+    let layout = service.layout();
+    let body = serde_json::json!({
+        "timestamp_bits": layout.timestamp_bits(),
+        "timestamp_shift": layout.timestamp_shift(),
+        "node_bits": layout.node_bits(),
+        "node_shift": layout.node_shift(),
+        "sequence_bits": layout.sequence_bits(),
+        "sequence_shift": layout.sequence_shift(),
+        "epoch_unix_ms": layout.epoch_ms(),
+        "tick_ms": layout.tick_ms(),
+        "nodes": service.nodes(),
+    });
+    json(StatusCode::OK, body.to_string())
+}
+
+/// `GET /healthz`: 200 while IDs are handed out, else 503 with the reason.
+async fn health(With(service): With<Arc<Service>>) -> Response {
+    match service.state() {
+        State::Serving => (StatusCode::OK, "serving\n").into_response(),
+        State::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response(),
+        State::Stopped(reason) => {
+            (StatusCode::SERVICE_UNAVAILABLE, format!("stopped: {reason}\n")).into_response()
+        }
+    }
+}
+
+/// `GET /metrics`: Prometheus' text format.
+async fn metrics(With(service): With<Arc<Service>>) -> Response {
+    let serving = service.state() == State::Serving;
+    let store = service.store().map(|store| (store.stored(), store.failed()));
+    let mut body = service.metrics.render(serving, store);
+    let _ = writeln!(body);
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// A refusal as a JSON body `{"error": "..."}`: 400 for bad input, 503 otherwise.
+pub(crate) fn refused(refusal: &Refusal) -> (Outcome, Response) {
+    let (outcome, status) = match refusal {
+        Refusal::Invalid(_) => (Outcome::Invalid, StatusCode::BAD_REQUEST),
+        Refusal::Unavailable(_) => (Outcome::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
+    };
+    let body = serde_json::json!({ "error": refusal.to_string() });
+    (outcome, json(status, body.to_string()))
+}
+
+fn json(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}

@@ -1,0 +1,31 @@
+//! `atomflake serve`: Snowflake IDs for any language, over HTTP/JSON and gRPC from one port.
+//!
+//! A [`Service`] holds a [`ShardedGenerator`](atomflake::ShardedGenerator) (on fixed nodes,
+//! or on nodes leased with their high-water marks) and [`serve`] answers on a TCP listener:
+//!
+//! - HTTP: `GET /v1/ids?count=N` → `{"ids": ["<decimal>", ...]}`, `GET /v1/ids/{id}` (the
+//!   ID decoded), `GET /v1/layout`, `GET /healthz` (200 only while serving) and
+//!   `GET /metrics` (Prometheus' text format);
+//! - gRPC: `atomflake.v1.Ids` (`proto/atomflake/v1/ids.proto`): `GetIds`, `StreamIds`
+//!   (IDs as runs: first, step, count), `GetLayout` and `Decode`; the standard health
+//!   service and reflection.
+//!
+//! Requests are held to [`Limits`]; bad input is refused with the value and the allowed
+//! range (HTTP 400 with `{"error": "..."}`, gRPC `INVALID_ARGUMENT`).
+
+mod grpc;
+mod http;
+mod metrics;
+mod server;
+mod service;
+mod watch;
+
+/// The messages and service of `proto/atomflake/v1/ids.proto`, compiled by prost and tonic.
+#[allow(missing_docs, clippy::pedantic)]
+pub mod proto {
+    tonic::include_proto!("atomflake.v1");
+}
+
+pub use server::serve;
+pub use service::{Limits, Refusal, Service, State};
+pub use watch::{StoreWatch, Watched};

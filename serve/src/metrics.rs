@@ -1,0 +1,224 @@
+//! The service's counters, and their Prometheus text form (`GET /metrics`).
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The upper bounds of the latency histogram's buckets, in microseconds.
+const BUCKETS_US: [u64; 14] = [
+    25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000,
+];
+
+/// The API a request came through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Api {
+    Http,
+    Grpc,
+}
+
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Answered.
+    Ok,
+    /// Bad input.
+    Invalid,
+    /// Refused: minting cannot go on now, or the server is draining or stopped.
+    Unavailable,
+    /// Over the connection's request rate.
+    Limited,
+}
+
+const APIS: [(Api, &str); 2] = [(Api::Http, "http"), (Api::Grpc, "grpc")];
+const OUTCOMES: [(Outcome, &str); 4] = [
+    (Outcome::Ok, "ok"),
+    (Outcome::Invalid, "invalid"),
+    (Outcome::Unavailable, "unavailable"),
+    (Outcome::Limited, "limited"),
+];
+
+/// One API's counters.
+#[derive(Debug, Default)]
+struct PerApi {
+    ids: AtomicU64,
+    requests: [AtomicU64; OUTCOMES.len()],
+    /// Requests that took at most each bucket's bound (not cumulative: summed on output).
+    buckets: [AtomicU64; BUCKETS_US.len()],
+    /// Requests slower than the last bucket.
+    slower: AtomicU64,
+    latency_us_sum: AtomicU64,
+}
+
+/// The counters of one service.
+#[derive(Debug, Default)]
+pub(crate) struct Metrics {
+    apis: [PerApi; APIS.len()],
+    spent_tick_waits: AtomicU64,
+}
+
+impl Metrics {
+    fn api(&self, api: Api) -> &PerApi {
+        &self.apis[api as usize]
+    }
+
+    /// Counts a request that handed out `ids` IDs and took `latency`.
+    pub(crate) fn count(&self, api: Api, outcome: Outcome, ids: u64, latency: Duration) {
+        let per = self.api(api);
+        per.ids.fetch_add(ids, Ordering::Relaxed);
+        per.requests[outcome as usize].fetch_add(1, Ordering::Relaxed);
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        per.latency_us_sum.fetch_add(us, Ordering::Relaxed);
+        match BUCKETS_US.iter().position(|&bound| us <= bound) {
+            Some(bucket) => per.buckets[bucket].fetch_add(1, Ordering::Relaxed),
+            None => per.slower.fetch_add(1, Ordering::Relaxed),
+        };
+    }
+
+    /// Counts IDs handed out by a stream (counted as they are sent).
+    pub(crate) fn count_ids(&self, api: Api, ids: u64) {
+        self.api(api).ids.fetch_add(ids, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_spent_tick_wait(&self) {
+        self.spent_tick_waits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition of every counter, with the service's `serving`
+    /// state and its mark store's counts (when it has a store).
+    pub(crate) fn render(&self, serving: bool, store: Option<(u64, u64)>) -> String {
+        let mut out = String::with_capacity(4096);
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        header(
+            &mut out,
+            "atomflake_ids_served_total",
+            "counter",
+            "IDs handed out.",
+        );
+        for (api, name) in APIS {
+            let _ = writeln!(
+                out,
+                "atomflake_ids_served_total{{api=\"{name}\"}} {}",
+                load(&self.api(api).ids)
+            );
+        }
+        header(
+            &mut out,
+            "atomflake_requests_total",
+            "counter",
+            "Requests (HTTP requests and gRPC calls), by how they ended.",
+        );
+        for (api, name) in APIS {
+            for (outcome, label) in OUTCOMES {
+                let count = load(&self.api(api).requests[outcome as usize]);
+                let _ = writeln!(
+                    out,
+                    "atomflake_requests_total{{api=\"{name}\",outcome=\"{label}\"}} {count}"
+                );
+            }
+        }
+        header(
+            &mut out,
+            "atomflake_request_duration_seconds",
+            "histogram",
+            "How long requests took, streams until their last message.",
+        );
+        for (api, name) in APIS {
+            let per = self.api(api);
+            let mut cumulative = 0;
+            for (bound, bucket) in BUCKETS_US.iter().zip(&per.buckets) {
+                cumulative += load(bucket);
+                let le = seconds(*bound);
+                let _ = writeln!(
+                    out,
+                    "atomflake_request_duration_seconds_bucket{{api=\"{name}\",le=\"{le}\"}} {cumulative}"
+                );
+            }
+            let count = cumulative + load(&per.slower);
+            let _ = writeln!(
+                out,
+                "atomflake_request_duration_seconds_bucket{{api=\"{name}\",le=\"+Inf\"}} {count}"
+            );
+            let sum = seconds(load(&per.latency_us_sum));
+            let _ = writeln!(
+                out,
+                "atomflake_request_duration_seconds_sum{{api=\"{name}\"}} {sum}"
+            );
+            let _ = writeln!(
+                out,
+                "atomflake_request_duration_seconds_count{{api=\"{name}\"}} {count}"
+            );
+        }
+        header(
+            &mut out,
+            "atomflake_spent_tick_waits_total",
+            "counter",
+            "Waits for the next tick because the current one's sequence was spent.",
+        );
+        let _ = writeln!(
+            out,
+            "atomflake_spent_tick_waits_total {}",
+            load(&self.spent_tick_waits)
+        );
+        if let Some((stored, failed)) = store {
+            header(
+                &mut out,
+                "atomflake_mark_stores_total",
+                "counter",
+                "High-water mark stores that succeeded (each renews a lease).",
+            );
+            let _ = writeln!(out, "atomflake_mark_stores_total {stored}");
+            header(
+                &mut out,
+                "atomflake_mark_store_failures_total",
+                "counter",
+                "High-water mark stores that failed.",
+            );
+            let _ = writeln!(out, "atomflake_mark_store_failures_total {failed}");
+        }
+        header(
+            &mut out,
+            "atomflake_serving",
+            "gauge",
+            "1 while IDs are handed out, else 0.",
+        );
+        let _ = writeln!(out, "atomflake_serving {}", u8::from(serving));
+        out
+    }
+}
+
+/// Microseconds as decimal seconds, exactly: `0.000025`.
+fn seconds(us: u64) -> String {
+    format!("{}.{:06}", us / 1_000_000, us % 1_000_000)
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_histogram_is_cumulative_and_counts_every_request() {
+        let metrics = Metrics::default();
+        metrics.count(Api::Http, Outcome::Ok, 3, Duration::from_micros(30));
+        metrics.count(Api::Http, Outcome::Invalid, 0, Duration::from_micros(30));
+        metrics.count(Api::Http, Outcome::Ok, 1, Duration::from_secs(2));
+        metrics.count(Api::Grpc, Outcome::Ok, 5, Duration::from_micros(10));
+        let text = metrics.render(true, Some((4, 1)));
+        for line in [
+            "atomflake_ids_served_total{api=\"http\"} 4",
+            "atomflake_ids_served_total{api=\"grpc\"} 5",
+            "atomflake_requests_total{api=\"http\",outcome=\"invalid\"} 1",
+            "atomflake_request_duration_seconds_bucket{api=\"http\",le=\"0.000050\"} 2",
+            "atomflake_request_duration_seconds_bucket{api=\"http\",le=\"1.000000\"} 2",
+            "atomflake_request_duration_seconds_bucket{api=\"http\",le=\"+Inf\"} 3",
+            "atomflake_request_duration_seconds_count{api=\"grpc\"} 1",
+            "atomflake_mark_stores_total 4",
+            "atomflake_serving 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+        }
+    }
+}

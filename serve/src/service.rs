@@ -1,0 +1,221 @@
+//! [`Service`]: one ID space's generator, how requests wait on it, and whether it serves.
+
+use crate::metrics::Metrics;
+use crate::watch::StoreWatch;
+use atomflake::{Layout, MintError, Run, ShardedGenerator};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Waits of at most this long for a spent tick yield to the runtime between clock reads;
+/// longer ones sleep on its timer (whose resolution is 1 ms).
+const YIELD_BELOW: Duration = Duration::from_millis(2);
+
+/// The limits that keep one client from starving the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The most IDs one `GET /v1/ids` or `GetIds` call returns.
+    pub max_count: u32,
+    /// The most requests (HTTP requests and gRPC calls) one connection may start per
+    /// second, on average; bursts of as many are let through.
+    pub requests_per_second: u32,
+    /// The most gRPC calls one HTTP/2 connection may have open at once.
+    pub streams_per_connection: u32,
+    /// How long a request waits for minting to resume (a mark being stored, a lease being
+    /// renewed) before it is refused as unavailable.
+    pub patience: Duration,
+}
+
+impl Limits {
+    /// The largest [`max_count`](Self::max_count) allowed.
+    pub const MAX_COUNT: u32 = 1 << 20;
+    /// The most IDs one `StreamIds` call may ask for.
+    pub const MAX_STREAM_COUNT: u64 = 1 << 32;
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_count: 4096,
+            requests_per_second: 100_000,
+            streams_per_connection: 64,
+            patience: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Why a request got no IDs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Bad input: the message names the value and the allowed range.
+    Invalid(String),
+    /// Minting cannot go on now (a lease being renewed, a mark not yet stored), or the
+    /// server is draining or has stopped for good.
+    Unavailable(String),
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::Invalid(message) | Refusal::Unavailable(message) => f.write_str(message),
+        }
+    }
+}
+
+/// Whether the service hands out IDs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum State {
+    /// IDs are handed out.
+    Serving,
+    /// Shutting down: requests under way finish, new ones are refused.
+    Draining,
+    /// Minting has ended for good (a lease lost, the layout's span used up): the reason.
+    Stopped(String),
+}
+
+/// One ID space served: the generator, its nodes, the limits and the metrics.
+#[derive(Debug)]
+pub struct Service {
+    generator: ShardedGenerator,
+    nodes: Vec<u64>,
+    limits: Limits,
+    state: Mutex<State>,
+    store: Option<Arc<StoreWatch>>,
+    pub(crate) metrics: Metrics,
+}
+
+impl Service {
+    /// Serves `generator`'s IDs under `limits`. `store` is the watch on its mark store
+    /// ([`Watched::new`](crate::Watched::new)), when it has one: health goes red when the
+    /// store is lost, and the metrics count its stores.
+    pub fn new(generator: ShardedGenerator, limits: Limits, store: Option<Arc<StoreWatch>>) -> Service {
+        let nodes = generator.nodes().collect();
+        Service {
+            generator,
+            nodes,
+            limits,
+            state: Mutex::new(State::Serving),
+            store,
+            metrics: Metrics::default(),
+        }
+    }
+
+    /// The layout IDs are minted in.
+    pub fn layout(&self) -> Layout {
+        self.generator.layout()
+    }
+
+    /// The nodes IDs are minted on.
+    pub fn nodes(&self) -> &[u64] {
+        &self.nodes
+    }
+
+    /// The limits requests are held to.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Whether IDs are handed out now. A lost mark store stops the service for good.
+    pub fn state(&self) -> State {
+        if let Some(lost) = self.store.as_ref().and_then(|store| store.lost()) {
+            self.stop(&lost);
+        }
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Refuses new requests from now on (health goes red); requests under way finish.
+    pub fn drain(&self) {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *state == State::Serving {
+            *state = State::Draining;
+        }
+    }
+
+    fn stop(&self, reason: &str) {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !matches!(*state, State::Stopped(_)) {
+            eprintln!("atomflake serve: stopped serving: {reason}");
+            *state = State::Stopped(reason.to_owned());
+        }
+    }
+
+    /// The mark store's watch, when the generator has a store.
+    pub(crate) fn store(&self) -> Option<&StoreWatch> {
+        self.store.as_deref()
+    }
+
+    /// Checks `count` against `1..=max`.
+    pub(crate) fn check_count(count: u64, max: u64) -> Result<u64, Refusal> {
+        if (1..=max).contains(&count) {
+            Ok(count)
+        } else {
+            Err(Refusal::Invalid(format!(
+                "count {count} is out of range: allowed 1..={max}"
+            )))
+        }
+    }
+
+    /// Up to `max` IDs (`max` ≥ 1) of one tick, waiting out a spent tick and, for at most
+    /// the limits' patience, a mark being stored.
+    pub(crate) async fn next_run(&self, max: u64) -> Result<Run, Refusal> {
+        let mut unavailable_since = None;
+        loop {
+            match self.state() {
+                State::Serving => {}
+                State::Draining => return Err(Refusal::Unavailable("the server is shutting down".into())),
+                State::Stopped(reason) => {
+                    return Err(Refusal::Unavailable(format!("the server has stopped: {reason}")));
+                }
+            }
+            let error = match self.generator.try_next_run(max) {
+                Ok(run) => return Ok(run),
+                Err(error) => error,
+            };
+            match error {
+                MintError::SequenceExhausted { retry_after, .. } => {
+                    self.metrics.count_spent_tick_wait();
+                    if retry_after <= YIELD_BELOW {
+                        tokio::task::yield_now().await;
+                    } else {
+                        tokio::time::sleep(retry_after).await;
+                    }
+                }
+                error if error.is_transient() => {
+                    let since = *unavailable_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= self.limits.patience {
+                        return Err(Refusal::Unavailable(format!("cannot mint now: {error}")));
+                    }
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                error => {
+                    let reason = format!("cannot mint: {error}");
+                    self.stop(&reason);
+                    return Err(Refusal::Unavailable(reason));
+                }
+            }
+        }
+    }
+
+    /// `count` IDs (`count` ≥ 1), in increasing order.
+    pub(crate) async fn next_ids(&self, count: u64) -> Result<Vec<u64>, Refusal> {
+        let mut ids = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+        while (ids.len() as u64) < count {
+            let run = self.next_run(count - ids.len() as u64).await?;
+            ids.extend(run.into_iter().map(atomflake::Id::get));
+        }
+        // Runs of several nodes interleave; one node's are in order already.
+        if self.nodes.len() > 1 {
+            ids.sort_unstable();
+        }
+        Ok(ids)
+    }
+}

@@ -1,0 +1,93 @@
+//! [`Watched`]: a mark store whose stores the service counts and whose loss it sees.
+
+use atomflake::mark::{MarkStore, StoreError, StoreErrorKind, Tenure};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// What a [`Watched`] store has seen: stores made and failed, and a loss.
+#[derive(Debug, Default)]
+pub struct StoreWatch {
+    stored: AtomicU64,
+    failed: AtomicU64,
+    lost: Mutex<Option<String>>,
+}
+
+impl StoreWatch {
+    /// Stores that succeeded (each renews a lease).
+    pub fn stored(&self) -> u64 {
+        self.stored.load(Ordering::Relaxed)
+    }
+
+    /// Stores that failed, lost ones included.
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Why the store was lost (another holder has its node), once it was.
+    pub fn lost(&self) -> Option<String> {
+        self.lost.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// A mark store that reports its stores to a [`StoreWatch`], and is otherwise `S`.
+#[derive(Debug)]
+pub struct Watched<S> {
+    inner: S,
+    watch: Arc<StoreWatch>,
+}
+
+impl<S: MarkStore> Watched<S> {
+    /// `inner`, watched: build the generator on the first, give the second to
+    /// [`Service::new`](crate::Service::new).
+    pub fn new(inner: S) -> (Watched<S>, Arc<StoreWatch>) {
+        let watch = Arc::new(StoreWatch::default());
+        (
+            Watched {
+                inner,
+                watch: Arc::clone(&watch),
+            },
+            watch,
+        )
+    }
+}
+
+impl<S: MarkStore> MarkStore for Watched<S> {
+    fn mark(&self) -> u64 {
+        self.inner.mark()
+    }
+
+    fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
+        let result = self.inner.store(unix_ms);
+        match &result {
+            Ok(()) => self.watch.stored.fetch_add(1, Ordering::Relaxed),
+            Err(error) => {
+                if error.kind() == StoreErrorKind::Lost {
+                    let mut lost = self.watch.lost.lock().unwrap_or_else(PoisonError::into_inner);
+                    lost.get_or_insert_with(|| error.to_string());
+                }
+                self.watch.failed.fetch_add(1, Ordering::Relaxed)
+            }
+        };
+        result
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn nodes(&self) -> &[u64] {
+        self.inner.nodes()
+    }
+
+    fn tenure(&self) -> Tenure {
+        self.inner.tenure()
+    }
+
+    fn lapsed(&self) -> StoreError {
+        self.inner.lapsed()
+    }
+
+    fn finish(&mut self, unix_ms: u64) {
+        self.inner.finish(unix_ms);
+    }
+}
