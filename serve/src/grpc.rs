@@ -7,7 +7,7 @@ use crate::proto::{
     DecodeRequest, DecodeResponse, GetIdsRequest, GetIdsResponse, GetLayoutRequest, GetLayoutResponse,
     Layout, Run, StreamIdsRequest, StreamIdsResponse,
 };
-use crate::service::{Limits, Refusal, Service, State};
+use crate::service::{Limits, Refusal, Service};
 use atomflake::Id;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,7 +22,7 @@ const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ids.bin"));
 const RUNS_PER_MESSAGE: usize = 64;
 
 /// How often health is brought up to date with the service's state.
-const HEALTH_EVERY: Duration = Duration::from_millis(100);
+const HEALTH_EVERY: Duration = Duration::from_millis(250);
 
 /// `atomflake.v1.Ids`, `grpc.health.v1.Health` and reflection, as an axum router; the
 /// health service follows `service`'s state until the returned task is dropped.
@@ -32,7 +32,7 @@ pub(crate) fn router(service: &Arc<Service>) -> (axum::Router, tokio::task::Join
     let health_task = tokio::spawn(async move {
         let mut last = None;
         loop {
-            let serving = watched.state() == State::Serving;
+            let serving = watched.health().is_ok();
             if last != Some(serving) {
                 let status = if serving {
                     tonic_health::ServingStatus::Serving
@@ -48,14 +48,20 @@ pub(crate) fn router(service: &Arc<Service>) -> (axum::Router, tokio::task::Join
             tokio::time::sleep(HEALTH_EVERY).await;
         }
     });
+    // Both versions: grpcurl and grpcio's reflection client ask v1alpha.
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(DESCRIPTORS)
         .build_v1()
         .expect("the descriptors compiled from ids.proto are valid");
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(DESCRIPTORS)
+        .build_v1alpha()
+        .expect("the descriptors compiled from ids.proto are valid");
     let ids = IdsServer::new(GrpcIds(Arc::clone(service))).max_decoding_message_size(1024);
     let routes = tonic::service::Routes::new(ids)
         .add_service(health)
-        .add_service(reflection);
+        .add_service(reflection)
+        .add_service(reflection_v1alpha);
     (routes.into_axum_router(), health_task)
 }
 

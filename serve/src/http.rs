@@ -125,14 +125,11 @@ async fn layout(With(service): With<Arc<Service>>) -> Response {
     json(StatusCode::OK, body.to_string())
 }
 
-/// `GET /healthz`: 200 while IDs are handed out, else 503 with the reason.
+/// `GET /healthz`: 200 while IDs can be handed out, else 503 with the reason.
 async fn health(With(service): With<Arc<Service>>) -> Response {
-    match service.state() {
-        State::Serving => (StatusCode::OK, "serving\n").into_response(),
-        State::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response(),
-        State::Stopped(reason) => {
-            (StatusCode::SERVICE_UNAVAILABLE, format!("stopped: {reason}\n")).into_response()
-        }
+    match service.health() {
+        Ok(()) => (StatusCode::OK, "serving\n").into_response(),
+        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")).into_response(),
     }
 }
 

@@ -126,6 +126,31 @@ impl Service {
             .clone()
     }
 
+    /// Whether IDs can be handed out now, or why not: the state, then a probe that mints
+    /// one ID (a gap, never a duplicate) to learn what minting would answer: a lease whose
+    /// renewal is overdue, a mark not stored, is not healthy.
+    ///
+    /// # Errors
+    ///
+    /// Why no ID can be handed out now: draining, stopped (and why), or what minting
+    /// answered.
+    pub fn health(&self) -> Result<(), String> {
+        match self.state() {
+            State::Serving => {}
+            State::Draining => return Err("draining".into()),
+            State::Stopped(reason) => return Err(format!("stopped: {reason}")),
+        }
+        match self.generator.try_next_run(1) {
+            Ok(_) | Err(MintError::SequenceExhausted { .. }) => Ok(()),
+            Err(error) if error.is_transient() => Err(format!("cannot mint now: {error}")),
+            Err(error) => {
+                let reason = format!("cannot mint: {error}");
+                self.stop(&reason);
+                Err(format!("stopped: {reason}"))
+            }
+        }
+    }
+
     /// Refuses new requests from now on (health goes red); requests under way finish.
     pub fn drain(&self) {
         let mut state = self

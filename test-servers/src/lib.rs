@@ -21,6 +21,7 @@ pub mod fleet;
 pub mod mariadb;
 pub mod postgres;
 pub mod proxy;
+pub mod python;
 
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};

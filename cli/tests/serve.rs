@@ -1,0 +1,419 @@
+//! `atomflake serve` as a process, driven by clients no one here wrote: `curl`, and
+//! Python's `requests` and `grpcio` (stubs generated from the proto by `grpcio-tools`).
+
+use atomflake::{Id, Layout};
+use atomflake_test_servers::postgres as pg;
+use atomflake_test_servers::{now_ms, python, skip};
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A running `atomflake serve` on a free loopback port, killed when dropped.
+struct Server {
+    child: Child,
+    address: String,
+    /// Its stderr lines after the one that gave the address.
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_atomflake"))
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("ATOMFLAKE_NODE")
+            .env_remove("ATOMFLAKE_LEASE")
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the atomflake binary runs");
+        let (lines, stderr) = mpsc::channel();
+        let reader = BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in reader.lines().map_while(Result::ok) {
+                let _ = lines.send(line);
+            }
+        });
+        let first = stderr
+            .recv_timeout(Duration::from_secs(30))
+            .expect("atomflake serve says where it listens");
+        let address = first
+            .split_whitespace()
+            .find(|word| word.starts_with("127.0.0.1:"))
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .to_owned();
+        Server {
+            child,
+            address,
+            stderr,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    /// Sends SIGTERM and waits for the exit: its status and the rest of its stderr.
+    fn stop(mut self) -> (ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let mut rest = Vec::new();
+        while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(30)) {
+            rest.push(line);
+        }
+        (self.child.wait().unwrap(), rest.join("\n"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `curl`'s answer to a GET: the status and the body; `None` without curl.
+fn curl(url: &str) -> Option<(u16, String)> {
+    let output = Command::new("curl")
+        .args(["-s", "--max-time", "10", "-w", "\n%{http_code}", url])
+        .output()
+        .ok()?;
+    assert!(output.status.success(), "curl {url}: {output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let (body, status) = text.rsplit_once('\n').unwrap();
+    Some((status.parse().unwrap(), body.to_owned()))
+}
+
+/// The IDs of a `{"ids": ["...", ...]}` body.
+fn ids_of(body: &str) -> Vec<u64> {
+    let value: serde_json::Value = serde_json::from_str(body).unwrap();
+    value["ids"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no ids in {body}"))
+        .iter()
+        .map(|id| id.as_str().expect("IDs are strings").parse().unwrap())
+        .collect()
+}
+
+/// Checks that every ID decodes, by `atomflake decode`, to `node` and a time in
+/// `from..=to` (Unix ms).
+fn assert_decode(ids: &[u64], layout: &str, node: u64, from: u64, to: u64) {
+    let output = Command::new(env!("CARGO_BIN_EXE_atomflake"))
+        .args(["decode", "--json", "--layout", layout])
+        .args(ids.iter().map(u64::to_string))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let lines = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(lines.lines().count(), ids.len());
+    for line in lines.lines() {
+        let decoded: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(decoded["node"], node, "{line}");
+        let unix_ms = decoded["unix_ms"].as_u64().unwrap();
+        assert!(
+            (from..=to).contains(&unix_ms),
+            "{line}: not minted in {from}..={to}"
+        );
+    }
+}
+
+#[test]
+fn curl_gets_ids_that_decode_to_the_servers_node_and_the_time_of_the_request() {
+    let test = "curl_gets_ids_that_decode_to_the_servers_node_and_the_time_of_the_request";
+    let server = Server::start(&["--node", "5", "--max-count", "1000"]);
+    // The tick of a request's start may be up to one tick before the clock read here.
+    let before = now_ms() - 1;
+    let Some((status, body)) = curl(&server.url("/v1/ids?count=1000")) else {
+        skip(test, "no curl");
+        return;
+    };
+    let after = now_ms();
+    assert_eq!(status, 200, "{body}");
+    let ids = ids_of(&body);
+    assert_eq!(ids.len(), 1000);
+    assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "not in order");
+    assert_decode(&ids, "twitter", 5, before, after);
+    let (status, body) = curl(&server.url("/v1/ids")).unwrap();
+    assert_eq!((status, ids_of(&body).len()), (200, 1), "count defaults to 1");
+
+    for (query, error) in [
+        ("count=0", "count 0 is out of range: allowed 1..=1000"),
+        ("count=1001", "count 1001 is out of range: allowed 1..=1000"),
+        (
+            "count=-1",
+            r#"count \"-1\" is not a whole number: allowed 1..=1000"#,
+        ),
+        (
+            "count=99999999999999999999",
+            r#"count \"99999999999999999999\" is not a whole number: allowed 1..=1000"#,
+        ),
+        ("size=2", r#"unknown parameter \"size\": allowed count"#),
+    ] {
+        let answer = curl(&server.url(&format!("/v1/ids?{query}"))).unwrap();
+        assert_eq!(answer, (400, format!(r#"{{"error":"{error}"}}"#)), "{query}");
+    }
+
+    let id = ids[0];
+    let (status, body) = curl(&server.url(&format!("/v1/ids/{id}"))).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let decoded: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let parts = Layout::TWITTER.decode(Id::new(id));
+    assert_eq!(
+        (
+            &decoded["id"],
+            &decoded["node"],
+            &decoded["sequence"],
+            &decoded["unix_ms"]
+        ),
+        (
+            &id.to_string().into(),
+            &5.into(),
+            &parts.sequence.into(),
+            &parts.unix_ms.into()
+        )
+    );
+    for (text, error) in [
+        ("x1", r#"invalid ID \"x1\": "#),
+        ("9223372036854775808", r#"invalid ID \"9223372036854775808\": "#),
+    ] {
+        let (status, body) = curl(&server.url(&format!("/v1/ids/{text}"))).unwrap();
+        assert_eq!(status, 400, "{body}");
+        assert!(body.starts_with(&format!(r#"{{"error":"{error}"#)), "{body}");
+    }
+
+    assert_eq!(curl(&server.url("/healthz")).unwrap(), (200, "serving\n".into()));
+    let (status, metrics) = curl(&server.url("/metrics")).unwrap();
+    assert_eq!(status, 200);
+    for line in [
+        "atomflake_ids_served_total{api=\"http\"} 1001",
+        "atomflake_requests_total{api=\"http\",outcome=\"invalid\"} 7",
+        "atomflake_serving 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "no {line:?} in\n{metrics}");
+    }
+    let (status, stderr) = server.stop();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.ends_with("atomflake serve: stopped"), "{stderr}");
+}
+
+#[test]
+fn python_clients_over_http_and_grpc_get_distinct_ids_of_the_servers_nodes() {
+    let test = "python_clients_over_http_and_grpc_get_distinct_ids_of_the_servers_nodes";
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-venv");
+    let Some(python) = python::venv(
+        test,
+        &venv,
+        &[
+            "requests",
+            "grpcio",
+            "grpcio-tools",
+            "grpcio-health-checking",
+            "grpcio-reflection",
+        ],
+    ) else {
+        return;
+    };
+    let proto = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve_client.py");
+    // Sonyflake puts the machine ID below the sequence: its runs step by 1 << 16.
+    for (layout, node) in [("twitter", "5"), ("sonyflake", "300")] {
+        let server = Server::start(&["--layout", layout, "--node", node]);
+        let stubs = tempdir(&format!("stubs-{layout}"));
+        let before = now_ms() - 10;
+        let output = Command::new(&python)
+            .arg(&script)
+            .args([
+                &server.address,
+                proto.to_str().unwrap(),
+                stubs.to_str().unwrap(),
+                "4096",
+            ])
+            .output()
+            .unwrap();
+        let after = now_ms();
+        assert!(
+            output.status.success(),
+            "{layout}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let ids: Vec<u64> = String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| line.parse().unwrap())
+            .collect();
+        assert_eq!(ids.len(), 50 + 7 + 100_000, "{layout}");
+        let distinct: HashSet<u64> = ids.iter().copied().collect();
+        assert_eq!(distinct.len(), ids.len(), "{layout}: an ID twice");
+        assert!(
+            ids.windows(2).all(|pair| pair[0] < pair[1]),
+            "{layout}: out of order"
+        );
+        let layout_of = if layout == "twitter" {
+            Layout::TWITTER
+        } else {
+            Layout::SONYFLAKE
+        };
+        for &id in &ids {
+            let parts = layout_of.decode(Id::new(id));
+            assert_eq!(parts.node, node.parse::<u64>().unwrap(), "{layout}: {id}");
+            assert!(
+                (before..=after).contains(&parts.unix_ms),
+                "{layout}: {id} at {}",
+                parts.unix_ms
+            );
+        }
+        let (status, stderr) = server.stop();
+        assert!(status.success(), "{status}: {stderr}");
+        let _ = std::fs::remove_dir_all(stubs);
+    }
+}
+
+#[test]
+fn a_server_without_one_node_source_is_refused() {
+    for (args, error) in [
+        (
+            &[][..],
+            "atomflake: give exactly one of --node (or ATOMFLAKE_NODE), --statefulset and --lease: servers of one ID space must not share a node\n",
+        ),
+        (
+            &["--node", "1", "--statefulset"][..],
+            "atomflake: give exactly one of --node (or ATOMFLAKE_NODE), --statefulset and --lease: servers of one ID space must not share a node\n",
+        ),
+        (
+            &["--node", "1024"][..],
+            "atomflake: node 1024 is out of range: the layout allows 0..=1023\n",
+        ),
+        (
+            &["--node", "1", "--max-count", "0"][..],
+            "atomflake: --max-count 0 is out of range: allowed 1..=1048576\n",
+        ),
+        (
+            &["--node", "1", "--layout", "nope"][..],
+            "atomflake: unknown layout \"nope\": the presets are twitter, discord, instagram, sonyflake, mastodon\n",
+        ),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_atomflake"))
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env_remove("ATOMFLAKE_NODE")
+            .env_remove("ATOMFLAKE_LEASE")
+            .output()
+            .unwrap();
+        assert_eq!(
+            (
+                output.status.code(),
+                String::from_utf8_lossy(&output.stderr).into_owned()
+            ),
+            (Some(2), error.to_owned()),
+            "{args:?}"
+        );
+    }
+}
+
+/// The first node of a server, from `GET /v1/layout`.
+fn node_of(server: &Server) -> u64 {
+    let (status, body) = curl(&server.url("/v1/layout")).expect("curl");
+    assert_eq!(status, 200, "{body}");
+    let layout: serde_json::Value = serde_json::from_str(&body).unwrap();
+    layout["nodes"][0].as_u64().unwrap()
+}
+
+/// `count` IDs from `server` over HTTP.
+fn get_ids(server: &Server, count: u32) -> Vec<u64> {
+    let (status, body) = curl(&server.url(&format!("/v1/ids?count={count}"))).expect("curl");
+    assert_eq!(status, 200, "{body}");
+    ids_of(&body)
+}
+
+fn signal(server: &Server, signal: &str) {
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+#[test]
+fn servers_on_one_lease_namespace_never_hand_out_an_id_twice_and_a_frozen_one_stops() {
+    let Some(database) = pg::Server::start("serve-lease") else {
+        return;
+    };
+    let url = database.url();
+    let lease = ["--lease", url.as_str(), "--namespace", "serve", "--ttl", "2"];
+    let first = Server::start(&lease);
+    let second = Server::start(&lease);
+    let (first_node, second_node) = (node_of(&first), node_of(&second));
+    assert_ne!(first_node, second_node, "two servers got one node");
+    let mut all = Vec::new();
+    let before_freeze = get_ids(&first, 4096);
+    all.extend(&before_freeze);
+    all.extend(get_ids(&second, 4096));
+
+    // Frozen past its lease time: its node is free for a third server, which starts past
+    // every ID the first minted (the mark in the lease).
+    signal(&first, "-STOP");
+    std::thread::sleep(Duration::from_millis(4_500));
+    let third = Server::start(&lease);
+    assert_eq!(
+        node_of(&third),
+        first_node,
+        "the lapsed node is the lowest free one"
+    );
+    let successor = get_ids(&third, 4096);
+    assert!(
+        successor[0] > *before_freeze.last().unwrap(),
+        "the successor started below the mark"
+    );
+    all.extend(&successor);
+
+    // Woken, the first hands out nothing more: its health is red and requests get 503.
+    signal(&first, "-CONT");
+    let (status, body) = curl(&first.url("/healthz")).unwrap();
+    assert_eq!(status, 503, "a frozen server past its lease is healthy: {body}");
+    let (status, body) = curl(&first.url("/v1/ids?count=10")).unwrap();
+    assert_eq!(status, 503, "a frozen server past its lease answered: {body}");
+    all.extend(get_ids(&second, 10));
+    all.extend(get_ids(&third, 10));
+
+    let distinct: HashSet<u64> = all.iter().copied().collect();
+    assert_eq!(distinct.len(), all.len(), "an ID was handed out twice");
+
+    // SIGTERM releases the node with the exact mark: the list shows it free.
+    let (status, stderr) = third.stop();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.ends_with(&format!("stopped; node {first_node} released")),
+        "{stderr}"
+    );
+    let list = Command::new(env!("CARGO_BIN_EXE_atomflake"))
+        .args(["lease", "list", "--lease", &url, "--namespace", "serve"])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8(list.stdout).unwrap();
+    let row = listed
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some(&first_node.to_string()))
+        .unwrap_or_else(|| panic!("no node {first_node} in\n{listed}"));
+    assert_eq!(row.split_whitespace().nth(2), Some("no"), "{listed}");
+}
+
+/// A fresh directory under the target's temporary directory.
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -1,0 +1,74 @@
+"""A client of `atomflake serve` written against its public API only: HTTP with
+`requests`, gRPC with stubs that `grpcio-tools` generates from the proto.
+
+Usage: serve_client.py ADDRESS PROTO_ROOT STUB_DIR MAX_COUNT
+
+Checks the answers (errors included) and prints every ID it received, one per line, for
+the test to check for duplicates and decode.
+"""
+
+import sys
+
+import grpc
+import requests
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
+from grpc_tools import protoc
+
+address, proto_root, stubs, max_count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+made = protoc.main(
+    [
+        "protoc",
+        f"-I{proto_root}",
+        f"--python_out={stubs}",
+        f"--grpc_python_out={stubs}",
+        f"{proto_root}/atomflake/v1/ids.proto",
+    ]
+)
+assert made == 0, f"grpc_tools.protoc failed: {made}"
+sys.path.insert(0, stubs)
+from atomflake.v1 import ids_pb2, ids_pb2_grpc  # noqa: E402
+
+ids = []
+
+# HTTP
+base = f"http://{address}"
+answer = requests.get(f"{base}/v1/ids", params={"count": 50}, timeout=10)
+assert answer.status_code == 200, answer.text
+assert answer.headers["content-type"] == "application/json"
+ids += [int(text) for text in answer.json()["ids"]]
+answer = requests.get(f"{base}/v1/ids", params={"count": max_count + 1}, timeout=10)
+assert answer.status_code == 400, answer.text
+assert answer.json() == {
+    "error": f"count {max_count + 1} is out of range: allowed 1..={max_count}"
+}, answer.text
+assert requests.get(f"{base}/healthz", timeout=10).status_code == 200
+
+# gRPC
+channel = grpc.insecure_channel(address)
+stub = ids_pb2_grpc.IdsStub(channel)
+ids += list(stub.GetIds(ids_pb2.GetIdsRequest(count=7)).ids)
+try:
+    stub.GetIds(ids_pb2.GetIdsRequest(count=0))
+    raise AssertionError("GetIds(count=0) was answered")
+except grpc.RpcError as error:
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+    assert error.details() == f"count 0 is out of range: allowed 1..={max_count}", error.details()
+for message in stub.StreamIds(ids_pb2.StreamIdsRequest(count=100_000)):
+    for run in message.runs:
+        ids += [run.first + index * run.step for index in range(run.count)]
+layout = stub.GetLayout(ids_pb2.GetLayoutRequest())
+decoded = stub.Decode(ids_pb2.DecodeRequest(id=ids[-1]))
+assert decoded.node in layout.nodes, (decoded, layout)
+node_mask = (1 << layout.layout.node_bits) - 1
+assert (ids[-1] >> layout.layout.node_shift) & node_mask == decoded.node, (ids[-1], layout)
+health = health_pb2_grpc.HealthStub(channel).Check(
+    health_pb2.HealthCheckRequest(service="atomflake.v1.Ids")
+)
+assert health.status == health_pb2.HealthCheckResponse.SERVING, health
+services = ProtoReflectionDescriptorDatabase(channel).get_services()
+assert "atomflake.v1.Ids" in services, services
+
+print("\n".join(str(id) for id in ids))
