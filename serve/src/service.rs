@@ -4,7 +4,8 @@ use crate::metrics::Metrics;
 use crate::watch::StoreWatch;
 use atomflake::{Layout, MintError, Run, ShardedGenerator};
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Waits of at most this long for a spent tick yield to the runtime between clock reads;
@@ -73,13 +74,20 @@ pub enum State {
     Stopped(String),
 }
 
+const SERVING: u8 = 0;
+const DRAINING: u8 = 1;
+const STOPPED: u8 = 2;
+
 /// One ID space served: the generator, its nodes, the limits and the metrics.
 #[derive(Debug)]
 pub struct Service {
     generator: ShardedGenerator,
     nodes: Vec<u64>,
     limits: Limits,
-    state: Mutex<State>,
+    /// [`SERVING`], [`DRAINING`] or [`STOPPED`]: read by every request, so an atomic.
+    phase: AtomicU8,
+    /// Why the service stopped; set before `phase` becomes [`STOPPED`].
+    stopped: OnceLock<String>,
     store: Option<Arc<StoreWatch>>,
     pub(crate) metrics: Metrics,
 }
@@ -94,7 +102,8 @@ impl Service {
             generator,
             nodes,
             limits,
-            state: Mutex::new(State::Serving),
+            phase: AtomicU8::new(SERVING),
+            stopped: OnceLock::new(),
             store,
             metrics: Metrics::default(),
         }
@@ -118,12 +127,13 @@ impl Service {
     /// Whether IDs are handed out now. A lost mark store stops the service for good.
     pub fn state(&self) -> State {
         if let Some(lost) = self.store.as_ref().and_then(|store| store.lost()) {
-            self.stop(&lost);
+            self.stop(lost);
         }
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        match self.phase.load(Ordering::Acquire) {
+            SERVING => State::Serving,
+            DRAINING => State::Draining,
+            _ => State::Stopped(self.stopped.get().cloned().unwrap_or_default()),
+        }
     }
 
     /// Whether IDs can be handed out now, or why not: the state, then a probe that mints
@@ -153,24 +163,16 @@ impl Service {
 
     /// Refuses new requests from now on (health goes red); requests under way finish.
     pub fn drain(&self) {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if *state == State::Serving {
-            *state = State::Draining;
-        }
+        let _ = self
+            .phase
+            .compare_exchange(SERVING, DRAINING, Ordering::AcqRel, Ordering::Acquire);
     }
 
     fn stop(&self, reason: &str) {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !matches!(*state, State::Stopped(_)) {
+        if self.stopped.set(reason.to_owned()).is_ok() {
             eprintln!("atomflake serve: stopped serving: {reason}");
-            *state = State::Stopped(reason.to_owned());
         }
+        self.phase.store(STOPPED, Ordering::Release);
     }
 
     /// The mark store's watch, when the generator has a store.

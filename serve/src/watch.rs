@@ -2,14 +2,14 @@
 
 use atomflake::mark::{MarkStore, StoreError, StoreErrorKind, Tenure};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, OnceLock};
 
 /// What a [`Watched`] store has seen: stores made and failed, and a loss.
 #[derive(Debug, Default)]
 pub struct StoreWatch {
     stored: AtomicU64,
     failed: AtomicU64,
-    lost: Mutex<Option<String>>,
+    lost: OnceLock<String>,
 }
 
 impl StoreWatch {
@@ -24,8 +24,8 @@ impl StoreWatch {
     }
 
     /// Why the store was lost (another holder has its node), once it was.
-    pub fn lost(&self) -> Option<String> {
-        self.lost.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    pub fn lost(&self) -> Option<&str> {
+        self.lost.get().map(String::as_str)
     }
 }
 
@@ -62,8 +62,7 @@ impl<S: MarkStore> MarkStore for Watched<S> {
             Ok(()) => self.watch.stored.fetch_add(1, Ordering::Relaxed),
             Err(error) => {
                 if error.kind() == StoreErrorKind::Lost {
-                    let mut lost = self.watch.lost.lock().unwrap_or_else(PoisonError::into_inner);
-                    lost.get_or_insert_with(|| error.to_string());
+                    let _ = self.watch.lost.set(error.to_string());
                 }
                 self.watch.failed.fetch_add(1, Ordering::Relaxed)
             }
