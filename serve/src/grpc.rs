@@ -132,13 +132,14 @@ impl Ids for GrpcIds {
                 let mut in_message = 0;
                 let mut refusal = None;
                 while left > 0 && runs.len() < RUNS_PER_MESSAGE {
-                    match service.next_run(left).await {
+                    match service.next_run(left.min(u64::from(u32::MAX))).await {
                         Ok(run) => {
                             left -= run.len();
                             in_message += run.len();
                             runs.push(Run {
                                 first: run.first().get(),
-                                count: u32::try_from(run.len()).expect("a run holds one tick's IDs"),
+                                count: u32::try_from(run.len())
+                                    .expect("a run holds at most the u32::MAX IDs asked for"),
                                 step: run.step(),
                             });
                         }
