@@ -1,0 +1,559 @@
+//! `atomflake serve` side by side with `ferroid-tonic-server` 2.0.0, each a process of its
+//! own on loopback, driven by the same client in this process.
+//!
+//! ```sh
+//! cargo build --release -p atomflake-cli
+//! cargo install ferroid-tonic-server --version 2.0.0 --locked   # its build runs protoc
+//! cargo run --release -p atomflake-benches --bin serve [-- --quick] [--ferroid PATH]
+//! ```
+//!
+//! Both servers mint the Twitter layout (41/10/12, 4.096 M IDs/s per node) on one node:
+//! `atomflake serve --node 1` with its default limits, `ferroid-tonic-server --num-workers 1`
+//! with its defaults. ferroid's server is looked for with `--ferroid`, then on `PATH`, then
+//! in `~/.cargo/bin`; without it its rows are left out.
+//!
+//! - **Bulk:** one `StreamIds` call for 10 M IDs, then 4 concurrent calls for 2.5 M each,
+//!   on one connection. The client expands every ID (atomflake's runs, ferroid's packed
+//!   little-endian `u64`s) into one vector, timed from the call to the last ID; after the
+//!   clock stops, each stream must be strictly increasing and all IDs distinct.
+//! - **Single IDs:** for a fixed time, `concurrency` tasks each ask for one ID, wait for
+//!   it and ask again: gRPC on one connection (atomflake `GetIds`, ferroid `StreamIds` with
+//!   count 1, its only call), and HTTP/1.1 `GET /v1/ids?count=1` on a keep-alive connection
+//!   per task. Requests/s and latency percentiles from an HDR histogram.
+//! - **CPU:** the server's CPU time over each row (the sum of its threads' run time in
+//!   `/proc/PID/task/*/schedstat`), per million IDs streamed and per single-ID request.
+//! - **Memory:** the server's resident set (`VmRSS`) before, and its peak sampled every
+//!   10 ms while 64 concurrent streams of 200,000 IDs each are read.
+//!
+//! The client and the server share the machine's cores: on a 2-core machine every figure
+//! is the pair's, and the same for both servers.
+
+use atomflake::{Id, Layout};
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Empty};
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::Channel;
+
+mod atomflake_v1 {
+    tonic::include_proto!("atomflake.v1");
+}
+
+/// ferroid's wire messages, from `proto/ferroid.proto` in `ferroid-tonic-core` 2.0.0
+/// (service `ferroid.IdGenerator`, method `StreamIds`).
+mod ferroid_v2 {
+    /// `StreamIdsRequest { uint64 count = 1; }`
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct StreamIdsRequest {
+        #[prost(uint64, tag = "1")]
+        pub count: u64,
+    }
+
+    /// `IdChunk { bytes packed_ids = 1; }`: little-endian IDs, 8 bytes each.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct IdChunk {
+        #[prost(bytes = "bytes", tag = "1")]
+        pub packed_ids: bytes::Bytes,
+    }
+
+    pub const STREAM_IDS: &str = "/ferroid.IdGenerator/StreamIds";
+}
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// A server process under test; killed when dropped.
+struct Server {
+    name: &'static str,
+    child: Child,
+    address: SocketAddr,
+    http: bool,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// `atomflake serve --node 1` next to this bench's binary (`target/release/`).
+    fn atomflake() -> Result<Server, Error> {
+        let binary = std::env::current_exe()?.with_file_name("atomflake");
+        if !binary.exists() {
+            return Err(format!(
+                "{} is missing: build it first with `cargo build --release -p atomflake-cli`",
+                binary.display()
+            )
+            .into());
+        }
+        let mut child = Command::new(&binary)
+            .args(["serve", "--node", "1", "--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let mut lines = BufReader::new(stderr).lines();
+        let address = loop {
+            let Some(line) = lines.next().transpose()? else {
+                let _ = child.kill();
+                return Err("atomflake serve exited before listening".into());
+            };
+            if let Some(rest) = line.strip_prefix("atomflake serve: listening on ") {
+                let word = rest.split_whitespace().next().unwrap_or_default();
+                break word.parse()?;
+            }
+        };
+        // Keep reading its stderr so that it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Ok(Server {
+            name: "atomflake serve",
+            child,
+            address,
+            http: true,
+        })
+    }
+
+    /// `ferroid-tonic-server --num-workers 1` on a free loopback port.
+    fn ferroid(binary: &Path) -> Result<Server, Error> {
+        let address = TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        let child = Command::new(binary)
+            .args(["--num-workers", "1", "--server-addr", &address.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let server = Server {
+            name: "ferroid-tonic-server",
+            child,
+            address,
+            http: false,
+        };
+        let until = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(address).is_err() {
+            if Instant::now() > until {
+                return Err(format!("ferroid-tonic-server is not listening on {address} after 10 s").into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(server)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The CPU time the server's threads have run, from the scheduler's statistics.
+    fn cpu(&self) -> Duration {
+        let mut nanos = 0u64;
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid())) {
+            for task in tasks.flatten() {
+                let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+                nanos += stat
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+            }
+        }
+        Duration::from_nanos(nanos)
+    }
+
+    /// The server's resident set in bytes.
+    fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kib| kib * 1024)
+    }
+
+    async fn channel(&self) -> Result<Channel, Error> {
+        let endpoint = Channel::from_shared(format!("http://{}", self.address))?;
+        Ok(endpoint.connect().await?)
+    }
+
+    fn is_ferroid(&self) -> bool {
+        !self.http
+    }
+}
+
+/// One `StreamIds` call for `count` IDs, each expanded into `into`.
+async fn stream(server: &Server, channel: Channel, count: u64, into: &mut Vec<u64>) -> Result<(), Error> {
+    if server.is_ferroid() {
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await?;
+        let request = tonic::Request::new(ferroid_v2::StreamIdsRequest { count });
+        let path = PathAndQuery::from_static(ferroid_v2::STREAM_IDS);
+        let mut chunks = grpc
+            .server_streaming::<_, ferroid_v2::IdChunk, _>(request, path, tonic_prost::ProstCodec::default())
+            .await?
+            .into_inner();
+        while let Some(chunk) = chunks.message().await? {
+            let bytes: &Bytes = &chunk.packed_ids;
+            into.extend(
+                bytes
+                    .chunks_exact(8)
+                    .map(|id| u64::from_le_bytes(id.try_into().expect("8 bytes"))),
+            );
+        }
+    } else {
+        let mut client = atomflake_v1::ids_client::IdsClient::new(channel);
+        let mut messages = client
+            .stream_ids(atomflake_v1::StreamIdsRequest { count })
+            .await?
+            .into_inner();
+        while let Some(message) = messages.message().await? {
+            for run in message.runs {
+                into.extend((0..u64::from(run.count)).map(|k| run.first + k * run.step));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that each stream increases and that no ID appears twice across them.
+fn check(streams: &[Vec<u64>], expected: u64) -> Result<(), Error> {
+    let mut all = Vec::with_capacity(streams.iter().map(Vec::len).sum());
+    for ids in streams {
+        if let Some(at) = ids.windows(2).position(|pair| pair[0] >= pair[1]) {
+            return Err(format!("a stream goes from {} to {}", ids[at], ids[at + 1]).into());
+        }
+        all.extend_from_slice(ids);
+    }
+    if all.len() as u64 != expected {
+        return Err(format!("{} IDs received, {expected} asked for", all.len()).into());
+    }
+    all.sort_unstable();
+    if let Some(at) = all.windows(2).position(|pair| pair[0] == pair[1]) {
+        return Err(format!("ID {} was received twice", all[at]).into());
+    }
+    Ok(())
+}
+
+/// A bulk row: `streams` concurrent calls for `total` IDs in all, on one connection.
+struct Bulk {
+    ids_per_s: f64,
+    cpu_ms_per_million: f64,
+}
+
+async fn bulk(server: &Arc<Server>, streams: u64, total: u64) -> Result<Bulk, Error> {
+    let channel = server.channel().await?;
+    let per_stream = total / streams;
+    let cpu = server.cpu();
+    let start = Instant::now();
+    let mut calls = Vec::new();
+    for _ in 0..streams {
+        let channel = channel.clone();
+        let server = Arc::clone(server);
+        calls.push(tokio::spawn(async move {
+            let mut ids = Vec::with_capacity(usize::try_from(per_stream).unwrap_or(0));
+            stream(&server, channel, per_stream, &mut ids).await.map(|()| ids)
+        }));
+    }
+    let mut received = Vec::new();
+    for call in calls {
+        received.push(call.await??);
+    }
+    let elapsed = start.elapsed();
+    let cpu = server.cpu().saturating_sub(cpu);
+    check(&received, per_stream * streams)?;
+    let ids = float(per_stream * streams);
+    Ok(Bulk {
+        ids_per_s: ids / elapsed.as_secs_f64(),
+        cpu_ms_per_million: cpu.as_secs_f64() * 1e3 / (ids / 1e6),
+    })
+}
+
+/// How single-ID requests are made.
+#[derive(Clone, Copy, PartialEq)]
+enum Api {
+    Grpc,
+    Http,
+}
+
+/// A single-ID row.
+struct Single {
+    per_s: f64,
+    p50_us: f64,
+    p99_us: f64,
+    p999_us: f64,
+    cpu_us_per_request: f64,
+}
+
+/// One ID over HTTP/1.1 on `sender`'s connection.
+async fn http_one(
+    sender: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    address: SocketAddr,
+) -> Result<u64, Error> {
+    let request = hyper::Request::get("/v1/ids?count=1")
+        .header("host", address.to_string())
+        .body(Empty::new())?;
+    let response = sender.send_request(request).await?;
+    if response.status() != 200 {
+        return Err(format!("GET /v1/ids answered {}", response.status()).into());
+    }
+    let body = response.into_body().collect().await?.to_bytes();
+    let text = std::str::from_utf8(&body)?;
+    let digits = text
+        .strip_prefix(r#"{"ids":[""#)
+        .and_then(|rest| rest.strip_suffix(r#""]}"#))
+        .ok_or_else(|| format!("unexpected body {text}"))?;
+    Ok(digits.parse()?)
+}
+
+async fn grpc_one(server: &Server, channel: Channel) -> Result<u64, Error> {
+    let mut ids = Vec::with_capacity(1);
+    if server.is_ferroid() {
+        stream(server, channel, 1, &mut ids).await?;
+    } else {
+        let mut client = atomflake_v1::ids_client::IdsClient::new(channel);
+        ids = client
+            .get_ids(atomflake_v1::GetIdsRequest { count: 1 })
+            .await?
+            .into_inner()
+            .ids;
+    }
+    match ids.as_slice() {
+        [id] => Ok(*id),
+        _ => Err(format!("{} IDs for a request of one", ids.len()).into()),
+    }
+}
+
+async fn single(server: &Arc<Server>, api: Api, concurrency: usize, run: Duration) -> Result<Single, Error> {
+    let channel = server.channel().await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    let cpu = server.cpu();
+    let start = Instant::now();
+    for _ in 0..concurrency {
+        let channel = channel.clone();
+        let stop = Arc::clone(&stop);
+        let answered = Arc::clone(&answered);
+        let server = Arc::clone(server);
+        let mut sender = if api == Api::Http {
+            let tcp = tokio::net::TcpStream::connect(server.address).await?;
+            tcp.set_nodelay(true)?;
+            let (sender, connection) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await?;
+            tokio::spawn(connection);
+            Some(sender)
+        } else {
+            None
+        };
+        tasks.push(tokio::spawn(async move {
+            let mut histogram =
+                Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+            let mut last = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let asked = Instant::now();
+                let id = match &mut sender {
+                    Some(sender) => http_one(sender, server.address).await?,
+                    None => grpc_one(&server, channel.clone()).await?,
+                };
+                histogram.saturating_record(u64::try_from(asked.elapsed().as_nanos()).unwrap_or(u64::MAX));
+                if id <= last {
+                    return Err(Error::from(format!("one task got {id} after {last}")));
+                }
+                last = id;
+                answered.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(histogram)
+        }));
+    }
+    tokio::time::sleep(run).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds");
+    for task in tasks {
+        histogram.add(task.await??)?;
+    }
+    let elapsed = start.elapsed();
+    let cpu = server.cpu().saturating_sub(cpu);
+    let requests = float(answered.load(Ordering::Relaxed));
+    let us = |q: f64| float(histogram.value_at_quantile(q)) / 1e3;
+    Ok(Single {
+        per_s: requests / elapsed.as_secs_f64(),
+        p50_us: us(0.5),
+        p99_us: us(0.99),
+        p999_us: us(0.999),
+        cpu_us_per_request: cpu.as_secs_f64() * 1e6 / requests,
+    })
+}
+
+/// The server's resident set before, and its peak while 64 streams of 200,000 IDs run.
+async fn memory(server: &Arc<Server>) -> Result<(u64, u64), Error> {
+    let before = server.rss();
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let done = Arc::clone(&done);
+        let server = Arc::clone(server);
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(Ordering::Relaxed) {
+                peak = peak.max(server.rss());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            peak
+        })
+    };
+    let channel = server.channel().await?;
+    let mut calls = Vec::new();
+    for _ in 0..64 {
+        let channel = channel.clone();
+        let server = Arc::clone(server);
+        calls.push(tokio::spawn(async move {
+            let mut ids = Vec::with_capacity(200_000);
+            stream(&server, channel, 200_000, &mut ids).await.map(|()| ids)
+        }));
+    }
+    let mut received = Vec::new();
+    for call in calls {
+        received.push(call.await??);
+    }
+    done.store(true, Ordering::Relaxed);
+    let peak = sampler.join().expect("the sampler does not panic");
+    check(&received, 64 * 200_000)?;
+    Ok((before, peak))
+}
+
+#[allow(clippy::cast_precision_loss, reason = "counts and sizes far below 2^52")]
+fn float(value: u64) -> f64 {
+    value as f64
+}
+
+fn find_ferroid(explicit: Option<PathBuf>) -> Option<PathBuf> {
+    if let Some(path) = explicit {
+        return Some(path);
+    }
+    let name = "ferroid-tonic-server";
+    let mut places: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).collect())
+        .unwrap_or_default();
+    if let Some(home) = std::env::var_os("HOME") {
+        places.push(Path::new(&home).join(".cargo/bin"));
+    }
+    places
+        .into_iter()
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+}
+
+/// The IDs a server hands out must decode to its node and to now.
+async fn sanity(server: &Server) -> Result<(), Error> {
+    let mut ids = Vec::new();
+    stream(server, server.channel().await?, 1, &mut ids).await?;
+    let parts = Layout::TWITTER.try_decode(Id::new(ids[0]))?;
+    let now = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_millis(),
+    )?;
+    if now.abs_diff(parts.unix_ms) > 1_000 {
+        return Err(format!(
+            "{}'s ID {} decodes to {} ms, {} ms from now: not the Twitter layout",
+            server.name, ids[0], parts.unix_ms, now
+        )
+        .into());
+    }
+    Ok(())
+}
+
+fn main() -> Result<(), Error> {
+    let mut quick = false;
+    let mut ferroid = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--ferroid" => ferroid = Some(PathBuf::from(args.next().ok_or("--ferroid needs a path")?)),
+            other => {
+                return Err(format!("unknown argument {other}: expected --quick or --ferroid PATH").into());
+            }
+        }
+    }
+    let (bulk_ids, window) = if quick {
+        (1_000_000, Duration::from_millis(500))
+    } else {
+        (10_000_000, Duration::from_secs(3))
+    };
+
+    let mut servers = vec![Arc::new(Server::atomflake()?)];
+    match find_ferroid(ferroid) {
+        Some(path) => servers.push(Arc::new(Server::ferroid(&path)?)),
+        None => eprintln!(
+            "ferroid-tonic-server not found (`cargo install ferroid-tonic-server --version 2.0.0 --locked`, \
+             or --ferroid PATH): its rows are left out"
+        ),
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(async {
+        for server in &servers {
+            sanity(server).await?;
+        }
+        println!("## Bulk: {bulk_ids} IDs over StreamIds, one connection\n");
+        println!("| server | streams | IDs/s | share of the 4.096 M/s cap | server CPU ms per M IDs |");
+        println!("|---|---:|---:|---:|---:|");
+        for streams in [1, 4] {
+            for server in &servers {
+                let row = bulk(server, streams, bulk_ids).await?;
+                println!(
+                    "| {} | {streams} | {:.3} M | {:.1} % | {:.1} |",
+                    server.name,
+                    row.ids_per_s / 1e6,
+                    row.ids_per_s / 4_096_000.0 * 100.0,
+                    row.cpu_ms_per_million
+                );
+            }
+        }
+        println!("\n## Single IDs: {window:?} per row\n");
+        println!("| server | API | concurrency | requests/s | p50 µs | p99 µs | p99.9 µs | server CPU µs per request |");
+        println!("|---|---|---:|---:|---:|---:|---:|---:|");
+        for api in [Api::Grpc, Api::Http] {
+            for concurrency in [1, 16, 64] {
+                for server in servers.iter().filter(|server| api == Api::Grpc || server.http) {
+                    let row = single(server, api, concurrency, window).await?;
+                    println!(
+                        "| {} | {} | {concurrency} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                        server.name,
+                        if api == Api::Grpc { "gRPC" } else { "HTTP/1.1" },
+                        row.per_s,
+                        row.p50_us,
+                        row.p99_us,
+                        row.p999_us,
+                        row.cpu_us_per_request
+                    );
+                }
+            }
+        }
+        println!("\n## Memory: 64 concurrent streams of 200,000 IDs\n");
+        println!("| server | resident before | peak resident during |");
+        println!("|---|---:|---:|");
+        for server in &servers {
+            let (before, peak) = memory(server).await?;
+            println!(
+                "| {} | {:.1} MiB | {:.1} MiB |",
+                server.name,
+                float(before) / 1_048_576.0,
+                float(peak) / 1_048_576.0
+            );
+        }
+        Ok::<(), Error>(())
+    });
+    // The tasks are done; the servers are killed as their last references drop.
+    drop(runtime);
+    drop(servers);
+    result
+}
