@@ -2,6 +2,7 @@
 //! Python's `requests` and `grpcio` (stubs generated from the proto by `grpcio-tools`).
 
 use atomflake::{Id, Layout};
+use atomflake_test_servers::etcd;
 use atomflake_test_servers::postgres as pg;
 use atomflake_test_servers::{now_ms, python, skip};
 use std::collections::HashSet;
@@ -57,15 +58,13 @@ impl Server {
     }
 
     /// Sends SIGTERM and waits for the exit: its status and the rest of its stderr.
-    fn stop(mut self) -> (ExitStatus, String) {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+    fn stop(self) -> (ExitStatus, String) {
+        signal(&self, "-TERM");
+        self.exit()
+    }
+
+    /// Waits for the exit: its status and the rest of its stderr.
+    fn exit(mut self) -> (ExitStatus, String) {
         let mut rest = Vec::new();
         while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(30)) {
             rest.push(line);
@@ -416,4 +415,375 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// A GET over a fresh connection, with a deadline for the whole answer: the status and the
+/// body, or why there was none (refused, timed out).
+fn http_get(address: &str, path: &str, within: Duration) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let address: std::net::SocketAddr = address.parse().expect("an IP address and port");
+    let mut stream = std::net::TcpStream::connect_timeout(&address, within)?;
+    stream.set_read_timeout(Some(within))?;
+    stream.set_write_timeout(Some(within))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let invalid = || std::io::Error::new(std::io::ErrorKind::InvalidData, answer.clone());
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(invalid)?;
+    let (_, body) = answer.split_once("\r\n\r\n").ok_or_else(invalid)?;
+    Ok((status, body.to_owned()))
+}
+
+/// Where a fleet's leases are.
+enum Engine {
+    Postgres(pg::Server),
+    Etcd(etcd::Cluster),
+}
+
+impl Engine {
+    fn url(&self) -> String {
+        match self {
+            Engine::Postgres(server) => server.url(),
+            Engine::Etcd(cluster) => cluster.url(),
+        }
+    }
+
+    /// Every database process killed at once, then started again on its data.
+    fn crash_and_restart(&mut self) {
+        match self {
+            Engine::Postgres(server) => {
+                server.stop("immediate");
+                server.start_again();
+            }
+            Engine::Etcd(cluster) => {
+                for member in 0..cluster.size() {
+                    cluster.kill(member);
+                }
+                for member in 0..cluster.size() {
+                    cluster.start_member(member);
+                }
+                cluster.wait_healthy();
+            }
+        }
+    }
+}
+
+/// Waits up to `within` for `server`'s health to be green.
+fn wait_serving(test: &str, server: &Server, within: Duration) {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let answer = http_get(&server.address, "/healthz", Duration::from_secs(2));
+        if matches!(answer, Ok((200, _))) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{test}: {} not serving after {within:?}: {answer:?}",
+            server.address
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// What one client got from one server: the IDs of each answer with status 200.
+#[derive(Default)]
+struct History {
+    by_server: std::collections::BTreeMap<usize, Vec<u64>>,
+    refused: u64,
+}
+
+/// A client thread asking the servers in `targets` (index, address) in turn for 64 IDs at
+/// a time until `stop`; what it got from each.
+fn spread_client(
+    client: usize,
+    targets: std::sync::Arc<std::sync::Mutex<Vec<(usize, String)>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<History> {
+    std::thread::spawn(move || {
+        let mut history = History::default();
+        let mut turn = client;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let (server, address) = {
+                let targets = targets.lock().unwrap();
+                turn += 1;
+                targets[turn % targets.len()].clone()
+            };
+            if let Ok((200, body)) = http_get(&address, "/v1/ids?count=64", Duration::from_secs(1)) {
+                history.by_server.entry(server).or_default().extend(ids_of(&body));
+            } else {
+                history.refused += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        history
+    })
+}
+
+/// Checks every client's history: each server's IDs in order and on its node, none twice
+/// anywhere. Returns every server's IDs.
+fn check_histories(test: &str, histories: &[History], nodes: &[u64]) -> Vec<Vec<u64>> {
+    let mut all = Vec::new();
+    let mut per_server = vec![Vec::new(); nodes.len()];
+    for history in histories {
+        for (&server, ids) in &history.by_server {
+            assert!(
+                ids.windows(2).all(|pair| pair[0] < pair[1]),
+                "{test}: server {server}'s IDs out of order for one client"
+            );
+            for &id in ids {
+                assert_eq!(
+                    Layout::TWITTER.decode(Id::new(id)).node,
+                    nodes[server],
+                    "{test}: {id}"
+                );
+            }
+            all.extend(ids);
+            per_server[server].extend(ids);
+        }
+    }
+    let distinct: HashSet<u64> = all.iter().copied().collect();
+    assert_eq!(distinct.len(), all.len(), "{test}: an ID was handed out twice");
+    per_server
+}
+
+/// A fleet of servers in one lease namespace, with clients spread over them, through a
+/// server killed (`SIGKILL`), one frozen past its lease (`SIGSTOP`) and the database
+/// crashed and restarted: no ID twice in every client's history, each server's IDs in order and on
+/// the node it holds, and a node taken over only past every ID handed out on it.
+fn fleet(test: &str, mut engine: Engine) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let url = engine.url();
+    let lease = ["--lease", url.as_str(), "--namespace", "fleet", "--ttl", "2"];
+    let mut servers: Vec<Option<Server>> = Vec::new();
+    let mut nodes = Vec::new();
+    // The servers clients may call: index and address.
+    let targets: Arc<Mutex<Vec<(usize, String)>>> = Arc::default();
+    let add = |servers: &mut Vec<Option<Server>>, nodes: &mut Vec<u64>| {
+        let server = Server::start(&lease);
+        nodes.push(node_of(&server));
+        targets
+            .lock()
+            .unwrap()
+            .push((servers.len(), server.address.clone()));
+        servers.push(Some(server));
+        servers.len() - 1
+    };
+    for _ in 0..3 {
+        add(&mut servers, &mut nodes);
+    }
+    let distinct_nodes: HashSet<u64> = nodes.iter().copied().collect();
+    assert_eq!(
+        distinct_nodes.len(),
+        3,
+        "{test}: two servers got one node: {nodes:?}"
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..6)
+        .map(|client| spread_client(client, Arc::clone(&targets), Arc::clone(&stop)))
+        .collect();
+    let pause = |ms| std::thread::sleep(Duration::from_millis(ms));
+    pause(1_000);
+
+    // SIGKILL: no release. Its node lapses after the lease time and goes to a newcomer.
+    let killed = 0;
+    targets.lock().unwrap().retain(|(server, _)| *server != killed);
+    servers[killed].take();
+    pause(3_000);
+    let heir = add(&mut servers, &mut nodes);
+    assert_eq!(
+        nodes[heir], nodes[killed],
+        "{test}: the killed server's node is the lowest free"
+    );
+    pause(1_000);
+
+    // SIGSTOP past the lease: its node goes to another newcomer; woken, it serves nothing.
+    let frozen = 1;
+    signal(servers[frozen].as_ref().unwrap(), "-STOP");
+    pause(4_500);
+    let successor = add(&mut servers, &mut nodes);
+    assert_eq!(
+        nodes[successor], nodes[frozen],
+        "{test}: the frozen server's node is the lowest free"
+    );
+    signal(servers[frozen].as_ref().unwrap(), "-CONT");
+    pause(500);
+    let frozen_address = servers[frozen].as_ref().unwrap().address.clone();
+    for path in ["/healthz", "/v1/ids?count=1"] {
+        let (status, body) = http_get(&frozen_address, path, Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            status, 503,
+            "{test}: the server frozen past its lease answered {path}: {body}"
+        );
+    }
+
+    // The database crashes and comes back: the leases are on disk, the servers go on.
+    engine.crash_and_restart();
+    let live = [2, heir, successor];
+    for &server in &live {
+        wait_serving(test, servers[server].as_ref().unwrap(), Duration::from_secs(20));
+    }
+    let restarted_at = now_ms();
+    pause(1_500);
+    stop.store(true, Ordering::Relaxed);
+    let histories: Vec<History> = clients.into_iter().map(|client| client.join().unwrap()).collect();
+
+    let per_server = check_histories(test, &histories, &nodes);
+    for (before, after) in [(killed, heir), (frozen, successor)] {
+        let (last, first) = (per_server[before].iter().max(), per_server[after].iter().min());
+        assert!(
+            last < first,
+            "{test}: server {after} minted below server {before}'s IDs on their node"
+        );
+    }
+    for (server, ids) in per_server.iter().enumerate() {
+        assert!(!ids.is_empty(), "{test}: no client got IDs from server {server}");
+    }
+    let after_restart = per_server
+        .iter()
+        .flatten()
+        .filter(|&&id| Layout::TWITTER.decode(Id::new(id)).unix_ms >= restarted_at)
+        .count();
+    assert!(after_restart > 0, "{test}: no IDs after the database restarted");
+    let refused: u64 = histories.iter().map(|history| history.refused).sum();
+    println!(
+        "{test}: {} IDs to 6 clients from {} servers, {refused} requests refused or cut off, {after_restart} IDs after the restart",
+        per_server.iter().map(Vec::len).sum::<usize>(),
+        servers.len()
+    );
+    for server in live {
+        let (status, stderr) = servers[server].take().unwrap().stop();
+        assert!(status.success(), "{test}: {status}: {stderr}");
+        assert!(stderr.contains("released"), "{test}: {stderr}");
+    }
+}
+
+#[test]
+fn a_fleet_on_a_postgres_lease_hands_out_no_id_twice_through_a_kill_a_freeze_and_a_database_crash() {
+    let test =
+        "a_fleet_on_a_postgres_lease_hands_out_no_id_twice_through_a_kill_a_freeze_and_a_database_crash";
+    if let Some(database) = pg::Server::start("serve-fleet") {
+        fleet(test, Engine::Postgres(database));
+    }
+}
+
+#[test]
+fn a_fleet_on_an_etcd_lease_hands_out_no_id_twice_through_a_kill_a_freeze_and_a_cluster_crash() {
+    let test = "a_fleet_on_an_etcd_lease_hands_out_no_id_twice_through_a_kill_a_freeze_and_a_cluster_crash";
+    if let Some(cluster) = etcd::Cluster::start("serve-fleet", 3) {
+        fleet(test, Engine::Etcd(cluster));
+    }
+}
+
+/// Two clients, each asking its own server for 4,096 IDs at a time for `run`: every ID
+/// they got and how many of them the other also got.
+fn two_clients(first: &Server, second: &Server, run: Duration) -> (usize, usize) {
+    let fetch = |address: String| {
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + run;
+            let mut ids = Vec::new();
+            while std::time::Instant::now() < until {
+                let (status, body) =
+                    http_get(&address, "/v1/ids?count=4096", Duration::from_secs(5)).unwrap();
+                assert_eq!(status, 200, "{body}");
+                ids.extend(ids_of(&body));
+            }
+            ids
+        })
+    };
+    let (a, b) = (fetch(first.address.clone()), fetch(second.address.clone()));
+    let (a, b) = (a.join().unwrap(), b.join().unwrap());
+    let seen: HashSet<u64> = a.iter().copied().collect();
+    let twice = b.iter().filter(|id| seen.contains(id)).count();
+    (a.len() + b.len(), twice)
+}
+
+#[test]
+fn two_servers_on_one_fixed_node_hand_out_the_same_ids_and_two_on_a_lease_never_do() {
+    // Started like ferroid-tonic-server's instances, each with worker 0: the same node.
+    let (first, second) = (Server::start(&["--node", "0"]), Server::start(&["--node", "0"]));
+    let (ids, twice) = two_clients(&first, &second, Duration::from_secs(2));
+    println!("fixed node 0 on both: {twice} of {ids} IDs handed out twice");
+    assert!(twice > 0, "two servers on one node minted no common ID in {ids}");
+    drop((first, second));
+
+    let Some(database) = pg::Server::start("serve-fixed-or-leased") else {
+        return;
+    };
+    let url = database.url();
+    let lease = ["--lease", url.as_str(), "--namespace", "pair", "--ttl", "2"];
+    let (first, second) = (Server::start(&lease), Server::start(&lease));
+    assert_ne!(
+        node_of(&first),
+        node_of(&second),
+        "--lease handed out one node twice"
+    );
+    let (ids, twice) = two_clients(&first, &second, Duration::from_secs(2));
+    println!("on a lease: {twice} of {ids} IDs handed out twice");
+    assert_eq!(twice, 0, "servers on a lease handed out an ID twice");
+    assert!(ids > 0);
+}
+
+#[test]
+fn sigterm_lets_a_stream_under_way_finish_and_cuts_it_only_at_the_drain_time() {
+    let test = "sigterm_lets_a_stream_under_way_finish_and_cuts_it_only_at_the_drain_time";
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-venv");
+    let Some(python) = python::venv(test, &venv, &["grpcio", "grpcio-tools"]) else {
+        return;
+    };
+    let proto = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve_stream.py");
+    // 12 M IDs take about 3 s at one Twitter node's cap: within a 10 s drain, past a 1 s one.
+    for (drain, whole) in [("10", true), ("1", false)] {
+        let server = Server::start(&["--node", "5", "--drain", drain]);
+        let stubs = tempdir(&format!("stream-stubs-{drain}"));
+        let mut client = Command::new(&python)
+            .arg(&script)
+            .args([
+                &server.address,
+                proto.to_str().unwrap(),
+                stubs.to_str().unwrap(),
+                "12000000",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "streaming");
+        let address = server.address.clone();
+        signal(&server, "-TERM");
+        std::thread::sleep(Duration::from_millis(300));
+        let refused = http_get(&address, "/healthz", Duration::from_secs(2));
+        assert!(
+            matches!(&refused, Err(error) if error.kind() == std::io::ErrorKind::ConnectionRefused),
+            "drain {drain}: a new connection was taken after SIGTERM: {refused:?}"
+        );
+        let last = lines.next().unwrap().unwrap();
+        let exit = client.wait().unwrap();
+        let (status, stderr) = server.exit();
+        assert!(status.success(), "drain {drain}: {status}: {stderr}");
+        assert!(
+            stderr.ends_with("atomflake serve: stopped"),
+            "drain {drain}: {stderr}"
+        );
+        if whole {
+            assert_eq!((last.as_str(), exit.success()), ("received 12000000", true));
+        } else {
+            assert!(last.starts_with("ended ") && !exit.success(), "drain 1 s: {last}");
+            assert!(
+                stderr.contains("requests still under way after the drain time of 1s: closing"),
+                "{stderr}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(stubs);
+    }
 }

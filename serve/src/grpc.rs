@@ -122,6 +122,9 @@ impl Ids for GrpcIds {
             Ok(count) => count,
             Err(refusal) => return self.answer(start, Err(refusal)),
         };
+        if let Err(refusal) = self.0.admit() {
+            return self.answer(start, Err(refusal));
+        }
         let service = Arc::clone(&self.0);
         let (sender, receiver) = tokio::sync::mpsc::channel(4);
         tokio::spawn(async move {

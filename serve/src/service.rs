@@ -191,17 +191,23 @@ impl Service {
         }
     }
 
-    /// Up to `max` IDs (`max` ≥ 1) of one tick, waiting out a spent tick and, for at most
-    /// the limits' patience, a mark being stored.
+    /// Takes a new request, or refuses it: while draining, and once stopped.
+    pub(crate) fn admit(&self) -> Result<(), Refusal> {
+        match self.state() {
+            State::Serving => Ok(()),
+            State::Draining => Err(Refusal::Unavailable("the server is shutting down".into())),
+            State::Stopped(reason) => Err(Refusal::Unavailable(format!("the server has stopped: {reason}"))),
+        }
+    }
+
+    /// Up to `max` IDs (`max` ≥ 1) of one tick for a request already admitted, waiting
+    /// out a spent tick and, for at most the limits' patience, a mark being stored. A
+    /// drain lets it finish; a stop ends it.
     pub(crate) async fn next_run(&self, max: u64) -> Result<Run, Refusal> {
         let mut unavailable_since = None;
         loop {
-            match self.state() {
-                State::Serving => {}
-                State::Draining => return Err(Refusal::Unavailable("the server is shutting down".into())),
-                State::Stopped(reason) => {
-                    return Err(Refusal::Unavailable(format!("the server has stopped: {reason}")));
-                }
+            if let State::Stopped(reason) = self.state() {
+                return Err(Refusal::Unavailable(format!("the server has stopped: {reason}")));
             }
             let error = match self.generator.try_next_run(max) {
                 Ok(run) => return Ok(run),
@@ -234,6 +240,7 @@ impl Service {
 
     /// `count` IDs (`count` ≥ 1), in increasing order.
     pub(crate) async fn next_ids(&self, count: u64) -> Result<Vec<u64>, Refusal> {
+        self.admit()?;
         let mut ids = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
         while (ids.len() as u64) < count {
             let run = self.next_run(count - ids.len() as u64).await?;
