@@ -67,6 +67,9 @@
 //!   `#[serde(with = ...)]`.
 //! - `chrono`, `time`: an ID's time as `chrono::DateTime<Utc>` (`Layout::chrono_utc`) or
 //!   `time::OffsetDateTime` (`Layout::offset_date_time`).
+//! - `utoipa`, `schemars`: [`Id`]'s schema in OpenAPI documents (`utoipa::ToSchema`) and
+//!   JSON Schemas (`schemars::JsonSchema`): its serde form, a string of 1 to 20 decimal
+//!   digits.
 //!
 //! - `postgres`: [`Id`] as a `BIGINT` for the `postgres` and `tokio-postgres` clients
 //!   (`ToSql`/`FromSql` from `postgres-types`).

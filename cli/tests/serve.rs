@@ -204,21 +204,40 @@ fn curl_gets_ids_that_decode_to_the_servers_node_and_the_time_of_the_request() {
     assert!(stderr.ends_with("atomflake serve: stopped"), "{stderr}");
 }
 
+/// The Python of a venv with the clients' packages from `PyPI`, made once per run of
+/// these tests (they run on threads of one process and share it); `None` after a skip.
+fn python_clients(test: &str) -> Option<std::path::PathBuf> {
+    static VENV: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let mut made_here = false;
+    let python = VENV.get_or_init(|| {
+        made_here = true;
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-venv");
+        python::venv(
+            test,
+            &dir,
+            &[
+                "requests",
+                "grpcio",
+                "grpcio-tools",
+                "grpcio-health-checking",
+                "grpcio-reflection",
+                "openapi-spec-validator",
+            ],
+        )
+    });
+    if python.is_none() && !made_here {
+        skip(
+            test,
+            "no venv with the Python clients (see the first test's skip)",
+        );
+    }
+    python.clone()
+}
+
 #[test]
 fn python_clients_over_http_and_grpc_get_distinct_ids_of_the_servers_nodes() {
     let test = "python_clients_over_http_and_grpc_get_distinct_ids_of_the_servers_nodes";
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-venv");
-    let Some(python) = python::venv(
-        test,
-        &venv,
-        &[
-            "requests",
-            "grpcio",
-            "grpcio-tools",
-            "grpcio-health-checking",
-            "grpcio-reflection",
-        ],
-    ) else {
+    let Some(python) = python_clients(test) else {
         return;
     };
     let proto = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto");
@@ -736,8 +755,7 @@ fn two_servers_on_one_fixed_node_hand_out_the_same_ids_and_two_on_a_lease_never_
 #[test]
 fn sigterm_lets_a_stream_under_way_finish_and_cuts_it_only_at_the_drain_time() {
     let test = "sigterm_lets_a_stream_under_way_finish_and_cuts_it_only_at_the_drain_time";
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-venv");
-    let Some(python) = python::venv(test, &venv, &["grpcio", "grpcio-tools"]) else {
+    let Some(python) = python_clients(test) else {
         return;
     };
     let proto = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto");

@@ -1,5 +1,6 @@
 """A client of `atomflake serve` written against its public API only: HTTP with
-`requests`, gRPC with stubs that `grpcio-tools` generates from the proto.
+`requests`, gRPC with stubs that `grpcio-tools` generates from the proto, and the
+OpenAPI document checked by `openapi-spec-validator`, its answers by `jsonschema`.
 
 Usage: serve_client.py ADDRESS PROTO_ROOT STUB_DIR MAX_COUNT
 
@@ -10,7 +11,9 @@ the test to check for duplicates and decode.
 import sys
 
 import grpc
+import jsonschema
 import requests
+from openapi_spec_validator import validate as validate_openapi
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
@@ -45,6 +48,29 @@ assert answer.json() == {
     "error": f"count {max_count + 1} is out of range: allowed 1..={max_count}"
 }, answer.text
 assert requests.get(f"{base}/healthz", timeout=10).status_code == 200
+
+# The OpenAPI document is valid, and the answers are what it says.
+spec = requests.get(f"{base}/v1/openapi.json", timeout=10).json()
+validate_openapi(spec)
+count_schema = spec["paths"]["/v1/ids"]["get"]["parameters"][0]["schema"]
+assert count_schema["maximum"] == max_count, count_schema
+assert spec["components"]["schemas"]["Id"]["type"] == "string", spec["components"]
+
+
+def conforms(instance, name):
+    schema = {"$ref": f"#/components/schemas/{name}", "components": spec["components"]}
+    jsonschema.Draft202012Validator(schema).validate(instance)
+
+
+conforms(requests.get(f"{base}/v1/ids", params={"count": 3}, timeout=10).json(), "Ids")
+conforms(answer.json(), "Error")
+conforms(requests.get(f"{base}/v1/ids/{ids[0]}", timeout=10).json(), "Decoded")
+conforms(requests.get(f"{base}/v1/layout", timeout=10).json(), "Layout")
+try:
+    conforms({"ids": [ids[0]]}, "Ids")
+    raise AssertionError("an ID as a JSON number conforms to the document")
+except jsonschema.ValidationError:
+    pass
 
 # gRPC
 channel = grpc.insecure_channel(address)

@@ -1,5 +1,5 @@
-//! The HTTP/JSON API: `GET /v1/ids`, `GET /v1/ids/{id}`, `GET /v1/layout`, `GET /healthz`
-//! and `GET /metrics`.
+//! The HTTP/JSON API: `GET /v1/ids`, `GET /v1/ids/{id}`, `GET /v1/layout`, `GET /healthz`,
+//! `GET /metrics` and `GET /v1/openapi.json`.
 
 use crate::metrics::{Api, Outcome};
 use crate::service::{Refusal, Service, State};
@@ -22,6 +22,7 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/v1/layout", get(layout))
         .route("/healthz", get(health))
         .route("/metrics", get(metrics))
+        .route("/v1/openapi.json", get(openapi))
         .with_state(service)
 }
 
@@ -144,6 +145,14 @@ async fn metrics(With(service): With<Arc<Service>>) -> Response {
         body,
     )
         .into_response()
+}
+
+/// `GET /v1/openapi.json`: the OpenAPI document of this API.
+async fn openapi(With(service): With<Arc<Service>>) -> Response {
+    json(
+        StatusCode::OK,
+        crate::openapi::document(service.limits()).to_string(),
+    )
 }
 
 /// A refusal as a JSON body `{"error": "..."}`: 400 for bad input, 503 otherwise.

@@ -16,6 +16,7 @@
 mod grpc;
 mod http;
 mod metrics;
+mod openapi;
 mod server;
 mod service;
 mod watch;

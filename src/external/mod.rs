@@ -1,5 +1,6 @@
 //! Foreign traits for the format's types, each behind its feature: serde, chrono and time,
-//! and `Id` as a database `BIGINT` (postgres-types, sqlx, diesel). They live in this crate
+//! `Id` as a database `BIGINT` (postgres-types, sqlx, diesel), and `Id`'s schema for
+//! OpenAPI and JSON Schema (utoipa, schemars). They live in this crate
 //! because the orphan rule keeps them here.
 
 #[cfg(any(
@@ -16,6 +17,8 @@ mod datetime;
 mod diesel;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(any(feature = "utoipa", feature = "schemars"))]
+mod schema;
 #[cfg(feature = "serde")]
 pub mod serde;
 #[cfg(any(feature = "sqlx-postgres", feature = "sqlx-mysql", feature = "sqlx-sqlite"))]

@@ -1,0 +1,140 @@
+//! `GET /v1/openapi.json`: the OpenAPI 3.1 document of the HTTP API, with `Id` described by
+//! its own schema (`atomflake`'s `utoipa` feature): a string of decimal digits.
+
+use crate::service::Limits;
+use atomflake::Id;
+use serde_json::{Value, json};
+
+/// The document, for a server held to `limits`.
+pub(crate) fn document(limits: Limits) -> Value {
+    let error = |description: &str| {
+        json!({
+            "description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        })
+    };
+    let text = |description: &str| json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}});
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "atomflake serve",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Snowflake IDs for any language. Every ID is unique across the servers of one ID space \
+                            (one layout, each node held by one server at a time); one node's IDs increase in the \
+                            order they are minted. IDs are strings: JavaScript's numbers hold 53 bits.",
+        },
+        "paths": {
+            "/v1/ids": {"get": {
+                "operationId": "getIds",
+                "summary": "New IDs, in increasing order.",
+                "parameters": [{
+                    "name": "count",
+                    "in": "query",
+                    "required": false,
+                    "description": "How many IDs (1 when left out).",
+                    "schema": {"type": "integer", "minimum": 1, "maximum": limits.max_count, "default": 1},
+                }],
+                "responses": {
+                    "200": {
+                        "description": "The IDs.",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Ids"}}},
+                    },
+                    "400": error("A count out of range, or a parameter other than count."),
+                    "429": error("Over this connection's request rate; retry after a second."),
+                    "503": error("The server is draining, or cannot mint (its lease is lost or overdue)."),
+                },
+            }},
+            "/v1/ids/{id}": {"get": {
+                "operationId": "decodeId",
+                "summary": "An ID's time, node and sequence in the server's layout.",
+                "parameters": [{
+                    "name": "id",
+                    "in": "path",
+                    "required": true,
+                    "schema": {"$ref": "#/components/schemas/Id"},
+                }],
+                "responses": {
+                    "200": {
+                        "description": "The ID's fields.",
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Decoded"}}},
+                    },
+                    "400": error("Not an ID of the server's layout."),
+                },
+            }},
+            "/v1/layout": {"get": {
+                "operationId": "getLayout",
+                "summary": "The layout IDs are minted in, and the nodes the server holds.",
+                "responses": {"200": {
+                    "description": "A field is (id >> shift) & ((1 << bits) - 1); an ID's time is \
+                                    epoch_unix_ms + timestamp * tick_ms.",
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Layout"}}},
+                }},
+            }},
+            "/healthz": {"get": {
+                "operationId": "health",
+                "summary": "Whether the server hands out IDs now.",
+                "responses": {
+                    "200": text("Serving: the body is `serving`."),
+                    "503": text("Draining or stopped: the body says why."),
+                },
+            }},
+            "/metrics": {"get": {
+                "operationId": "metrics",
+                "summary": "Counters and latencies in Prometheus' text format.",
+                "responses": {"200": text("Prometheus' text exposition format 0.0.4.")},
+            }},
+        },
+        "components": {"schemas": schemas()},
+    })
+}
+
+/// The schemas of the bodies, `Id` among them.
+fn schemas() -> Value {
+    let id = serde_json::to_value(<Id as utoipa::PartialSchema>::schema()).expect("a schema is plain JSON");
+    json!({
+        "Id": id,
+        "Ids": {
+            "type": "object",
+            "required": ["ids"],
+            "additionalProperties": false,
+            "properties": {"ids": {"type": "array", "items": {"$ref": "#/components/schemas/Id"}}},
+        },
+        "Error": {
+            "type": "object",
+            "required": ["error"],
+            "additionalProperties": false,
+            "properties": {"error": {"type": "string", "description": "What was wrong, with the allowed range."}},
+        },
+        "Decoded": {
+            "type": "object",
+            "required": ["id", "unix_ms", "time", "node", "sequence"],
+            "additionalProperties": false,
+            "properties": {
+                "id": {"$ref": "#/components/schemas/Id"},
+                "unix_ms": {"type": "integer", "minimum": 0, "description": "The start of the ID's tick, Unix ms."},
+                "time": {"type": "string", "format": "date-time", "description": "The same time, RFC 3339 UTC."},
+                "node": {"type": "integer", "minimum": 0},
+                "sequence": {"type": "integer", "minimum": 0},
+            },
+        },
+        "Layout": {
+            "type": "object",
+            "required": [
+                "timestamp_bits", "timestamp_shift", "node_bits", "node_shift",
+                "sequence_bits", "sequence_shift", "epoch_unix_ms", "tick_ms", "nodes",
+            ],
+            "additionalProperties": false,
+            "properties": {
+                "timestamp_bits": {"type": "integer", "minimum": 0},
+                "timestamp_shift": {"type": "integer", "minimum": 0},
+                "node_bits": {"type": "integer", "minimum": 0},
+                "node_shift": {"type": "integer", "minimum": 0},
+                "sequence_bits": {"type": "integer", "minimum": 0},
+                "sequence_shift": {"type": "integer", "minimum": 0},
+                "epoch_unix_ms": {"type": "integer", "minimum": 0},
+                "tick_ms": {"type": "integer", "minimum": 1},
+                "nodes": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+            },
+        },
+    })
+}
