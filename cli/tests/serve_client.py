@@ -18,21 +18,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
-from grpc_tools import protoc
+import serve_stubs
 
 address, proto_root, stubs, max_count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-made = protoc.main(
-    [
-        "protoc",
-        f"-I{proto_root}",
-        f"--python_out={stubs}",
-        f"--grpc_python_out={stubs}",
-        f"{proto_root}/atomflake/v1/ids.proto",
-    ]
-)
-assert made == 0, f"grpc_tools.protoc failed: {made}"
-sys.path.insert(0, stubs)
-from atomflake.v1 import ids_pb2, ids_pb2_grpc  # noqa: E402
+ids_pb2, ids_pb2_grpc = serve_stubs.generate(proto_root, stubs)
 
 ids = []
 
