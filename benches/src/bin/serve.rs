@@ -240,6 +240,30 @@ fn check(streams: &[Vec<u64>], expected: u64) -> Result<(), Error> {
     Ok(())
 }
 
+/// `streams` concurrent `StreamIds` calls for `per_stream` IDs each on `channel`: the IDs
+/// of each.
+async fn concurrent_streams(
+    server: &Arc<Server>,
+    channel: &Channel,
+    streams: u64,
+    per_stream: u64,
+) -> Result<Vec<Vec<u64>>, Error> {
+    let calls: Vec<_> = (0..streams)
+        .map(|_| {
+            let (server, channel) = (Arc::clone(server), channel.clone());
+            tokio::spawn(async move {
+                let mut ids = Vec::with_capacity(usize::try_from(per_stream).unwrap_or(0));
+                stream(&server, channel, per_stream, &mut ids).await.map(|()| ids)
+            })
+        })
+        .collect();
+    let mut received = Vec::new();
+    for call in calls {
+        received.push(call.await??);
+    }
+    Ok(received)
+}
+
 /// A bulk row: `streams` concurrent calls for `total` IDs in all, on one connection.
 struct Bulk {
     ids_per_s: f64,
@@ -251,19 +275,7 @@ async fn bulk(server: &Arc<Server>, streams: u64, total: u64) -> Result<Bulk, Er
     let per_stream = total / streams;
     let cpu = server.cpu();
     let start = Instant::now();
-    let mut calls = Vec::new();
-    for _ in 0..streams {
-        let channel = channel.clone();
-        let server = Arc::clone(server);
-        calls.push(tokio::spawn(async move {
-            let mut ids = Vec::with_capacity(usize::try_from(per_stream).unwrap_or(0));
-            stream(&server, channel, per_stream, &mut ids).await.map(|()| ids)
-        }));
-    }
-    let mut received = Vec::new();
-    for call in calls {
-        received.push(call.await??);
-    }
+    let received = concurrent_streams(server, &channel, streams, per_stream).await?;
     let elapsed = start.elapsed();
     let cpu = server.cpu().saturating_sub(cpu);
     check(&received, per_stream * streams)?;
@@ -407,22 +419,10 @@ async fn memory(server: &Arc<Server>) -> Result<(u64, u64), Error> {
         })
     };
     let channel = server.channel().await?;
-    let mut calls = Vec::new();
-    for _ in 0..64 {
-        let channel = channel.clone();
-        let server = Arc::clone(server);
-        calls.push(tokio::spawn(async move {
-            let mut ids = Vec::with_capacity(200_000);
-            stream(&server, channel, 200_000, &mut ids).await.map(|()| ids)
-        }));
-    }
-    let mut received = Vec::new();
-    for call in calls {
-        received.push(call.await??);
-    }
+    let received = concurrent_streams(server, &channel, 64, 200_000).await;
     done.store(true, Ordering::Relaxed);
     let peak = sampler.join().expect("the sampler does not panic");
-    check(&received, 64 * 200_000)?;
+    check(&received?, 64 * 200_000)?;
     Ok((before, peak))
 }
 
