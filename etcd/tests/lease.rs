@@ -9,14 +9,14 @@ use atomflake::mark::{MarkStore, StoreErrorKind};
 use atomflake::{Builder, Id, Layout, MonotonicClock, PreciseClock};
 use atomflake_etcd::Endpoints;
 use atomflake_etcd::lease::{self, Lease, LeaseError, LeaseOptions};
-use atomflake_test_servers::etcd::Cluster;
+use atomflake_test_servers::etcd::{Change, Cluster};
 use atomflake_test_servers::fleet::{
     Dice, Holder, assert_unique, check_fleet_history, count_ids, field, ids, lease_lines, mint, tail,
 };
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres::{LIBFAKETIME, has_libfaketime, step_clock};
 use atomflake_test_servers::proxy::Proxy;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// Twitter's epoch and tick with a 4-bit node field: 16 nodes.
@@ -660,6 +660,153 @@ fn an_etcd_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
         .collect();
     let total = check_fleet_history(seed, &schedule, &histories);
     assert!(total > 5_000, "seed {seed}: the fleet minted only {total} ids");
+    cluster.wait_healthy();
+    let changes = cluster.history("/atomflake/lease/nemesis/");
+    let stores = assert_marks_never_went_down("nemesis", &changes);
+    println!("seed {seed}: {stores} mark writes in etcd's history, none down but at a release");
+}
+
+/// Panics when a node's mark in `changes` (etcd's history of `namespace`) went down other
+/// than at a release: a write of the mark in the revision that deleted the node's claim
+/// key. The number of mark writes.
+fn assert_marks_never_went_down(namespace: &str, changes: &[Change]) -> usize {
+    let marks = format!("/atomflake/lease/{namespace}/mark/");
+    let holders = format!("/atomflake/lease/{namespace}/holder/");
+    let mut last: HashMap<&str, u64> = HashMap::new();
+    let mut writes = 0;
+    for change in changes {
+        let Some(node) = change.key.strip_prefix(&marks) else {
+            continue;
+        };
+        writes += 1;
+        let value: u64 = change
+            .value
+            .as_deref()
+            .unwrap_or_else(|| panic!("node {node}'s mark was deleted at revision {}", change.revision))
+            .parse()
+            .unwrap();
+        if let Some(&before) = last.get(node)
+            && value < before
+        {
+            let holder = format!("{holders}{node}");
+            let released = changes.iter().any(|other| {
+                other.revision == change.revision && other.key == holder && other.value.is_none()
+            });
+            assert!(
+                released,
+                "node {node}'s mark went down from {before} to {value} at revision {}, not at a release",
+                change.revision
+            );
+        }
+        last.insert(node, value);
+    }
+    writes
+}
+
+/// The values node `node`'s mark took in `changes`, in order.
+fn mark_values(namespace: &str, node: u64, changes: &[Change]) -> Vec<u64> {
+    let key = format!("/atomflake/lease/{namespace}/mark/{node:020}");
+    changes
+        .iter()
+        .filter(|change| change.key == key)
+        .map(|change| change.value.as_deref().unwrap().parse().unwrap())
+        .collect()
+}
+
+/// A store that etcd applies after a later store of the same holder (the client gave up on
+/// it, held on its way to a member, and sent it to the next) finds the mark moved on and
+/// changes nothing: a node's mark never goes down while its claim holds.
+#[test]
+fn a_store_applied_after_a_later_one_leaves_the_mark_where_it_is() {
+    let Some(cluster) = Cluster::start("etcd-late", 3) else {
+        return;
+    };
+    let proxies: Vec<Proxy> = (0..3).map(|i| Proxy::start(cluster.client_port(i))).collect();
+    let ports: Vec<String> = proxies
+        .iter()
+        .map(|proxy| format!("127.0.0.1:{}", proxy.port()))
+        .collect();
+    let url = endpoints(&format!("etcd://{}", ports.join(",")));
+    let mut lease = Lease::acquire(&url, &layout(), &LeaseOptions::new("late").ttl(TTL)).unwrap();
+    let node = lease.node();
+    let base = now_ms();
+    // Through the first member, which answered the claim.
+    lease.store(base + 1_000).unwrap();
+    proxies[0].hold();
+    // Held on its way to the first member, given up on, and sent to the second.
+    lease.store(base + 2_000).unwrap();
+    lease.store(base + 3_000).unwrap();
+    let direct = endpoints(&cluster.url());
+    let mark = || lease::list(&direct, "late").unwrap()[0].high_water_ms;
+    assert_eq!(mark(), base + 3_000);
+    let answered = proxies[0].answered();
+    proxies[0].deliver();
+    // The first member answers the held store once it has applied it (or found it stale):
+    // then the mark is what it will stay.
+    let start = Instant::now();
+    while proxies[0].answered() == answered {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the held store got no answer"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for _ in 0..10 {
+        assert_eq!(mark(), base + 3_000, "a late store moved the mark");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The holder goes on storing and releases with the exact mark.
+    lease.store(base + 4_000).unwrap();
+    lease.finish(base + 3_500);
+    lease.release().unwrap();
+    let changes = cluster.history("/atomflake/lease/late/");
+    assert_eq!(
+        mark_values("late", node, &changes),
+        [
+            base + 1_000,
+            base + 2_000,
+            base + 3_000,
+            base + 4_000,
+            base + 3_500
+        ]
+    );
+    assert_marks_never_went_down("late", &changes);
+}
+
+/// A store that finds the mark moved on while its claim holds (a store of its own applied
+/// late: here a write straight to etcd) reads it back in the same transaction: it is done
+/// when the mark is at or past its own, and otherwise writes its own over it; a release
+/// does the same.
+#[test]
+fn a_store_that_finds_the_mark_moved_on_reads_it_back() {
+    let Some(cluster) = Cluster::start("etcd-moved", 1) else {
+        return;
+    };
+    let url = endpoints(&cluster.url());
+    let mut lease = Lease::acquire(&url, &layout(), &LeaseOptions::new("moved").ttl(TTL)).unwrap();
+    let node = lease.node();
+    let key = format!("/atomflake/lease/moved/mark/{node:020}");
+    let base = now_ms();
+    lease.store(base + 1_000).unwrap();
+    cluster.put(&key, &(base + 5_000).to_string());
+    lease.store(base + 2_000).unwrap();
+    lease.store(base + 6_000).unwrap();
+    cluster.put(&key, &(base + 6_500).to_string());
+    lease.finish(base + 5_500);
+    lease.release().unwrap();
+    let rows = lease::list(&url, "moved").unwrap();
+    assert!(!rows[0].live, "{rows:?}");
+    let changes = cluster.history("/atomflake/lease/moved/");
+    assert_eq!(
+        mark_values("moved", node, &changes),
+        [
+            base + 1_000,
+            base + 5_000,
+            base + 6_000,
+            base + 6_500,
+            base + 5_500
+        ]
+    );
 }
 
 /// One minting process of the nemesis's fleet.
@@ -744,11 +891,17 @@ impl Strike<'_> {
                 format!("SIGKILL etcd leader m{leader}, start it again later")
             }
             4 if self.down.is_none() && self.frozen_member.is_none() => {
-                let member = usize::try_from(dice.below(self.cluster.size() as u64)).unwrap();
+                // Half the time the leader: one that resumes may apply calls its clients
+                // gave up on, and etcd 3.4 may then revoke leases early.
+                let any = usize::try_from(dice.below(self.cluster.size() as u64)).unwrap();
+                let (member, which) = match dice.below(2) {
+                    0 => (self.cluster.leader().unwrap_or(any), "leader"),
+                    _ => (any, "member"),
+                };
                 self.cluster.signal(member, "-STOP");
                 let thaw = Instant::now() + TTL + Duration::from_millis(dice.below(2_000));
                 *self.frozen_member = Some((member, thaw));
-                format!("SIGSTOP etcd member m{member} past a lease time")
+                format!("SIGSTOP etcd {which} m{member} past a lease time")
             }
             _ => {
                 let offset = format!("{:+}", i64::try_from(dice.below(7)).unwrap() - 3);

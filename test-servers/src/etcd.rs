@@ -9,7 +9,9 @@
 //! test is skipped; with `CI=true` that is a failure instead.
 
 use crate::skip;
-use std::io::{Read, Write};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -259,9 +261,152 @@ impl Cluster {
             .join("\n")
     }
 
+    /// Sets `key` to `value` through member 0, as any client of the cluster could: the
+    /// revision of the write.
+    ///
+    /// # Panics
+    ///
+    /// When the member does not take it.
+    pub fn put(&self, key: &str, value: &str) -> i64 {
+        let body = serde_json::json!({ "key": BASE64.encode(key), "value": BASE64.encode(value) });
+        let (status, answer) = http(self.client_port(0), "POST", "/v3/kv/put", &body.to_string())
+            .unwrap_or_else(|| panic!("no answer to a put of {key}"));
+        assert_eq!(status, 200, "put {key}: {answer}");
+        revision(&answer)
+    }
+
+    /// Every change etcd made to the keys under `prefix` since the cluster started, oldest
+    /// first: a watch from revision 1, read through member 0 until a change written after
+    /// this call began (a key of its own under `prefix`, set and deleted) comes through.
+    ///
+    /// # Panics
+    ///
+    /// When the member does not answer, or the history does not come within 30 s.
+    pub fn history(&self, prefix: &str) -> Vec<Change> {
+        let end = format!("{prefix}~history-end-{}", crate::now_ms());
+        let mut range_end = prefix.as_bytes().to_vec();
+        *range_end.last_mut().expect("a prefix is not empty") += 1;
+        let create = serde_json::json!({ "create_request": {
+            "key": BASE64.encode(prefix),
+            "range_end": BASE64.encode(&range_end),
+            "start_revision": "1",
+        }})
+        .to_string();
+        let mut stream = TcpStream::connect(("127.0.0.1", self.client_port(0))).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            stream,
+            "POST /v3/watch HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{create}",
+            create.len()
+        )
+        .unwrap();
+        self.put(&end, "");
+        let mut changes = Vec::new();
+        let mut body = ChunkedLines::new(stream);
+        while let Some(line) = body.next_line() {
+            let message: serde_json::Value =
+                serde_json::from_str(&line).unwrap_or_else(|error| panic!("watch answer {line:?}: {error}"));
+            let events = message["result"]["events"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for event in events {
+                let kv = &event["kv"];
+                let key = String::from_utf8(decode(&kv["key"])).unwrap();
+                if key == end {
+                    return changes;
+                }
+                let deleted = event["type"].as_str() == Some("DELETE");
+                changes.push(Change {
+                    revision: kv["mod_revision"].as_str().unwrap_or("0").parse().unwrap(),
+                    key,
+                    value: (!deleted).then(|| String::from_utf8(decode(&kv["value"])).unwrap()),
+                });
+            }
+        }
+        panic!(
+            "the watch of {prefix} ended before its end mark; {} changes",
+            changes.len()
+        )
+    }
+
     /// A path in the cluster's temporary directory (removed with it).
     pub fn file(&self, name: &str) -> PathBuf {
         self.root.join(name)
+    }
+}
+
+/// One change of [`Cluster::history`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The revision of the write.
+    pub revision: i64,
+    /// The key.
+    pub key: String,
+    /// The value written; `None` for a delete.
+    pub value: Option<String>,
+}
+
+/// The revision in the header of a gateway answer.
+fn revision(answer: &str) -> i64 {
+    json_string(answer, "revision")
+        .and_then(|revision| revision.parse().ok())
+        .unwrap_or_else(|| panic!("no revision in {answer}"))
+}
+
+/// A base64 field of a gateway answer (absent when empty).
+fn decode(field: &serde_json::Value) -> Vec<u8> {
+    BASE64.decode(field.as_str().unwrap_or("")).unwrap()
+}
+
+/// The lines of an HTTP/1.1 answer's chunked body, read as they come.
+struct ChunkedLines {
+    reader: std::io::BufReader<TcpStream>,
+    body: Vec<u8>,
+}
+
+impl ChunkedLines {
+    /// Reads past the answer's head.
+    fn new(stream: TcpStream) -> ChunkedLines {
+        let mut reader = std::io::BufReader::new(stream);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+        }
+        ChunkedLines {
+            reader,
+            body: Vec::new(),
+        }
+    }
+
+    /// The next line of the body; `None` at its end.
+    fn next_line(&mut self) -> Option<String> {
+        loop {
+            if let Some(at) = self.body.iter().position(|&byte| byte == b'\n') {
+                let line: Vec<u8> = self.body.drain(..=at).collect();
+                let text = String::from_utf8(line).unwrap();
+                if text.trim().is_empty() {
+                    continue;
+                }
+                return Some(text.trim().to_owned());
+            }
+            let mut size = String::new();
+            if self.reader.read_line(&mut size).ok()? == 0 {
+                return None;
+            }
+            let size = usize::from_str_radix(size.trim(), 16).ok()?;
+            if size == 0 {
+                return None;
+            }
+            let mut chunk = vec![0; size + 2];
+            self.reader.read_exact(&mut chunk).ok()?;
+            self.body.extend_from_slice(&chunk[..size]);
+        }
     }
 }
 

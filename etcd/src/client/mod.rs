@@ -3,8 +3,12 @@
 //!
 //! Each call goes to the member that answered last, and on any failure to the next one, until
 //! one answers or the call's time is up: a member that is down, partitioned or without a
-//! leader costs one attempt. Every call a lease makes can be sent twice to the same effect,
-//! or is checked for having taken effect before it is sent again (a claim).
+//! leader costs one attempt. A call given up on is not called back: the member may still
+//! apply it, late, after a later call (a frozen leader resumes). So every call a lease
+//! makes is one that may be applied twice or late to no harm: reads, keep-alives and
+//! revocations; a claim, checked for having taken effect before it is sent again; and mark
+//! stores and releases, each compared with the mark's revision it replaces, so that a late
+//! one changes nothing.
 
 mod endpoints;
 pub(crate) mod proto;

@@ -23,6 +23,9 @@ pub(crate) struct KeyValue {
     /// The revision of the write that created the key (since it last did not exist).
     #[prost(int64, tag = "2")]
     pub create_revision: i64,
+    /// The revision of the write that last changed the key.
+    #[prost(int64, tag = "3")]
+    pub mod_revision: i64,
     #[prost(bytes = "vec", tag = "5")]
     pub value: Vec<u8>,
     /// The lease the key is attached to; 0 for none.
@@ -105,12 +108,12 @@ pub(crate) struct Compare {
     /// [`Compare::EQUAL`].
     #[prost(int32, tag = "1")]
     pub result: i32,
-    /// [`Compare::CREATE`] or [`Compare::LEASE`].
+    /// [`Compare::CREATE`], [`Compare::MOD`] or [`Compare::LEASE`].
     #[prost(int32, tag = "2")]
     pub target: i32,
     #[prost(bytes = "vec", tag = "3")]
     pub key: Vec<u8>,
-    #[prost(oneof = "Target", tags = "5, 8")]
+    #[prost(oneof = "Target", tags = "5, 6, 8")]
     pub target_union: Option<Target>,
 }
 
@@ -119,15 +122,19 @@ impl Compare {
     pub const EQUAL: i32 = 0;
     /// `CompareTarget.CREATE`: the key's create revision (0 when it does not exist).
     pub const CREATE: i32 = 1;
+    /// `CompareTarget.MOD`: the key's mod revision (0 when it does not exist).
+    pub const MOD: i32 = 2;
     /// `CompareTarget.LEASE`: the lease the key is attached to.
     pub const LEASE: i32 = 4;
 }
 
-/// `etcdserverpb.Compare.target_union`, the two targets a lease compares.
+/// `etcdserverpb.Compare.target_union`, the three targets a lease compares.
 #[derive(Clone, PartialEq, prost::Oneof)]
 pub(crate) enum Target {
     #[prost(int64, tag = "5")]
     CreateRevision(i64),
+    #[prost(int64, tag = "6")]
+    ModRevision(i64),
     #[prost(int64, tag = "8")]
     Lease(i64),
 }

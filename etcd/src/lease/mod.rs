@@ -29,7 +29,13 @@
 //! - **Mark and renewal.** The generator stores each mark ahead of need from its keeper
 //!   thread. A store is a transaction that writes `mark/NODE` only if `holder/NODE` still
 //!   has this claim's create revision and etcd lease (the **fence**: etcd's own tokens,
-//!   never a clock), followed by one keep-alive of the etcd lease. The keeper stores every
+//!   never a clock) and `mark/NODE` is still at the mod revision this holder last saw (a
+//!   compare-and-swap), followed by one keep-alive of the etcd lease. The client sends a
+//!   call that gets no answer in time to the next member, and the copy it gave up on can
+//!   still be applied later (a frozen leader resumes): that copy finds the mark moved on
+//!   and changes nothing, so a node's mark never goes down while a claim holds it. A store
+//!   that finds it moved on reads it back in the same transaction and is done when the
+//!   mark is already at or past its own. The keeper stores every
 //!   quarter of the lease time, and a store that succeeds lets the generator mint until
 //!   its *local deadline*: its clock when the store was sent, plus the lease time less a
 //!   fifth. Past it, `try_next_id` returns `MintError::Store` with [`LeaseError::Expired`]
@@ -40,11 +46,13 @@
 //!   is free at once.
 //!
 //! A successor's claim reads the mark in the same transaction that creates its claim. Its
-//! predecessor's claim key was gone by then (released, or deleted with its expired etcd
-//! lease), and every mark the predecessor stored was written by a transaction that found
-//! its claim key: etcd applies transactions in one order, so the successor reads every such
-//! mark. The predecessor stopped minting before its etcd lease could expire, and never
-//! minted past its last stored mark.
+//! predecessor's claim key was gone by then (released, or deleted with its etcd lease), and
+//! every write of the predecessor's was a transaction that found its claim key and the mark
+//! it had last seen: etcd applies transactions in one order, so the successor reads a mark
+//! at or past every mark the predecessor was told was stored, and the predecessor never
+//! minted past that. Whatever the predecessor sends later finds its claim key gone and
+//! changes nothing. So two holders of a node never mint the same ID, whenever etcd ends a
+//! claim: an etcd lease that ends early costs its holder the node, never an ID.
 //!
 //! # What it rests on
 //!
@@ -52,12 +60,14 @@
 //!   members; a minority failing, the leader included, loses none. Restoring a cluster from
 //!   a snapshot older than the last stored marks breaks this, as a point-in-time restore
 //!   would for any store.
-//! - **Lease expiry.** etcd's leader expires a lease on its own monotonic clock, at the
-//!   earliest the lease time after the last keep-alive it received. A new leader gives
-//!   every lease its full time again: an expiry only ever comes later than that. A step of
-//!   any wall clock changes nothing here.
-//! - **Clock rates.** The holder's clock must not run more than a fifth slower than the
-//!   leader's over a lease time (the default clock slews at most 1 %).
+//! - **Nothing about time, for uniqueness.** etcd's leader expires a lease on its own
+//!   monotonic clock, normally the lease time after the last keep-alive it received. etcd
+//!   3.4 (Debian ships 3.4.23) can revoke leases early when a paused leader resumes (etcd
+//!   issues 12528 and 15247, fixed by pull request 16822 in later releases): the holder
+//!   then loses its node, and no ID, since the successor starts past every mark the holder
+//!   minted under. The holder's own stop before its lease time (its clock must not run more
+//!   than a fifth slower than the leader's; the default clock slews at most 1 %) keeps a
+//!   node to one minting holder at a time while etcd's expiry is on time.
 //!
 //! # Examples
 //!
@@ -81,8 +91,8 @@ pub use error::{LeaseError, MAX_NAMESPACE_LEN};
 
 use crate::Endpoints;
 use crate::client::proto::{
-    Compare, DeleteRangeRequest, KeyValue, PutRequest, RangeRequest, Request, RequestOp, Response, Target,
-    TxnRequest,
+    Compare, DeleteRangeRequest, KeyValue, PutRequest, RangeRequest, Request, RequestOp, Response,
+    ResponseOp, Target, TxnRequest,
 };
 use crate::client::{Client, off_runtime};
 use atomflake::mark::{MarkStore, NodesError, StoreError, Tenure, default_holder};
@@ -198,6 +208,10 @@ struct Claim {
     node: u64,
     /// The create revision of the node's claim key: the fence, with the etcd lease.
     revision: i64,
+    /// The mod revision of the node's mark key as this holder last read or wrote it (0
+    /// while the key does not exist). Every write of the mark compares it: a write that
+    /// etcd applies after a later one finds the mark moved on and changes nothing.
+    mark_revision: i64,
 }
 
 /// Claimed node IDs (one unless [`LeaseOptions::nodes`] asks for more), on one etcd lease:
@@ -398,63 +412,140 @@ impl Lease {
         let mark = self
             .finished
             .map_or(stored, |finished| finished.max(self.claimed_mark));
-        let mut txn = self.fenced_marks(mark);
-        txn.success.extend(self.claims.iter().map(|claim| RequestOp {
-            request: Some(Request::DeleteRange(DeleteRangeRequest {
-                key: self.keys.holder(claim.node),
-            })),
-        }));
-        let within = self.ttl / 2;
-        let released = self.client.txn(txn, within).map_err(LeaseError::etcd("release"));
+        let released = self.write_marks(mark, Write::Release, Instant::now() + self.ttl / 2);
         // The claims are gone either way once the etcd lease is: revoke it whatever the
         // transaction said.
-        let _ = self.client.revoke(self.etcd_id, within);
-        if released?.succeeded {
-            Ok(())
-        } else {
-            Err(self.lost())
+        let _ = self.client.revoke(self.etcd_id, self.ttl / 2);
+        released
+    }
+
+    /// Sets every node's mark to `mark` (and for a [`Write::Release`] deletes the claims)
+    /// in one transaction that compares both what this holder holds and what it last saw:
+    /// each claim key's create revision and etcd lease, and each mark key's mod revision.
+    ///
+    /// A store sent before this one and applied by etcd only now (an attempt the client
+    /// gave up on, on a member that was slow or frozen) finds the mark moved on, and
+    /// changes nothing: so the mark never goes down while the claim holds, whatever order
+    /// etcd applies this holder's writes in. When this transaction is the one that finds
+    /// the mark moved on (such a store of this holder's landed first), it reads the keys
+    /// back in the same transaction: a claim gone is [`LeaseError::Lost`]; otherwise it
+    /// takes the mark's new revision, and a store is done if every mark is already at or
+    /// past `mark`, or tries again.
+    fn write_marks(&mut self, mark: u64, write: Write, deadline: Instant) -> Result<(), LeaseError> {
+        let action = match write {
+            Write::Store => "store the mark",
+            Write::Release => "release",
+        };
+        loop {
+            let answer = self
+                .client
+                .txn(self.fenced(mark, write), left(deadline))
+                .map_err(LeaseError::etcd(action))?;
+            if answer.succeeded {
+                let revision = answer.header.map_or(0, |header| header.revision);
+                for claim in &mut self.claims {
+                    claim.mark_revision = revision;
+                }
+                return Ok(());
+            }
+            let read = ranges(answer.responses);
+            let mut past = true;
+            for i in 0..self.claims.len() {
+                let Claim { node, revision, .. } = self.claims[i];
+                let holder = self.keys.holder(node);
+                let held = read
+                    .iter()
+                    .any(|kv| kv.key == holder && kv.create_revision == revision && kv.lease == self.etcd_id);
+                if !held {
+                    return Err(self.lost());
+                }
+                let key = self.keys.mark(node);
+                let found = read.iter().find(|kv| kv.key == key);
+                self.claims[i].mark_revision = found.map_or(0, |kv| kv.mod_revision);
+                past &= match found {
+                    Some(kv) => Keys::mark_value(kv)? >= mark,
+                    None => false,
+                };
+            }
+            if past && write == Write::Store {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(LeaseError::Etcd {
+                    action,
+                    cause: "the mark kept moving under this holder's own late writes".to_owned(),
+                });
+            }
         }
     }
 
-    /// A transaction that sets every node's mark to `mark`, only while etcd holds every
-    /// claim of this lease.
-    fn fenced_marks(&self, mark: u64) -> TxnRequest {
+    /// The transaction of [`write_marks`](Lease::write_marks): if etcd holds every claim
+    /// of this lease and every mark is at the revision this holder last saw, set the marks
+    /// (and delete the claims, for a release); otherwise read the claim and mark keys.
+    fn fenced(&self, mark: u64, write: Write) -> TxnRequest {
         let compare = self
             .claims
             .iter()
             .flat_map(|claim| {
-                let key = self.keys.holder(claim.node);
+                let holder = self.keys.holder(claim.node);
                 [
                     Compare {
                         result: Compare::EQUAL,
                         target: Compare::CREATE,
-                        key: key.clone(),
+                        key: holder.clone(),
                         target_union: Some(Target::CreateRevision(claim.revision)),
                     },
                     Compare {
                         result: Compare::EQUAL,
                         target: Compare::LEASE,
-                        key,
+                        key: holder,
                         target_union: Some(Target::Lease(self.etcd_id)),
+                    },
+                    Compare {
+                        result: Compare::EQUAL,
+                        target: Compare::MOD,
+                        key: self.keys.mark(claim.node),
+                        target_union: Some(Target::ModRevision(claim.mark_revision)),
                     },
                 ]
             })
             .collect();
-        let success = self
+        let op = |request| RequestOp {
+            request: Some(request),
+        };
+        let mut success: Vec<RequestOp> = self
             .claims
             .iter()
-            .map(|claim| RequestOp {
-                request: Some(Request::Put(PutRequest {
+            .map(|claim| {
+                op(Request::Put(PutRequest {
                     key: self.keys.mark(claim.node),
                     value: mark.to_string().into_bytes(),
                     lease: 0,
-                })),
+                }))
+            })
+            .collect();
+        if write == Write::Release {
+            success.extend(self.claims.iter().map(|claim| {
+                op(Request::DeleteRange(DeleteRangeRequest {
+                    key: self.keys.holder(claim.node),
+                }))
+            }));
+        }
+        let failure = self
+            .claims
+            .iter()
+            .flat_map(|claim| [self.keys.holder(claim.node), self.keys.mark(claim.node)])
+            .map(|key| {
+                op(Request::Range(RangeRequest {
+                    key,
+                    range_end: Vec::new(),
+                }))
             })
             .collect();
         TxnRequest {
             compare,
             success,
-            failure: Vec::new(),
+            failure,
         }
     }
 
@@ -465,6 +556,25 @@ impl Lease {
             revision: self.revision(),
         }
     }
+}
+
+/// What [`Lease::write_marks`] writes: a mark, or a mark and the end of the claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Store,
+    Release,
+}
+
+/// The keys read by the range operations of a transaction's answer, in order.
+fn ranges(responses: Vec<ResponseOp>) -> Vec<KeyValue> {
+    responses
+        .into_iter()
+        .filter_map(|response| match response.response {
+            Some(Response::Range(range)) => Some(range.kvs),
+            None => None,
+        })
+        .flatten()
+        .collect()
 }
 
 /// What a claim took.
@@ -508,8 +618,11 @@ fn claim(
             .range(Keys::under(&keys.marks), left(deadline))
             .map_err(LeaseError::etcd(action))?;
         let mut mark_of = BTreeMap::new();
+        let mut mark_revision_of = BTreeMap::new();
         for kv in &marks.kvs {
-            mark_of.insert(Keys::node(&keys.marks, kv)?, Keys::mark_value(kv)?);
+            let node = Keys::node(&keys.marks, kv)?;
+            mark_of.insert(node, Keys::mark_value(kv)?);
+            mark_revision_of.insert(node, kv.mod_revision);
         }
         let mut live = BTreeSet::new();
         let mut ours = Vec::new();
@@ -521,6 +634,7 @@ fn claim(
                 ours.push(Claim {
                     node,
                     revision: kv.create_revision,
+                    mark_revision: mark_revision_of.get(&node).copied().unwrap_or(0),
                 });
             }
         }
@@ -546,15 +660,21 @@ fn claim(
             Ok(answer) if answer.succeeded => {
                 let revision = answer.header.map_or(0, |header| header.revision);
                 let mut mark = 0;
-                for response in answer.responses {
-                    if let Some(Response::Range(range)) = response.response {
-                        for kv in &range.kvs {
-                            mark = mark.max(Keys::mark_value(kv)?);
-                        }
-                    }
+                let mut mark_revision_of = BTreeMap::new();
+                for kv in ranges(answer.responses) {
+                    mark = mark.max(Keys::mark_value(&kv)?);
+                    mark_revision_of.insert(Keys::node(&keys.marks, &kv)?, kv.mod_revision);
                 }
+                let claims = chosen
+                    .iter()
+                    .map(|&node| Claim {
+                        node,
+                        revision,
+                        mark_revision: mark_revision_of.get(&node).copied().unwrap_or(0),
+                    })
+                    .collect();
                 return Ok(Claimed {
-                    claims: chosen.iter().map(|&node| Claim { node, revision }).collect(),
+                    claims,
                     holder,
                     passed_over,
                     mark,
@@ -687,14 +807,11 @@ impl MarkStore for Lease {
     fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
         off_runtime(|| {
             let deadline = Instant::now() + self.ttl / 2;
-            let txn = self.fenced_marks(unix_ms);
-            let answer = self
-                .client
-                .txn(txn, left(deadline))
-                .map_err(|error| StoreError::failed(LeaseError::etcd("store the mark")(error)))?;
-            if !answer.succeeded {
-                return Err(StoreError::lost(self.lost()));
-            }
+            self.write_marks(unix_ms, Write::Store, deadline)
+                .map_err(|error| match error {
+                    LeaseError::Lost { .. } => StoreError::lost(error),
+                    error => StoreError::failed(error),
+                })?;
             let alive = self
                 .client
                 .keep_alive(self.etcd_id, left(deadline))
