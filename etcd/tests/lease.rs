@@ -817,6 +817,8 @@ struct Member {
     holder: Holder,
     clock: std::path::PathBuf,
     frozen_until: Option<Instant>,
+    /// Whether a new process was started after this one ended.
+    followed: bool,
 }
 
 impl Member {
@@ -833,6 +835,7 @@ impl Member {
             holder: spawn(url, "nemesis", "mint", &env),
             clock,
             frozen_until: None,
+            followed: false,
         }
     }
 }
@@ -852,11 +855,31 @@ impl Strike<'_> {
     /// One fault chosen by `dice`, on the cluster or a running process of `fleet` (a
     /// frozen or killed process is replaced by a new one): what it did.
     fn run(self, fleet: &mut Vec<Member>, dice: &mut Dice) -> String {
+        // A process that ended (its claim lost, or no node free for 30 s) is followed by a
+        // new one, as a supervisor would.
+        let mut started = Vec::new();
+        for i in 0..fleet.len() {
+            if !fleet[i].followed && fleet[i].holder.child.try_wait().unwrap().is_some() {
+                fleet[i].followed = true;
+                fleet.push(Member::spawn(self.url, self.cluster, fleet.len(), dice));
+                started.push(format!("process {i} ended, start process {}; ", fleet.len() - 1));
+            }
+        }
         let running: Vec<usize> = (0..fleet.len())
             .filter(|&i| {
                 fleet[i].frozen_until.is_none() && fleet[i].holder.child.try_wait().unwrap().is_none()
             })
             .collect();
+        if running.is_empty() {
+            fleet.push(Member::spawn(self.url, self.cluster, fleet.len(), dice));
+            return format!("{}none running: start process {}", started.concat(), fleet.len() - 1);
+        }
+        started.concat() + &self.strike(fleet, &running, dice)
+    }
+
+    /// One fault chosen by `dice`, on the cluster or on one of the `running` processes of
+    /// `fleet`: what it did.
+    fn strike(self, fleet: &mut Vec<Member>, running: &[usize], dice: &mut Dice) -> String {
         let pick = running[usize::try_from(dice.below(running.len() as u64)).unwrap()];
         match dice.below(7) {
             0 => {
@@ -871,6 +894,7 @@ impl Strike<'_> {
             }
             1 => {
                 fleet[pick].holder.signal("-KILL");
+                fleet[pick].followed = true;
                 fleet.push(Member::spawn(self.url, self.cluster, fleet.len(), dice));
                 format!("SIGKILL process {pick}, start process {}", fleet.len() - 1)
             }

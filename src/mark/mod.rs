@@ -36,15 +36,21 @@
 //! 1. [`store`](MarkStore::store) returns `Ok` only once the mark is durable: a restart, a
 //!    crash or a failover of whatever keeps it cannot bring back a smaller mark.
 //! 2. [`mark`](MarkStore::mark) is at or past every mark a previous holder of the node
-//!    stored.
-//! 3. For [`Tenure::Leased`]: no other holder can be given the node before `hold` has
+//!    was told was stored, whatever order the store's server applied that holder's writes
+//!    in: a write the holder gave up on and the server applied late must not lower the
+//!    mark (compare it with the mark it replaces), and a write after another holder took
+//!    the node must fail with [`StoreError::lost`] (the fence: a token per claim, never a
+//!    clock).
+//! 3. For [`Tenure::Leased`]: no other holder is normally given the node before `hold` has
 //!    passed since the start of the last successful `store`, by the clock of whoever gives
-//!    it out, and a `store` after another holder took the node fails with
-//!    [`StoreError::lost`] (the fence: a token per claim, never a clock).
+//!    it out.
 //!
-//! Under those three, two generators never mint the same ID on one node: a successor
-//! starts past the stored mark (2), which covers every ID the predecessor minted (1), and
-//! the predecessor has stopped before the successor can start (3).
+//! Under the first two, two generators never mint the same ID on one node: a successor
+//! starts past the stored mark (2), which covers every ID the predecessor minted (1). That
+//! rests on the store's writes alone, never on a clock or on when a hold ends. The third
+//! keeps a node to one minting holder at a time: the predecessor has stopped before the
+//! successor starts, so a node's IDs stay in time order from holder to holder. A store
+//! that breaks it (a lease its server ends early) costs its holder the node, never an ID.
 //!
 //! # Examples
 //!
