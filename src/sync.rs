@@ -19,7 +19,8 @@ pub(crate) use std::sync::Arc;
 /// handler): always the
 /// standard ones, since they live outside any loom model.
 pub(crate) use core::sync::atomic::{
-    AtomicBool as ProcessAtomicBool, AtomicU64 as ProcessAtomicU64, AtomicUsize as ProcessAtomicUsize,
+    AtomicBool as ProcessAtomicBool, AtomicPtr as ProcessAtomicPtr, AtomicU64 as ProcessAtomicU64,
+    AtomicUsize as ProcessAtomicUsize,
 };
 
 /// A 64-bit atomic and its fences, for code that runs both on process-wide statics (with

@@ -291,6 +291,7 @@ pub(crate) fn heartbeat() -> Option<(u64, u64)> {
 /// Tells [`heartbeat`], and the default clocks made from now on, that no discipline thread
 /// stores the time any more: called in a child of a fork, whose copy of the stored time
 /// stands still (`generator/atfork.rs`). Takes no lock and allocates nothing.
+#[cfg_attr(any(loom, not(unix)), allow(dead_code))]
 pub(crate) fn stop_heartbeat() {
     if let Some(anchor) = ANCHOR.get() {
         // Relaxed: see `heartbeat`.

@@ -15,7 +15,7 @@
 //!   them when it is dropped, before that memory is freed;
 //! - a `pthread_atfork` child handler, registered once when the first generator is built,
 //!   stores 0 in every limit registered, and stops the default clock's heartbeat (see
-//!   [`clock::stop_heartbeat`]), whose copy in the child stands still in the tick of the
+//!   [`stop_heartbeat`](crate::clock::stop_heartbeat)), whose copy in the child stands still in the tick of the
 //!   fork and would otherwise spare the check there. The child's first mint on any
 //!   generator then takes the cold path, checks the process, and is refused.
 //!
@@ -39,18 +39,19 @@
 //! appear up to a point of its program order: a slot it sees filled points to memory
 //! built and not yet freed. The stores of 0 are plain writes: in the child the handler's
 //! thread is the only one, and no mint is under way on it (it is in `fork`).
-#![expect(
-    unsafe_code,
-    reason = "pthread_atfork, and the child handler's stores through registered addresses"
+#![cfg_attr(
+    all(unix, not(loom)),
+    expect(
+        unsafe_code,
+        reason = "pthread_atfork, and the child handler's stores through registered addresses"
+    )
 )]
 
-use crate::clock;
 #[cfg(doc)]
 use crate::generator::{fork::Birth, minter::Window};
-use crate::sync::Ordering;
+use crate::sync::{Ordering, ProcessAtomicPtr as AtomicPtr};
 use std::ops::Deref;
 use std::sync::OnceLock;
-use std::sync::atomic::AtomicPtr;
 
 /// The registry's chunks: chunk `k` holds `64 << k` slots, made when all the slots before
 /// it are taken and never freed. 32 chunks hold more slots than a process can fill.
@@ -163,5 +164,5 @@ extern "C" fn in_a_child() {
             }
         }
     }
-    clock::stop_heartbeat();
+    crate::clock::stop_heartbeat();
 }
