@@ -110,6 +110,12 @@
 //!   `getpid` system call (about 170 ns on the project's VM) at the first mint of a tick,
 //!   skipped while the default clock's thread runs in that tick. `benches/README.md` has
 //!   the cost per mint.
+//! - On Unix, the first generator a process builds registers a `pthread_atfork` handler
+//!   that closes, in a child, the limits of every generator alive at the fork (see
+//!   Guarantees). That module (`generator/atfork.rs`) is the crate's only `unsafe` code: a
+//!   C call, and stores through the addresses registered, in a child with one thread.
+//!   Each generator keeps its state words and limits in a heap allocation of its own, so
+//!   that their addresses do not move with it: one more load per mint.
 //! - The first [`MonotonicClock`] in a process calibrates quanta, which can take up to
 //!   ~200 ms, and starts the discipline thread (`atomflake-discipline`, awake for a few µs
 //!   every millisecond: about 2.5% of a core on a 2-vCPU VM); later ones are free.
@@ -145,7 +151,10 @@
 //!   before the state, so the state read is past the window's first slot. Like the limits
 //!   above, these are the standard atomics under loom too (`generator/minter.rs`,
 //!   `AtomicWord`). Uniqueness never rests on them.
-#![forbid(unsafe_code)]
+//! - The registry of limits a child of a fork closes is filled and emptied with `Release`
+//!   and read with `Acquire` (`generator/atfork.rs`): a child sees a slot filled only for
+//!   memory built and not yet freed at the fork.
+#![deny(unsafe_code)]
 
 mod clock;
 pub mod docs;

@@ -15,9 +15,13 @@ pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
 pub(crate) use std::sync::Arc;
 
 /// Atomics for process-wide state shared with OS threads (the coarse clock's upkeep thread,
-/// a high-water mark's keeper, the sharded generators' thread numbers): always the
+/// a high-water mark's keeper, the sharded generators' thread numbers, a child of a fork's
+/// handler): always the
 /// standard ones, since they live outside any loom model.
-pub(crate) use core::sync::atomic::{AtomicU64 as ProcessAtomicU64, AtomicUsize as ProcessAtomicUsize};
+pub(crate) use core::sync::atomic::{
+    AtomicBool as ProcessAtomicBool, AtomicPtr as ProcessAtomicPtr, AtomicU64 as ProcessAtomicU64,
+    AtomicUsize as ProcessAtomicUsize,
+};
 
 /// A 64-bit atomic and its fences, for code that runs both on process-wide statics (with
 /// [`ProcessAtomicU64`]) and inside loom models (with loom's atomic): the clock's timeline.

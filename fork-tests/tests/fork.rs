@@ -2,7 +2,10 @@
 //! with the exact error, never waits for threads it does not have, mints no ID its parent
 //! mints, and can drop the generator.
 
-use atomflake::{Builder, Clock, Generator, Id, Layout, ManualClock, MintError};
+use atomflake::{
+    Builder, Clock, Generator, Id, Layout, LocalGenerator, ManualClock, MintError, PreciseClock,
+    ShardedGenerator,
+};
 use atomflake_fork_tests::{Ended, fork};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -168,4 +171,167 @@ fn a_child_of_a_fork_never_waits_for_the_keeper_and_can_drop_the_generator() {
     for suffix in ["", ".lock"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
+}
+
+/// Every way to mint, tried in a child on `$generator` (any generator type): one line each,
+/// `id N`, `ids N N ...`, `run N` or the refusal (`error E`, `panic P`).
+macro_rules! every_mint {
+    ($generator:expr) => {{
+        let generator = &$generator;
+        let mut lines: Vec<String> = (0..100).map(|_| tried(generator.try_next_id())).collect();
+        lines.push(match generator.try_next_run(10) {
+            Ok(run) => run.into_iter().fold("ids".to_owned(), |mut line, id| {
+                let _ = write!(line, " {id}");
+                line
+            }),
+            Err(error) => format!("error {error:?}"),
+        });
+        lines.push(waited(|| generator.next_id()));
+        lines.push(many(|| generator.next_ids(10).collect()));
+        lines.push(many(|| {
+            let mut ids = [Id::new(0); 10];
+            generator.fill(&mut ids);
+            ids.to_vec()
+        }));
+        lines
+    }};
+}
+
+/// One line for a call that mints several IDs: `ids N N ...`, or `panic P`.
+fn many(mint: impl FnOnce() -> Vec<Id>) -> String {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(mint)) {
+        Ok(ids) => ids.iter().fold("ids".to_owned(), |mut line, id| {
+            let _ = write!(line, " {id}");
+            line
+        }),
+        Err(panic) => format!("panic {}", message(panic.as_ref())),
+    }
+}
+
+/// What `every_mint!` writes in a child that is refused every time, as it must be.
+fn every_mint_refused(child: u32) -> Vec<String> {
+    let forked = MintError::Forked {
+        parent: std::process::id(),
+        child,
+    };
+    let mut lines = vec![format!("error {forked:?}"); 101];
+    lines.extend(vec![format!("panic atomflake: cannot mint an id: {forked}"); 3]);
+    lines
+}
+
+/// The IDs of a child's `id N` and `ids N ...` lines, counted with repeats.
+fn ids_minted(output: &str) -> Vec<u64> {
+    output
+        .lines()
+        .filter_map(|line| line.strip_prefix("id ").or_else(|| line.strip_prefix("ids")))
+        .flat_map(|ids| ids.split_whitespace().map(|id| id.parse::<u64>().expect("an id")))
+        .collect()
+}
+
+/// Forks right after the parent minted one ID with `$generator`, so that the fork comes in
+/// the tick of that ID, then has the child try every way to mint. Asserts that the child
+/// minted nothing and was refused each time with both processes named.
+macro_rules! refused_in_the_tick_of_the_fork {
+    ($generator:expr) => {{
+        let _one = one_test_at_a_time();
+        let generator = $generator;
+        let first = generator.next_id();
+        let ((), child) = fork(|out| write_lines(out, &every_mint!(generator)), |_| (), LIMIT);
+        assert_eq!(child.ended, Ended::Exited(0), "{}", child.output);
+        let minted = ids_minted(&child.output);
+        assert!(
+            minted.is_empty(),
+            "the child minted {} ids in the tick of the fork (the parent's first: {first}), from {:?}",
+            minted.len(),
+            minted.first()
+        );
+        let lines: Vec<&str> = child.output.lines().collect();
+        assert_eq!(lines, every_mint_refused(child.pid));
+    }};
+}
+
+#[test]
+fn a_child_forked_in_the_tick_of_a_mint_mints_no_id() {
+    refused_in_the_tick_of_the_fork!(Generator::new(Layout::TWITTER, 3).unwrap());
+}
+
+#[test]
+fn a_child_forked_in_the_tick_of_a_mint_mints_no_id_whatever_the_clock() {
+    // A clock that stands still: the child stays in the tick of the fork for good.
+    let clock = ManualClock::new(1_700_000_000_000);
+    refused_in_the_tick_of_the_fork!(Generator::with_clock(Layout::TWITTER, 4, clock).unwrap());
+    refused_in_the_tick_of_the_fork!(Generator::with_clock(Layout::TWITTER, 5, PreciseClock::new()).unwrap());
+}
+
+#[test]
+fn a_child_forked_in_the_tick_of_a_mint_mints_no_id_from_a_sharded_or_local_generator() {
+    refused_in_the_tick_of_the_fork!(ShardedGenerator::new(Layout::TWITTER, [6, 7, 8]).unwrap());
+    refused_in_the_tick_of_the_fork!(LocalGenerator::new(Layout::TWITTER, 9).unwrap());
+    let clock = ManualClock::new(1_700_000_000_000);
+    refused_in_the_tick_of_the_fork!(LocalGenerator::with_clock(Layout::TWITTER, 10, clock).unwrap());
+}
+
+#[test]
+fn a_child_forked_while_another_thread_mints_mints_no_id() {
+    let _one = one_test_at_a_time();
+    let generator = Generator::new(Layout::TWITTER, 11).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let minting = scope.spawn(|| {
+            let mut ids = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                ids.push(generator.next_id());
+            }
+            ids
+        });
+        // Fork while the other thread mints, right after a mint of this thread's, in its tick.
+        std::thread::sleep(Duration::from_millis(5));
+        let _ = generator.next_id();
+        let ((), child) = fork(|out| write_lines(out, &every_mint!(generator)), |_| (), LIMIT);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let parents = minting.join().expect("the minting thread");
+        assert!(!parents.is_empty());
+        assert_eq!(child.ended, Ended::Exited(0), "{}", child.output);
+        let minted = ids_minted(&child.output);
+        assert!(minted.is_empty(), "the child minted {} ids", minted.len());
+        let lines: Vec<&str> = child.output.lines().collect();
+        assert_eq!(lines, every_mint_refused(child.pid));
+    });
+}
+
+#[test]
+fn a_next_ids_iterator_reserved_before_a_fork_hands_out_only_its_current_block_in_the_child() {
+    let _one = one_test_at_a_time();
+    // A clock that stands still: the first block is the whole tick's sequence.
+    let clock = ManualClock::new(1_700_000_000_000);
+    let generator = Generator::with_clock(Layout::TWITTER, 12, clock).unwrap();
+    let mut ids = generator.next_ids(10_000);
+    let first = ids.next().expect("an id");
+    let ((), child) = fork(
+        |out| {
+            let mut lines = vec![];
+            let rest = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                for id in ids.by_ref() {
+                    lines.push(format!("id {id}"));
+                }
+            }));
+            if let Err(panic) = rest {
+                lines.push(format!("panic {}", message(panic.as_ref())));
+            }
+            write_lines(out, &lines)
+        },
+        |_| (),
+        LIMIT,
+    );
+    assert_eq!(child.ended, Ended::Exited(0), "{}", child.output);
+    // What the child hands out is the rest of the block reserved before the fork (the
+    // parent's copy of the iterator holds the same IDs): then it is refused.
+    let forked = MintError::Forked {
+        parent: std::process::id(),
+        child: child.pid,
+    };
+    let mut expected: Vec<String> = (1..4096).map(|k| format!("id {}", first.get() + k)).collect();
+    expected.push(format!("panic atomflake: cannot mint an id: {forked}"));
+    let lines: Vec<&str> = child.output.lines().collect();
+    assert_eq!(lines, expected);
 }

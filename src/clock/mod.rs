@@ -8,7 +8,7 @@
 
 pub(crate) mod discipline;
 
-use crate::sync::{Arc, AtomicU64, Ordering, ProcessAtomicU64};
+use crate::sync::{Arc, AtomicU64, Ordering, ProcessAtomicBool, ProcessAtomicU64};
 use crossbeam_utils::CachePadded;
 #[cfg(not(loom))]
 use discipline::{CHECK_INTERVAL, Segment, Steering};
@@ -104,8 +104,10 @@ struct Anchor {
     clock: quanta::Clock,
     discipline: Discipline,
     timeline: Timeline,
-    /// Whether the discipline thread runs, and so keeps [`RECENT_UNIX_MS`] fresh.
-    ticking: bool,
+    /// Whether the discipline thread runs, and so keeps [`RECENT_UNIX_MS`] fresh: set once
+    /// the thread is started, cleared in a child of a fork ([`stop_heartbeat`]), which has
+    /// no such thread.
+    ticking: ProcessAtomicBool,
 }
 
 /// The clock's time, Unix ms, as the discipline thread read it just after the start of
@@ -135,19 +137,21 @@ static STEP_HOOK: Mutex<Option<(Duration, Hook)>> = Mutex::new(None);
 impl Anchor {
     fn get() -> &'static Anchor {
         ANCHOR.get_or_init(|| {
-            let mut anchor = Anchor::capture(quanta::Clock::new());
+            let anchor = Anchor::capture(quanta::Clock::new());
             anchor.refresh_recent();
             // Not under loom: the thread would outlive the model. The thread's own
             // `Anchor::get` waits for this initialisation to finish.
             #[cfg(not(loom))]
             {
-                anchor.ticking = std::thread::Builder::new()
+                let started = std::thread::Builder::new()
                     .name("atomflake-discipline".into())
                     .spawn(Anchor::discipline_thread)
                     .is_ok();
+                // Relaxed: published with the anchor itself, by the `OnceLock`.
+                anchor.ticking.store(started, Ordering::Relaxed);
             }
             #[cfg(not(loom))]
-            if !anchor.ticking {
+            if !anchor.ticking.load(Ordering::Relaxed) {
                 // No thread will ever renew the first piece: give it no horizon, so that
                 // the clock runs on at the calibrated rate, undisciplined, rather than 1%
                 // slow after a second. No other writer exists, so no reading can go back.
@@ -177,7 +181,7 @@ impl Anchor {
             clock,
             discipline,
             timeline: Timeline::new(discipline.anchor(raw, wall)),
-            ticking: false,
+            ticking: ProcessAtomicBool::new(false),
         }
     }
 
@@ -274,10 +278,25 @@ impl Anchor {
 /// so its copy stands at the last time stored before the fork, while its precise clock
 /// goes on (`fork.rs`).
 pub(crate) fn heartbeat() -> Option<(u64, u64)> {
-    let anchor = ANCHOR.get().filter(|anchor| anchor.ticking)?;
+    // Relaxed: a flag that only goes from set to clear, in a child (`stop_heartbeat`), on
+    // the one thread the child has.
+    let anchor = ANCHOR
+        .get()
+        .filter(|anchor| anchor.ticking.load(Ordering::Relaxed))?;
     // Relaxed: see `Anchor::refresh_recent`.
     let stored = RECENT_UNIX_MS.load(Ordering::Relaxed);
     Some((stored, anchor.precise_unix_ms()))
+}
+
+/// Tells [`heartbeat`], and the default clocks made from now on, that no discipline thread
+/// stores the time any more: called in a child of a fork, whose copy of the stored time
+/// stands still (`generator/atfork.rs`). Takes no lock and allocates nothing.
+#[cfg_attr(any(loom, not(unix)), allow(dead_code))]
+pub(crate) fn stop_heartbeat() {
+    if let Some(anchor) = ANCHOR.get() {
+        // Relaxed: see `heartbeat`.
+        anchor.ticking.store(false, Ordering::Relaxed);
+    }
 }
 
 /// [`STEP_HOOK`], locked. A poisoned lock only means a thread panicked while holding it
@@ -384,7 +403,8 @@ impl MonotonicClock {
         let anchor = Anchor::get();
         MonotonicClock {
             anchor,
-            ticking: anchor.ticking,
+            // Relaxed: see `heartbeat`.
+            ticking: anchor.ticking.load(Ordering::Relaxed),
         }
     }
 

@@ -223,9 +223,8 @@ pub enum MintError {
     /// The generator was built in another process and copied into this one by `fork()`:
     /// parent and child would mint the same IDs. Permanent for this generator in this
     /// process: build a new generator in the child, on a node of its own. A child is
-    /// refused when it mints in a tick past the tick of the fork and past the ticks its
-    /// generator had reached, and before any wait; what it mints in those ticks is not
-    /// detected (see [the guarantees](crate::docs::guarantees)).
+    /// refused from its first mint, in the tick of the fork too (on Unix: see
+    /// [the guarantees](crate::docs::guarantees)).
     Forked {
         /// The process the generator was built in (the child's parent, or an earlier
         /// ancestor).

@@ -12,7 +12,12 @@
 //!   one tick on;
 //! - **before any wait or refusal**: `next_id` checks before it waits (for a spent tick, a
 //!   mark being stored), `try_next_id` before it reports a refusal, so a child never waits
-//!   for threads it does not have, nor is told to retry.
+//!   for threads it does not have, nor is told to retry;
+//! - **at a child's first mint**: the ticks a child copied as checked are not checked for
+//!   it. A `pthread_atfork` handler (`atfork.rs`) sets, in every child, the limits of every
+//!   generator alive at the fork to 0 (its state words' windows, its minter's limit, its
+//!   ticks checked) and stops the heartbeat (below), so the child's first mint on any of
+//!   them takes the cold path and checks the process with the system call.
 //!
 //! A child is refused with [`MintError::Forked`] (`next_id` panics with it).
 //!
@@ -22,30 +27,26 @@
 //! 30 times a mint). A tick's check skips it when the default clock's thread has stored a
 //! time in that tick, and the precise clock is still in it ([`spares`]): then a thread of
 //! this process's clock ran during the tick being minted. A child's copy of the stored time
-//! stands still at the last time stored before the fork, so a child skips the system call
-//! only for the slots of the tick of that time, and only until that tick ends by the
-//! precise clock: one tick after the fork at the latest. Everywhere else (no default clock
-//! in the process, a clock whose ticks are not the wall clock's, a borrowed tick, a thread
-//! late by a tick) the check makes the system call. So a generator that mints once a tick
-//! or less takes the cold path at every mint, about 235 instructions and 20 to 30 ns more
-//! on the project's VM, but no system call (a system call at every tick's first mint cost
-//! 260 to 290 ns there); one that mints more pays it once per tick, and nothing for the
-//! other mints of the tick (`benches/README.md` has the figures).
+//! stands still at the last time stored before the fork, so the child handler stops the
+//! heartbeat ([`clock::stop_heartbeat`]): a child never skips the system call. Everywhere
+//! else too (no default clock in the process, a clock whose ticks are not the wall
+//! clock's, a borrowed tick, a thread late by a tick) the check makes the system call.
+//! So a generator that mints once a tick or less takes the cold path at every mint, about
+//! 235 instructions and 20 to 30 ns more on the project's VM, but no system call (a system
+//! call at every tick's first mint cost 260 to 290 ns there); one that mints more pays it
+//! once per tick, and nothing for the other mints of the tick (`benches/README.md` has the
+//! figures).
 //!
 //! # What is not detected
 //!
-//! - **The tick of the fork.** A child mints without a check the slots below the limit it
-//!   copied (up to the end of the latest tick any of the generator's mints had entered
-//!   before the fork, or the tick its clock read when it was built), and the slots of the
-//!   tick the default clock's thread last stored a time in before the fork, until that
-//!   tick ends. For a node that minted in that tick, that is the rest of its sequence,
-//!   which the parent mints too if it mints on in that tick; a child's default clock
-//!   stands still there, so a child that mints only a few IDs in all mints them in that
-//!   tick, whenever it mints them. A node whose state word is behind that tick (a shard
-//!   that had not minted lately, a clock that moved back) can mint more of the ticks up
-//!   to it.
 //! - **IDs already reserved.** The rest of a [`next_ids`](crate::Generator::next_ids)
-//!   iterator's current block is handed out by the iterator alone.
+//!   iterator's current block (at most one tick's sequence) is handed out by the iterator
+//!   alone, which reads no generator until its next block: a copy of the iterator in a
+//!   child hands out the IDs the original hands out in the parent, then is refused at its
+//!   next block. A check per ID would add a load and a compare to every ID's path.
+//! - **A failed registration.** Where `pthread_atfork` fails (out of memory) a child is
+//!   checked once per tick only, and mints the rest of the ticks its generators had
+//!   reached before the fork.
 //! - **Minting over a caller's word** (`atomflake::raw`): the word is shared by forked
 //!   processes on purpose, so nothing is checked there.
 
@@ -85,6 +86,12 @@ impl Birth {
         // `check_tick` again; a value stored in a parent before a fork is one the child
         // may use, which is what "the ticks checked" are (see the module docs).
         self.checked.load(Ordering::Relaxed)
+    }
+
+    /// The address of the ticks checked, which a child of a fork sets to 0
+    /// (`generator/atfork.rs`).
+    pub(crate) fn limit_address(&self) -> *mut u64 {
+        self.checked.as_ptr()
     }
 
     /// Checks the process for a mint in the tick of Unix ms `tick` (by the generator's

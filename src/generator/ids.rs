@@ -7,6 +7,7 @@ use crate::MintError;
 use crate::clock::{Clock, MonotonicClock};
 use crate::format::id::Id;
 use crate::format::layout::Layout;
+use crate::generator::atfork::Home;
 use crate::generator::keeper::Finish;
 use crate::generator::minter::{AtomicWord, LocalWord, Minter, Windowed, Word};
 use crate::generator::run::Run;
@@ -81,6 +82,46 @@ impl Windowed for SharedWord {
     #[inline]
     fn open(&self, window: crate::generator::minter::Window) {
         Windowed::open(&**self, window);
+    }
+
+    fn limit_address(&self) -> *mut u64 {
+        Windowed::limit_address(&**self)
+    }
+}
+
+/// A generator's nodes (one [`Shard`], or a sharded generator's slice of them) and its
+/// [`Core`], in one heap allocation whose limits a child of a fork closes ([`Home`]).
+#[derive(Debug)]
+pub(crate) struct Body<N, C> {
+    pub(crate) nodes: N,
+    pub(crate) core: Core<C>,
+}
+
+impl<N: Nodes, C> Body<N, C> {
+    /// `nodes` and `core` on the heap, their limits registered for a child of a fork.
+    pub(crate) fn home(nodes: N, core: Core<C>) -> Home<Body<N, C>> {
+        Home::new(Body { nodes, core }, |body| {
+            let mut limits = body.nodes.limit_addresses();
+            limits.extend(body.core.minter.limit_addresses());
+            limits
+        })
+    }
+}
+
+/// A generator's state words: their window limits' addresses.
+pub(crate) trait Nodes {
+    fn limit_addresses(&self) -> Vec<*mut u64>;
+}
+
+impl<W: Windowed> Nodes for Shard<W> {
+    fn limit_addresses(&self) -> Vec<*mut u64> {
+        vec![self.state.limit_address()]
+    }
+}
+
+impl<W: Windowed> Nodes for Box<[Shard<W>]> {
+    fn limit_addresses(&self) -> Vec<*mut u64> {
+        self.iter().map(|shard| shard.state.limit_address()).collect()
     }
 }
 
@@ -287,10 +328,9 @@ macro_rules! minting_methods {
             /// full disk, say) and the clock has passed its mark: minting on would risk
             /// duplicates after a restart; or when the thread that stores the mark has
             /// panicked and the clock has passed it. And in a child of a `fork()` (the
-            /// generator was built in its parent), when it mints in a tick past the tick
-            /// of the fork and the ticks the generator had reached, or before any wait:
-            /// parent and child would mint the same IDs, and a child has none of the
-            /// generator's threads. [`try_next_id`](Self::try_next_id) returns these as
+            /// generator was built in its parent), from its first mint there: parent and
+            /// child would mint the same IDs, and a child has none of the generator's
+            /// threads. [`try_next_id`](Self::try_next_id) returns these as
             /// errors.
             ///
             /// # Examples
@@ -305,7 +345,7 @@ macro_rules! minting_methods {
             /// ```
             #[inline]
             pub fn next_id(&$self) -> $crate::Id {
-                $self.core.next_id($node)
+                $self.home.core.next_id($node)
             }
 
             /// The next ID, or an error at once when none can be minted now.
@@ -322,8 +362,7 @@ macro_rules! minting_methods {
             /// mark cannot be moved; [`MintError::KeeperPanicked`](crate::MintError::KeeperPanicked)
             /// (permanent) past the mark once the thread that stores it has panicked;
             /// [`MintError::Forked`](crate::MintError::Forked) (permanent) in a child of a
-            /// `fork()`, when it mints in a tick past the tick of the fork and the ticks the
-            /// generator had reached, and instead of any other refusal.
+            /// `fork()`, from its first mint there, instead of any other refusal.
             ///
             /// # Examples
             ///
@@ -345,7 +384,7 @@ macro_rules! minting_methods {
             /// ```
             #[inline]
             pub fn try_next_id(&$self) -> Result<$crate::Id, $crate::MintError> {
-                $self.core.try_next_id($node)
+                $self.home.core.try_next_id($node)
             }
 
             /// Up to `max` IDs at once, with one CAS, as a [`Run`](crate::Run): those left
@@ -373,7 +412,7 @@ macro_rules! minting_methods {
             /// ```
             #[inline]
             pub fn try_next_run(&$self, max: u64) -> Result<$crate::Run, $crate::MintError> {
-                $self.core.try_run($node, max)
+                $self.home.core.try_run($node, max)
             }
 
             /// `n` IDs, reserved a tick at a time with one CAS each, as an iterator that
@@ -402,7 +441,7 @@ macro_rules! minting_methods {
             /// # Ok::<(), atomflake::Error>(())
             /// ```
             pub fn next_ids(&$self, n: u64) -> $crate::generator::ids::$ids<'_, C> {
-                $crate::generator::ids::$ids($self.core.blocks($node, n))
+                $crate::generator::ids::$ids($self.home.core.blocks($node, n))
             }
 
             /// Fills `ids` with new IDs, reserved a tick at a time (see
@@ -424,17 +463,17 @@ macro_rules! minting_methods {
             /// # Ok::<(), atomflake::Error>(())
             /// ```
             pub fn fill(&$self, ids: &mut [$crate::Id]) {
-                $self.core.fill($node, ids);
+                $self.home.core.fill($node, ids);
             }
 
             /// The generator's layout.
             pub fn layout(&self) -> $crate::Layout {
-                self.core.minter.layout()
+                self.home.core.minter.layout()
             }
 
             /// The generator's clock.
             pub fn clock(&self) -> &C {
-                &self.core.clock
+                &self.home.core.clock
             }
         }
 
@@ -470,7 +509,7 @@ macro_rules! minting_methods {
             /// # Ok::<(), Box<dyn std::error::Error>>(())
             /// ```
             pub async fn next_id_async(&$self) -> $crate::Id {
-                $self.core.next_id_async($node).await
+                $self.home.core.next_id_async($node).await
             }
 
             /// `n` IDs, reserved a tick at a time, waiting as
@@ -481,7 +520,7 @@ macro_rules! minting_methods {
             ///
             /// As [`next_id`](Self::next_id).
             pub async fn next_ids_async(&$self, n: usize) -> Vec<$crate::Id> {
-                $self.core.next_ids_async($node, n).await
+                $self.home.core.next_ids_async($node, n).await
             }
 
             /// Fills `ids` with new IDs, reserved a tick at a time, waiting as
@@ -491,7 +530,7 @@ macro_rules! minting_methods {
             ///
             /// As [`next_id`](Self::next_id).
             pub async fn fill_async(&$self, ids: &mut [$crate::Id]) {
-                $self.core.fill_async($node, ids).await;
+                $self.home.core.fill_async($node, ids).await;
             }
         }
     };

@@ -3,8 +3,9 @@
 use crate::BuildError;
 use crate::clock::{Clock, MonotonicClock};
 use crate::format::layout::Layout;
+use crate::generator::atfork::Home;
 use crate::generator::builder::Builder;
-use crate::generator::ids::{Core, Shard, minting_methods};
+use crate::generator::ids::{Body, Shard, minting_methods};
 use crate::generator::minter::LocalWord;
 use core::fmt;
 
@@ -59,8 +60,7 @@ use core::fmt;
 /// shared(&generator); // one thread only: not Sync
 /// ```
 pub struct LocalGenerator<C = MonotonicClock> {
-    node: Shard<LocalWord>,
-    core: Core<C>,
+    home: Home<Body<Shard<LocalWord>, C>>,
 }
 
 impl LocalGenerator<MonotonicClock> {
@@ -86,7 +86,7 @@ impl<C: Clock> LocalGenerator<C> {
 
     /// The generator's node ID.
     pub fn node(&self) -> u64 {
-        self.node.id
+        self.home.nodes.id
     }
 }
 
@@ -99,13 +99,15 @@ impl<C: Clock> Builder<C> {
     pub fn build_local(self, node: u64) -> Result<LocalGenerator<C>, BuildError> {
         let (core, packer) = self.into_node_core(node)?;
         let node = Shard::local(&core.minter, packer, node);
-        Ok(LocalGenerator { node, core })
+        Ok(LocalGenerator {
+            home: Body::home(node, core),
+        })
     }
 }
 
 minting_methods!(
     LocalGenerator, LocalIds,
-    node: |self| &self.node,
+    node: |self| &self.home.nodes,
     new: "LocalGenerator::new(Layout::TWITTER, 7)",
     with_clock: "LocalGenerator::with_clock(layout, 7, clock.clone())",
 );
@@ -113,9 +115,12 @@ minting_methods!(
 impl<C> fmt::Debug for LocalGenerator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LocalGenerator")
-            .field("layout", &self.core.layout())
-            .field("node", &self.node.id)
-            .field("state", &crate::generator::minter::Word::load(&self.node.state))
+            .field("layout", &self.home.core.layout())
+            .field("node", &self.home.nodes.id)
+            .field(
+                "state",
+                &crate::generator::minter::Word::load(&self.home.nodes.state),
+            )
             .finish_non_exhaustive()
     }
 }

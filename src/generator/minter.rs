@@ -79,6 +79,10 @@ pub(crate) trait Windowed: Word {
 
     /// Opens `window`, after a mint in its tick.
     fn open(&self, window: Window);
+
+    /// The address of the window's limit, which a child of a fork sets to 0 (closing the
+    /// window: `generator/atfork.rs`).
+    fn limit_address(&self) -> *mut u64;
 }
 
 /// The tick a state word's fast path may mint in.
@@ -176,6 +180,10 @@ impl Windowed for AtomicWord {
         self.limit.store(window.limit, Ordering::Release);
         self.end_ms.store(window.end_ms, Ordering::Release);
     }
+
+    fn limit_address(&self) -> *mut u64 {
+        self.limit.as_ptr()
+    }
 }
 
 /// A [`LocalGenerator`](crate::LocalGenerator)'s state word and window: one thread owns
@@ -183,14 +191,17 @@ impl Windowed for AtomicWord {
 #[derive(Debug)]
 pub(crate) struct LocalWord {
     state: Cell<u64>,
-    window: Cell<Window>,
+    /// The window's end and limit, in cells of their own so that the limit has an address.
+    end_ms: Cell<u64>,
+    limit: Cell<u64>,
 }
 
 impl LocalWord {
     pub(crate) fn new(state: u64) -> LocalWord {
         LocalWord {
             state: Cell::new(state),
-            window: Cell::new(Window::CLOSED),
+            end_ms: Cell::new(Window::CLOSED.end_ms),
+            limit: Cell::new(Window::CLOSED.limit),
         }
     }
 }
@@ -211,12 +222,20 @@ impl Word for LocalWord {
 impl Windowed for LocalWord {
     #[inline]
     fn window(&self) -> Window {
-        self.window.get()
+        Window {
+            end_ms: self.end_ms.get(),
+            limit: self.limit.get(),
+        }
     }
 
     #[inline]
     fn open(&self, window: Window) {
-        self.window.set(window);
+        self.end_ms.set(window.end_ms);
+        self.limit.set(window.limit);
+    }
+
+    fn limit_address(&self) -> *mut u64 {
+        self.limit.as_ptr()
     }
 }
 
@@ -320,6 +339,12 @@ impl Minter {
     pub(crate) fn born_in(mut self, pid: u32) -> Minter {
         self.birth.born_in(pid);
         self
+    }
+
+    /// The addresses of the limits that spare a mint the check for a fork: its own and its
+    /// [`Birth`]'s, which a child of a fork sets to 0 (`generator/atfork.rs`).
+    pub(crate) fn limit_addresses(&self) -> [*mut u64; 2] {
+        [self.limit.as_ptr(), self.birth.limit_address()]
     }
 
     /// The slot at or past which a mint takes the cold path.

@@ -3,8 +3,9 @@
 use crate::BuildError;
 use crate::clock::{Clock, MonotonicClock};
 use crate::format::layout::Layout;
+use crate::generator::atfork::Home;
 use crate::generator::builder::Builder;
-use crate::generator::ids::{Core, Shard, SharedWord, minting_methods};
+use crate::generator::ids::{Body, Shard, SharedWord, minting_methods};
 use crate::generator::state::SlotPacker;
 use crate::sync::{Ordering, ProcessAtomicUsize};
 use core::fmt;
@@ -59,10 +60,9 @@ fn thread_number() -> usize {
 /// # Ok::<(), atomflake::Error>(())
 /// ```
 pub struct ShardedGenerator<C = MonotonicClock> {
-    shards: Box<[Shard<SharedWord>]>,
     /// Picks a thread's shard without a division.
     pick: ShardPick,
-    core: Core<C>,
+    home: Home<Body<Box<[Shard<SharedWord>]>, C>>,
 }
 
 /// `n % shards` by multiplication (Lemire, Kaser and Kurz, "Faster remainder by direct
@@ -132,7 +132,7 @@ impl<C: Clock> ShardedGenerator<C> {
     /// This thread's shard.
     #[inline]
     fn shard(&self) -> &Shard<SharedWord> {
-        &self.shards[self.pick.of(thread_number())]
+        &self.home.nodes[self.pick.of(thread_number())]
     }
 
     /// The node ID this thread mints with.
@@ -142,7 +142,7 @@ impl<C: Clock> ShardedGenerator<C> {
 
     /// The node IDs, in shard order.
     pub fn nodes(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
-        self.shards.iter().map(|shard| shard.id)
+        self.home.nodes.iter().map(|shard| shard.id)
     }
 }
 
@@ -179,7 +179,10 @@ impl<C: Clock> Builder<C> {
             .map(|(packer, node)| Shard::shared(&core.minter, packer, node))
             .collect();
         let pick = ShardPick::new(packers_len);
-        Ok(ShardedGenerator { shards, pick, core })
+        Ok(ShardedGenerator {
+            pick,
+            home: Body::home(shards, core),
+        })
     }
 }
 
@@ -193,10 +196,10 @@ minting_methods!(
 impl<C> fmt::Debug for ShardedGenerator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ShardedGenerator")
-            .field("layout", &self.core.layout())
+            .field("layout", &self.home.core.layout())
             .field(
                 "nodes",
-                &self.shards.iter().map(|shard| shard.id).collect::<Vec<_>>(),
+                &self.home.nodes.iter().map(|shard| shard.id).collect::<Vec<_>>(),
             )
             .finish_non_exhaustive()
     }
@@ -221,8 +224,8 @@ mod tests {
             .unwrap();
         let clock = ManualClock::new(T0);
         let generator = ShardedGenerator::with_clock(layout, [0, 1], clock.clone()).unwrap();
-        let (zero, one) = (&generator.shards[0], &generator.shards[1]);
-        let core = &generator.core;
+        let (zero, one) = (&generator.home.nodes[0], &generator.home.nodes[1]);
+        let core = &generator.home.core;
         // The other shard mints in the next tick first, which moves the generator's limits
         // on; then shard 0 spends the tick before it (a thread whose clock read is older).
         clock.advance(1);

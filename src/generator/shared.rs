@@ -3,8 +3,9 @@
 use crate::BuildError;
 use crate::clock::{Clock, MonotonicClock};
 use crate::format::layout::Layout;
+use crate::generator::atfork::Home;
 use crate::generator::builder::Builder;
-use crate::generator::ids::{Core, Shard, SharedWord, minting_methods};
+use crate::generator::ids::{Body, Shard, SharedWord, minting_methods};
 use crate::generator::minter::Word;
 use core::fmt;
 
@@ -45,8 +46,7 @@ use core::fmt;
 /// respects: each successful CAS reads the value the previous one wrote and writes a
 /// larger one. So every operation on it is `Relaxed` (the CAS loop is in `minter.rs`).
 pub struct Generator<C = MonotonicClock> {
-    node: Shard<SharedWord>,
-    core: Core<C>,
+    home: Home<Body<Shard<SharedWord>, C>>,
 }
 
 impl Generator<MonotonicClock> {
@@ -100,7 +100,7 @@ impl<C: Clock> Generator<C> {
 
     /// The generator's node ID.
     pub fn node(&self) -> u64 {
-        self.node.id
+        self.home.nodes.id
     }
 }
 
@@ -118,13 +118,15 @@ impl<C: Clock> Builder<C> {
     pub fn build(self, node: u64) -> Result<Generator<C>, BuildError> {
         let (core, packer) = self.into_node_core(node)?;
         let node = Shard::shared(&core.minter, packer, node);
-        Ok(Generator { node, core })
+        Ok(Generator {
+            home: Body::home(node, core),
+        })
     }
 }
 
 minting_methods!(
     Generator, Ids,
-    node: |self| &self.node,
+    node: |self| &self.home.nodes,
     new: "Generator::new(Layout::TWITTER, 7)",
     with_clock: "Generator::with_clock(layout, 7, clock.clone())",
 );
@@ -132,9 +134,9 @@ minting_methods!(
 impl<C> fmt::Debug for Generator<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Generator")
-            .field("layout", &self.core.layout())
-            .field("node", &self.node.id)
-            .field("state", &self.node.state.load())
+            .field("layout", &self.home.core.layout())
+            .field("node", &self.home.nodes.id)
+            .field("state", &self.home.nodes.state.load())
             .finish_non_exhaustive()
     }
 }
