@@ -96,7 +96,8 @@ enum Command {
     /// (decoded), `GET /v1/layout`, `GET /healthz` (200 only while serving), `GET
     /// /metrics` (Prometheus). gRPC: `atomflake.v1.Ids` (`proto/atomflake/v1/ids.proto`),
     /// health and reflection. SIGTERM or SIGINT drains the requests under way, then
-    /// releases the nodes.
+    /// releases the nodes. A fixed node (`--node`, `--statefulset`) keeps a high-water
+    /// file (`--high-water`), so that a restart never hands out its IDs again.
     Serve(Box<serve::ServeArgs>),
     /// Node-ID leases kept in PostgreSQL or etcd.
     #[command(subcommand)]

@@ -541,26 +541,30 @@ fn a_high_water_file_that_cannot_be_written_is_refused_naming_its_path_and_the_o
     );
 }
 
+/// A child killed when dropped: also when the test fails.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_second_minter_on_a_node_and_its_high_water_file_is_refused() {
     let state = StateDir::new();
     // The first mints on, blocked on a full pipe that no one reads: it holds the file.
-    let mut first = atomflake(&state)
-        .args(["mint", "-n", "100000000", "--node", "6"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut first = Killed(
+        atomflake(&state)
+            .args(["mint", "-n", "100000000", "--node", "6"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut line = [0; 20];
-    std::io::Read::read_exact(first.stdout.as_mut().unwrap(), &mut line).unwrap();
-    struct Killed(std::process::Child);
-    impl Drop for Killed {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _first = Killed(first);
+    std::io::Read::read_exact(first.0.stdout.as_mut().unwrap(), &mut line).unwrap();
     let second = atomflake(&state).args(["mint", "--node", "6"]).output().unwrap();
     assert_eq!(
         (second.status.code(), stdout(&second), stderr(&second)),

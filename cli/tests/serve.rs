@@ -855,12 +855,22 @@ fn sigterm_lets_a_stream_under_way_finish_and_cuts_it_only_at_the_drain_time() {
     }
 }
 
-/// IDs from `server`, 4,096 a request, for `run` after the first answer: the IDs, and how
-/// long the first request took.
-fn ids_for(server: &Server, run: Duration) -> (Vec<u64>, Duration) {
+/// What the first request of [`ids_for`] took: how long, and when it was answered (Unix
+/// ms).
+struct FirstAnswer {
+    took: Duration,
+    at_ms: u64,
+}
+
+/// IDs from `server`, 4,096 a request, for `run` after the first answer: the IDs, and the
+/// first answer's timing.
+fn ids_for(server: &Server, run: Duration) -> (Vec<u64>, FirstAnswer) {
     let asked = Instant::now();
     let (status, body) = http_get(&server.address, "/v1/ids?count=4096", Duration::from_secs(30)).unwrap();
-    let first_took = asked.elapsed();
+    let first = FirstAnswer {
+        took: asked.elapsed(),
+        at_ms: now_ms(),
+    };
     assert_eq!(status, 200, "{body}");
     let mut ids = ids_of(&body);
     let until = Instant::now() + run;
@@ -869,7 +879,7 @@ fn ids_for(server: &Server, run: Duration) -> (Vec<u64>, Duration) {
         assert_eq!(status, 200, "{body}");
         ids.extend(ids_of(&body));
     }
-    (ids, first_took)
+    (ids, first)
 }
 
 /// libfaketime with this process's clock `offset` (`-3s`) in a child's environment; the
@@ -900,14 +910,15 @@ fn a_server_restarted_on_its_node_with_its_clock_3_s_behind_hands_out_no_id_twic
     // Started again at once, as after NTP stepped its clock back at boot or a VM restored
     // from a snapshot: 3 s behind, within the 10 s a restart waits for its clock.
     let second = Server::start_with(&args, &clock_behind("-3s"));
-    let (after, first_took) = ids_for(&second, Duration::from_secs(2));
+    let (after, first) = ids_for(&second, Duration::from_secs(2));
     let seen: HashSet<u64> = before.iter().copied().collect();
     let twice = after.iter().filter(|id| seen.contains(id)).count();
     println!(
         "{} IDs before the restart, {} after; {twice} handed out twice; the first request after \
-         the restart took {first_took:?}",
+         the restart took {:?}",
         before.len(),
-        after.len()
+        after.len(),
+        first.took
     );
     assert_eq!(
         twice,
@@ -916,19 +927,22 @@ fn a_server_restarted_on_its_node_with_its_clock_3_s_behind_hands_out_no_id_twic
         after.len()
     );
     assert!(after.iter().all(|&id| id > last), "an ID at or below {last}");
-    // It waited for its clock to reach the mark its first run left: 3 s, less the time
-    // the restart took, plus how far the mark is past the first run's last ID; a restart
-    // waits at most 10 s.
-    assert!(
-        first_took >= Duration::from_secs(2) && first_took < Duration::from_secs(12),
-        "the first request after the restart took {first_took:?}"
-    );
-    // Then it went on from its mark: just past the first run's last ID after a clean stop,
-    // up to 1.5 s past it where the stop could not store the exact mark within the 200 ms
-    // a generator's drop waits (a slow disk). Up to a second more for a late wake-up.
+    // Its clock was 3 s behind: the first ID it handed out was answered 3 s after the time
+    // it bears. So the restart handed out nothing until 3 s after the first run's last ID:
+    // it waited for its clock to pass the mark the first run left (a restart waits at most
+    // 10 s).
     let first_ms = Layout::TWITTER
         .decode(Id::new(*after.iter().min().unwrap()))
         .unix_ms;
+    assert!(
+        first.at_ms >= first_ms + 3_000 - 50,
+        "the first ID after the restart, at {first_ms} ms, was answered at {} ms",
+        first.at_ms
+    );
+    assert!(first.took < Duration::from_secs(12), "{:?}", first.took);
+    // It went on from its mark: just past the first run's last ID after a clean stop, up
+    // to 1.5 s past it where the stop could not store the exact mark within the 200 ms a
+    // generator's drop waits (a slow disk). Up to a second more for a late wake-up.
     assert!(
         first_ms > last_ms && first_ms <= last_ms + 2_500,
         "the first ID after the restart is at {first_ms} ms, the last before at {last_ms} ms"
