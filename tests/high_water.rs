@@ -65,11 +65,9 @@ fn a_restart_with_the_clock_5_s_behind_mints_past_the_old_maximum() {
     let generator = builder(&scratch.path, &clock).build(1).unwrap();
     match generator.try_next_id() {
         Err(MintError::SequenceExhausted { retry_after, .. }) => {
-            // The mark is 0.5 to 1.5 s past the last ID: wait those, plus the 5 s.
-            assert!(
-                retry_after > Duration::from_millis(5_500) && retry_after <= Duration::from_millis(6_501),
-                "{retry_after:?}"
-            );
+            // A clean stop left the mark just past the last ID (its tick's end): wait the
+            // 5 s and that tick.
+            assert_eq!(retry_after, Duration::from_millis(5_001));
         }
         other => panic!("minted before the old maximum's time: {other:?}"),
     }
@@ -336,4 +334,74 @@ fn minting_threads_never_write_the_mark() {
         mark(&scratch.path) > T0 + 10_000,
         "every minted tick is covered by the stored mark"
     );
+}
+
+#[test]
+fn a_clean_stop_leaves_the_mark_just_past_the_last_id_and_no_mint_leaves_it_as_stored() {
+    let scratch = Scratch::new("clean-stop");
+    let clock = ManualClock::new(T0);
+    let generator = builder(&scratch.path, &clock).build(1).unwrap();
+    clock.advance(300);
+    let last = generator.next_ids(10).last().unwrap();
+    assert_eq!(mark(&scratch.path), T0 + 1_500, "the stored mark, ahead");
+    drop(generator);
+    assert_eq!(
+        mark(&scratch.path),
+        time_of(last) + 1,
+        "the end of the last ID's tick"
+    );
+
+    // Nothing minted: the stored mark stays (the generator does not know it minted none
+    // before it).
+    let clock = ManualClock::new(T0 + 10_000);
+    drop(builder(&scratch.path, &clock).build(1).unwrap());
+    assert_eq!(mark(&scratch.path), T0 + 11_500);
+}
+
+#[test]
+fn a_mark_in_one_file_per_node_covers_each_node_whatever_its_shards() {
+    let scratch = Scratch::new("per-node");
+    let file = |node: u64| scratch.dir.join(format!("node-{node}.hw"));
+    let clock = ManualClock::new(T0);
+    let files = |nodes: &[u64]| {
+        Builder::with_clock(LAYOUT, clock.clone()).high_water_files(nodes.iter().map(|&node| file(node)))
+    };
+    let three = files(&[1, 2, 3]).build_sharded([1, 2, 3]).unwrap();
+    clock.advance(2_000);
+    let last = three.next_ids(10).last().unwrap();
+    drop(three);
+    for node in [1, 2, 3] {
+        assert_eq!(mark(&file(node)), time_of(last) + 1, "node {node}");
+    }
+
+    // Node 2 alone, its clock behind: past the three's IDs.
+    clock.set(T0);
+    let two = files(&[2]).build_sharded([2]).unwrap();
+    match two.try_next_id() {
+        Err(MintError::SequenceExhausted { retry_after, .. }) => {
+            assert_eq!(retry_after, Duration::from_millis(2_001));
+        }
+        other => panic!("minted below the three's IDs: {other:?}"),
+    }
+    clock.set(T0 + 2_001);
+    assert!(two.next_id() > last);
+
+    // Node 2 is held: a generator of nodes 1 and 2 is refused, and gives node 1 back.
+    let error = files(&[1, 2]).build_sharded([1, 2]).unwrap_err();
+    assert_eq!(
+        error,
+        BuildError::HighWater(HighWaterError::Locked { path: file(2) })
+    );
+    assert!(files(&[1]).build(1).is_ok(), "node 1 is free again");
+    drop(two);
+
+    // A node's file ahead of the others': the greatest mark counts.
+    clock.set(T0 + 3_000);
+    drop(files(&[4]).build(4).unwrap());
+    let mark_4 = mark(&file(4));
+    clock.set(T0 + 2_500);
+    let generator = files(&[1, 4]).build_sharded([1, 4]).unwrap();
+    assert!(generator.try_next_id().is_err(), "minted below node 4's mark");
+    clock.set(mark_4);
+    assert!(time_of(generator.next_id()) >= mark_4);
 }

@@ -1,13 +1,13 @@
 //! `atomflake`: mint, decode and list Snowflake IDs from the command line.
 //!
 //! ```text
-//! atomflake mint [--layout NAME] [--node N | --lease URL [--namespace NS] [--ttl S]] [-n COUNT] [--format decimal|base32|json]
+//! atomflake mint [--layout NAME] [--node N [--high-water DIR | --no-high-water] | --lease URL [--namespace NS] [--ttl S]] [-n COUNT] [--format decimal|base32|json]
 //! atomflake decode [--layout NAME] [--json] [ID ...]
 //! atomflake layouts
 //! atomflake sql [--layout NAME] --node N [--prefix P] [--max-wait-ms MS]
 //! atomflake lease list --lease URL [--namespace NS]
 //! atomflake lease ddl
-//! atomflake serve [--layout NAME] (--node N[,N...] | --statefulset | --lease URL [--nodes K]) [--listen ADDR]
+//! atomflake serve [--layout NAME] ((--node N[,N...] | --statefulset) [--high-water DIR | --no-high-water] | --lease URL [--nodes K]) [--listen ADDR]
 //! ```
 //!
 //! Exit codes: 0 on success, 2 for bad input (a usage error, an unknown layout, a node out
@@ -17,6 +17,7 @@
 //! quietly with 0.
 
 mod decode;
+mod high_water;
 mod lease;
 mod mint;
 mod serve;
@@ -46,9 +47,13 @@ enum Command {
         #[arg(long, default_value = "twitter", value_name = "NAME")]
         layout: String,
         /// Node ID of this minter (0 unless given). Give every process that mints at the
-        /// same time its own node, or their IDs can collide; or take one with `--lease`.
+        /// same time its own node, or their IDs can collide; or take one with `--lease`. A
+        /// fixed node keeps a high-water file (`--high-water`), so that a restart never
+        /// repeats its IDs.
         #[arg(long, env = "ATOMFLAKE_NODE", value_name = "N", allow_negative_numbers = true)]
         node: Option<String>,
+        #[command(flatten)]
+        high_water: high_water::HighWaterArgs,
         /// Take the node from a lease in this PostgreSQL database (a URL,
         /// `postgres://user@host/db`, or `key=value` connection settings) or etcd cluster
         /// (`etcd://HOST:PORT[,HOST:PORT...]`): the lowest free node of the layout, held
@@ -91,7 +96,8 @@ enum Command {
     /// (decoded), `GET /v1/layout`, `GET /healthz` (200 only while serving), `GET
     /// /metrics` (Prometheus). gRPC: `atomflake.v1.Ids` (`proto/atomflake/v1/ids.proto`),
     /// health and reflection. SIGTERM or SIGINT drains the requests under way, then
-    /// releases the nodes.
+    /// releases the nodes. A fixed node (`--node`, `--statefulset`) keeps a high-water
+    /// file (`--high-water`), so that a restart never hands out its IDs again.
     Serve(Box<serve::ServeArgs>),
     /// Node-ID leases kept in PostgreSQL or etcd.
     #[command(subcommand)]
@@ -167,16 +173,26 @@ fn main() -> ExitCode {
         Command::Mint {
             layout,
             node,
+            high_water,
             lease,
             lease_options,
             count,
             format,
-        } => layout_named(&layout).and_then(|layout| match (lease, node) {
+        } => layout_named(&layout).and_then(|preset| match (lease, node) {
             (Some(_), Some(node)) => Err(Failure::Usage(format!(
                 "--node {node} and --lease: the lease picks the node (ATOMFLAKE_NODE counts as --node)"
             ))),
-            (Some(url), None) => lease::mint(layout, &url, &lease_options, count, format),
-            (None, node) => mint::run(layout, node.as_deref().unwrap_or("0"), count, format),
+            (Some(url), None) => high_water
+                .check_lease()
+                .and_then(|()| lease::mint(preset, &url, &lease_options, count, format)),
+            (None, node) => mint::run(
+                preset,
+                &layout,
+                node.as_deref().unwrap_or("0"),
+                &high_water,
+                count,
+                format,
+            ),
         }),
         Command::Lease(command) => lease::run(command),
         Command::Serve(args) => serve::run(&args),

@@ -4,6 +4,7 @@
 //! written through one large `BufWriter` with `itoa`'s integer formatting, so the command
 //! is bound by the layout's IDs per tick, not by formatting or syscalls.
 
+use crate::high_water::HighWaterArgs;
 use crate::{Failure, Format, write_failed};
 use atomflake::{Clock, Generator, Id, Layout};
 use std::io::{self, BufWriter, IsTerminal, Write};
@@ -18,9 +19,18 @@ const PROGRESS_FROM: u64 = 1_000_000;
 /// How often the progress line is redrawn, at most.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
-pub(crate) fn run(layout: Layout, node: &str, count: u64, format: Format) -> Result<(), Failure> {
+/// `mint` on a fixed `node` of `layout` (preset `name`), keeping the node's high-water file
+/// unless `--no-high-water`.
+pub(crate) fn run(
+    layout: Layout,
+    name: &str,
+    node: &str,
+    high_water: &HighWaterArgs,
+    count: u64,
+    format: Format,
+) -> Result<(), Failure> {
     let node = node_in(layout, node)?;
-    let generator = Generator::new(layout, node).map_err(|err| Failure::Usage(err.to_string()))?;
+    let generator = high_water.generator(layout, name, node)?;
     write_ids(&generator, count, format, |generator, block| {
         generator.fill(block);
         Ok(())
@@ -67,8 +77,17 @@ pub(crate) fn node_in(layout: Layout, text: &str) -> Result<u64, Failure> {
             layout.max_node()
         ))
     })?;
-    // The generator checks the range; its error names the value and the range.
-    Ok(node)
+    // Checked here, before a high-water directory is made for it: the layout's error names
+    // the value and the range.
+    let first = atomflake::Parts {
+        unix_ms: layout.epoch_ms(),
+        node,
+        sequence: 0,
+    };
+    match layout.encode(first) {
+        Ok(_) => Ok(node),
+        Err(err) => Err(Failure::Usage(err.to_string())),
+    }
 }
 
 fn write_id(out: &mut impl Write, digits: &mut itoa::Buffer, id: Id, format: Format) -> io::Result<()> {

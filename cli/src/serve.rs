@@ -1,6 +1,7 @@
 //! `atomflake serve`: IDs over HTTP/JSON and gRPC from one port (see `atomflake-serve`).
 
 use crate::Failure;
+use crate::high_water::HighWaterArgs;
 use crate::lease::{self, LeaseArgs};
 use crate::mint::node_in;
 use atomflake::{Builder, Layout, ShardedGenerator};
@@ -27,9 +28,12 @@ pub(crate) struct ServeArgs {
     )]
     node: Vec<String>,
     /// Take the node from this pod's StatefulSet ordinal: the number after the last `-` of
-    /// the hostname (`ids-3`: node 3).
+    /// the hostname (`ids-3`: node 3). Put its high-water file on the pod's volume
+    /// (`--high-water`).
     #[arg(long)]
     statefulset: bool,
+    #[command(flatten)]
+    high_water: HighWaterArgs,
     /// Take the nodes from a lease in this PostgreSQL database or etcd cluster (as
     /// `mint --lease`): held while serving, released at shutdown with the exact mark. A
     /// lost lease stops serving at once and health goes red.
@@ -69,6 +73,11 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
         .map_err(|err| Failure::Other(format!("cannot start the runtime: {err}")))?;
     let nodes: Vec<String> = generator.nodes().map(|node| node.to_string()).collect();
     let leased = store.is_some();
+    let marks = if leased {
+        "the mark in the lease".to_owned()
+    } else {
+        args.high_water.describe()
+    };
     let service = Arc::new(Service::new(generator, limits, store));
     let result = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
@@ -78,7 +87,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
             .local_addr()
             .map_err(|err| Failure::Other(format!("cannot listen on {}: {err}", args.listen)))?;
         eprintln!(
-            "atomflake serve: listening on {address} (HTTP and gRPC), layout {}, node {}",
+            "atomflake serve: listening on {address} (HTTP and gRPC), layout {}, node {}; {marks}",
             args.layout,
             nodes.join(",")
         );
@@ -137,6 +146,7 @@ fn generator(
         ));
     }
     if let Some(url) = &args.lease {
+        args.high_water.check_lease()?;
         if !(1..=layout.max_node() + 1).contains(&args.nodes) {
             return Err(Failure::Usage(format!(
                 "--nodes {} is out of range: allowed 1..={}",
@@ -160,7 +170,7 @@ fn generator(
             .map(|node| node_in(layout, node))
             .collect::<Result<Vec<_>, _>>()?
     };
-    let generator = ShardedGenerator::new(layout, nodes).map_err(|err| usage(&err))?;
+    let generator = args.high_water.sharded(layout, &args.layout, nodes)?;
     Ok((generator, None))
 }
 

@@ -1,14 +1,51 @@
 //! The real `atomflake` binary, run as a user would: stdout, stderr and exit codes.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Runs `atomflake args…` with `stdin` on its standard input, `ATOMFLAKE_NODE` unset.
-fn run_with(args: &[&str], stdin: impl AsRef<[u8]>, node_env: Option<&str>) -> Output {
+/// A directory of its own for one run's high-water files (`ATOMFLAKE_HIGH_WATER`), so that
+/// no test writes the user's home and no two runs share a node's file; removed when
+/// dropped.
+struct StateDir(PathBuf);
+
+impl StateDir {
+    fn new() -> StateDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "cli-state-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        StateDir(dir)
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `atomflake` with `ATOMFLAKE_NODE` unset and `ATOMFLAKE_HIGH_WATER` at `state`.
+fn atomflake(state: &StateDir) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_atomflake"));
     command
-        .args(args)
         .env_remove("ATOMFLAKE_NODE")
+        .env_remove("ATOMFLAKE_LEASE")
+        .env("ATOMFLAKE_HIGH_WATER", &state.0);
+    command
+}
+
+/// Runs `atomflake args…` with `stdin` on its standard input, `ATOMFLAKE_NODE` unset
+/// unless `node_env`, and its high-water files in a directory of its own.
+fn run_with(args: &[&str], stdin: impl AsRef<[u8]>, node_env: Option<&str>) -> Output {
+    let state = StateDir::new();
+    let mut command = atomflake(&state);
+    command
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -338,7 +375,8 @@ fn sql_bad_input_exits_2_with_one_line() {
 
 #[test]
 fn a_closed_stdout_ends_mint_quietly() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_atomflake"))
+    let state = StateDir::new();
+    let mut child = atomflake(&state)
         .args(["mint", "-n", "100000000"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -350,4 +388,236 @@ fn a_closed_stdout_ends_mint_quietly() {
     drop(child.stdout.take()); // like `| head`
     let output = child.wait_with_output().expect("the atomflake binary runs");
     assert_eq!((output.status.code(), stderr(&output)), (Some(0), ""));
+}
+
+/// The mark in a high-water file (its second line, `unix_ms <mark>`).
+fn mark_in(path: &Path) -> u64 {
+    let text = std::fs::read_to_string(path).unwrap();
+    let line = text.lines().nth(1).unwrap();
+    line.strip_prefix("unix_ms ").unwrap().parse().unwrap()
+}
+
+/// The time of a Twitter ID, by `atomflake decode --json`.
+fn unix_ms_of(id: u64) -> u64 {
+    let output = run(&["decode", "--json", &id.to_string()]);
+    let decoded: serde_json::Value = serde_json::from_str(stdout(&output)).unwrap();
+    decoded["unix_ms"].as_u64().unwrap()
+}
+
+#[test]
+fn mint_on_a_fixed_node_keeps_a_high_water_file_per_layout_and_node() {
+    let state = StateDir::new();
+    let mint = |args: &[&str]| atomflake(&state).arg("mint").args(args).output().unwrap();
+    let first = mint(&["-n", "3", "--node", "5"]);
+    assert_eq!((first.status.code(), stderr(&first)), (Some(0), ""));
+    let file = state.0.join("twitter-node-5.hw");
+    // A clean stop leaves the mark just past the last ID (its tick's end), so a run
+    // started at once need not wait out the lead the mark kept while minting.
+    let last = *ids(&first).last().unwrap();
+    assert_eq!(mark_in(&file), unix_ms_of(last) + 1);
+    let second = mint(&["-n", "3", "--node", "5"]);
+    assert!(ids(&second)[0] > last);
+    // Node 0 unless given; one file per layout and node.
+    assert_eq!(mint(&["--layout", "sonyflake"]).status.code(), Some(0));
+    assert_eq!(mint(&[]).status.code(), Some(0));
+    let mut files: Vec<String> = std::fs::read_dir(&state.0)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "sonyflake-node-0.hw",
+            "sonyflake-node-0.hw.lock",
+            "twitter-node-0.hw",
+            "twitter-node-0.hw.lock",
+            "twitter-node-5.hw",
+            "twitter-node-5.hw.lock"
+        ]
+    );
+
+    // --no-high-water overrides ATOMFLAKE_HIGH_WATER and writes nothing.
+    let none = StateDir::new();
+    let output = atomflake(&none)
+        .args(["mint", "--no-high-water", "--node", "9"])
+        .output()
+        .unwrap();
+    assert_eq!((output.status.code(), stderr(&output)), (Some(0), ""));
+    assert!(!none.0.exists());
+}
+
+#[test]
+fn the_high_water_directory_defaults_to_the_xdg_state_home_then_home() {
+    let root = StateDir::new();
+    let mint = |env: &[(&str, &Path)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_atomflake"));
+        command
+            .args(["mint", "--node", "4"])
+            .env_remove("ATOMFLAKE_NODE")
+            .env_remove("ATOMFLAKE_HIGH_WATER")
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("HOME");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        command.output().unwrap()
+    };
+    let (home, xdg) = (root.0.join("home"), root.0.join("xdg"));
+    let output = mint(&[("HOME", &home)]);
+    assert_eq!((output.status.code(), stderr(&output)), (Some(0), ""));
+    assert!(home.join(".local/state/atomflake/twitter-node-4.hw").exists());
+    let output = mint(&[("HOME", &home), ("XDG_STATE_HOME", &xdg)]);
+    assert_eq!((output.status.code(), stderr(&output)), (Some(0), ""));
+    assert!(xdg.join("atomflake/twitter-node-4.hw").exists());
+    // A relative XDG_STATE_HOME is ignored, as the XDG specification says.
+    let output = mint(&[("HOME", &home), ("XDG_STATE_HOME", Path::new("relative"))]);
+    assert_eq!((output.status.code(), stderr(&output)), (Some(0), ""));
+    assert!(!Path::new("relative").exists());
+
+    assert_bad_input(
+        &mint(&[]),
+        "no directory for the high-water file of a fixed node: neither XDG_STATE_HOME nor HOME \
+         is set; pass --high-water DIR (or set ATOMFLAKE_HIGH_WATER), or --no-high-water to \
+         accept that a restart with the clock behind repeats IDs",
+    );
+}
+
+#[test]
+fn a_high_water_file_that_cannot_be_written_is_refused_naming_its_path_and_the_os_error() {
+    let state = StateDir::new();
+    std::fs::create_dir_all(&state.0).unwrap();
+    // Tests may run as root, whom permission bits do not stop: a regular file where a
+    // directory must be stops everyone.
+    let file = state.0.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let mint = |dir: &Path| {
+        atomflake(&state)
+            .args(["mint", "--high-water"])
+            .arg(dir)
+            .output()
+            .unwrap()
+    };
+    let how = "pass --high-water DIR (or set ATOMFLAKE_HIGH_WATER) for a writable directory, or \
+               --no-high-water to accept that a restart with the clock behind repeats IDs";
+    for (dir, line) in [
+        (
+            file.clone(),
+            format!(
+                "cannot create the high-water directory {}: File exists (os error 17); {how}",
+                file.display()
+            ),
+        ),
+        (
+            file.join("state"),
+            format!(
+                "cannot create the high-water directory {}/state: Not a directory (os error 20); \
+                 {how}",
+                file.display()
+            ),
+        ),
+    ] {
+        let output = mint(&dir);
+        assert_eq!(
+            (output.status.code(), stdout(&output), stderr(&output)),
+            (Some(1), "", format!("atomflake: {line}\n").as_str())
+        );
+    }
+    // The directory is there, its file is not a file.
+    let dir = state.0.join("dir");
+    std::fs::create_dir_all(dir.join("twitter-node-0.hw.lock")).unwrap();
+    let output = mint(&dir);
+    assert_eq!(
+        (output.status.code(), stderr(&output)),
+        (
+            Some(1),
+            format!(
+                "atomflake: could not open the lock file of high-water file {}: Is a directory \
+                 (os error 21); {how}\n",
+                dir.join("twitter-node-0.hw").display()
+            )
+            .as_str()
+        )
+    );
+}
+
+/// A child killed when dropped: also when the test fails.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_second_minter_on_a_node_and_its_high_water_file_is_refused() {
+    let state = StateDir::new();
+    // The first mints on, blocked on a full pipe that no one reads: it holds the file.
+    let mut first = Killed(
+        atomflake(&state)
+            .args(["mint", "-n", "100000000", "--node", "6"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = [0; 20];
+    std::io::Read::read_exact(first.0.stdout.as_mut().unwrap(), &mut line).unwrap();
+    let second = atomflake(&state).args(["mint", "--node", "6"]).output().unwrap();
+    assert_eq!(
+        (second.status.code(), stdout(&second), stderr(&second)),
+        (
+            Some(1),
+            "",
+            format!(
+                "atomflake: high-water file {} is in use: another live generator holds its \
+                 lock: another process mints on this node of this layout now, and two would \
+                 hand out the same IDs\n",
+                state.0.join("twitter-node-6.hw").display()
+            )
+            .as_str()
+        )
+    );
+    // Another node, or the same node of another layout, is free.
+    for args in [&["--node", "7"][..], &["--node", "6", "--layout", "discord"][..]] {
+        let output = atomflake(&state).arg("mint").args(args).output().unwrap();
+        assert_eq!((output.status.code(), stderr(&output)), (Some(0), ""), "{args:?}");
+    }
+}
+
+#[test]
+fn high_water_options_that_contradict_each_other_or_a_lease_are_usage_errors() {
+    let state = StateDir::new();
+    let output = run(&["mint", "--high-water", "/tmp", "--no-high-water"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output)
+            .starts_with("error: the argument '--high-water <DIR>' cannot be used with '--no-high-water'"),
+        "{}",
+        stderr(&output)
+    );
+    for flag in [&["--no-high-water"][..], &["--high-water", "/tmp"][..]] {
+        let output = atomflake(&state)
+            .args(["mint", "--lease", "postgres://nobody@127.0.0.1:1/x"])
+            .args(flag)
+            .output()
+            .unwrap();
+        assert_bad_input(
+            &output,
+            &format!(
+                "{} and --lease: the lease keeps the node's mark (ATOMFLAKE_HIGH_WATER is ignored \
+                 with a lease)",
+                flag[0]
+            ),
+        );
+    }
+    // --help says what --no-high-water risks.
+    let help = run(&["mint", "--help"]);
+    assert!(
+        stdout(&help).contains("The risk: a restart with the clock behind"),
+        "{}",
+        stdout(&help)
+    );
 }

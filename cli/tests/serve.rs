@@ -9,8 +9,9 @@ use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A running `atomflake serve` on a free loopback port, killed when dropped.
 struct Server {
@@ -18,16 +19,57 @@ struct Server {
     address: String,
     /// Its stderr lines after the one that gave the address.
     stderr: mpsc::Receiver<String>,
+    /// Its own directory for high-water files (`ATOMFLAKE_HIGH_WATER`), removed when
+    /// dropped; a test that shares one between servers passes `--high-water`.
+    _state: StateDir,
+}
+
+/// A fresh directory under the target's temporary directory, its own for each call,
+/// removed when dropped.
+struct StateDir(std::path::PathBuf);
+
+impl StateDir {
+    fn new(name: &str) -> StateDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        StateDir(tempdir(&format!("{name}-{n}")))
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().expect("a UTF-8 path")
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `atomflake serve` on a free loopback port with `args` and `env`, `ATOMFLAKE_NODE` and
+/// `ATOMFLAKE_LEASE` unset and `ATOMFLAKE_HIGH_WATER` at `state`.
+fn serve_command(args: &[&str], env: &[(&str, &str)], state: &StateDir) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_atomflake"));
+    command
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .env_remove("ATOMFLAKE_NODE")
+        .env_remove("ATOMFLAKE_LEASE")
+        .env("ATOMFLAKE_HIGH_WATER", &state.0)
+        .envs(env.iter().copied());
+    command
 }
 
 impl Server {
     fn start(args: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_atomflake"))
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .env_remove("ATOMFLAKE_NODE")
-            .env_remove("ATOMFLAKE_LEASE")
+        Server::start_with(args, &[])
+    }
+
+    /// [`Server::start`] with `env` added to its environment.
+    fn start_with(args: &[&str], env: &[(&str, &str)]) -> Server {
+        let state = StateDir::new("serve-state");
+        let mut child = serve_command(args, env, &state)
             .stderr(Stdio::piped())
             .spawn()
             .expect("the atomflake binary runs");
@@ -50,6 +92,7 @@ impl Server {
             child,
             address,
             stderr,
+            _state: state,
         }
     }
 
@@ -319,14 +362,8 @@ fn a_server_without_one_node_source_is_refused() {
             "atomflake: unknown layout \"nope\": the presets are twitter, discord, instagram, sonyflake, mastodon\n",
         ),
     ] {
-        let output = Command::new(env!("CARGO_BIN_EXE_atomflake"))
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .env_remove("ATOMFLAKE_NODE")
-            .env_remove("ATOMFLAKE_LEASE")
-            .output()
-            .unwrap();
+        let state = StateDir::new("serve-refused");
+        let output = serve_command(args, &[], &state).output().unwrap();
         assert_eq!(
             (
                 output.status.code(),
@@ -729,9 +766,21 @@ fn two_clients(first: &Server, second: &Server, run: Duration) -> (usize, usize)
 #[test]
 fn two_servers_on_one_fixed_node_hand_out_the_same_ids_and_two_on_a_lease_never_do() {
     // Started like ferroid-tonic-server's instances, each with worker 0: the same node.
+    // Each keeps its high-water file in a directory of its own, as on two machines: a
+    // file's lock sees only its own machine (one directory: the second is refused, see
+    // `a_second_server_on_a_node_and_its_high_water_file_is_refused`).
     let (first, second) = (Server::start(&["--node", "0"]), Server::start(&["--node", "0"]));
-    let (ids, twice) = two_clients(&first, &second, Duration::from_secs(2));
-    println!("fixed node 0 on both: {twice} of {ids} IDs handed out twice");
+    // Two seconds are enough on an idle machine; under load (the other tests of this
+    // binary) the servers may mint in different milliseconds for longer: up to five rounds.
+    let mut rounds = 0;
+    let (ids, twice) = loop {
+        rounds += 1;
+        let (ids, twice) = two_clients(&first, &second, Duration::from_secs(2));
+        if twice > 0 || rounds == 5 {
+            break (ids, twice);
+        }
+    };
+    println!("fixed node 0 on both: {twice} of {ids} IDs handed out twice (round {rounds} of 2 s)");
     assert!(twice > 0, "two servers on one node minted no common ID in {ids}");
     drop((first, second));
 
@@ -804,4 +853,183 @@ fn sigterm_lets_a_stream_under_way_finish_and_cuts_it_only_at_the_drain_time() {
         }
         let _ = std::fs::remove_dir_all(stubs);
     }
+}
+
+/// What the first request of [`ids_for`] took: how long, and when it was answered (Unix
+/// ms).
+struct FirstAnswer {
+    took: Duration,
+    at_ms: u64,
+}
+
+/// IDs from `server`, 4,096 a request, for `run` after the first answer: the IDs, and the
+/// first answer's timing.
+fn ids_for(server: &Server, run: Duration) -> (Vec<u64>, FirstAnswer) {
+    let asked = Instant::now();
+    let (status, body) = http_get(&server.address, "/v1/ids?count=4096", Duration::from_secs(30)).unwrap();
+    let first = FirstAnswer {
+        took: asked.elapsed(),
+        at_ms: now_ms(),
+    };
+    assert_eq!(status, 200, "{body}");
+    let mut ids = ids_of(&body);
+    let until = Instant::now() + run;
+    while Instant::now() < until {
+        let (status, body) = http_get(&server.address, "/v1/ids?count=4096", Duration::from_secs(5)).unwrap();
+        assert_eq!(status, 200, "{body}");
+        ids.extend(ids_of(&body));
+    }
+    (ids, first)
+}
+
+/// libfaketime with this process's clock `offset` (`-3s`) in a child's environment; the
+/// monotonic clocks are left alone.
+fn clock_behind(offset: &str) -> [(&'static str, &str); 3] {
+    [
+        ("LD_PRELOAD", pg::LIBFAKETIME),
+        ("FAKETIME", offset),
+        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+    ]
+}
+
+#[test]
+fn a_server_restarted_on_its_node_with_its_clock_3_s_behind_hands_out_no_id_twice() {
+    let test = "a_server_restarted_on_its_node_with_its_clock_3_s_behind_hands_out_no_id_twice";
+    if !pg::has_libfaketime(test) {
+        return;
+    }
+    let state = StateDir::new("serve-restart");
+    let args = ["--node", "1", "--high-water", state.path()];
+    let first = Server::start(&args);
+    let (before, _) = ids_for(&first, Duration::from_secs(2));
+    let (status, stderr) = first.stop();
+    assert!(status.success(), "{status}: {stderr}");
+    let last = *before.iter().max().unwrap();
+    let last_ms = Layout::TWITTER.decode(Id::new(last)).unix_ms;
+
+    // Started again at once, as after NTP stepped its clock back at boot or a VM restored
+    // from a snapshot: 3 s behind, within the 10 s a restart waits for its clock.
+    let second = Server::start_with(&args, &clock_behind("-3s"));
+    let (after, first) = ids_for(&second, Duration::from_secs(2));
+    let seen: HashSet<u64> = before.iter().copied().collect();
+    let twice = after.iter().filter(|id| seen.contains(id)).count();
+    println!(
+        "{} IDs before the restart, {} after; {twice} handed out twice; the first request after \
+         the restart took {:?}",
+        before.len(),
+        after.len(),
+        first.took
+    );
+    assert_eq!(
+        twice,
+        0,
+        "{twice} of {} IDs after the restart were handed out before it",
+        after.len()
+    );
+    assert!(after.iter().all(|&id| id > last), "an ID at or below {last}");
+    // Its clock was 3 s behind: the first ID it handed out was answered 3 s after the time
+    // it bears. So the restart handed out nothing until 3 s after the first run's last ID:
+    // it waited for its clock to pass the mark the first run left (a restart waits at most
+    // 10 s).
+    let first_ms = Layout::TWITTER
+        .decode(Id::new(*after.iter().min().unwrap()))
+        .unix_ms;
+    assert!(
+        first.at_ms >= first_ms + 3_000 - 50,
+        "the first ID after the restart, at {first_ms} ms, was answered at {} ms",
+        first.at_ms
+    );
+    assert!(first.took < Duration::from_secs(12), "{:?}", first.took);
+    // It went on from its mark: just past the first run's last ID after a clean stop, up
+    // to 1.5 s past it where the stop could not store the exact mark within the 200 ms a
+    // generator's drop waits (a slow disk). Up to a second more for a late wake-up.
+    assert!(
+        first_ms > last_ms && first_ms <= last_ms + 2_500,
+        "the first ID after the restart is at {first_ms} ms, the last before at {last_ms} ms"
+    );
+    let (status, stderr) = second.stop();
+    assert!(status.success(), "{status}: {stderr}");
+}
+
+/// Runs `atomflake serve args…` that must refuse to start: its exit code and stderr. One
+/// that serves is killed after 30 s, and the test fails.
+fn refused(args: &[&str], state: &StateDir) -> (Option<i32>, String) {
+    let mut child = serve_command(args, &[], state)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("atomflake serve {args:?} started");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_second_server_on_a_node_and_its_high_water_file_is_refused() {
+    let state = StateDir::new("serve-locked");
+    let dir = state.path();
+    let first = Server::start(&["--node", "2,3", "--high-water", dir]);
+    // Node 3 of twitter is held (with node 2) by the first: refused whatever else it has.
+    let file = format!("{dir}/twitter-node-3.hw");
+    assert_eq!(
+        refused(&["--node", "3,4", "--high-water", dir], &state),
+        (
+            Some(1),
+            format!(
+                "atomflake: high-water file {file} is in use: another live generator holds its \
+                 lock: another process mints on this node of this layout now, and two would \
+                 hand out the same IDs\n"
+            )
+        )
+    );
+    // Node 3 of another layout is another ID space, and ATOMFLAKE_HIGH_WATER is the
+    // directory unless --high-water says.
+    let other = Server::start_with(
+        &["--node", "3", "--layout", "sonyflake"],
+        &[("ATOMFLAKE_HIGH_WATER", dir)],
+    );
+    assert!(Path::new(&format!("{dir}/sonyflake-node-3.hw")).exists());
+    for node in [2, 3] {
+        assert!(Path::new(&format!("{dir}/twitter-node-{node}.hw")).exists());
+    }
+    drop((first, other));
+
+    // A directory that cannot be made: the path and the operating system's error.
+    let file = format!("{dir}/a-file");
+    std::fs::write(&file, "").unwrap();
+    assert_eq!(
+        refused(&["--node", "1", "--high-water", &format!("{file}/state")], &state),
+        (
+            Some(1),
+            format!(
+                "atomflake: cannot create the high-water directory {file}/state: Not a directory \
+                 (os error 20); pass --high-water DIR (or set ATOMFLAKE_HIGH_WATER) for a \
+                 writable directory, or --no-high-water to accept that a restart with the clock \
+                 behind repeats IDs\n"
+            )
+        )
+    );
+    // The lease keeps the mark.
+    let (code, stderr) = refused(
+        &["--lease", "postgres://nobody@127.0.0.1:1/x", "--no-high-water"],
+        &state,
+    );
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            Some(2),
+            "atomflake: --no-high-water and --lease: the lease keeps the node's mark \
+             (ATOMFLAKE_HIGH_WATER is ignored with a lease)\n"
+        )
+    );
 }

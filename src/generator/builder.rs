@@ -58,8 +58,8 @@ pub struct Builder<C = MonotonicClock> {
 /// Where a builder's generator keeps its high-water mark.
 enum MarkSource {
     None,
-    /// A high-water file, opened when building.
-    File(PathBuf),
+    /// High-water files (one, or one per node), opened when building.
+    Files(Vec<PathBuf>),
     /// A store of the caller's, and the generator's clock read precisely (for its fence).
     Store {
         store: Box<dyn MarkStore>,
@@ -71,7 +71,7 @@ impl fmt::Debug for MarkSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MarkSource::None => f.write_str("None"),
-            MarkSource::File(path) => f.debug_tuple("File").field(path).finish(),
+            MarkSource::Files(paths) => f.debug_tuple("Files").field(paths).finish(),
             MarkSource::Store { store, .. } => f.debug_tuple("Store").field(&store.describe()).finish(),
         }
     }
@@ -161,9 +161,10 @@ impl<C: Clock> Builder<C> {
     ///   [`MintError::MarkPending`](crate::MintError::MarkPending). A restart within that time of the last mint waits for
     ///   the rest of it. If that thread panics, minting stops at the stored mark
     ///   ([`MintError::KeeperPanicked`](crate::MintError::KeeperPanicked)).
-    /// - Dropping the generator stops that thread and waits for a write in progress for at
-    ///   most 200 ms; a slower write finishes on its own, and the file stays locked until
-    ///   it has.
+    /// - Dropping the generator stops that thread, which writes the mark that covers
+    ///   exactly the IDs minted (so a process started again at once does not wait out the
+    ///   lead), and waits for it for at most 200 ms; a slower write finishes on its own,
+    ///   and the file stays locked until it has.
     ///
     /// Give each generator (each node ID, or each
     /// [`ShardedGenerator`](crate::ShardedGenerator)) a file of its own.
@@ -190,7 +191,44 @@ impl<C: Clock> Builder<C> {
     /// The file is one [`MarkStore`]: this is [`mark_store`](Self::mark_store) with a
     /// store this crate writes, and replaces any store set before.
     pub fn high_water_file(mut self, path: impl Into<PathBuf>) -> Builder<C> {
-        self.mark = MarkSource::File(path.into());
+        self.mark = MarkSource::Files(vec![path.into()]);
+        self
+    }
+
+    /// [`high_water_file`](Self::high_water_file) with the mark kept alike in several
+    /// files: for a [`ShardedGenerator`](crate::ShardedGenerator), one file per node, so
+    /// that each node's file covers its IDs whichever nodes it is built with next (nodes
+    /// 1, 2 and 3 today, node 2 alone tomorrow).
+    ///
+    /// When building, every file is locked (a file held by another live generator, or
+    /// given twice, is [`HighWaterError::Locked`](crate::mark::HighWaterError::Locked),
+    /// and the locks taken are given back) and read; the generator starts past the
+    /// greatest mark. Every store writes each file, one after another. No files at all is
+    /// no mark store, as without this call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{Builder, Layout};
+    ///
+    /// let dir = std::env::temp_dir().join(format!("atomflake-doc-files-{}", std::process::id()));
+    /// std::fs::create_dir_all(&dir)?;
+    /// let file = |node: u64| dir.join(format!("twitter-node-{node}.hw"));
+    /// let three = Builder::new(Layout::TWITTER)
+    ///     .high_water_files([1, 2, 3].map(file))
+    ///     .build_sharded([1, 2, 3])?;
+    /// let last = three.next_id();
+    /// drop(three);
+    ///
+    /// // Node 2 alone, restarted: past every ID the three nodes minted.
+    /// let two = Builder::new(Layout::TWITTER).high_water_files([file(2)]).build_sharded([2])?;
+    /// assert!(Layout::TWITTER.decode(two.next_id()).unix_ms > Layout::TWITTER.decode(last).unix_ms);
+    /// # drop(two);
+    /// # std::fs::remove_dir_all(&dir)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn high_water_files<P: Into<PathBuf>>(mut self, paths: impl IntoIterator<Item = P>) -> Builder<C> {
+        self.mark = MarkSource::Files(paths.into_iter().map(Into::into).collect());
         self
     }
 
@@ -212,7 +250,14 @@ impl<C: Clock> Builder<C> {
                     clock: self.clock,
                 });
             }
-            MarkSource::File(path) => (Box::new(HighWater::open(&path)?), None),
+            MarkSource::Files(paths) if paths.is_empty() => {
+                let minter = self.minter(Self::MAX_LEAD)?;
+                return Ok(Core {
+                    minter,
+                    clock: self.clock,
+                });
+            }
+            MarkSource::Files(paths) => (Box::new(HighWater::open(&paths)?), None),
             MarkSource::Store { store, clock } => (store, Some(clock)),
         };
         let held = store.nodes();

@@ -21,6 +21,15 @@
 //! - `PATH.lock` is locked (`flock`) for as long as the generator lives: a second live
 //!   generator on the same file, in this process or another, is refused
 //!   ([`HighWaterError::Locked`]).
+//!
+//! When the generator is dropped, its files are given the mark that covers exactly the IDs
+//! it minted ([`MarkStore::finish`]), at or past the mark they held when opened: a process
+//! started again right after a clean stop does not wait out the lead of the stored mark.
+//!
+//! A sharded generator may keep its mark in several files, one per node
+//! ([`Builder::high_water_files`](crate::Builder::high_water_files)): each is locked and
+//! read when building, the generator starts past the greatest mark, and every store writes
+//! each file. So a node's file stays true whichever set of nodes it is served with next.
 
 use super::{MarkStore, StoreError};
 use crate::io::{IoCause, io_is_transient};
@@ -33,58 +42,88 @@ use std::path::{Path, PathBuf};
 /// The first line of a mark file: the format and its version.
 const MAGIC: &str = "atomflake high-water 1";
 
-/// A persisted mark, locked for one live generator.
+/// A persisted mark, locked for one live generator: in one file, or kept alike in several
+/// (one per node of a sharded generator, [`Builder::high_water_files`](crate::Builder::high_water_files)).
 #[derive(Debug)]
 pub(crate) struct HighWater {
-    path: PathBuf,
-    /// The mark read when the file was opened.
+    /// Each file, and its lock file, held for the generator's life; dropping it releases
+    /// the lock.
+    files: Vec<(PathBuf, File)>,
+    /// The mark read when the files were opened: the greatest of theirs.
     opened: u64,
-    /// Held for the generator's life; dropping it releases the lock.
-    _lock: File,
 }
 
 impl HighWater {
-    /// Locks the mark at `path` and reads it (0 when there is no file yet: a first run).
+    /// Locks the marks at `paths`, in order, and reads them: the mark is the greatest (0
+    /// when there is no file yet: a first run). On an error, the locks taken are released.
     ///
     /// # Errors
     ///
-    /// [`HighWaterError::Locked`] when another live generator holds it;
-    /// [`HighWaterError::Corrupt`] when the file is not a mark; [`HighWaterError::Io`] for
-    /// a failed file operation.
-    pub(crate) fn open(path: &Path) -> Result<HighWater, HighWaterError> {
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(with_suffix(path, ".lock"))
-            .map_err(io_error(path, "open the lock file of"))?;
-        lock.try_lock().map_err(|e| match e {
-            TryLockError::WouldBlock => HighWaterError::Locked {
-                path: path.to_path_buf(),
-            },
-            TryLockError::Error(e) => io_error(path, "lock")(e),
-        })?;
-        Ok(HighWater {
-            path: path.to_path_buf(),
-            opened: read(path)?.unwrap_or(0),
-            _lock: lock,
-        })
+    /// [`HighWaterError::Locked`] when another live generator holds one (or a path is
+    /// given twice); [`HighWaterError::Corrupt`] when a file is not a mark;
+    /// [`HighWaterError::Io`] for a failed file operation.
+    pub(crate) fn open(paths: &[PathBuf]) -> Result<HighWater, HighWaterError> {
+        let mut files = Vec::with_capacity(paths.len());
+        let mut opened = 0;
+        for path in paths {
+            let lock = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(with_suffix(path, ".lock"))
+                .map_err(io_error(path, "open the lock file of"))?;
+            lock.try_lock().map_err(|e| match e {
+                TryLockError::WouldBlock => HighWaterError::Locked { path: path.clone() },
+                TryLockError::Error(e) => io_error(path, "lock")(e),
+            })?;
+            opened = opened.max(read(path)?.unwrap_or(0));
+            files.push((path.clone(), lock));
+        }
+        Ok(HighWater { files, opened })
     }
 }
 
-// The file's lock is held until the generator drops it: the tenure is the default,
+// The files' locks are held until the generator drops them: the tenure is the default,
 // owned.
 impl MarkStore for HighWater {
     fn mark(&self) -> u64 {
         self.opened
     }
 
+    /// Writes each file in turn: `Ok` once all hold the mark. A failure part way leaves
+    /// the others at a mark that still covers every ID minted, as no ID passes a mark
+    /// before this returns `Ok` for it.
     fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
-        write(&self.path, unix_ms).map_err(StoreError::failed)
+        self.files
+            .iter()
+            .try_for_each(|(path, _)| write(path, unix_ms))
+            .map_err(StoreError::failed)
     }
 
     fn describe(&self) -> String {
-        format!("high-water file {}", self.path.display())
+        let paths: Vec<String> = self
+            .files
+            .iter()
+            .map(|(path, _)| path.display().to_string())
+            .collect();
+        match &paths[..] {
+            [path] => format!("high-water file {path}"),
+            paths => format!("high-water files {}", paths.join(", ")),
+        }
+    }
+
+    /// Writes the mark that covers exactly what the generator minted, so that a process
+    /// started again at once (`atomflake mint` run twice) need not wait out the second and
+    /// a half the stored mark ran ahead. Never below the mark the files held when opened:
+    /// the IDs of the generator before are under that. A write that fails, or is cut off
+    /// by the process's exit, leaves a file at its last mark, which covers as much and
+    /// more.
+    fn finish(&mut self, unix_ms: u64) {
+        let mark = unix_ms.max(self.opened);
+        for (path, _) in &self.files {
+            // Best effort: the mark stored before covers every ID minted.
+            let _ = write(path, mark);
+        }
     }
 }
 

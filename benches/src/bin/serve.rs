@@ -84,7 +84,8 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// `atomflake serve --node 1` next to this bench's binary (`target/release/`).
+    /// `atomflake serve --node 1` next to this bench's binary (`target/release/`), its
+    /// high-water file in `target/release/bench-serve-state/`.
     fn atomflake() -> Result<Server, Error> {
         let binary = std::env::current_exe()?.with_file_name("atomflake");
         if !binary.exists() {
@@ -94,8 +95,12 @@ impl Server {
             )
             .into());
         }
+        // Its high-water file (kept by default on a fixed node) next to the binary, not in
+        // the user's home: what is measured is the default, the mark kept.
+        let state = binary.with_file_name("bench-serve-state");
         let mut child = Command::new(&binary)
-            .args(["serve", "--node", "1", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--node", "1", "--listen", "127.0.0.1:0", "--high-water"])
+            .arg(&state)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
