@@ -765,13 +765,7 @@ fn a_store_applied_after_a_later_one_leaves_the_mark_where_it_is() {
     let changes = cluster.history("/atomflake/lease/late/");
     assert_eq!(
         mark_values("late", node, &changes),
-        [
-            base + 1_000,
-            base + 2_000,
-            base + 3_000,
-            base + 4_000,
-            base + 3_500
-        ]
+        [1_000, 2_000, 3_000, 4_000, 3_500].map(|ms| base + ms)
     );
     assert_marks_never_went_down("late", &changes);
 }
@@ -802,13 +796,7 @@ fn a_store_that_finds_the_mark_moved_on_reads_it_back() {
     let changes = cluster.history("/atomflake/lease/moved/");
     assert_eq!(
         mark_values("moved", node, &changes),
-        [
-            base + 1_000,
-            base + 5_000,
-            base + 6_000,
-            base + 6_500,
-            base + 5_500
-        ]
+        [1_000, 5_000, 6_000, 6_500, 5_500].map(|ms| base + ms)
     );
 }
 
@@ -872,7 +860,11 @@ impl Strike<'_> {
             .collect();
         if running.is_empty() {
             fleet.push(Member::spawn(self.url, self.cluster, fleet.len(), dice));
-            return format!("{}none running: start process {}", started.concat(), fleet.len() - 1);
+            return format!(
+                "{}none running: start process {}",
+                started.concat(),
+                fleet.len() - 1
+            );
         }
         started.concat() + &self.strike(fleet, &running, dice)
     }

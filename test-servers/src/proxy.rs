@@ -165,44 +165,63 @@ fn without_resets(bytes: &[u8]) -> Vec<u8> {
 
 /// Copies what a client sends to its server (or into the held bytes) on a thread of its
 /// own until either end closes.
-fn pipe_up(mut from: TcpStream, upstream: Arc<Mutex<Upstream>>) {
-    std::thread::spawn(move || {
-        let mut buffer = [0; 16 * 1024];
-        loop {
-            match from.read(&mut buffer) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let mut upstream = upstream.lock().unwrap();
-                    if let Some(held) = &mut upstream.held {
-                        held.extend_from_slice(&buffer[..n]);
-                    } else if upstream.server.write_all(&buffer[..n]).is_err() {
-                        break;
-                    }
+fn pipe_up(from: TcpStream, upstream: Arc<Mutex<Upstream>>) {
+    let end = Arc::clone(&upstream);
+    pump(
+        from,
+        move |bytes| {
+            let mut upstream = upstream.lock().unwrap();
+            match &mut upstream.held {
+                Some(held) => {
+                    held.extend_from_slice(bytes);
+                    true
                 }
+                None => upstream.server.write_all(bytes).is_ok(),
             }
-        }
-        let _ = upstream.lock().unwrap().server.shutdown(Shutdown::Both);
-        let _ = from.shutdown(Shutdown::Both);
-    });
+        },
+        move || {
+            let _ = end.lock().unwrap().server.shutdown(Shutdown::Both);
+        },
+    );
 }
 
 /// Copies what a server sends to its client on a thread of its own until either end
 /// closes, counting the bytes.
-fn pipe_down(mut from: TcpStream, mut to: TcpStream, shared: Arc<Shared>) {
+fn pipe_down(from: TcpStream, mut to: TcpStream, shared: Arc<Shared>) {
+    let end = to.try_clone().unwrap();
+    pump(
+        from,
+        move |bytes| {
+            let sent = to.write_all(bytes).is_ok();
+            shared.answered.fetch_add(bytes.len() as u64, Ordering::SeqCst);
+            sent
+        },
+        move || {
+            let _ = end.shutdown(Shutdown::Both);
+        },
+    );
+}
+
+/// Reads `from` on a thread of its own, handing what it reads to `forward` until `from`
+/// closes or `forward` says to stop; then shuts both ends down (the other with `close`).
+fn pump(
+    mut from: TcpStream,
+    mut forward: impl FnMut(&[u8]) -> bool + Send + 'static,
+    close: impl FnOnce() + Send + 'static,
+) {
     std::thread::spawn(move || {
         let mut buffer = [0; 16 * 1024];
         loop {
             match from.read(&mut buffer) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    if to.write_all(&buffer[..n]).is_err() {
+                    if !forward(&buffer[..n]) {
                         break;
                     }
-                    shared.answered.fetch_add(n as u64, Ordering::SeqCst);
                 }
             }
         }
-        let _ = to.shutdown(Shutdown::Both);
+        close();
         let _ = from.shutdown(Shutdown::Both);
     });
 }
