@@ -26,7 +26,7 @@
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres as pg;
 
-use atomflake::{Generator, Id, Layout};
+use atomflake::{Builder, Id, Layout, PreciseClock};
 use atomflake_postgres::sql::PgScript;
 use pg::Server;
 use std::ffi::OsStr;
@@ -314,7 +314,11 @@ fn ids_from_postgres_and_rust_never_collide_and_sort_by_time_together() {
             continue; // Mastodon has no node field: two minters cannot share it.
         }
         install(&server, name, &PgScript::new(layout, 7).unwrap());
-        let generator = Generator::new(layout, 8).unwrap();
+        // The precise clock: the default one stamps IDs with the time its thread stored,
+        // late by that thread's wake-up, which a loaded machine stretches past the gap
+        // between rounds. The rounds 100 ms apart: more than the two clocks (both the wall
+        // clock) ever read apart.
+        let generator = Builder::with_clock(layout, PreciseClock::new()).build(8).unwrap();
         let mut all = Vec::new();
         for _ in 0..4 {
             all.extend(generator.next_ids(1000).map(Id::get));
@@ -322,7 +326,7 @@ fn ids_from_postgres_and_rust_never_collide_and_sort_by_time_together() {
                 "SET search_path TO {name};
                  SELECT atomflake_next_id() FROM generate_series(1, 1000)"
             ))));
-            std::thread::sleep(Duration::from_millis(15));
+            std::thread::sleep(Duration::from_millis(100));
         }
         let mut sorted = all.clone();
         sorted.sort_unstable();
@@ -545,15 +549,13 @@ fn the_servers_own_clock_stepped_back_repeats_and_reorders_nothing() {
         std::thread::sleep(Duration::from_millis(20));
     }
     pg::step_clock(&faketime, "-2");
-    let behind = server.behind();
-    assert!(
-        (1.5..2.5).contains(&behind),
-        "the server's clock is {behind} s behind, not 2 s"
-    );
+    server.assert_behind(2.0);
     let output = writer.join().unwrap().unwrap();
     assert!(output.status.success(), "{output:?}");
     let _ = std::fs::remove_file(&faketime);
-    // The server's clock did step back: its readings go back by about 2 s somewhere.
+    // The server's clock did step back: its readings go back somewhere. (By 2 s less the
+    // time between the two rows around the step, which a loaded machine can stretch: any
+    // reading that goes back shows the step.)
     let step: f64 = server
         .psql("SELECT min(extract(epoch FROM at2 - at1)) FROM (SELECT at AS at1, lead(at) OVER (ORDER BY n) AS at2 FROM t) AS pairs")
         .trim()
@@ -562,7 +564,7 @@ fn the_servers_own_clock_stepped_back_repeats_and_reorders_nothing() {
     let rows: u64 = server.psql("SELECT count(*) FROM t").trim().parse().unwrap();
     assert!(rows > 2000);
     assert!(
-        step < -1.5,
+        step < 0.0,
         "the server's clock never stepped back while minting ({step} s)"
     );
     assert_eq!(
@@ -671,11 +673,7 @@ fn calls_cancelled_or_killed_while_they_wait_take_nothing_and_no_id_repeats() {
     let tick = layout.decode(Id::new(minted[0])).unix_ms - layout.epoch_ms();
     // The server's clock 20 s behind: the rest of the tick's 128 IDs, then calls wait.
     pg::step_clock(&faketime, "-20");
-    let behind = server.behind();
-    assert!(
-        (19.0..21.0).contains(&behind),
-        "the server's clock is {behind} s behind"
-    );
+    server.assert_behind(20.0);
     minted.extend(ids(
         &server.psql("SELECT atomflake_next_id() FROM generate_series(2, 128)")
     ));

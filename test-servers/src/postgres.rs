@@ -531,9 +531,12 @@ impl Server {
             .unwrap_or_else(|| panic!("no time in psql's output:\n{text}"))
     }
 
-    /// How far the server's wall clock is behind this process's, in seconds: against the
-    /// middle of the query's round trip.
-    pub fn behind(&self) -> f64 {
+    /// Asserts that the server's wall clock is `seconds` behind this process's (negative:
+    /// ahead), as far as one query can tell: the server read its clock at some instant of
+    /// the query's round trip, so the offset lies between the round trip's ends, less what
+    /// the server read. A loaded machine stretches the round trip, and with it what the
+    /// check accepts, never the other way.
+    pub fn assert_behind(&self, seconds: f64) {
         let now = || {
             SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -546,7 +549,13 @@ impl Server {
             .trim()
             .parse()
             .unwrap();
-        f64::midpoint(before, now()) - theirs
+        let after = now();
+        // 0.1 s for the two clocks' reads, and the rounding of what psql prints.
+        let (low, high) = (before - theirs - 0.1, after - theirs + 0.1);
+        assert!(
+            (low..=high).contains(&seconds),
+            "the server's clock is {low:.3} to {high:.3} s behind, not {seconds} s"
+        );
     }
 
     /// The server's wall clock, in Unix ms.

@@ -104,6 +104,16 @@ impl Proxy {
         self.shared.upstreams.lock().unwrap().clear();
     }
 
+    /// Closes every connection through the proxy and goes on forwarding new ones: a link
+    /// that breaks under a statement in flight, with the server reachable again at once.
+    /// What a client sent before is the server's: a statement that it had received runs
+    /// on, its connection's end closed under it.
+    pub fn reset(&self) {
+        for stream in self.shared.streams.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+
     /// Forwards new connections again.
     pub fn restore(&self) {
         *self.shared.mode.lock().unwrap() = Mode::Open;

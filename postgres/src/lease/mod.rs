@@ -65,6 +65,28 @@
 //! `sslmode` says ([`database`](crate::database): libpq's modes, `verify-full` included).
 //! A connection that fails is made again by the next renewal.
 //!
+//! # Statements that commit late
+//!
+//! A statement can commit after its holder gave up on it: the connection broke with the
+//! statement sent (a reset link, a TCP user timeout), the lease sent it again on a new
+//! connection, and the server, which had received it and does not notice a closed client
+//! while a statement runs, commits it later: after the statement sent again, after newer
+//! stores, after the release, after a successor's claim. (A statement the server cancels,
+//! at its `statement_timeout` of a quarter of the lease time, commits nothing.) A generator
+//! dropped while a store hangs leaves its keeper to finish that store and the release
+//! whenever the server answers: late too. Every write is safe at any later point:
+//!
+//! | write | committed late, it |
+//! |---|---|
+//! | the claim (`CLAIM`) | holds the row lock from its `INSERT ... ON CONFLICT` until it commits, and took the row only if it had expired then: a late claim is still the only claim of the row, and leaves its mark as it was. A claimant that gave up holds no [`Lease`]: the row is held by nobody until it expires (a node unavailable for a lease time, never two holders) |
+//! | a store and renewal (`RENEW`) | matches only its own claim's token: after a successor's claim it changes nothing. On its own claim it keeps the higher of the row's mark and its own (`GREATEST`), so a store sent before a newer one cannot lower it; after the release it raises the released mark at most, and holds the node until its expiry (a node unavailable for a lease time) |
+//! | the release with the stored mark (`RELEASE`) | as a store, with `GREATEST`; expiring its own claim frees only a node whose holder stopped minting |
+//! | the release with the exact mark (`RELEASE_FINISHED`) | stores the one mark that may be below the row's: the end of the last tick its generator minted, never below the mark claimed, so still past every ID minted on the node under this claim and every earlier one. It is the claim's last write, sent once the generator has stopped; sent again on a new connection, both copies write the same. Its token keeps it off a successor's claim: it can neither lower a successor's mark nor free its node |
+//! | the table ([`DDL`]) | `CREATE TABLE IF NOT EXISTS`, under an advisory lock: creates an empty table or nothing |
+//!
+//! So a mark goes down only by its own claim's last write, to a mark that still covers
+//! every ID minted on the node; a write of one claim never lands on another's.
+//!
 //! # Privileges
 //!
 //! A lease needs `SELECT, INSERT, UPDATE` on `public.atomflake_lease` (table-level
