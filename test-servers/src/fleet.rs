@@ -99,11 +99,15 @@ impl Holder {
             if self.child.try_wait().unwrap().is_some() {
                 break;
             }
-            assert!(
-                start.elapsed() < timeout,
-                "holder did not exit in {timeout:?}: {:?}",
-                tail(&self.seen)
-            );
+            if start.elapsed() >= timeout {
+                self.seen.extend(self.lines.try_iter());
+                panic!(
+                    "holder did not exit in {timeout:?}: {} lines, {} ids, the last {:?}",
+                    self.seen.len(),
+                    count_ids(&self.seen),
+                    tail(&self.seen)
+                );
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
         while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
