@@ -656,10 +656,7 @@ fn an_etcd_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
     std::thread::sleep(Duration::from_secs(3));
     let histories: Vec<Vec<String>> = fleet
         .into_iter()
-        .map(|mut member| {
-            let _ = member.holder.child.kill();
-            member.holder.finish(Duration::from_secs(10))
-        })
+        .map(|member| member.holder.finish_killed())
         .collect();
     let total = check_fleet_history(seed, &schedule, &histories);
     assert!(total > 5_000, "seed {seed}: the fleet minted only {total} ids");

@@ -1189,10 +1189,9 @@ fn a_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
     std::thread::sleep(Duration::from_secs(3));
     let histories: Vec<Vec<String>> = fleet
         .into_iter()
-        .map(|mut member| {
+        .map(|member| {
             // Those that ended on their own (a lost lease) are gone already.
-            let _ = member.holder.child.kill();
-            member.holder.finish(Duration::from_secs(10))
+            member.holder.finish_killed()
         })
         .collect();
     let total = check_fleet_history(seed, &schedule, &histories);

@@ -117,9 +117,11 @@ impl Holder {
     }
 
     /// Kills it and returns every line.
-    pub fn finish_killed(self) -> Vec<String> {
-        self.signal("-KILL");
-        self.finish(Duration::from_secs(10))
+    pub fn finish_killed(mut self) -> Vec<String> {
+        // Also for a holder that has exited and been waited for already.
+        let _ = self.child.kill();
+        // A loaded machine can take seconds to tear a process down.
+        self.finish(Duration::from_secs(30))
     }
 
     /// Ends a `hold` child: closes its stdin, so it drops its lease and exits.
