@@ -140,9 +140,11 @@ fn a_mint_restarted_on_its_node_with_its_clock_3_s_behind_mints_no_id_twice() {
     );
     // It went on from its mark: just past the first run's last ID after a clean stop, up
     // to 1.5 s past it where the stop could not store the exact mark within the 200 ms a
-    // generator's drop waits (a slow disk). Up to a second more for a late wake-up.
+    // generator's drop waits (a slow disk), a second more for a late wake-up; or from its
+    // clock, if a loaded machine started it so late that its clock had passed the mark.
+    let from_clock = first_seen_ms - 3_000 + 50;
     assert!(
-        first_ms > last_ms && first_ms <= last_ms + 2_500,
+        first_ms > last_ms && first_ms <= (last_ms + 2_500).max(from_clock),
         "the first ID after the restart is at {first_ms} ms, the last before at {last_ms} ms"
     );
 }

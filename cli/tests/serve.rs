@@ -944,12 +944,15 @@ fn a_server_restarted_on_its_node_with_its_clock_3_s_behind_hands_out_no_id_twic
         "the first ID after the restart, at {first_ms} ms, was answered at {} ms",
         first.at_ms
     );
-    assert!(first.took < Duration::from_secs(12), "{:?}", first.took);
+    // It waited seconds, not for good (the wait itself is bounded by the core's tests).
+    assert!(first.took < Duration::from_secs(60), "{:?}", first.took);
     // It went on from its mark: just past the first run's last ID after a clean stop, up
     // to 1.5 s past it where the stop could not store the exact mark within the 200 ms a
-    // generator's drop waits (a slow disk). Up to a second more for a late wake-up.
+    // generator's drop waits (a slow disk), a second more for a late wake-up; or from its
+    // clock, if a loaded machine started it so late that its clock had passed the mark.
+    let from_clock = first.at_ms - 3_000 + 50;
     assert!(
-        first_ms > last_ms && first_ms <= last_ms + 2_500,
+        first_ms > last_ms && first_ms <= (last_ms + 2_500).max(from_clock),
         "the first ID after the restart is at {first_ms} ms, the last before at {last_ms} ms"
     );
     let (status, stderr) = second.stop();
