@@ -90,7 +90,7 @@
 //! ```
 
 mod file;
-mod lease;
+pub mod lease;
 
 pub(crate) use file::HighWater;
 pub use file::HighWaterError;

@@ -5,11 +5,12 @@ use core::fmt;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-/// What to claim from a node-ID lease engine (`atomflake-postgres`, `atomflake-etcd`): the
-/// namespace, the lease time, and optionally the node, how many nodes, and the holder's
-/// name. Each engine checks the namespace and the lease time against its own rules; the
-/// nodes are checked against the layout the same way by every engine
-/// ([`claimable`](LeaseOptions::claimable)).
+/// What to claim from a node-ID lease engine ([`Lease::acquire`](super::Lease::acquire)):
+/// the namespace, the lease time, and optionally the node, how many nodes, and the holder's
+/// name. The same for every engine: a namespace of 1 to
+/// [`MAX_NAMESPACE_LEN`](super::MAX_NAMESPACE_LEN) bytes, a lease time of whole seconds
+/// in [`MIN_TTL`](super::MIN_TTL)`..=`[`MAX_TTL`](super::MAX_TTL), nodes that fit the
+/// layout ([`claimable`](LeaseOptions::claimable)).
 ///
 /// # Examples
 ///
@@ -33,7 +34,7 @@ pub struct LeaseOptions {
     pub node: Option<u64>,
     /// How many nodes to claim, all or none.
     pub count: u64,
-    /// The holder's name, for people reading the leases; [`default_holder`](super::default_holder)
+    /// The holder's name, for people reading the leases; [`default_holder`](crate::mark::default_holder)
     /// when `None`.
     pub holder: Option<String>,
 }
@@ -88,7 +89,7 @@ impl LeaseOptions {
     }
 
     /// The lease time: how long after its last renewal the engine keeps a silent holder's
-    /// node. A holder stops minting a fifth of it earlier ([`Tenure::lease`](super::Tenure::lease)).
+    /// node. A holder stops minting a fifth of it earlier ([`Tenure::lease`](crate::mark::Tenure::lease)).
     /// Shorter frees a crashed holder's node sooner. It is also how long `next_id` waits
     /// out a failing engine before it panics; minting itself pauses sooner, once the clock
     /// reaches the last mark stored (1 to 1.5 s after the engine became unreachable).
