@@ -3,11 +3,13 @@
 
 use crate::mint::write_ids;
 use crate::{Failure, Format, rfc3339_ms, write_failed};
-use atomflake::mark::{LeaseOptions, MarkStore};
+use atomflake::mark::MarkStore;
+use atomflake::mark::lease::{Engine, EngineError, Lease, LeaseError, LeaseOptions, PassedOver};
 use atomflake::{Builder, Generator, Id, Layout, MonotonicClock};
 use atomflake_etcd::Endpoints;
+use atomflake_etcd::lease::Etcd;
 use atomflake_postgres::Database;
-use atomflake_postgres::lease::{self, LeaseError};
+use atomflake_postgres::lease::{self, Postgres};
 use clap::{Args, Subcommand};
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
@@ -56,7 +58,7 @@ pub(crate) fn run(command: LeaseCommand) -> Result<(), Failure> {
     match command {
         LeaseCommand::Ddl => out.write_all(lease::DDL.as_bytes()).map_err(write_failed),
         LeaseCommand::List { lease, namespace } => match engine(&lease)? {
-            Engine::Postgres(database) => {
+            Where::Postgres(database) => {
                 let rows = lease::list(&database, &namespace).map_err(failure)?;
                 let mut write = || -> io::Result<()> {
                     writeln!(
@@ -80,8 +82,8 @@ pub(crate) fn run(command: LeaseCommand) -> Result<(), Failure> {
                 };
                 write().map_err(write_failed)
             }
-            Engine::Etcd(endpoints) => {
-                let rows = atomflake_etcd::lease::list(&endpoints, &namespace).map_err(etcd_failure)?;
+            Where::Etcd(endpoints) => {
+                let rows = atomflake_etcd::lease::list(&endpoints, &namespace).map_err(failure)?;
                 let mut write = || -> io::Result<()> {
                     writeln!(
                         out,
@@ -143,28 +145,16 @@ pub(crate) fn acquire(
     count: u64,
 ) -> Result<(Vec<u64>, Box<dyn MarkStore>), Failure> {
     let options = LeaseOptions::new(&args.namespace).ttl(args.ttl()).nodes(count);
-    let (store, passed_over): (Box<dyn MarkStore>, Vec<(u64, u64)>) = match engine(url)? {
-        Engine::Postgres(database) => {
-            let lease = lease::Lease::acquire(&database, &layout, &options).map_err(failure)?;
-            let passed = lease
-                .passed_over()
-                .iter()
-                .map(|p| (p.node, p.high_water_ms))
-                .collect();
-            (Box::new(lease), passed)
-        }
-        Engine::Etcd(endpoints) => {
-            let lease =
-                atomflake_etcd::lease::Lease::acquire(&endpoints, &layout, &options).map_err(etcd_failure)?;
-            let passed = lease
-                .passed_over()
-                .iter()
-                .map(|p| (p.node, p.high_water_ms))
-                .collect();
-            (Box::new(lease), passed)
-        }
+    let (store, passed_over) = match engine(url)? {
+        Where::Postgres(database) => acquire_on::<Postgres>(&database, layout, &options)?,
+        Where::Etcd(endpoints) => acquire_on::<Etcd>(&endpoints, layout, &options)?,
     };
-    for (passed, mark) in passed_over {
+    for PassedOver {
+        node: passed,
+        high_water_ms: mark,
+        ..
+    } in passed_over
+    {
         eprintln!(
             "atomflake: passed over free node {passed} of lease namespace {:?}: its high-water mark {} \
              is ahead of this clock by more than a generator waits (a previous holder's clock ran ahead)",
@@ -173,6 +163,17 @@ pub(crate) fn acquire(
         );
     }
     Ok((store.nodes().to_vec(), store))
+}
+
+/// A lease on engine `E`, as a mark store, and the free nodes it passed over.
+fn acquire_on<E: Engine>(
+    config: &E::Config,
+    layout: Layout,
+    options: &LeaseOptions,
+) -> Result<(Box<dyn MarkStore>, Vec<PassedOver>), Failure> {
+    let lease = Lease::<E>::acquire(config, &layout, options).map_err(failure)?;
+    let passed_over = lease.passed_over().to_vec();
+    Ok((Box::new(lease), passed_over))
 }
 
 /// The next ID, waiting out what passes (a spent tick, a mark being stored, a lease being
@@ -192,43 +193,31 @@ fn next_id(generator: &Generator<MonotonicClock>, patience: Duration) -> Result<
 }
 
 /// Where `--lease` keeps leases.
-enum Engine {
+enum Where {
     Postgres(Box<Database>),
     Etcd(Endpoints),
 }
 
 /// The engine of `--lease`: etcd for `etcd://`, else PostgreSQL. The error never quotes
 /// the URL: it can hold a password.
-fn engine(url: &str) -> Result<Engine, Failure> {
+fn engine(url: &str) -> Result<Where, Failure> {
     let invalid = |err: &dyn std::fmt::Display| Failure::Usage(format!("invalid --lease: {err}"));
     if url.starts_with("etcd://") {
-        url.parse().map(Engine::Etcd).map_err(|err| invalid(&err))
+        url.parse().map(Where::Etcd).map_err(|err| invalid(&err))
     } else {
         url.parse()
-            .map(|database| Engine::Postgres(Box::new(database)))
+            .map(|database| Where::Postgres(Box::new(database)))
             .map_err(|err| invalid(&err))
     }
 }
 
-/// Bad options are bad input; the rest (no free node, etcd out of reach) is not.
-#[expect(clippy::needless_pass_by_value, reason = "called as map_err(etcd_failure)")]
-fn etcd_failure(error: atomflake_etcd::lease::LeaseError) -> Failure {
-    use atomflake_etcd::lease::LeaseError;
-    match error {
-        LeaseError::InvalidNamespace { .. }
-        | LeaseError::TtlOutOfRange { .. }
-        | LeaseError::NodeOutOfRange { .. } => Failure::Usage(error.to_string()),
-        _ => Failure::Other(error.to_string()),
-    }
-}
-
-/// Bad options are bad input; the rest (no free node, the database) is not.
+/// Bad options are bad input; the rest (no free node, the engine out of reach) is not.
 #[expect(clippy::needless_pass_by_value, reason = "called as map_err(failure)")]
-fn failure(error: LeaseError) -> Failure {
+fn failure<E: EngineError>(error: LeaseError<E>) -> Failure {
     match error {
-        LeaseError::InvalidNamespace { .. }
-        | LeaseError::TtlOutOfRange { .. }
-        | LeaseError::NodeOutOfRange { .. } => Failure::Usage(error.to_string()),
+        LeaseError::InvalidNamespace { .. } | LeaseError::TtlOutOfRange { .. } | LeaseError::Nodes(_) => {
+            Failure::Usage(error.to_string())
+        }
         _ => Failure::Other(error.to_string()),
     }
 }

@@ -43,7 +43,7 @@ fn a_node_and_a_lease_together_are_refused() {
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(
         text(&output.stderr),
-        "atomflake: lease time 0ns is out of range: allowed 1s to 3600s\n"
+        "atomflake: lease time 0ns is out of range: allowed whole seconds in 1s..=3600s\n"
     );
 }
 
@@ -272,7 +272,7 @@ fn a_bad_etcd_url_or_ttl_is_a_usage_error() {
         ),
         (
             &["mint", "--lease", "etcd://127.0.0.1:9", "--ttl", "0"][..],
-            "atomflake: etcd lease time 0ns is out of range: allowed whole seconds in 1s..=3600s\n",
+            "atomflake: lease time 0ns is out of range: allowed whole seconds in 1s..=3600s\n",
         ),
     ] {
         let output = atomflake(args);

@@ -112,7 +112,7 @@ fn etcd_child() {
             Err(LeaseError::NodeTaken { .. }) if start.elapsed() < Duration::from_secs(20) => {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            Err(LeaseError::NoFreeNode { .. } | LeaseError::Etcd { .. })
+            Err(LeaseError::NoFreeNode { .. } | LeaseError::Engine(_))
                 if wait_for_any && start.elapsed() < Duration::from_secs(30) =>
             {
                 std::thread::sleep(Duration::from_millis(20));
@@ -123,7 +123,7 @@ fn etcd_child() {
             }
         }
     };
-    println!("node {} {}", lease.node(), lease.revision());
+    println!("node {} {}", lease.node(), lease.generation());
     println!("claimed in {} ms", start.elapsed().as_millis());
     match mode.as_str() {
         "hold" => {
@@ -161,7 +161,7 @@ fn a_generator_on_an_etcd_lease_starts_past_the_mark_keeps_it_and_releases_it() 
         lease.describe(),
         "the high-water mark of node 0 in etcd lease namespace \"cycle\""
     );
-    let first_revision = lease.revision();
+    let first_revision = lease.generation();
     let generator = Builder::new(layout()).mark_store(lease).build(0).unwrap();
     let first: Vec<Id> = (0..1_000).map(|_| generator.next_id()).collect();
     let rows = lease::list(&url, "cycle").unwrap();
@@ -188,7 +188,7 @@ fn a_generator_on_an_etcd_lease_starts_past_the_mark_keeps_it_and_releases_it() 
 
     let lease = Lease::acquire(&url, &layout(), &options).unwrap();
     assert_eq!((lease.node(), lease.high_water_ms()), (0, finished));
-    assert!(lease.revision() > first_revision);
+    assert!(lease.generation() > first_revision);
     let generator = Builder::new(layout()).mark_store(lease).build(0).unwrap();
     let next = generator.next_id();
     assert!(next > *first.last().unwrap());
@@ -292,7 +292,7 @@ fn a_frozen_etcd_holder_loses_its_node_and_mints_nothing_more() {
         *last_refusal,
         format!(
             "etcd lease on node {node} of namespace \"frozen\" is lost: etcd no longer holds this \
-             holder's claim (revision {revision}); minting has ended"
+             holder's claim (generation {revision}); minting has ended"
         )
     );
 }
@@ -528,7 +528,7 @@ fn a_revoked_claim_is_lost_for_good() {
     let mut lease = Lease::acquire(&url, &layout(), &LeaseOptions::new("revoked").ttl(TTL)).unwrap();
     lease.store(now_ms() + 1_500).unwrap();
     // A second claim of the node can only follow the first's end: here its release.
-    let revision = lease.revision();
+    let revision = lease.generation();
     let other = Lease::acquire(&url, &layout(), &LeaseOptions::new("revoked").ttl(TTL).node(0)).unwrap_err();
     assert_eq!(
         other,
@@ -541,7 +541,7 @@ fn a_revoked_claim_is_lost_for_good() {
     // renewing.
     std::thread::sleep(TTL + Duration::from_millis(1_500));
     let successor = Lease::acquire(&url, &layout(), &LeaseOptions::new("revoked").ttl(TTL).node(0)).unwrap();
-    assert!(successor.revision() > revision);
+    assert!(successor.generation() > revision);
     let error = lease.store(now_ms() + 1_500).unwrap_err();
     assert_eq!(error.kind(), StoreErrorKind::Lost);
     assert_eq!(
@@ -549,7 +549,7 @@ fn a_revoked_claim_is_lost_for_good() {
         Some(&LeaseError::Lost {
             namespace: "revoked".to_owned(),
             node: 0,
-            revision
+            generation: revision
         })
     );
     assert_eq!(
@@ -557,13 +557,13 @@ fn a_revoked_claim_is_lost_for_good() {
         LeaseError::Lost {
             namespace: "revoked".to_owned(),
             node: 0,
-            revision
+            generation: revision
         }
     );
     // The successor's claim and mark are untouched by the first holder's attempts.
     let rows = lease::list(&url, "revoked").unwrap();
     assert!(
-        rows[0].live && rows[0].revision == Some(successor.revision()),
+        rows[0].live && rows[0].revision == Some(successor.generation()),
         "{rows:?}"
     );
     assert_eq!(rows[0].high_water_ms, successor.high_water_ms());

@@ -20,7 +20,7 @@ use atomflake::mark::MarkStore;
 use atomflake::{
     BuildError, Builder, Clock, Generator, Id, Layout, ManualClock, MintError, MonotonicClock, PreciseClock,
 };
-use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions};
+use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions, PostgresError};
 use pg::Server;
 use std::collections::HashSet;
 use std::sync::mpsc;
@@ -164,7 +164,7 @@ fn lease_child() {
             Err(LeaseError::NodeTaken { .. }) if start.elapsed() < Duration::from_secs(20) => {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            Err(LeaseError::NoFreeNode { .. } | LeaseError::Database { .. })
+            Err(LeaseError::NoFreeNode { .. } | LeaseError::Engine(_))
                 if wait_for_any && start.elapsed() < Duration::from_secs(30) =>
             {
                 std::thread::sleep(Duration::from_millis(20));
@@ -215,7 +215,7 @@ fn sixteen_processes_get_sixteen_nodes_and_a_seventeenth_is_refused() {
     let seventeenth = spawn(&server, "fleet", "hold", &[]).close();
     assert_eq!(
         field(&seventeenth, "refused "),
-        "no free node in lease namespace \"fleet\": every node of 0..=15 is held by a live lease"
+        "no free node in PostgreSQL lease namespace \"fleet\": every node of 0..=15 is held by a live lease"
     );
     // Another namespace is another node space.
     let mut other = spawn(&server, "other", "hold", &[]);
@@ -287,8 +287,8 @@ fn frozen_holder(clock: &str) {
     assert_eq!(
         *last_refusal,
         format!(
-            "lease on node {node} of namespace \"frozen\" is lost: the table no longer holds \
-             this holder's claim (generation 1); minting has ended"
+            "PostgreSQL lease on node {node} of namespace \"frozen\" is lost: PostgreSQL no longer \
+             holds this holder's claim (generation 1); minting has ended"
         )
     );
     println!(
@@ -607,7 +607,7 @@ fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
     assert!(
         matches!(&error, BuildError::Ahead { store, mark_ms, max_wait, .. }
             if *mark_ms == far && *max_wait == Duration::from_secs(10)
-                && store == "the high-water mark of node 5 in lease namespace \"in-process\""),
+                && store == "the high-water mark of node 5 in PostgreSQL lease namespace \"in-process\""),
         "{error:?}"
     );
     // A lease holds one node: a generator of another node, or of more than one, is refused.
@@ -654,7 +654,7 @@ fn a_server_that_is_not_there_is_a_database_error() {
             .parse()
             .unwrap();
     let error = Lease::acquire(&config, &layout(), &LeaseOptions::new("n")).unwrap_err();
-    let LeaseError::Database { action, cause } = &error else {
+    let LeaseError::Engine(PostgresError::Database { action, cause }) = &error else {
         panic!("{error:?}");
     };
     assert_eq!(*action, "connect");
@@ -847,7 +847,7 @@ fn leases_over_loopback_tcp_with_short_lease_times_connect_and_renew() {
     let config: atomflake_postgres::Database = format!("{} user={LEASE_ROLE}", server.tcp_conninfo())
         .parse()
         .unwrap();
-    for ttl_ms in [1_000, 2_000, 3_999, 4_000] {
+    for ttl_ms in [1_000, 2_000, 3_000, 4_000] {
         let ttl = Duration::from_millis(ttl_ms);
         let options = LeaseOptions::new(format!("tcp-{ttl_ms}")).ttl(ttl);
         let lease = Lease::acquire(&config, &layout(), &options)
@@ -930,7 +930,7 @@ fn a_free_node_with_a_mark_far_ahead_is_passed_over_not_claimed_by_everyone() {
     assert_eq!(
         error.to_string(),
         format!(
-            "clock is {:?} behind the high-water mark of node 0 in lease namespace \"ahead\" \
+            "clock is {:?} behind the high-water mark of node 0 in PostgreSQL lease namespace \"ahead\" \
              (mark {far} ms, clock {clock_ms} ms): a generator waits at most 10s at start-up",
             Duration::from_millis(far - clock_ms)
         )

@@ -6,7 +6,7 @@
 
 use atomflake::{Builder, Layout};
 use atomflake_postgres::Database;
-use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions};
+use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions, PostgresError};
 use atomflake_test_servers::postgres::{self as pg, Server};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -450,7 +450,10 @@ fn a_role_without_a_grant_gets_an_error_naming_it() {
     // No table, and no right to create one (PostgreSQL 15: no CREATE on public for all).
     server.psql("CREATE ROLE app LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC");
     let error = refused(&as_role("app"), "grants");
-    assert_eq!(error, LeaseError::NoLeaseTable { role: "app".into() });
+    assert_eq!(
+        error,
+        LeaseError::Engine(PostgresError::NoLeaseTable { role: "app".into() })
+    );
     assert_eq!(
         error.to_string(),
         "the lease table public.atomflake_lease does not exist and role \"app\" may not create \
@@ -468,10 +471,10 @@ fn a_role_without_a_grant_gets_an_error_naming_it() {
     let error = refused(&as_role("app"), "grants");
     assert_eq!(
         error,
-        LeaseError::MissingGrant {
+        LeaseError::Engine(PostgresError::MissingGrant {
             role: "app".into(),
             missing: vec!["INSERT", "UPDATE"]
-        }
+        })
     );
     assert_eq!(
         error.to_string(),
@@ -484,10 +487,10 @@ fn a_role_without_a_grant_gets_an_error_naming_it() {
     server.psql("GRANT INSERT ON public.atomflake_lease TO app");
     assert_eq!(
         refused(&as_role("app"), "grants"),
-        LeaseError::MissingGrant {
+        LeaseError::Engine(PostgresError::MissingGrant {
             role: "app".into(),
             missing: vec!["UPDATE"]
-        }
+        })
     );
 
     // With the three, a lease is taken, renewed and released; nothing else was granted.

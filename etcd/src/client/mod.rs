@@ -226,15 +226,3 @@ fn describe(status: &tonic::Status) -> String {
     }
     text
 }
-
-/// Runs `work` on a thread of its own when this thread is inside a Tokio runtime (whose
-/// threads may not block on another runtime), else here.
-pub(crate) fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
-    if tokio::runtime::Handle::try_current().is_err() {
-        return work();
-    }
-    std::thread::scope(|scope| match scope.spawn(work).join() {
-        Ok(value) => value,
-        Err(panic) => std::panic::resume_unwind(panic),
-    })
-}

@@ -173,6 +173,9 @@ pub enum Attempt<C> {
     Claimed(Claimed<C>),
     /// Fewer nodes are free, or reachable, than asked for: nothing was claimed.
     Short(Shortfall),
+    /// Another claimant took a node this one found free, or the answer was lost on the
+    /// way (the engine finds such a claim of its own on the next attempt): try again.
+    Raced,
 }
 
 /// The nodes an [`Engine::claim`] took.
@@ -405,6 +408,7 @@ impl<E: Engine> Lease<E> {
                         return Err(refusal);
                     }
                 }
+                Attempt::Raced => {}
             }
             // A claimant took a node this one found free: read again.
             if Instant::now() >= deadline {
