@@ -1,0 +1,77 @@
+//! What ZooKeeper itself reports to a lease.
+
+use atomflake::mark::lease::EngineError;
+use core::fmt;
+use std::time::Duration;
+
+/// A lease that cannot be taken or kept on ZooKeeper
+/// ([`atomflake::mark::lease::LeaseError`] with ZooKeeper's own errors).
+pub type LeaseError = atomflake::mark::lease::LeaseError<ZooKeeperError>;
+
+/// What ZooKeeper reported to a lease:
+/// [`LeaseError::Engine`](atomflake::mark::lease::LeaseError::Engine).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ZooKeeperError {
+    /// A call failed: no server answered in time, the connection was lost, or a server
+    /// refused the call. Transient.
+    Call {
+        /// What the lease was doing.
+        action: &'static str,
+        /// What the client reported.
+        cause: String,
+    },
+    /// The ensemble gave the session a shorter timeout than the lease time (its
+    /// `maxSessionTimeout` is lower): the ensemble would end a claim before its holder
+    /// stops minting. Permanent: lower the lease time, or raise `maxSessionTimeout`.
+    SessionTimeout {
+        /// The lease time asked for.
+        ttl: Duration,
+        /// The session timeout the ensemble gave.
+        negotiated: Duration,
+    },
+    /// A node of the namespace that no lease wrote. Permanent.
+    Corrupt {
+        /// The node's path.
+        path: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+}
+
+impl ZooKeeperError {
+    pub(crate) fn call(action: &'static str) -> impl FnOnce(zookeeper_client::Error) -> ZooKeeperError {
+        move |error| ZooKeeperError::Call {
+            action,
+            cause: error.to_string(),
+        }
+    }
+}
+
+impl EngineError for ZooKeeperError {
+    const ENGINE: &'static str = "ZooKeeper";
+
+    fn is_transient(&self) -> bool {
+        matches!(self, ZooKeeperError::Call { .. })
+    }
+}
+
+impl fmt::Display for ZooKeeperError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ZooKeeperError::Call { action, cause } => {
+                write!(f, "ZooKeeper lease operation {action:?} failed: {cause}")
+            }
+            ZooKeeperError::SessionTimeout { ttl, negotiated } => write!(
+                f,
+                "the ZooKeeper ensemble gave a session timeout of {negotiated:?}, shorter than the lease \
+                 time {ttl:?}: lower the lease time or raise the servers' maxSessionTimeout"
+            ),
+            ZooKeeperError::Corrupt { path, problem } => {
+                write!(f, "ZooKeeper node {path:?} is not a lease's: {problem}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ZooKeeperError {}
