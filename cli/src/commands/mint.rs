@@ -4,9 +4,11 @@
 //! written through one large `BufWriter` with `itoa`'s integer formatting, so the command
 //! is bound by the layout's IDs per tick, not by formatting or syscalls.
 
+use super::{LayoutArgs, lease, node_in};
 use crate::high_water::HighWaterArgs;
-use crate::{Failure, Format, write_failed};
+use crate::{Failure, write_failed};
 use atomflake::{Clock, Generator, Id, Layout};
+use clap::{Args, ValueEnum};
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::time::{Duration, Instant};
 
@@ -19,9 +21,75 @@ const PROGRESS_FROM: u64 = 1_000_000;
 /// How often the progress line is redrawn, at most.
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
+/// The options of `atomflake mint`.
+#[derive(Args)]
+pub(crate) struct MintArgs {
+    #[command(flatten)]
+    layout: LayoutArgs,
+    /// Node ID of this minter (0 unless given). Give every process that mints at the
+    /// same time its own node, or their IDs can collide; or take one with `--lease`. A
+    /// fixed node keeps a high-water file (`--high-water`), so that a restart never
+    /// repeats its IDs.
+    #[arg(long, env = "ATOMFLAKE_NODE", value_name = "N", allow_negative_numbers = true)]
+    node: Option<String>,
+    #[command(flatten)]
+    high_water: HighWaterArgs,
+    /// Take the node from a lease in this PostgreSQL database (a URL,
+    /// `postgres://user@host/db`, or `key=value` connection settings) or etcd cluster
+    /// (`etcd://HOST:PORT[,HOST:PORT...]`): the lowest free node of the layout, held
+    /// while minting, released at exit. The IDs start past every ID minted on that node
+    /// before. PostgreSQL: TLS as libpq's `sslmode` says (`sslmode=verify-full
+    /// sslrootcert=ca.pem`); no error shows the password.
+    #[arg(long, env = "ATOMFLAKE_LEASE", hide_env_values = true, value_name = "URL")]
+    lease: Option<String>,
+    #[command(flatten)]
+    lease_options: lease::LeaseArgs,
+    /// How many IDs to mint.
+    #[arg(short = 'n', long = "count", default_value_t = 1, value_name = "COUNT")]
+    count: u64,
+    /// decimal: `1541815603606036480`; base32: 13 Crockford characters,
+    /// `1ASD13XH1F800`; json: one JSON string per line (JSON Lines, IDs as strings so
+    /// JavaScript keeps all 64 bits): `jq` reads them as a stream, `jq -s` as an array.
+    #[arg(long, value_enum, default_value_t = Format::Decimal)]
+    format: Format,
+}
+
+/// How `mint` writes IDs.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// Decimal digits.
+    Decimal,
+    /// 13 characters of Crockford base32.
+    Base32,
+    /// A JSON string per line.
+    Json,
+}
+
+/// `atomflake mint`: on the node given, or on one leased with `--lease`.
+pub(crate) fn run(args: &MintArgs) -> Result<(), Failure> {
+    let layout = args.layout.preset()?;
+    match (&args.lease, &args.node) {
+        (Some(_), Some(node)) => Err(Failure::Usage(format!(
+            "--node {node} and --lease: the lease picks the node (ATOMFLAKE_NODE counts as --node)"
+        ))),
+        (Some(url), None) => args
+            .high_water
+            .check_lease()
+            .and_then(|()| lease::mint(layout, url, &args.lease_options, args.count, args.format)),
+        (None, node) => fixed(
+            layout,
+            &args.layout.layout,
+            node.as_deref().unwrap_or("0"),
+            &args.high_water,
+            args.count,
+            args.format,
+        ),
+    }
+}
+
 /// `mint` on a fixed `node` of `layout` (preset `name`), keeping the node's high-water file
 /// unless `--no-high-water`.
-pub(crate) fn run(
+fn fixed(
     layout: Layout,
     name: &str,
     node: &str,
@@ -67,27 +135,6 @@ pub(crate) fn write_ids<C: Clock>(
     out.flush().map_err(write_failed)?;
     progress.finish();
     Ok(())
-}
-
-/// The node given as text (from `--node` or `ATOMFLAKE_NODE`), checked against `layout`.
-pub(crate) fn node_in(layout: Layout, text: &str) -> Result<u64, Failure> {
-    let node = text.parse::<u64>().map_err(|_| {
-        Failure::Usage(format!(
-            "invalid node {text:?}: the layout allows 0..={}",
-            layout.max_node()
-        ))
-    })?;
-    // Checked here, before a high-water directory is made for it: the layout's error names
-    // the value and the range.
-    let first = atomflake::Parts {
-        unix_ms: layout.epoch_ms(),
-        node,
-        sequence: 0,
-    };
-    match layout.encode(first) {
-        Ok(_) => Ok(node),
-        Err(err) => Err(Failure::Usage(err.to_string())),
-    }
 }
 
 fn write_id(out: &mut impl Write, digits: &mut itoa::Buffer, id: Id, format: Format) -> io::Result<()> {

@@ -1,14 +1,32 @@
 //! `atomflake decode`: an ID's time, node and sequence, as text or JSON lines.
 
-use crate::{Failure, report, rfc3339, write_failed};
+use super::{LayoutArgs, rfc3339};
+use crate::{Failure, report, write_failed};
 use atomflake::{Base32, Id, Layout, ParseIdError};
+use clap::Args;
 use std::fmt;
 use std::io::{self, BufRead, BufWriter, Write};
 
 /// Discord's node is `worker << 5 | process`.
 const DISCORD_PROCESS_BITS: u32 = 5;
 
-pub(crate) fn run(layout: Layout, json: bool, ids: &[String]) -> Result<(), Failure> {
+/// The options of `atomflake decode`.
+#[derive(Args)]
+pub(crate) struct DecodeArgs {
+    #[command(flatten)]
+    layout: LayoutArgs,
+    /// One JSON object per line, ID as a string.
+    #[arg(long)]
+    json: bool,
+    /// IDs to decode; read from stdin when none are given.
+    #[arg(value_name = "ID", allow_negative_numbers = true)]
+    ids: Vec<String>,
+}
+
+/// `atomflake decode`: the IDs given, else those on stdin.
+pub(crate) fn run(args: &DecodeArgs) -> Result<(), Failure> {
+    let layout = args.layout.preset()?;
+    let (json, ids) = (args.json, &args.ids);
     let mut out = BufWriter::new(io::stdout().lock());
     let mut all_good = true;
     if ids.is_empty() {

@@ -1,9 +1,9 @@
 //! `atomflake serve`: IDs over HTTP/JSON and gRPC from one port (see `atomflake-serve`).
 
+use super::lease::{self, LeaseArgs};
+use super::{LayoutArgs, node_in};
 use crate::Failure;
 use crate::high_water::HighWaterArgs;
-use crate::lease::{self, LeaseArgs};
-use crate::mint::node_in;
 use atomflake::{Builder, Layout, ShardedGenerator};
 use atomflake_serve::{Limits, Service, Watched};
 use clap::Args;
@@ -14,9 +14,8 @@ use std::time::Duration;
 /// The options of `atomflake serve`.
 #[derive(Args)]
 pub(crate) struct ServeArgs {
-    /// Layout preset (see `atomflake layouts`).
-    #[arg(long, default_value = "twitter", value_name = "NAME")]
-    layout: String,
+    #[command(flatten)]
+    layout: LayoutArgs,
     /// The node (or nodes, comma-separated) this server mints on. Give every server of the
     /// same IDs nodes of its own, or their IDs collide; or take them with `--lease`.
     #[arg(
@@ -63,7 +62,7 @@ pub(crate) struct ServeArgs {
 }
 
 pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
-    let layout = crate::layout_named(&args.layout)?;
+    let layout = args.layout.preset()?;
     let limits = limits(args)?;
     let (generator, store) = generator(layout, args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -88,7 +87,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
             .map_err(|err| Failure::Other(format!("cannot listen on {}: {err}", args.listen)))?;
         eprintln!(
             "atomflake serve: listening on {address} (HTTP and gRPC), layout {}, node {}; {marks}",
-            args.layout,
+            args.layout.layout,
             nodes.join(",")
         );
         atomflake_serve::serve(
@@ -170,7 +169,7 @@ fn generator(
             .map(|node| node_in(layout, node))
             .collect::<Result<Vec<_>, _>>()?
     };
-    let generator = args.high_water.sharded(layout, &args.layout, nodes)?;
+    let generator = args.high_water.sharded(layout, &args.layout.layout, nodes)?;
     Ok((generator, None))
 }
 
