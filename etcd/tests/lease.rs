@@ -5,41 +5,21 @@
 
 #![cfg(not(loom))]
 
-use atomflake::mark::{MarkStore, StoreErrorKind};
-use atomflake::{Builder, Id, Layout, MonotonicClock, PreciseClock};
+use atomflake::mark::{LeaseOptions, MarkStore, StoreErrorKind};
+use atomflake::{Builder, Id, Layout};
 use atomflake_etcd::Endpoints;
-use atomflake_etcd::lease::{self, Lease, LeaseError, LeaseOptions};
+use atomflake_etcd::lease::{self, Lease, LeaseError};
 use atomflake_test_servers::etcd::{Change, Cluster};
 use atomflake_test_servers::fleet::{
-    Dice, Holder, assert_unique, check_fleet_history, count_ids, field, ids, lease_lines, mint, tail,
+    self, Dice, Engine, Faults, Holder, HolderClock, Holders, Refusal, assert_in_order, assert_successor,
+    assert_unique, count_ids, count_ids_after, field, four_nodes, ids, last_refusal, layout, lease_lines,
+    minted,
 };
 use atomflake_test_servers::now_ms;
-use atomflake_test_servers::postgres::{LIBFAKETIME, has_libfaketime, step_clock};
+use atomflake_test_servers::postgres::has_libfaketime;
 use atomflake_test_servers::proxy::Proxy;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
-
-/// Twitter's epoch and tick with a 4-bit node field: 16 nodes.
-fn layout() -> Layout {
-    Layout::builder()
-        .timestamp_bits(41)
-        .node_bits(4)
-        .sequence_bits(12)
-        .epoch_ms(1_288_834_974_657)
-        .build()
-        .unwrap()
-}
-
-/// Twitter's epoch and tick with a 2-bit node field: 4 nodes.
-fn four_nodes() -> Layout {
-    Layout::builder()
-        .timestamp_bits(41)
-        .node_bits(2)
-        .sequence_bits(12)
-        .epoch_ms(1_288_834_974_657)
-        .build()
-        .unwrap()
-}
 
 /// The lease time of most tests: etcd's shortest with its default election timeout.
 const TTL: Duration = Duration::from_secs(2);
@@ -48,101 +28,60 @@ fn endpoints(url: &str) -> Endpoints {
     url.parse().unwrap()
 }
 
-/// The environment of a child: what it does, where, and how.
-const MODE: &str = "ATOMFLAKE_ETCD_CHILD";
-const URL: &str = "ATOMFLAKE_ETCD_URL";
-const NAMESPACE: &str = "ATOMFLAKE_ETCD_NAMESPACE";
-const NODE: &str = "ATOMFLAKE_ETCD_NODE";
-/// `precise` for [`PreciseClock`], otherwise the default clock.
-const CLOCK: &str = "ATOMFLAKE_ETCD_CLOCK";
-const COUNT: &str = "ATOMFLAKE_ETCD_COUNT";
-const TTL_S: &str = "ATOMFLAKE_ETCD_TTL_S";
-/// `four` for a 2-bit node field; otherwise [`layout`].
-const LAYOUT: &str = "ATOMFLAKE_ETCD_LAYOUT";
-/// Set: wait (up to 30 s) for a node when none is free or etcd does not answer.
-const WAIT: &str = "ATOMFLAKE_ETCD_WAIT";
+/// etcd, as the holder processes claim on it.
+struct Etcd;
 
-/// Runs this test binary as a holder on the cluster at `url`: `mode` is `hold` (claim, then
-/// wait for stdin to close) or `mint` (claim, then mint until `COUNT` IDs or the lease is
-/// lost).
-fn spawn(url: &str, namespace: &str, mode: &str, env: &[(&str, &str)]) -> Holder {
-    let mut all = vec![(MODE, mode), (URL, url), (NAMESPACE, namespace)];
-    all.extend_from_slice(env);
-    Holder::spawn("etcd_child", &all)
+impl Engine for Etcd {
+    const CHILD: &'static str = "etcd_child";
+    const TTL: Duration = TTL;
+    type Lease = Lease;
+    type Error = LeaseError;
+
+    fn acquire(url: &str, layout: &Layout, options: &LeaseOptions) -> Result<Lease, LeaseError> {
+        Lease::acquire(&endpoints(url), layout, options)
+    }
+
+    fn claim(lease: &Lease) -> i64 {
+        lease.generation()
+    }
+
+    fn refusal(error: &LeaseError) -> Refusal {
+        match error {
+            LeaseError::NodeTaken { .. } => Refusal::Taken,
+            LeaseError::NoFreeNode { .. } | LeaseError::Engine(_) => Refusal::Busy,
+            _ => Refusal::Final,
+        }
+    }
 }
 
-/// The environment that runs a child on the clock in `file` (libfaketime).
-fn faketime(file: &str) -> [(&'static str, &str); 4] {
-    [
-        ("LD_PRELOAD", LIBFAKETIME),
-        ("FAKETIME_TIMESTAMP_FILE", file),
-        ("FAKETIME_NO_CACHE", "1"),
-        ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-    ]
+/// Holders on the cluster at `url`.
+fn holders(url: &str) -> Holders {
+    Holders::new::<Etcd>(url)
 }
 
-/// Not a test of its own: the holder process the tests run. Without [`MODE`] it returns at
-/// once.
+/// A cluster of `size` members for `test`, which steps a holder's clock: `None` (a skip)
+/// without etcd or libfaketime.
+fn cluster_with_faketime(test: &str, size: usize) -> Option<Cluster> {
+    let cluster = Cluster::start(test, size)?;
+    has_libfaketime(test).then_some(cluster)
+}
+
+/// A holder minting in `namespace` on the precise clock, on a lease time of 5 s, once it
+/// has minted 100 IDs.
+fn minting_with_a_5_s_lease(cluster: &Cluster, namespace: &str) -> Holder {
+    let mut holder = holders(&cluster.url())
+        .mint(namespace)
+        .clock(HolderClock::Precise)
+        .ttl(Duration::from_secs(5))
+        .spawn();
+    holder.wait_for_ids(100);
+    holder
+}
+
+/// Not a test of its own: the holder process the tests run.
 #[test]
 fn etcd_child() {
-    let Ok(mode) = std::env::var(MODE) else {
-        return;
-    };
-    // The test harness has written "test etcd_child ... " without a newline.
-    println!();
-    let env = |name| std::env::var(name).unwrap();
-    let cluster = endpoints(&env(URL));
-    let ttl = std::env::var(TTL_S).map_or(TTL, |s| Duration::from_secs(s.parse().unwrap()));
-    let mut options = LeaseOptions::new(env(NAMESPACE)).ttl(ttl);
-    if let Ok(node) = std::env::var(NODE) {
-        options = options.node(node.parse().unwrap());
-    }
-    let layout = if std::env::var(LAYOUT).as_deref() == Ok("four") {
-        four_nodes()
-    } else {
-        layout()
-    };
-    let wait_for_any = std::env::var(WAIT).is_ok();
-    let start = Instant::now();
-    let lease = loop {
-        match Lease::acquire(&cluster, &layout, &options) {
-            Ok(lease) => break lease,
-            // A successor asked for a node, or waits for any: wait for a holder's etcd
-            // lease to expire.
-            Err(LeaseError::NodeTaken { .. }) if start.elapsed() < Duration::from_secs(20) => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(LeaseError::NoFreeNode { .. } | LeaseError::Engine(_))
-                if wait_for_any && start.elapsed() < Duration::from_secs(30) =>
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(error) => {
-                println!("refused {error}");
-                return;
-            }
-        }
-    };
-    println!("node {} {}", lease.node(), lease.generation());
-    println!("claimed in {} ms", start.elapsed().as_millis());
-    match mode.as_str() {
-        "hold" => {
-            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-            drop(lease);
-        }
-        "mint" => {
-            let count = std::env::var(COUNT).map_or(usize::MAX, |count| count.parse().unwrap());
-            let node = lease.node();
-            if std::env::var(CLOCK).as_deref() == Ok("precise") {
-                let builder = Builder::with_clock(layout, PreciseClock::new()).mark_store(lease);
-                mint(&builder.build(node).unwrap(), count);
-            } else {
-                let builder = Builder::with_clock(layout, MonotonicClock::new()).mark_store(lease);
-                mint(&builder.build(node).unwrap(), count);
-            }
-        }
-        other => panic!("unknown mode {other}"),
-    }
+    fleet::holder::<Etcd>();
 }
 
 /// A generator on a lease starts past the node's mark, keeps the mark ahead of its IDs,
@@ -207,26 +146,17 @@ fn sixteen_etcd_holders_get_sixteen_nodes_and_a_seventeenth_is_refused() {
         return;
     };
     let url = cluster.url();
-    let mut holders: Vec<Holder> = (0..16).map(|_| spawn(&url, "fleet", "hold", &[])).collect();
-    let nodes: HashSet<u64> = holders.iter_mut().map(Holder::node).collect();
-    assert_eq!(nodes, (0..16).collect());
-    let seventeenth = spawn(&url, "fleet", "hold", &[]).close();
-    assert_eq!(
-        field(&seventeenth, "refused "),
-        "no free node in etcd lease namespace \"fleet\": every node of 0..=15 is held by a live lease"
+    fleet::sixteen_holders(
+        &holders(&url),
+        "no free node in etcd lease namespace \"fleet\": every node of 0..=15 is held by a live lease",
+        || {
+            let rows = lease::list(&endpoints(&url), "fleet").unwrap();
+            assert_eq!(rows.len(), 16);
+            assert!(rows.iter().all(|row| row.live), "{rows:?}");
+            let revisions: HashSet<i64> = rows.iter().filter_map(|row| row.revision).collect();
+            assert_eq!(revisions.len(), 16, "a revision per claim");
+        },
     );
-    // Another namespace is another node space.
-    let mut other = spawn(&url, "other", "hold", &[]);
-    assert_eq!(other.node(), 0);
-    other.close();
-    let rows = lease::list(&endpoints(&url), "fleet").unwrap();
-    assert_eq!(rows.len(), 16);
-    assert!(rows.iter().all(|row| row.live), "{rows:?}");
-    let revisions: HashSet<i64> = rows.iter().filter_map(|row| row.revision).collect();
-    assert_eq!(revisions.len(), 16, "a revision per claim");
-    for holder in holders {
-        holder.close();
-    }
     // Released on exit: every node free at once.
     let rows = lease::list(&endpoints(&url), "fleet").unwrap();
     assert!(rows.iter().all(|row| !row.live), "{rows:?}");
@@ -239,60 +169,16 @@ fn a_frozen_etcd_holder_loses_its_node_and_mints_nothing_more() {
     let Some(cluster) = Cluster::start("etcd-frozen", 1) else {
         return;
     };
-    let url = cluster.url();
-    let mut frozen = spawn(&url, "frozen", "mint", &[(CLOCK, "precise")]);
-    let node = frozen.node();
-    let revision: i64 = field(&frozen.seen, "node ")
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    frozen.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
-    frozen.signal("-STOP");
-    let stopped = now_ms();
-    std::thread::sleep(TTL + Duration::from_secs(1));
-    let node_text = node.to_string();
-    let successor = spawn(
-        &url,
-        "frozen",
-        "mint",
-        &[(NODE, &node_text), (CLOCK, "precise"), (COUNT, "300")],
-    )
-    .finish(Duration::from_secs(30));
-    let successor_revision: i64 = field(&successor, "node ")
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(successor_revision > revision);
-    frozen.signal("-CONT");
-    let frozen = frozen.finish(Duration::from_secs(20));
-
-    let before: Vec<u64> = ids(&frozen).into_iter().map(|(id, _)| id).collect();
-    let after_resume: Vec<u64> = before
-        .iter()
-        .copied()
-        .filter(|id| layout().decode(Id::new(*id)).unix_ms > stopped + 1_000)
-        .collect();
-    assert_eq!(after_resume, [] as [u64; 0], "minted after SIGCONT");
-    let successor_ids: Vec<u64> = ids(&successor).into_iter().map(|(id, _)| id).collect();
-    assert_eq!(successor_ids.len(), 300);
-    let last = *before.iter().max().unwrap();
-    assert!(
-        successor_ids[0] > last,
-        "successor's first {} vs {last}",
-        successor_ids[0]
-    );
-    assert_unique(&before.iter().chain(&successor_ids).copied().collect::<Vec<_>>());
-    let refusals = lease_lines(&frozen);
-    let (_, last_refusal) = refusals.last().unwrap_or_else(|| panic!("{:?}", tail(&frozen)));
+    let pause = TTL + Duration::from_secs(1);
+    let run = fleet::freeze_a_holder(&holders(&cluster.url()), "frozen", HolderClock::Precise, pause);
+    let revision = fleet::claim(&run.frozen);
+    assert!(fleet::claim(&run.successor) > revision);
     assert_eq!(
-        *last_refusal,
+        last_refusal(&run.frozen),
         format!(
-            "etcd lease on node {node} of namespace \"frozen\" is lost: etcd no longer holds this \
-             holder's claim (generation {revision}); minting has ended"
+            "etcd lease on node {} of namespace \"frozen\" is lost: etcd no longer holds this \
+             holder's claim (generation {revision}); minting has ended",
+            run.node
         )
     );
 }
@@ -300,53 +186,16 @@ fn a_frozen_etcd_holder_loses_its_node_and_mints_nothing_more() {
 #[test]
 fn a_killed_etcd_holders_successor_with_a_clock_behind_starts_past_the_mark() {
     let test = "a_killed_etcd_holders_successor_with_a_clock_behind_starts_past_the_mark";
-    let Some(cluster) = Cluster::start("etcd-killed", 1) else {
+    let Some(cluster) = cluster_with_faketime(test, 1) else {
         return;
     };
-    if !has_libfaketime(test) {
-        return;
-    }
-    let url = cluster.url();
-    let mut killed = spawn(&url, "killed", "mint", &[]);
-    let node = killed.node();
-    killed.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
-    killed.signal("-KILL");
-    let killed = killed.finish(Duration::from_secs(10));
-    let behind = cluster.file("behind");
-    std::fs::write(&behind, "-3s").unwrap();
-    let behind_text = behind.display().to_string();
-    let node_text = node.to_string();
-    let mut env = vec![(NODE, node_text.as_str()), (COUNT, "100")];
-    env.extend(faketime(&behind_text));
-    let mut successor = spawn(&url, "killed", "mint", &env);
-    successor.wait_for(Duration::from_secs(30), |seen| {
-        seen.iter().any(|line| line.starts_with("clock "))
-    });
-    let real = now_ms();
-    let successor = successor.finish(Duration::from_secs(30));
-    let clock: u64 = field(&successor, "clock ").parse().unwrap();
-    assert!(
-        real - clock > 2_500,
-        "the successor's clock is {} ms behind",
-        real - clock
-    );
-    let mark = lease::list(&endpoints(&url), "killed").unwrap()[0].high_water_ms;
-    let killed_ids: Vec<u64> = ids(&killed).into_iter().map(|(id, _)| id).collect();
-    let successor_ids: Vec<u64> = ids(&successor).into_iter().map(|(id, _)| id).collect();
-    let last = *killed_ids.iter().max().unwrap();
-    assert!(
-        successor_ids[0] > last,
-        "successor's first {} vs {last}",
-        successor_ids[0]
-    );
+    let holders = holders(&cluster.url());
+    let (node, killed) = fleet::kill_a_holder(&holders, "killed");
+    let (successor, _) = fleet::successor_behind(&holders, "killed", node, &cluster.file("behind"));
+    let mark = lease::list(&endpoints(&cluster.url()), "killed").unwrap()[0].high_water_ms;
+    assert_successor(&killed, &successor);
+    let last = *minted(&killed).iter().max().unwrap();
     assert!(layout().decode(Id::new(last)).unix_ms < mark);
-    assert_unique(
-        &killed_ids
-            .iter()
-            .chain(&successor_ids)
-            .copied()
-            .collect::<Vec<_>>(),
-    );
 }
 
 /// A lease of several nodes under a sharded generator: all claimed or none, on one etcd
@@ -416,10 +265,7 @@ fn an_etcd_lease_outlives_its_leader_killed_and_a_member_restarted() {
     let Some(mut cluster) = Cluster::start("etcd-leader", 3) else {
         return;
     };
-    let url = cluster.url();
-    let mut holder = spawn(&url, "leader", "mint", &[(CLOCK, "precise"), (TTL_S, "5")]);
-    holder.node();
-    holder.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
+    let mut holder = minting_with_a_5_s_lease(&cluster, "leader");
     let leader = cluster.leader().expect("a leader");
     cluster.kill(leader);
     let killed = now_ms();
@@ -438,26 +284,16 @@ fn an_etcd_lease_outlives_its_leader_killed_and_a_member_restarted() {
     };
     assert_ne!(new_leader, leader);
     holder.wait_for(Duration::from_secs(20), |seen| {
-        ids(seen)
-            .iter()
-            .filter(|(_, stamp)| *stamp > killed + 1_000)
-            .count()
-            >= 100
+        count_ids_after(seen, killed + 1_000) >= 100
     });
     cluster.start_member(leader);
     cluster.wait_healthy();
     let restarted = now_ms();
     holder.wait_for(Duration::from_secs(20), |seen| {
-        ids(seen)
-            .iter()
-            .filter(|(_, stamp)| *stamp > restarted + 1_000)
-            .count()
-            >= 100
+        count_ids_after(seen, restarted + 1_000) >= 100
     });
     let lines = holder.finish_killed();
-    let minted: Vec<u64> = ids(&lines).into_iter().map(|(id, _)| id).collect();
-    assert!(minted.windows(2).all(|pair| pair[0] < pair[1]), "ids in order");
-    assert_unique(&minted);
+    assert_in_order(&lines);
     assert!(
         lease_lines(&lines).iter().all(|(_, text)| !text.contains("lost")),
         "{:?}",
@@ -465,7 +301,7 @@ fn an_etcd_lease_outlives_its_leader_killed_and_a_member_restarted() {
     );
     println!(
         "minted {} ids; leader {leader} killed, {new_leader} elected; refusals {:?}",
-        minted.len(),
+        count_ids(&lines),
         lease_lines(&lines)
     );
 }
@@ -480,19 +316,21 @@ fn a_holder_cut_off_from_etcd_stops_before_its_successor_starts() {
     };
     let proxy = Proxy::start(cluster.client_port(0));
     let through_proxy = format!("etcd://127.0.0.1:{}", proxy.port());
-    let mut cut_off = spawn(&through_proxy, "cut", "mint", &[(CLOCK, "precise")]);
+    let mut cut_off = holders(&through_proxy)
+        .mint("cut")
+        .clock(HolderClock::Precise)
+        .spawn();
     let node = cut_off.node();
-    cut_off.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
+    cut_off.wait_for_ids(100);
     proxy.cut();
     let cut = now_ms();
-    let node_text = node.to_string();
-    let successor = spawn(
-        &cluster.url(),
-        "cut",
-        "mint",
-        &[(NODE, &node_text), (CLOCK, "precise"), (COUNT, "300")],
-    );
-    let successor = successor.finish(Duration::from_secs(30));
+    let successor = holders(&cluster.url())
+        .mint("cut")
+        .node(node)
+        .clock(HolderClock::Precise)
+        .count(300)
+        .spawn()
+        .finish(Duration::from_secs(30));
     cut_off.wait_for(Duration::from_secs(10), |seen| {
         lease_lines(seen)
             .iter()
@@ -509,13 +347,9 @@ fn a_holder_cut_off_from_etcd_stops_before_its_successor_starts() {
         .filter(|(id, _)| layout().decode(Id::new(*id)).unix_ms >= deadline)
         .collect();
     assert!(late.is_empty(), "minted past the local deadline: {late:?}");
-    let successor_ids: Vec<u64> = ids(&successor).into_iter().map(|(id, _)| id).collect();
-    let last = first_ids.iter().map(|(id, _)| *id).max().unwrap();
-    assert!(successor_ids[0] > last);
-    let all: Vec<u64> = first_ids.iter().map(|(id, _)| *id).chain(successor_ids).collect();
-    assert_unique(&all);
-    let (_, last_refusal) = *lease_lines(&first).last().unwrap();
-    assert!(last_refusal.contains("is lost"), "{:?}", lease_lines(&first));
+    assert_successor(&first, &successor);
+    let why = last_refusal(&first);
+    assert!(why.contains("is lost"), "{:?}", lease_lines(&first));
 }
 
 /// The store's own errors reach a minting thread whole: a lost claim is permanent.
@@ -569,24 +403,18 @@ fn a_revoked_claim_is_lost_for_good() {
     assert_eq!(rows[0].high_water_ms, successor.high_water_ms());
 }
 
-/// Four nodes, a fleet of minting processes on 2 s leases against a three-member cluster
-/// reached through proxies, and a nemesis that, for each step of a seeded schedule, does
-/// one of: freeze a holder with `SIGSTOP` past its lease (and start a successor), kill one
-/// with `SIGKILL` (and start a successor), cut every connection to etcd, kill the leader
-/// and start it again, freeze a member, step one holder's clock forward or back. Every ID
-/// is recorded with its process; the history must show no ID twice, each process's IDs
-/// strictly increasing, and on each node every holder's IDs past every earlier holder's.
+/// The fleet of [`fleet::nemesis`] on 2 s leases against a three-member cluster reached
+/// through proxies, under its faults and those of [`EtcdFaults`]. The history must show
+/// no ID twice, each process's IDs strictly increasing, and on each node every holder's IDs
+/// past every earlier holder's; etcd's history, no mark that went down but at a release.
 /// `ATOMFLAKE_NEMESIS_SEED` replays a schedule's choices; `ATOMFLAKE_NEMESIS_STEPS` sets its
 /// length.
 #[test]
 fn an_etcd_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
     let test = "an_etcd_fleet_under_a_seeded_nemesis_never_mints_an_id_twice";
-    let Some(mut cluster) = Cluster::start("etcd-nemesis", 3) else {
+    let Some(mut cluster) = cluster_with_faketime(test, 3) else {
         return;
     };
-    if !has_libfaketime(test) {
-        return;
-    }
     let proxies: Vec<Proxy> = (0..3).map(|i| Proxy::start(cluster.client_port(i))).collect();
     let url = format!(
         "etcd://{}",
@@ -596,74 +424,91 @@ fn an_etcd_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
             .collect::<Vec<_>>()
             .join(",")
     );
-    let seed = std::env::var("ATOMFLAKE_NEMESIS_SEED").map_or_else(
-        |_| now_ms() ^ u64::from(std::process::id()),
-        |seed| seed.parse().unwrap(),
-    );
-    let steps: u64 = std::env::var("ATOMFLAKE_NEMESIS_STEPS").map_or(24, |steps| steps.parse().unwrap());
-    println!("etcd nemesis seed {seed} ({steps} steps): replay with ATOMFLAKE_NEMESIS_SEED={seed}");
-    let mut dice = Dice(seed | 1);
-    let mut fleet: Vec<Member> = (0..4)
-        .map(|serial| Member::spawn(&url, &cluster, serial, &mut dice))
-        .collect();
-    for member in &mut fleet {
-        member
-            .holder
-            .wait_for(Duration::from_secs(30), |seen| count_ids(seen) >= 10);
-    }
-    let mut schedule = Vec::new();
-    let mut down: Option<(usize, Instant)> = None;
-    let mut frozen_member: Option<(usize, Instant)> = None;
-    for step in 0..steps {
-        for member in &mut fleet {
-            if member.frozen_until.is_some_and(|until| Instant::now() >= until) {
-                member.holder.signal("-CONT");
-                member.frozen_until = None;
-            }
-            while let Ok(line) = member.holder.lines.try_recv() {
-                member.holder.seen.push(line);
-            }
-        }
-        if let Some((member, _)) = down.take_if(|(_, until)| Instant::now() >= *until) {
-            cluster.start_member(member);
-        }
-        if let Some((member, _)) = frozen_member.take_if(|(_, until)| Instant::now() >= *until) {
-            cluster.signal(member, "-CONT");
-        }
-        let strike = Strike {
-            url: &url,
-            cluster: &mut cluster,
-            proxies: &proxies,
-            down: &mut down,
-            frozen_member: &mut frozen_member,
-        };
-        let fault = strike.run(&mut fleet, &mut dice);
-        println!("step {step}: {fault}");
-        schedule.push(fault);
-        std::thread::sleep(Duration::from_millis(300 + dice.below(1_200)));
-    }
-    for member in &mut fleet {
-        if member.frozen_until.take().is_some() {
-            member.holder.signal("-CONT");
-        }
-    }
-    if let Some((member, _)) = frozen_member.take() {
-        cluster.signal(member, "-CONT");
-    }
-    if let Some((member, _)) = down.take() {
-        cluster.start_member(member);
-    }
-    std::thread::sleep(Duration::from_secs(3));
-    let histories: Vec<Vec<String>> = fleet
-        .into_iter()
-        .map(|member| member.holder.finish_killed())
-        .collect();
-    let total = check_fleet_history(seed, &schedule, &histories);
+    let dir = cluster.file("nemesis");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut faults = EtcdFaults {
+        cluster: &mut cluster,
+        proxies: &proxies,
+        down: None,
+        frozen: None,
+    };
+    let run = fleet::nemesis("etcd", &holders(&url), &dir, &mut faults);
+    let (seed, total) = (run.seed, run.ids);
     assert!(total > 5_000, "seed {seed}: the fleet minted only {total} ids");
     cluster.wait_healthy();
     let changes = cluster.history("/atomflake/lease/nemesis/");
     let stores = assert_marks_never_went_down("nemesis", &changes);
     println!("seed {seed}: {stores} mark writes in etcd's history, none down but at a release");
+}
+
+/// The nemesis's faults on etcd: cut every connection to it, kill the leader and start it
+/// again later, freeze a member (half the time the leader) past a lease time.
+struct EtcdFaults<'a> {
+    cluster: &'a mut Cluster,
+    proxies: &'a [Proxy],
+    /// A member killed, and when to start it again.
+    down: Option<(usize, Instant)>,
+    /// A member frozen, and when to thaw it.
+    frozen: Option<(usize, Instant)>,
+}
+
+impl Faults for EtcdFaults<'_> {
+    fn strike(&mut self, which: u64, dice: &mut Dice) -> Option<String> {
+        let one_down = self.down.is_some() || self.frozen.is_some();
+        match which {
+            0 => {
+                for proxy in self.proxies {
+                    proxy.cut();
+                }
+                std::thread::sleep(Duration::from_millis(dice.below(1_500)));
+                for proxy in self.proxies {
+                    proxy.restore();
+                }
+                Some("cut every connection to etcd".to_owned())
+            }
+            1 if !one_down => {
+                let Some(leader) = self.cluster.leader() else {
+                    return Some("no leader to kill (an election is on)".to_owned());
+                };
+                self.cluster.kill(leader);
+                let back = Instant::now() + Duration::from_millis(500 + dice.below(3_000));
+                self.down = Some((leader, back));
+                Some(format!("SIGKILL etcd leader m{leader}, start it again later"))
+            }
+            2 if !one_down => {
+                // Half the time the leader: one that resumes may apply calls its clients
+                // gave up on, and etcd 3.4 may then revoke leases early.
+                let any = usize::try_from(dice.below(self.cluster.size() as u64)).unwrap();
+                let (member, which) = match dice.below(2) {
+                    0 => (self.cluster.leader().unwrap_or(any), "leader"),
+                    _ => (any, "member"),
+                };
+                self.cluster.signal(member, "-STOP");
+                let thaw = Instant::now() + TTL + Duration::from_millis(dice.below(2_000));
+                self.frozen = Some((member, thaw));
+                Some(format!("SIGSTOP etcd {which} m{member} past a lease time"))
+            }
+            _ => None,
+        }
+    }
+
+    fn recover(&mut self) {
+        if let Some((member, _)) = self.down.take_if(|(_, until)| Instant::now() >= *until) {
+            self.cluster.start_member(member);
+        }
+        if let Some((member, _)) = self.frozen.take_if(|(_, until)| Instant::now() >= *until) {
+            self.cluster.signal(member, "-CONT");
+        }
+    }
+
+    fn heal(&mut self) {
+        if let Some((member, _)) = self.frozen.take() {
+            self.cluster.signal(member, "-CONT");
+        }
+        if let Some((member, _)) = self.down.take() {
+            self.cluster.start_member(member);
+        }
+    }
 }
 
 /// Panics when a node's mark in `changes` (etcd's history of `namespace`) went down other
@@ -797,156 +642,24 @@ fn a_store_that_finds_the_mark_moved_on_reads_it_back() {
     );
 }
 
-/// One minting process of the nemesis's fleet.
-struct Member {
-    holder: Holder,
-    clock: std::path::PathBuf,
-    frozen_until: Option<Instant>,
-    /// Whether a new process was started after this one ended.
-    followed: bool,
-}
-
-impl Member {
-    /// Starts minting process `serial`: on the 4-node layout, waiting for a free node, with
-    /// a clock of its own that the nemesis can step.
-    fn spawn(url: &str, cluster: &Cluster, serial: usize, dice: &mut Dice) -> Member {
-        let clock = cluster.file(&format!("clock-{serial}"));
-        std::fs::write(&clock, "+0\n").unwrap();
-        let kind = if dice.below(2) == 0 { "precise" } else { "default" };
-        let clock_text = clock.display().to_string();
-        let mut env = vec![(LAYOUT, "four"), (WAIT, "1"), (CLOCK, kind)];
-        env.extend(faketime(&clock_text));
-        Member {
-            holder: spawn(url, "nemesis", "mint", &env),
-            clock,
-            frozen_until: None,
-            followed: false,
-        }
-    }
-}
-
-/// What one step of the nemesis acts on.
-struct Strike<'a> {
-    url: &'a str,
-    cluster: &'a mut Cluster,
-    proxies: &'a [Proxy],
-    /// A member killed, and when to start it again.
-    down: &'a mut Option<(usize, Instant)>,
-    /// A member frozen, and when to thaw it.
-    frozen_member: &'a mut Option<(usize, Instant)>,
-}
-
-impl Strike<'_> {
-    /// One fault chosen by `dice`, on the cluster or a running process of `fleet` (a
-    /// frozen or killed process is replaced by a new one): what it did.
-    fn run(self, fleet: &mut Vec<Member>, dice: &mut Dice) -> String {
-        // A process that ended (its claim lost, or no node free for 30 s) is followed by a
-        // new one, as a supervisor would.
-        let mut started = Vec::new();
-        for i in 0..fleet.len() {
-            if !fleet[i].followed && fleet[i].holder.child.try_wait().unwrap().is_some() {
-                fleet[i].followed = true;
-                fleet.push(Member::spawn(self.url, self.cluster, fleet.len(), dice));
-                started.push(format!("process {i} ended, start process {}; ", fleet.len() - 1));
-            }
-        }
-        let running: Vec<usize> = (0..fleet.len())
-            .filter(|&i| {
-                fleet[i].frozen_until.is_none() && fleet[i].holder.child.try_wait().unwrap().is_none()
-            })
-            .collect();
-        if running.is_empty() {
-            fleet.push(Member::spawn(self.url, self.cluster, fleet.len(), dice));
-            return format!(
-                "{}none running: start process {}",
-                started.concat(),
-                fleet.len() - 1
-            );
-        }
-        started.concat() + &self.strike(fleet, &running, dice)
-    }
-
-    /// One fault chosen by `dice`, on the cluster or on one of the `running` processes of
-    /// `fleet`: what it did.
-    fn strike(self, fleet: &mut Vec<Member>, running: &[usize], dice: &mut Dice) -> String {
-        let pick = running[usize::try_from(dice.below(running.len() as u64)).unwrap()];
-        match dice.below(7) {
-            0 => {
-                let pause = TTL + Duration::from_millis(500 + dice.below(1_500));
-                fleet[pick].holder.signal("-STOP");
-                fleet[pick].frozen_until = Some(Instant::now() + pause);
-                fleet.push(Member::spawn(self.url, self.cluster, fleet.len(), dice));
-                format!(
-                    "SIGSTOP process {pick} for {pause:?}, start process {}",
-                    fleet.len() - 1
-                )
-            }
-            1 => {
-                fleet[pick].holder.signal("-KILL");
-                fleet[pick].followed = true;
-                fleet.push(Member::spawn(self.url, self.cluster, fleet.len(), dice));
-                format!("SIGKILL process {pick}, start process {}", fleet.len() - 1)
-            }
-            2 => {
-                for proxy in self.proxies {
-                    proxy.cut();
-                }
-                std::thread::sleep(Duration::from_millis(dice.below(1_500)));
-                for proxy in self.proxies {
-                    proxy.restore();
-                }
-                "cut every connection to etcd".to_owned()
-            }
-            3 if self.down.is_none() && self.frozen_member.is_none() => {
-                let Some(leader) = self.cluster.leader() else {
-                    return "no leader to kill (an election is on)".to_owned();
-                };
-                self.cluster.kill(leader);
-                let back = Instant::now() + Duration::from_millis(500 + dice.below(3_000));
-                *self.down = Some((leader, back));
-                format!("SIGKILL etcd leader m{leader}, start it again later")
-            }
-            4 if self.down.is_none() && self.frozen_member.is_none() => {
-                // Half the time the leader: one that resumes may apply calls its clients
-                // gave up on, and etcd 3.4 may then revoke leases early.
-                let any = usize::try_from(dice.below(self.cluster.size() as u64)).unwrap();
-                let (member, which) = match dice.below(2) {
-                    0 => (self.cluster.leader().unwrap_or(any), "leader"),
-                    _ => (any, "member"),
-                };
-                self.cluster.signal(member, "-STOP");
-                let thaw = Instant::now() + TTL + Duration::from_millis(dice.below(2_000));
-                *self.frozen_member = Some((member, thaw));
-                format!("SIGSTOP etcd {which} m{member} past a lease time")
-            }
-            _ => {
-                let offset = format!("{:+}", i64::try_from(dice.below(7)).unwrap() - 3);
-                step_clock(&fleet[pick].clock, &offset);
-                format!("step process {pick}'s clock to {offset} s")
-            }
-        }
-    }
-}
-
 /// A holder whose clock ran a minute ahead leaves its node's mark a minute ahead: a
 /// claimant with a right clock passes that node over and says so, instead of taking it and
 /// waiting a minute.
 #[test]
 fn a_free_node_with_a_mark_far_ahead_is_passed_over() {
     let test = "a_free_node_with_a_mark_far_ahead_is_passed_over";
-    let Some(cluster) = Cluster::start("etcd-ahead", 1) else {
+    let Some(cluster) = cluster_with_faketime(test, 1) else {
         return;
     };
-    if !has_libfaketime(test) {
-        return;
-    }
     let url = cluster.url();
     let ahead = cluster.file("ahead");
     std::fs::write(&ahead, "+60s").unwrap();
-    let ahead_text = ahead.display().to_string();
-    let mut env = vec![(COUNT, "10")];
-    env.extend(faketime(&ahead_text));
-    let ran_ahead = spawn(&url, "ahead", "mint", &env).finish(Duration::from_secs(30));
+    let ran_ahead = holders(&url)
+        .mint("ahead")
+        .count(10)
+        .faketime(&ahead)
+        .spawn()
+        .finish(Duration::from_secs(30));
     assert_eq!(field(&ran_ahead, "node ").split(' ').next(), Some("0"));
     let mark = lease::list(&endpoints(&url), "ahead").unwrap()[0].high_water_ms;
     assert!(mark > now_ms() + 50_000, "mark {mark}");
@@ -978,20 +691,15 @@ fn a_holder_waits_out_its_whole_cluster_restarting_and_keeps_its_claim() {
     let Some(mut cluster) = Cluster::start("etcd-restart", 1) else {
         return;
     };
-    let url = cluster.url();
-    let mut holder = spawn(&url, "restart", "mint", &[(CLOCK, "precise"), (TTL_S, "5")]);
-    holder.node();
+    let mut holder = minting_with_a_5_s_lease(&cluster, "restart");
     let revision = field(&holder.seen, "node ").to_owned();
-    holder.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
     cluster.kill(0);
     let down = now_ms();
     std::thread::sleep(Duration::from_secs(6));
     let up = now_ms();
     cluster.start_member(0);
     cluster.wait_healthy();
-    holder.wait_for(Duration::from_secs(20), |seen| {
-        ids(seen).iter().filter(|(_, stamp)| *stamp > up).count() >= 100
-    });
+    holder.wait_for(Duration::from_secs(20), |seen| count_ids_after(seen, up) >= 100);
     let lines = holder.finish_killed();
     let minted = ids(&lines);
     // The last renewal began before `down`: 4 s (0.8 of 5 s) later at most by the holder's
@@ -1002,14 +710,13 @@ fn a_holder_waits_out_its_whole_cluster_restarting_and_keeps_its_claim() {
         .filter(|(id, _)| (fence..up).contains(&layout().decode(Id::new(*id)).unix_ms))
         .collect();
     assert!(inside.is_empty(), "minted past the deadline: {inside:?}");
-    let all: Vec<u64> = minted.iter().map(|(id, _)| *id).collect();
-    assert!(all.windows(2).all(|pair| pair[0] < pair[1]), "ids in order");
+    assert_in_order(&lines);
     let refusals = lease_lines(&lines);
     assert!(
         refusals.iter().all(|(_, text)| !text.contains("lost")),
         "{refusals:?}"
     );
-    let rows = lease::list(&endpoints(&url), "restart").unwrap();
+    let rows = lease::list(&endpoints(&cluster.url()), "restart").unwrap();
     assert_eq!(
         format!("{} {}", rows[0].node, rows[0].revision.unwrap_or(0)),
         revision,

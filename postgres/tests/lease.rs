@@ -1,25 +1,20 @@
 //! Node-ID leases against a real PostgreSQL server, with real processes: each test starts
 //! a throwaway cluster (`atomflake-test-servers`) and runs this test binary again as the lease holders
-//! ([`lease_child`]), which it freezes, kills and resumes.
-//!
-//! Every holder prints one line per event, stamped with its wall clock at the time:
-//! `node N G` once claimed (node, generation), `id ID MS` per minted ID, `lease MS TEXT`
-//! when a mint is refused for the lease (each distinct text once), `refused TEXT` when no
-//! lease could be taken, `clock MS` with its generator's clock at start.
+//! ([`lease_child`]), which it freezes, kills and resumes (the harness and the lines holders
+//! print: `atomflake_test_servers::fleet`).
 
 #![cfg(not(loom))]
 
 use atomflake_test_servers::fleet::{
-    Dice, Holder, assert_unique, check_fleet_history, count_ids, field, ids, lease_lines, mint, tail,
+    self, Dice, Engine, Faults, Holder, HolderClock, Holders, Refusal, assert_in_order, assert_unique,
+    count_ids, count_ids_after, field, ids, last_refusal, layout, lease_lines, minted,
 };
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres as pg;
 use atomflake_test_servers::proxy::Proxy;
 
 use atomflake::mark::MarkStore;
-use atomflake::{
-    BuildError, Builder, Clock, Generator, Id, Layout, ManualClock, MintError, MonotonicClock, PreciseClock,
-};
+use atomflake::{BuildError, Builder, Clock, Generator, Id, Layout, ManualClock, MintError, PreciseClock};
 use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions, PostgresError};
 use pg::Server;
 use std::collections::HashSet;
@@ -46,17 +41,6 @@ fn lease_error(store: &atomflake::mark::StoreError) -> LeaseError {
         .clone()
 }
 
-/// Twitter's epoch and tick with a 4-bit node field: 16 nodes.
-fn layout() -> Layout {
-    Layout::builder()
-        .timestamp_bits(41)
-        .node_bits(4)
-        .sequence_bits(12)
-        .epoch_ms(1_288_834_974_657)
-        .build()
-        .unwrap()
-}
-
 const TTL: Duration = Duration::from_secs(2);
 
 /// The role the leases of these tests connect as: it has the privileges the lease docs
@@ -81,6 +65,13 @@ fn start_with(test: &str, options: pg::Options) -> Option<Server> {
     Some(server)
 }
 
+/// [`start`], and where a lease connects to the server.
+fn start_with_config(test: &str) -> Option<(Server, atomflake_postgres::Database)> {
+    let server = start(test)?;
+    let config = config(&server);
+    Some((server, config))
+}
+
 fn conninfo(server: &Server) -> String {
     server.conninfo_as(LEASE_ROLE)
 }
@@ -89,119 +80,41 @@ fn config(server: &Server) -> atomflake_postgres::Database {
     conninfo(server).parse().unwrap()
 }
 
-/// The environment of a child: what it does, where, and how.
-const MODE: &str = "ATOMFLAKE_LEASE_CHILD";
-const CONNINFO: &str = "ATOMFLAKE_LEASE_CONNINFO";
-const NAMESPACE: &str = "ATOMFLAKE_LEASE_NAMESPACE";
-const NODE: &str = "ATOMFLAKE_LEASE_NODE";
-const CLOCK: &str = "ATOMFLAKE_LEASE_CLOCK";
-const COUNT: &str = "ATOMFLAKE_LEASE_COUNT";
-const TTL_MS: &str = "ATOMFLAKE_LEASE_TTL_MS";
-/// `sonyflake` for Sonyflake's 16-bit node space, `four` for a 2-bit node field (4 nodes);
-/// otherwise [`layout`].
-const LAYOUT: &str = "ATOMFLAKE_LEASE_LAYOUT";
-/// Set: wait (up to 30 s) for a node when none is free or the server is down.
-const WAIT: &str = "ATOMFLAKE_LEASE_WAIT";
+/// PostgreSQL, as the holder processes claim on it.
+struct Postgres;
 
-/// Twitter's epoch and tick with a 2-bit node field: 4 nodes.
-fn four_nodes() -> Layout {
-    Layout::builder()
-        .timestamp_bits(41)
-        .node_bits(2)
-        .sequence_bits(12)
-        .epoch_ms(1_288_834_974_657)
-        .build()
-        .unwrap()
-}
+impl Engine for Postgres {
+    const CHILD: &'static str = "lease_child";
+    const TTL: Duration = TTL;
+    type Lease = Lease;
+    type Error = LeaseError;
 
-/// The layout a child claims and mints with ([`LAYOUT`]).
-fn child_layout() -> Layout {
-    match std::env::var(LAYOUT).as_deref() {
-        Ok("sonyflake") => Layout::SONYFLAKE,
-        Ok("four") => four_nodes(),
-        _ => layout(),
+    fn acquire(conninfo: &str, layout: &Layout, options: &LeaseOptions) -> Result<Lease, LeaseError> {
+        Lease::acquire(&conninfo.parse().unwrap(), layout, options)
+    }
+
+    fn claim(lease: &Lease) -> i64 {
+        lease.generation()
+    }
+
+    fn refusal(error: &LeaseError) -> Refusal {
+        match error {
+            LeaseError::NodeTaken { .. } => Refusal::Taken,
+            LeaseError::NoFreeNode { .. } | LeaseError::Engine(_) => Refusal::Busy,
+            _ => Refusal::Final,
+        }
     }
 }
 
-/// Runs this test binary as a holder on `server`: `mode` is `hold` (claim, then wait for
-/// stdin to close) or `mint` (claim, then mint until `COUNT` IDs or the lease is lost).
-fn spawn(server: &Server, namespace: &str, mode: &str, env: &[(&str, &str)]) -> Holder {
-    let conninfo = conninfo(server);
-    let mut all = vec![
-        (MODE, mode),
-        (CONNINFO, conninfo.as_str()),
-        (NAMESPACE, namespace),
-    ];
-    all.extend_from_slice(env);
-    Holder::spawn("lease_child", &all)
+/// Holders on `server`, as [`LEASE_ROLE`].
+fn holders(server: &Server) -> Holders {
+    Holders::new::<Postgres>(conninfo(server))
 }
 
-/// Not a test of its own: the holder process the tests run. Without [`MODE`] it returns
-/// at once.
+/// Not a test of its own: the holder process the tests run.
 #[test]
 fn lease_child() {
-    let Ok(mode) = std::env::var(MODE) else {
-        return;
-    };
-    // The test harness has written "test lease_child ... " without a newline.
-    println!();
-    let env = |name| std::env::var(name).unwrap();
-    let config: atomflake_postgres::Database = env(CONNINFO).parse().unwrap();
-    let ttl = std::env::var(TTL_MS).map_or(TTL, |ms| Duration::from_millis(ms.parse().unwrap()));
-    let mut options = LeaseOptions::new(env(NAMESPACE)).ttl(ttl);
-    let asked = std::env::var(NODE).ok().map(|node| node.parse().unwrap());
-    if let Some(node) = asked {
-        options = options.node(node);
-    }
-    let layout = child_layout();
-    let wait_for_any = std::env::var(WAIT).is_ok();
-    let start = Instant::now();
-    let lease = loop {
-        match Lease::acquire(&config, &layout, &options) {
-            Ok(lease) => break lease,
-            // A successor asked for a node, or waits for any: wait for a holder's lease
-            // to expire.
-            Err(LeaseError::NodeTaken { .. }) if start.elapsed() < Duration::from_secs(20) => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(LeaseError::NoFreeNode { .. } | LeaseError::Engine(_))
-                if wait_for_any && start.elapsed() < Duration::from_secs(30) =>
-            {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(error) => {
-                println!("refused {error}");
-                return;
-            }
-        }
-    };
-    println!("node {} {}", lease.node(), lease.generation());
-    println!("claimed in {} ms", start.elapsed().as_millis());
-    match mode.as_str() {
-        "hold" => {
-            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-            drop(lease);
-        }
-        "mint" => {
-            let count = std::env::var(COUNT).map_or(usize::MAX, |count| count.parse().unwrap());
-            if std::env::var(CLOCK).as_deref() == Ok("precise") {
-                mint(
-                    &Builder::with_clock(layout, PreciseClock::new())
-                        .build_on(lease)
-                        .unwrap(),
-                    count,
-                );
-            } else {
-                mint(
-                    &Builder::with_clock(layout, MonotonicClock::new())
-                        .build_on(lease)
-                        .unwrap(),
-                    count,
-                );
-            }
-        }
-        other => panic!("unknown mode {other}"),
-    }
+    fleet::holder::<Postgres>();
 }
 
 #[test]
@@ -209,24 +122,15 @@ fn sixteen_processes_get_sixteen_nodes_and_a_seventeenth_is_refused() {
     let Some(server) = start("lease-16") else {
         return;
     };
-    let mut holders: Vec<Holder> = (0..16).map(|_| spawn(&server, "fleet", "hold", &[])).collect();
-    let nodes: HashSet<u64> = holders.iter_mut().map(Holder::node).collect();
-    assert_eq!(nodes, (0..16).collect());
-    let seventeenth = spawn(&server, "fleet", "hold", &[]).close();
-    assert_eq!(
-        field(&seventeenth, "refused "),
-        "no free node in PostgreSQL lease namespace \"fleet\": every node of 0..=15 is held by a live lease"
+    fleet::sixteen_holders(
+        &holders(&server),
+        "no free node in PostgreSQL lease namespace \"fleet\": every node of 0..=15 is held by a live lease",
+        || {
+            let rows = lease::list(&config(&server), "fleet").unwrap();
+            assert_eq!(rows.len(), 16);
+            assert!(rows.iter().all(|row| row.live && row.generation == 1));
+        },
     );
-    // Another namespace is another node space.
-    let mut other = spawn(&server, "other", "hold", &[]);
-    assert_eq!(other.node(), 0);
-    other.close();
-    let rows = lease::list(&config(&server), "fleet").unwrap();
-    assert_eq!(rows.len(), 16);
-    assert!(rows.iter().all(|row| row.live && row.generation == 1));
-    for holder in holders {
-        holder.close();
-    }
     // Released on drop: every node free at once, its mark kept.
     let rows = lease::list(&config(&server), "fleet").unwrap();
     assert!(rows.iter().all(|row| !row.live), "{rows:?}");
@@ -234,75 +138,37 @@ fn sixteen_processes_get_sixteen_nodes_and_a_seventeenth_is_refused() {
 
 /// A holder frozen past its lease time loses its node to a successor, and after
 /// `SIGCONT` mints nothing more.
-fn frozen_holder(clock: &str) {
-    let test = &format!("lease-frozen-{clock}");
-    let Some(server) = start(test) else {
+fn frozen_holder(clock: HolderClock) {
+    let Some(server) = start(&format!("lease-frozen-{clock:?}")) else {
         return;
     };
-    let mut frozen = spawn(&server, "frozen", "mint", &[(CLOCK, clock)]);
-    let node = frozen.node();
-    frozen.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
-    frozen.signal("-STOP");
-    let stopped = now_ms();
-    std::thread::sleep(TTL + Duration::from_millis(500));
-    let node_text = node.to_string();
-    let successor = spawn(
-        &server,
-        "frozen",
-        "mint",
-        &[(NODE, &node_text), (CLOCK, clock), (COUNT, "300")],
+    let pause = TTL + Duration::from_millis(500);
+    let run = fleet::freeze_a_holder(&holders(&server), "frozen", clock, pause);
+    let node = run.node;
+    assert_eq!(field(&run.successor, "node "), format!("{node} 2"));
+    assert_eq!(
+        last_refusal(&run.frozen),
+        format!(
+            "PostgreSQL lease on node {node} of namespace \"frozen\" is lost: PostgreSQL no longer \
+                 holds this holder's claim (generation 1); minting has ended"
+        )
     );
-    let successor = successor.finish(Duration::from_secs(30));
-    assert_eq!(field(&successor, "node "), format!("{node} 2"));
-    let resumed = now_ms();
-    frozen.signal("-CONT");
-    let frozen = frozen.finish(Duration::from_secs(20));
-
-    let before: Vec<(u64, u64)> = ids(&frozen);
     // Minted after SIGCONT, by the ID's own time: the freeze lasted past the lease time,
     // so an ID minted after it with a fresh clock reading is seconds past `stopped`. (The
     // stamps, taken after each mint, can fall after SIGCONT for an ID minted before.)
-    let after_resume: Vec<u64> = before
-        .iter()
-        .map(|(id, _)| *id)
-        .filter(|id| layout().decode(Id::new(*id)).unix_ms > stopped + 1_000)
-        .collect();
-    let stamped_after_resume = before.iter().filter(|(_, stamp)| *stamp >= resumed).count();
-    let successor_ids: Vec<u64> = ids(&successor).into_iter().map(|(id, _)| id).collect();
-    assert_eq!(successor_ids.len(), 300);
-    let first = successor_ids[0];
-    let last = before.iter().map(|(id, _)| *id).max().unwrap();
-    assert!(
-        first > last,
-        "successor's first {first} is not past the frozen holder's last {last}"
-    );
-    if clock == "precise" {
-        assert_eq!(after_resume, [] as [u64; 0], "minted after SIGCONT");
-    }
-    let mut all: Vec<u64> = before.iter().map(|(id, _)| *id).collect();
-    all.extend(&successor_ids);
-    assert_unique(&all);
-    let refusals = lease_lines(&frozen);
-    let (_, last_refusal) = refusals.last().unwrap_or_else(|| panic!("{:?}", tail(&frozen)));
-    assert_eq!(
-        *last_refusal,
-        format!(
-            "PostgreSQL lease on node {node} of namespace \"frozen\" is lost: PostgreSQL no longer \
-             holds this holder's claim (generation 1); minting has ended"
-        )
-    );
+    let stamped_after_resume = count_ids_after(&run.frozen, run.resumed - 1);
+    let refusals = lease_lines(&run.frozen);
     println!(
-        "{clock} clock: frozen holder minted {} ids ({} stamped after SIGCONT, {} with a time after \
-         it), successor 300; refusals {refusals:?}",
-        before.len(),
-        stamped_after_resume,
-        after_resume.len()
+        "{clock:?} clock: frozen holder minted {} ids ({stamped_after_resume} stamped after SIGCONT, {} with a \
+         time after it), successor 300; refusals {refusals:?}",
+        count_ids(&run.frozen),
+        fleet::minted_after(&run.frozen, run.stopped + 1_000).len()
     );
 }
 
 #[test]
 fn a_frozen_holder_loses_its_node_and_mints_nothing_more() {
-    frozen_holder("precise");
+    frozen_holder(HolderClock::Precise);
 }
 
 /// With the default clock, a thread that resumes before the clock's thread may mint with
@@ -310,7 +176,7 @@ fn a_frozen_holder_loses_its_node_and_mints_nothing_more() {
 /// successor's.
 #[test]
 fn a_frozen_holder_on_the_default_clock_never_repeats_its_successor() {
-    frozen_holder("default");
+    frozen_holder(HolderClock::Monotonic);
 }
 
 #[test]
@@ -322,62 +188,21 @@ fn a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark() {
     if !pg::has_libfaketime(test) {
         return;
     }
-    let mut killed = spawn(&server, "killed", "mint", &[]);
-    let node = killed.node();
-    killed.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
-    killed.signal("-KILL");
-    let killed = killed.finish(Duration::from_secs(10));
-    let mark: u64 = server
-        .psql(&format!(
-            "SELECT high_water_ms FROM atomflake_lease WHERE namespace = 'killed' AND node = {node}"
-        ))
-        .trim()
-        .parse()
-        .unwrap();
-    let behind = server.file("behind");
-    std::fs::write(&behind, "-3s").unwrap();
-    let node_text = node.to_string();
-    let behind_text = behind.display().to_string();
-    let mut successor = spawn(
-        &server,
-        "killed",
-        "mint",
-        &[
-            (NODE, &node_text),
-            (COUNT, "100"),
-            ("LD_PRELOAD", pg::LIBFAKETIME),
-            ("FAKETIME_TIMESTAMP_FILE", &behind_text),
-            ("FAKETIME_NO_CACHE", "1"),
-            ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-        ],
-    );
-    successor.wait_for(Duration::from_secs(30), |seen| {
-        seen.iter().any(|l| l.starts_with("clock "))
-    });
-    let real = now_ms();
-    let successor = successor.finish(Duration::from_secs(30));
+    let (node, killed) = fleet::kill_a_holder(&holders(&server), "killed");
+    let mark = row_mark(&server, "killed", node);
+    let (successor, behind) =
+        fleet::successor_behind(&holders(&server), "killed", node, &server.file("behind"));
     assert_eq!(field(&successor, "node "), format!("{node} 2"));
-    let clock: u64 = field(&successor, "clock ").parse().unwrap();
-    assert!(
-        real - clock > 2_500,
-        "the successor's clock is {} ms behind",
-        real - clock
-    );
-    let successor_ids: Vec<u64> = ids(&successor).into_iter().map(|(id, _)| id).collect();
-    let first_time = layout().decode(Id::new(successor_ids[0])).unix_ms;
+    let first_time = layout().decode(Id::new(minted(&successor)[0])).unix_ms;
     assert!(
         first_time >= mark,
         "successor's first id at {first_time} ms, mark {mark} ms"
     );
-    let last = ids(&killed).into_iter().map(|(id, _)| id).max().unwrap();
-    assert!(successor_ids[0] > last);
-    let mut all: Vec<u64> = ids(&killed).into_iter().map(|(id, _)| id).collect();
-    all.extend(&successor_ids);
-    assert_unique(&all);
+    fleet::assert_successor(&killed, &successor);
+    let last = *minted(&killed).iter().max().unwrap();
     println!(
-        "killed holder's last id at {} ms, mark {mark} ms, successor's clock {} ms behind, its first id at {first_time} ms",
+        "killed holder's last id at {} ms, mark {mark} ms, successor's clock {behind} ms behind, its first id at {first_time} ms",
         layout().decode(Id::new(last)).unix_ms,
-        real - clock
     );
 }
 
@@ -389,14 +214,12 @@ fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_d
     // A lease time of 1 s: the holder may mint for 0.8 s after a renewal is sent, less
     // than the mark's lead (1 to 1.5 s), so the deadline, not the mark, stops it.
     let ttl = Duration::from_secs(1);
-    let mut holder = spawn(
-        &server,
-        "restart",
-        "mint",
-        &[(CLOCK, "precise"), (TTL_MS, "1000")],
-    );
-    holder.node();
-    holder.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= 100);
+    let mut holder = holders(&server)
+        .mint("restart")
+        .clock(HolderClock::Precise)
+        .ttl(ttl)
+        .spawn();
+    holder.wait_for_ids(100);
     let terminated = server.psql(
         "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
          WHERE application_name = 'atomflake-lease') t",
@@ -411,14 +234,10 @@ fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_d
     // The server was down from `down` to here: nothing renewed the lease.
     let up = now_ms();
     server.start_again();
-    holder.wait_for(Duration::from_secs(20), |seen| {
-        ids(seen).iter().filter(|(_, stamp)| *stamp > up).count() >= 100
-    });
+    holder.wait_for(Duration::from_secs(20), |seen| count_ids_after(seen, up) >= 100);
     let lines = holder.finish_killed();
     let minted = ids(&lines);
-    let all: Vec<u64> = minted.iter().map(|(id, _)| *id).collect();
-    assert!(all.windows(2).all(|pair| pair[0] < pair[1]), "ids in order");
-    assert_unique(&all);
+    assert_in_order(&lines);
     // The server expires the lease at the earliest TTL after the last renewal before it
     // went down; the holder stops a fifth of TTL before that, by its clock. Checked by the
     // IDs' own times, its precise clock's readings at each mint (a stamp, printed after
@@ -455,7 +274,7 @@ fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_d
     );
     println!(
         "minted {} ids; last before the restart at {} ms after it went down; refusals {refusals:?}",
-        all.len(),
+        minted.len(),
         minted
             .iter()
             .filter(|(_, stamp)| *stamp < up)
@@ -469,10 +288,9 @@ fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_d
 /// renewed with the mark and released; a row taken from under it ends minting.
 #[test]
 fn a_sharded_generator_keeps_a_lease_of_several_nodes_all_or_none() {
-    let Some(server) = start("lease-nodes") else {
+    let Some((server, config)) = start_with_config("lease-nodes") else {
         return;
     };
-    let config = config(&server);
     let options = LeaseOptions::new("nodes").ttl(TTL).holder("test");
     // Held by another process all along (a bare lease is not renewed: a long lease time).
     let long = options.clone().node(2).ttl(Duration::from_secs(60));
@@ -540,10 +358,9 @@ fn a_sharded_generator_keeps_a_lease_of_several_nodes_all_or_none() {
 
 #[test]
 fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
-    let Some(server) = start("lease-gen") else {
+    let Some((server, config)) = start_with_config("lease-gen") else {
         return;
     };
-    let config = config(&server);
     let options = LeaseOptions::new("in-process").ttl(TTL).holder("test");
     // A previous holder's mark, 3 s ahead of the clock.
     let lease = Lease::acquire(&config, &layout(), &options).unwrap();
@@ -752,10 +569,9 @@ fn lease_errors_while_minting<C: Clock>(generator: &Generator<C>, how_long: Dura
 
 #[test]
 fn a_holder_whose_row_was_deleted_is_fenced_off_its_successors_claim() {
-    let Some(server) = start("lease-deleted") else {
+    let Some((server, config)) = start_with_config("lease-deleted") else {
         return;
     };
-    let config = config(&server);
     let options = LeaseOptions::new("deleted").ttl(TTL).node(3);
     let first = Lease::acquire(&config, &layout(), &options.clone().holder("first")).unwrap();
     let first = Builder::with_clock(layout(), PreciseClock::new())
@@ -880,10 +696,9 @@ fn leases_over_loopback_tcp_with_short_lease_times_connect_and_renew() {
 
 #[test]
 fn a_free_node_with_a_mark_far_ahead_is_passed_over_not_claimed_by_everyone() {
-    let Some(server) = start("lease-ahead") else {
+    let Some((server, config)) = start_with_config("lease-ahead") else {
         return;
     };
-    let config = config(&server);
     let options = LeaseOptions::new("ahead").ttl(TTL);
     // Node 0 was released by a host whose clock ran an hour ahead.
     drop(Lease::acquire(&config, &layout(), &options).unwrap());
@@ -949,16 +764,11 @@ fn a_fleet_starting_at_once_on_a_large_node_space_claims_one_node_each() {
     };
     // The table exists: forty claimants, not forty creators.
     drop(Lease::acquire(&config(&server), &Layout::SONYFLAKE, &LeaseOptions::new("warm")).unwrap());
-    let mut holders: Vec<Holder> = (0..40)
-        .map(|_| {
-            spawn(
-                &server,
-                "rollout",
-                "hold",
-                &[(LAYOUT, "sonyflake"), (TTL_MS, "2000")],
-            )
-        })
-        .collect();
+    let rollout = holders(&server)
+        .hold("rollout")
+        .layout(Layout::SONYFLAKE)
+        .ttl(Duration::from_secs(2));
+    let mut holders: Vec<Holder> = (0..40).map(|_| rollout.clone().spawn()).collect();
     let nodes: HashSet<u64> = holders.iter_mut().map(Holder::node).collect();
     assert_eq!(nodes, (0..40).collect());
     let mut slowest = 0;
@@ -1022,106 +832,45 @@ fn claimants_that_find_no_table_create_it_once_and_each_get_a_node() {
     assert_eq!(nodes, (0..8).collect());
 }
 
-/// One minting process of the fleet: its holder, its clock file, and whether it is
-/// frozen until a time.
-struct Member {
-    holder: Holder,
-    clock: std::path::PathBuf,
-    frozen_until: Option<Instant>,
+/// The nemesis's faults on PostgreSQL: kill every lease connection, restart the server
+/// with `-m immediate`, step the server's clock forward or back.
+struct PostgresFaults<'a> {
+    server: &'a Server,
+    /// The server's libfaketime clock.
+    clock: &'a std::path::Path,
 }
 
-impl Member {
-    /// Starts minting process `serial` of the nemesis's fleet: on the 4-node layout, waiting
-    /// for a free node, with a clock of its own that [`strike`] can step.
-    fn spawn(server: &Server, dir: &std::path::Path, serial: usize, dice: &mut Dice) -> Member {
-        let clock = dir.join(format!("clock-{serial}"));
-        std::fs::write(&clock, "+0\n").unwrap();
-        let kind = if dice.below(2) == 0 { "precise" } else { "default" };
-        let clock_text = clock.display().to_string();
-        let holder = spawn(
-            server,
-            "nemesis",
-            "mint",
-            &[
-                (LAYOUT, "four"),
-                (WAIT, "1"),
-                (CLOCK, kind),
-                ("LD_PRELOAD", pg::LIBFAKETIME),
-                ("FAKETIME_TIMESTAMP_FILE", &clock_text),
-                ("FAKETIME_NO_CACHE", "1"),
-                ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
-            ],
-        );
-        Member {
-            holder,
-            clock,
-            frozen_until: None,
-        }
+impl Faults for PostgresFaults<'_> {
+    fn strike(&mut self, which: u64, dice: &mut Dice) -> Option<String> {
+        Some(match which {
+            0 => {
+                let killed = self.server.psql(
+                    "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                     WHERE application_name = 'atomflake-lease') t",
+                );
+                format!("kill {} lease connections", killed.trim())
+            }
+            1 => {
+                self.server.stop("immediate");
+                std::thread::sleep(Duration::from_millis(dice.below(1_000)));
+                self.server.start_again();
+                "restart the server (-m immediate)".to_owned()
+            }
+            _ => {
+                let offset = format!("{:+}", i64::try_from(dice.below(7)).unwrap() - 3);
+                pg::step_clock(self.clock, &offset);
+                format!("step the server's clock to {offset} s")
+            }
+        })
+    }
+
+    fn heal(&mut self) {
+        pg::step_clock(self.clock, "+0");
     }
 }
 
-/// One fault of the nemesis, chosen by `dice`, on `server` or a running process of
-/// `fleet` (a frozen or killed process is replaced by a new one): what it did.
-fn strike(
-    server: &Server,
-    server_clock: &std::path::Path,
-    dir: &std::path::Path,
-    fleet: &mut Vec<Member>,
-    dice: &mut Dice,
-) -> String {
-    let running: Vec<usize> = (0..fleet.len())
-        .filter(|&i| fleet[i].frozen_until.is_none() && fleet[i].holder.child.try_wait().unwrap().is_none())
-        .collect();
-    let pick = running[usize::try_from(dice.below(running.len() as u64)).unwrap()];
-    let offset = |dice: &mut Dice| format!("{:+}", i64::try_from(dice.below(7)).unwrap() - 3);
-    match dice.below(7) {
-        0 => {
-            let pause = TTL + Duration::from_millis(500 + dice.below(1_500));
-            fleet[pick].holder.signal("-STOP");
-            fleet[pick].frozen_until = Some(Instant::now() + pause);
-            fleet.push(Member::spawn(server, dir, fleet.len(), dice));
-            format!(
-                "SIGSTOP process {pick} for {pause:?}, start process {}",
-                fleet.len() - 1
-            )
-        }
-        1 => {
-            fleet[pick].holder.signal("-KILL");
-            fleet.push(Member::spawn(server, dir, fleet.len(), dice));
-            format!("SIGKILL process {pick}, start process {}", fleet.len() - 1)
-        }
-        2 => {
-            let killed = server.psql(
-                "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                 WHERE application_name = 'atomflake-lease') t",
-            );
-            format!("kill {} lease connections", killed.trim())
-        }
-        3 => {
-            server.stop("immediate");
-            std::thread::sleep(Duration::from_millis(dice.below(1_000)));
-            server.start_again();
-            "restart the server (-m immediate)".to_owned()
-        }
-        4 => {
-            let offset = offset(dice);
-            pg::step_clock(server_clock, &offset);
-            format!("step the server's clock to {offset} s")
-        }
-        _ => {
-            let offset = offset(dice);
-            pg::step_clock(&fleet[pick].clock, &offset);
-            format!("step process {pick}'s clock to {offset} s")
-        }
-    }
-}
-
-/// Four nodes, a fleet of minting processes on 2 s leases, and a nemesis that, for each
-/// step of a seeded schedule, does one of: freeze a holder with `SIGSTOP` past its lease
-/// (and start a successor), kill one with `SIGKILL` (and start a successor), kill every
-/// lease connection, restart the server with `-m immediate`, step the server's clock
-/// forward or back, step one holder's clock forward or back. Every ID is recorded with
-/// its process; the history must show no ID twice, each process's IDs strictly
+/// The fleet of [`fleet::nemesis`] on 2 s leases, under its faults and those of
+/// [`PostgresFaults`]. The history must show no ID twice, each process's IDs strictly
 /// increasing, and on each node every holder's IDs past every earlier holder's.
 /// `ATOMFLAKE_NEMESIS_SEED` replays a schedule's choices (which process a fault hits
 /// also depends on which are running); `ATOMFLAKE_NEMESIS_STEPS` sets its length.
@@ -1147,54 +896,12 @@ fn a_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
     let Some(server) = start_with("lease-nemesis", options) else {
         return;
     };
-    let seed = std::env::var("ATOMFLAKE_NEMESIS_SEED").map_or_else(
-        |_| now_ms() ^ u64::from(std::process::id()),
-        |seed| seed.parse().unwrap(),
-    );
-    let steps: u64 = std::env::var("ATOMFLAKE_NEMESIS_STEPS").map_or(24, |steps| steps.parse().unwrap());
-    println!("nemesis seed {seed} ({steps} steps): replay with ATOMFLAKE_NEMESIS_SEED={seed}");
-    let mut dice = Dice(seed | 1);
-    let mut fleet: Vec<Member> = (0..4)
-        .map(|serial| Member::spawn(&server, &dir, serial, &mut dice))
-        .collect();
-    for member in &mut fleet {
-        member
-            .holder
-            .wait_for(Duration::from_secs(30), |seen| count_ids(seen) >= 10);
-    }
-    let mut schedule = Vec::new();
-    for step in 0..steps {
-        // Thaw the frozen whose time has come; read what everyone printed.
-        for member in &mut fleet {
-            if member.frozen_until.is_some_and(|until| Instant::now() >= until) {
-                member.holder.signal("-CONT");
-                member.frozen_until = None;
-            }
-            while let Ok(line) = member.holder.lines.try_recv() {
-                member.holder.seen.push(line);
-            }
-        }
-        let fault = strike(&server, &server_clock, &dir, &mut fleet, &mut dice);
-        println!("step {step}: {fault}");
-        schedule.push(fault);
-        std::thread::sleep(Duration::from_millis(300 + dice.below(1_200)));
-    }
-    // The end: thaw, let every process mint a moment more, then stop them all.
-    for member in &mut fleet {
-        if member.frozen_until.take().is_some() {
-            member.holder.signal("-CONT");
-        }
-    }
-    pg::step_clock(&server_clock, "+0");
-    std::thread::sleep(Duration::from_secs(3));
-    let histories: Vec<Vec<String>> = fleet
-        .into_iter()
-        .map(|member| {
-            // Those that ended on their own (a lost lease) are gone already.
-            member.holder.finish_killed()
-        })
-        .collect();
-    let total = check_fleet_history(seed, &schedule, &histories);
+    let mut faults = PostgresFaults {
+        server: &server,
+        clock: &server_clock,
+    };
+    let run = fleet::nemesis("postgres", &holders(&server), &dir, &mut faults);
+    let (seed, total) = (run.seed, run.ids);
     // Enough for the history to say something: an idle machine mints tens of thousands,
     // a loaded one fewer (each process sleeps a millisecond between IDs, longer when the
     // machine is busy), never a few hundred.

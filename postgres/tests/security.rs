@@ -4,25 +4,16 @@
 
 #![cfg(not(loom))]
 
-use atomflake::{Builder, Layout};
+use atomflake::Builder;
 use atomflake_postgres::Database;
 use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions, PostgresError};
+use atomflake_test_servers::fleet::layout;
 use atomflake_test_servers::postgres::{self as pg, Server};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The password of the roles that log in with one: no error or `Debug` may show it.
 const PASSWORD: &str = "s3cret-Pw0rd";
-
-fn layout() -> Layout {
-    Layout::builder()
-        .timestamp_bits(41)
-        .node_bits(4)
-        .sequence_bits(12)
-        .epoch_ms(1_288_834_974_657)
-        .build()
-        .unwrap()
-}
 
 /// Fails the test if `text` shows the password.
 fn no_password(text: &str) {
@@ -37,6 +28,15 @@ fn refused(database: &Database, namespace: &str) -> LeaseError {
     no_password(&format!("{error:?}"));
     error
 }
+
+/// The `openssl req` options for a new P-256 key, unencrypted.
+const NEW_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
 
 /// Certificates made with `openssl` in a directory of their own.
 struct Pki {
@@ -68,47 +68,27 @@ impl Pki {
 
     /// A self-signed CA: `NAME.pem` and `NAME.key`.
     fn ca(&self, name: &str) -> PathBuf {
-        self.openssl(&[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.pem"),
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN={name}"),
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ]);
-        self.path(&format!("{name}.pem"))
+        let (key, pem, subject) = (
+            format!("{name}.key"),
+            format!("{name}.pem"),
+            format!("/CN={name}"),
+        );
+        #[rustfmt::skip]
+        let rest = [
+            "-keyout", &key, "-out", &pem, "-days", "2", "-subj", &subject,
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        ];
+        self.openssl(&[&["req", "-x509"][..], &NEW_KEY, &rest].concat());
+        self.path(&pem)
     }
 
     /// A certificate for `cn` signed by CA `ca`: `NAME.crt` and `NAME.key`. `names` is its
     /// subjectAltName (empty for a client certificate).
     fn leaf(&self, name: &str, ca: &str, cn: &str, names: &str) -> (PathBuf, PathBuf) {
-        self.openssl(&[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.csr"),
-            "-subj",
-            &format!("/CN={cn}"),
-        ]);
+        let (key, csr, subject) = (format!("{name}.key"), format!("{name}.csr"), format!("/CN={cn}"));
+        let rest = ["-keyout", &key, "-out", &csr, "-subj", &subject];
+        self.openssl(&[&["req"][..], &NEW_KEY, &rest].concat());
         let extensions = if names.is_empty() {
             "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n".to_owned()
         } else {
@@ -450,10 +430,7 @@ fn a_role_without_a_grant_gets_an_error_naming_it() {
     // No table, and no right to create one (PostgreSQL 15: no CREATE on public for all).
     server.psql("CREATE ROLE app LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC");
     let error = refused(&as_role("app"), "grants");
-    assert_eq!(
-        error,
-        LeaseError::Engine(PostgresError::NoLeaseTable { role: "app".into() })
-    );
+    assert_eq!(error, LeaseError::Engine(PostgresError::NoLeaseTable { role: "app".into() }));
     assert_eq!(
         error.to_string(),
         "the lease table public.atomflake_lease does not exist and role \"app\" may not create \

@@ -8,11 +8,11 @@
 //! `etcd-server`). Without it, [`Cluster::start`] returns `None` after printing that the
 //! test is skipped; with `CI=true` that is a failure instead.
 
-use crate::skip;
+use crate::{free_ports, skip};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use std::io::{BufRead, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -42,17 +42,6 @@ fn binary() -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|dir| dir.join("etcd"))
         .find(|path| path.is_file())
-}
-
-/// `count` distinct loopback ports that are free now: all held open while they are
-/// chosen, so that none is handed out twice.
-fn free_ports(count: usize) -> Vec<u16> {
-    let held: Vec<TcpListener> = (0..count)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    held.iter()
-        .map(|listener| listener.local_addr().unwrap().port())
-        .collect()
 }
 
 /// One HTTP/1.1 request to a member's client port: the status code and the body, or

@@ -1,7 +1,9 @@
 //! Throwaway servers for atomflake's tests: PostgreSQL ([`postgres::Server`]) and MariaDB
 //! ([`mariadb::Server`]), each started in a fresh temporary directory on a Unix socket, and
-//! etcd clusters ([`etcd::Cluster`]) on loopback ports; each is stopped and removed when
-//! dropped, also when the test panics. A [`proxy::Proxy`] cuts a client's connections.
+//! etcd clusters ([`etcd::Cluster`]) and ZooKeeper ensembles ([`zookeeper::Ensemble`]) on
+//! loopback ports; each is stopped and removed when dropped, also when the test panics. A
+//! [`proxy::Proxy`] cuts a client's connections; [`fleet`] runs lease holders as processes
+//! for every lease engine.
 //!
 //! A test that finds no server installed prints `SKIPPED <test>: <why>` and returns; with
 //! `CI=true` a skip is a failure instead ([`skip`]).
@@ -22,6 +24,7 @@ pub mod mariadb;
 pub mod postgres;
 pub mod proxy;
 pub mod python;
+pub mod zookeeper;
 
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -46,6 +49,17 @@ pub fn skip(test: &str, why: &str) {
         "{test}: {why}, and CI=true makes a skip a failure"
     );
     eprintln!("SKIPPED {test}: {why}");
+}
+
+/// `count` distinct loopback ports that are free now: all held open while they are
+/// chosen, so that none is handed out twice.
+fn free_ports(count: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> = (0..count)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|listener| listener.local_addr().unwrap().port())
+        .collect()
 }
 
 /// Whether this process runs as root (`initdb`, `postgres` and `mariadbd` need another user

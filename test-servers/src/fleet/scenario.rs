@@ -1,0 +1,152 @@
+//! The fleet tests every engine runs, less what only the engine can check (its claims'
+//! numbers, its refusals' texts, its records of the marks).
+
+use super::child::HolderClock;
+use super::history::assert_unique;
+use super::holder::{Holder, Holders};
+use super::lines::{field, ids, minted};
+use crate::now_ms;
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+/// Sixteen holders claim the sixteen nodes of [`layout`](super::layout) in namespace
+/// `fleet`, a seventeenth is refused with `refusal`, and one in namespace `other` (another
+/// node space) gets node 0; `held` checks the engine's records while the sixteen hold,
+/// then they exit.
+pub fn sixteen_holders(holders: &Holders, refusal: &str, held: impl FnOnce()) {
+    let mut sixteen: Vec<Holder> = (0..16).map(|_| holders.hold("fleet").spawn()).collect();
+    let nodes: HashSet<u64> = sixteen.iter_mut().map(Holder::node).collect();
+    assert_eq!(nodes, (0..16).collect());
+    let seventeenth = holders.hold("fleet").spawn().close();
+    assert_eq!(field(&seventeenth, "refused "), refusal);
+    let mut other = holders.hold("other").spawn();
+    assert_eq!(other.node(), 0);
+    other.close();
+    held();
+    for holder in sixteen {
+        holder.close();
+    }
+}
+
+/// What [`freeze_a_holder`] saw.
+pub struct Frozen {
+    /// The node of both.
+    pub node: u64,
+    /// Every line of the frozen holder.
+    pub frozen: Vec<String>,
+    /// Every line of its successor.
+    pub successor: Vec<String>,
+    /// When it was frozen (Unix ms).
+    pub stopped: u64,
+    /// When it was thawed (Unix ms).
+    pub resumed: u64,
+}
+
+/// A holder minting in `namespace` on `clock` is frozen with `SIGSTOP` after 100 IDs, for
+/// `pause` (past its lease time); a successor asking for its node mints 300 IDs; then the
+/// first is thawed and ends. The successor starts past every ID of the first, none twice;
+/// on the precise clock the first mints nothing after it was thawed (no ID's time is past
+/// the freeze by more than a second).
+pub fn freeze_a_holder(holders: &Holders, namespace: &str, clock: HolderClock, pause: Duration) -> Frozen {
+    let mut frozen = holders.mint(namespace).clock(clock).spawn();
+    let node = frozen.node();
+    frozen.wait_for_ids(100);
+    frozen.signal("-STOP");
+    let stopped = now_ms();
+    std::thread::sleep(pause);
+    let successor = holders
+        .mint(namespace)
+        .node(node)
+        .clock(clock)
+        .count(300)
+        .spawn()
+        .finish(Duration::from_secs(30));
+    let resumed = now_ms();
+    frozen.signal("-CONT");
+    let frozen = frozen.finish(Duration::from_secs(20));
+    assert_eq!(minted(&successor).len(), 300);
+    assert_successor(&frozen, &successor);
+    if clock == HolderClock::Precise {
+        assert_eq!(
+            minted_after(&frozen, stopped + 1_000),
+            [] as [u64; 0],
+            "minted after SIGCONT"
+        );
+    }
+    Frozen {
+        node,
+        frozen,
+        successor,
+        stopped,
+        resumed,
+    }
+}
+
+/// The IDs in `lines` whose own time is past `unix_ms`: minted with a clock reading after
+/// it (the stamp of an `id` line, taken after the mint, can be later than that).
+pub fn minted_after(lines: &[String], unix_ms: u64) -> Vec<u64> {
+    let layout = super::layout();
+    minted(lines)
+        .into_iter()
+        .filter(|&id| layout.decode(atomflake::Id::new(id)).unix_ms > unix_ms)
+        .collect()
+}
+
+/// A holder minting in `namespace` is killed with `SIGKILL` after 100 IDs: its node, and
+/// every line it printed.
+pub fn kill_a_holder(holders: &Holders, namespace: &str) -> (u64, Vec<String>) {
+    let mut killed = holders.mint(namespace).spawn();
+    let node = killed.node();
+    killed.wait_for_ids(100);
+    killed.signal("-KILL");
+    (node, killed.finish(Duration::from_secs(10)))
+}
+
+/// A successor asking for `node` in `namespace` mints 100 IDs on a clock 3 s behind (the
+/// libfaketime clock `file`). Every line it printed, and how far behind its clock read at
+/// start (more than 2.5 s).
+pub fn successor_behind(holders: &Holders, namespace: &str, node: u64, file: &Path) -> (Vec<String>, u64) {
+    std::fs::write(file, "-3s").unwrap();
+    let mut successor = holders
+        .mint(namespace)
+        .node(node)
+        .count(100)
+        .faketime(file)
+        .spawn();
+    successor.wait_for(Duration::from_secs(30), |seen| {
+        seen.iter().any(|line| line.starts_with("clock "))
+    });
+    let real = now_ms();
+    let successor = successor.finish(Duration::from_secs(30));
+    let clock: u64 = field(&successor, "clock ").parse().unwrap();
+    let behind = real - clock;
+    assert!(behind > 2_500, "the successor's clock is {behind} ms behind");
+    (successor, behind)
+}
+
+/// Panics unless the `successor`'s first ID is past every ID of the holder before it on
+/// the node (`before`), and no ID is there twice.
+pub fn assert_successor(before: &[String], successor: &[String]) {
+    let before = minted(before);
+    let after = minted(successor);
+    let last = *before.iter().max().expect("the first holder minted");
+    let first = *after.first().expect("the successor minted");
+    assert!(
+        first > last,
+        "the successor's first {first} is not past its predecessor's last {last}"
+    );
+    assert_unique(&before.into_iter().chain(after).collect::<Vec<_>>());
+}
+
+/// Panics unless the IDs in `lines` strictly increase and none is there twice.
+pub fn assert_in_order(lines: &[String]) {
+    let all = minted(lines);
+    assert!(all.windows(2).all(|pair| pair[0] < pair[1]), "ids in order");
+    assert_unique(&all);
+}
+
+/// How many `id` lines are stamped after `unix_ms`.
+pub fn count_ids_after(seen: &[String], unix_ms: u64) -> usize {
+    ids(seen).iter().filter(|(_, stamp)| *stamp > unix_ms).count()
+}
