@@ -419,28 +419,7 @@ impl Engine for ZooKeeper {
             // lost (the next read finds the claim by its session).
             Err(_) => return Ok(Attempt::Raced),
         }
-        // The claim's own reads: a session sees its own writes.
-        let mut claims = Vec::new();
-        let paths = &self.paths;
-        for node in chosen {
-            let (holder, mark_stat) = run(runtime, client, deadline, |client| async move {
-                let holder = client.check_stat(&paths.holder(node)).await?;
-                let mark = client.check_stat(&paths.mark(node)).await?;
-                Ok((holder, mark))
-            })
-            .map_err(op)?;
-            let (Some(holder), Some(mark_stat)) = (holder, mark_stat) else {
-                return Err(ZooKeeperError::Call {
-                    action,
-                    cause: format!("node {node}'s claim vanished as it was made: the session ended"),
-                });
-            };
-            claims.push(ZooKeeperClaim {
-                node,
-                czxid: holder.czxid,
-                mark_version: mark_stat.version,
-            });
-        }
+        let claims = read_claims(runtime, client, &self.paths, &chosen, deadline)?;
         Ok(Attempt::Claimed(Claimed {
             claims,
             mark,
@@ -481,6 +460,38 @@ impl Engine for ZooKeeper {
             runtime.shutdown_timeout(Duration::from_secs(1));
         }
     }
+}
+
+/// The claims just made on `chosen`, read back: a session sees its own writes.
+fn read_claims(
+    runtime: &tokio::runtime::Runtime,
+    client: &Client,
+    paths: &Paths,
+    chosen: &[u64],
+    deadline: Instant,
+) -> Result<Vec<ZooKeeperClaim>, ZooKeeperError> {
+    let action = "claim a node";
+    let mut claims = Vec::new();
+    for &node in chosen {
+        let (holder, mark_stat) = run(runtime, client, deadline, |client| async move {
+            let holder = client.check_stat(&paths.holder(node)).await?;
+            let mark = client.check_stat(&paths.mark(node)).await?;
+            Ok((holder, mark))
+        })
+        .map_err(ZooKeeperError::call(action))?;
+        let (Some(holder), Some(mark_stat)) = (holder, mark_stat) else {
+            return Err(ZooKeeperError::Call {
+                action,
+                cause: format!("node {node}'s claim vanished as it was made: the session ended"),
+            });
+        };
+        claims.push(ZooKeeperClaim {
+            node,
+            czxid: holder.czxid,
+            mark_version: mark_stat.version,
+        });
+    }
+    Ok(claims)
 }
 
 /// What [`ZooKeeper::write`] writes: a mark, or a mark and the end of the claim.

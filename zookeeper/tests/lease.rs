@@ -1,0 +1,461 @@
+//! Node-ID leases against real ZooKeeper servers, with real processes: each test starts a
+//! throwaway ensemble (`atomflake-test-servers`) and runs this test binary again as the
+//! lease holders ([`zookeeper_child`]), which it freezes, kills and cuts off (the harness
+//! and the lines holders print: `atomflake_test_servers::fleet`).
+
+#![cfg(not(loom))]
+
+use atomflake::mark::{LeaseOptions, MarkStore, StoreErrorKind};
+use atomflake::{Builder, Id, Layout, MintError};
+use atomflake_test_servers::fleet::{
+    self, Dice, Engine, Faults, HolderClock, Holders, Refusal, assert_successor, assert_unique, last_refusal,
+    layout, minted,
+};
+use atomflake_test_servers::now_ms;
+use atomflake_test_servers::postgres::has_libfaketime;
+use atomflake_test_servers::proxy::Proxy;
+use atomflake_test_servers::zookeeper::Ensemble as Servers;
+use atomflake_zookeeper::Ensemble;
+use atomflake_zookeeper::lease::{self, Lease, LeaseError, ZooKeeperError};
+use std::time::{Duration, Instant};
+
+/// The lease time of most tests.
+const TTL: Duration = Duration::from_secs(2);
+
+fn ensemble(url: &str) -> Ensemble {
+    url.parse().unwrap()
+}
+
+fn url(servers: &Servers) -> String {
+    format!("zk://{}", servers.connect_string())
+}
+
+/// ZooKeeper, as the holder processes claim on it.
+struct ZooKeeper;
+
+impl Engine for ZooKeeper {
+    const CHILD: &'static str = "zookeeper_child";
+    const TTL: Duration = TTL;
+    type Lease = Lease;
+    type Error = LeaseError;
+
+    fn acquire(url: &str, layout: &Layout, options: &LeaseOptions) -> Result<Lease, LeaseError> {
+        Lease::acquire(&ensemble(url), layout, options)
+    }
+
+    fn claim(lease: &Lease) -> i64 {
+        lease.generation()
+    }
+
+    fn refusal(error: &LeaseError) -> Refusal {
+        match error {
+            LeaseError::NodeTaken { .. } => Refusal::Taken,
+            LeaseError::NoFreeNode { .. } | LeaseError::Crowded { .. } | LeaseError::Engine(_) => {
+                Refusal::Busy
+            }
+            _ => Refusal::Final,
+        }
+    }
+}
+
+fn holders(url: &str) -> Holders {
+    Holders::new::<ZooKeeper>(url)
+}
+
+/// Not a test of its own: the holder process the tests run.
+#[test]
+fn zookeeper_child() {
+    fleet::holder::<ZooKeeper>();
+}
+
+/// A client of `servers` of its own, to write the namespace's nodes behind a holder's
+/// back, and the runtime it runs on.
+fn raw_client(servers: &Servers) -> (tokio::runtime::Runtime, zookeeper_client::Client) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = runtime
+        .block_on(zookeeper_client::Client::connect(&servers.connect_string()))
+        .unwrap();
+    (runtime, client)
+}
+
+const MARK: &str = "/atomflake/lease/raw/mark/00000000000000000000";
+const HOLDER: &str = "/atomflake/lease/raw/holder/00000000000000000000";
+
+fn read_mark(runtime: &tokio::runtime::Runtime, client: &zookeeper_client::Client) -> (u64, i32) {
+    let (data, stat) = runtime.block_on(client.get_data(MARK)).unwrap();
+    (String::from_utf8(data).unwrap().parse().unwrap(), stat.version)
+}
+
+/// A generator on a lease starts past the node's mark, keeps the mark ahead of its IDs,
+/// and on drop stores the exact mark and frees the node; the next claim of the node has a
+/// larger generation and starts past every ID of the first.
+#[test]
+fn a_generator_on_a_zookeeper_lease_starts_past_the_mark_keeps_it_and_releases_it() {
+    let Some(servers) = Servers::start("zookeeper-cycle", 1) else {
+        return;
+    };
+    let url = ensemble(&url(&servers));
+    let options = LeaseOptions::new("cycle").ttl(TTL).holder("test-holder");
+    let lease = Lease::acquire(&url, &layout(), &options).unwrap();
+    assert_eq!((lease.node(), lease.high_water_ms()), (0, 0));
+    assert_eq!(
+        lease.describe(),
+        "the high-water mark of node 0 in ZooKeeper lease namespace \"cycle\""
+    );
+    let first_generation = lease.generation();
+    let generator = Builder::new(layout()).mark_store(lease).build(0).unwrap();
+    let first: Vec<Id> = (0..1_000).map(|_| generator.next_id()).collect();
+    let rows = lease::list(&url, "cycle").unwrap();
+    assert_eq!(rows.len(), 1);
+    let row = &rows[0];
+    assert!(
+        row.live && row.holder.as_deref() == Some("test-holder"),
+        "{row:?}"
+    );
+    assert_eq!(row.generation, Some(first_generation));
+    let last_time = layout().decode(*first.last().unwrap()).unix_ms;
+    assert!(
+        row.high_water_ms > last_time,
+        "mark {} ids at {last_time}",
+        row.high_water_ms
+    );
+    drop(generator);
+
+    let rows = lease::list(&url, "cycle").unwrap();
+    assert!(!rows[0].live && rows[0].holder.is_none(), "{rows:?}");
+    // The exact mark: the end of the last ID's tick, not the mark stored ahead of need.
+    let finished = rows[0].high_water_ms;
+    assert!(finished > last_time && finished < row.high_water_ms, "{finished}");
+
+    let lease = Lease::acquire(&url, &layout(), &options).unwrap();
+    assert_eq!((lease.node(), lease.high_water_ms()), (0, finished));
+    assert!(lease.generation() > first_generation);
+    let generator = Builder::new(layout()).mark_store(lease).build(0).unwrap();
+    let next = generator.next_id();
+    assert!(next > *first.last().unwrap());
+    assert_unique(
+        &first
+            .iter()
+            .map(|id| id.get())
+            .chain([next.get()])
+            .collect::<Vec<_>>(),
+    );
+}
+
+#[test]
+fn sixteen_zookeeper_holders_get_sixteen_nodes_and_a_seventeenth_is_refused() {
+    let Some(servers) = Servers::start("zookeeper-16", 1) else {
+        return;
+    };
+    let url = url(&servers);
+    fleet::sixteen_holders(
+        &holders(&url),
+        "no free node in ZooKeeper lease namespace \"fleet\": every node of 0..=15 is held by a live lease",
+        || {
+            let rows = lease::list(&ensemble(&url), "fleet").unwrap();
+            assert_eq!(rows.len(), 16);
+            assert!(rows.iter().all(|row| row.live), "{rows:?}");
+        },
+    );
+    // Released on exit: every node free at once.
+    let rows = lease::list(&ensemble(&url), "fleet").unwrap();
+    assert!(rows.iter().all(|row| !row.live), "{rows:?}");
+}
+
+/// A holder frozen past its lease time loses its node to a successor (its session expires
+/// with it), and after `SIGCONT` mints nothing more.
+#[test]
+fn a_frozen_zookeeper_holder_loses_its_node_and_mints_nothing_more() {
+    let Some(servers) = Servers::start("zookeeper-frozen", 1) else {
+        return;
+    };
+    let pause = TTL + Duration::from_secs(2);
+    let run = fleet::freeze_a_holder(&holders(&url(&servers)), "frozen", HolderClock::Precise, pause);
+    let generation = fleet::claim(&run.frozen);
+    assert!(fleet::claim(&run.successor) > generation);
+    assert_eq!(
+        last_refusal(&run.frozen),
+        format!(
+            "ZooKeeper lease on node {} of namespace \"frozen\" is lost: ZooKeeper no longer holds \
+             this holder's claim (generation {generation}); minting has ended",
+            run.node
+        )
+    );
+}
+
+#[test]
+fn a_killed_zookeeper_holders_successor_with_a_clock_behind_starts_past_the_mark() {
+    let test = "a_killed_zookeeper_holders_successor_with_a_clock_behind_starts_past_the_mark";
+    let Some(servers) = Servers::start(test, 1) else {
+        return;
+    };
+    if !has_libfaketime(test) {
+        return;
+    }
+    let holders = holders(&url(&servers));
+    let (node, killed) = fleet::kill_a_holder(&holders, "killed");
+    let (successor, _) = fleet::successor_behind(&holders, "killed", node, &servers.file("behind"));
+    let mark = lease::list(&ensemble(&url(&servers)), "killed").unwrap()[0].high_water_ms;
+    assert_successor(&killed, &successor);
+    let last = *minted(&killed).iter().max().unwrap();
+    assert!(layout().decode(Id::new(last)).unix_ms < mark);
+}
+
+/// A claim that ends behind its holder's back (its ephemeral node deleted, as the ensemble
+/// does when it expires the session, early or on time) and goes to a successor: the
+/// successor's claim bumped the mark's version, so the first holder's store and release
+/// are lost, and neither touches the successor's claim or mark.
+#[test]
+fn a_claim_ended_behind_its_holders_back_is_lost_for_good() {
+    let Some(servers) = Servers::start("zookeeper-ended", 1) else {
+        return;
+    };
+    let url = ensemble(&url(&servers));
+    let options = LeaseOptions::new("raw").ttl(TTL).node(0);
+    let mut lease = Lease::acquire(&url, &layout(), &options).unwrap();
+    lease.store(now_ms() + 1_500).unwrap();
+    let generation = lease.generation();
+    assert_eq!(
+        Lease::acquire(&url, &layout(), &options).unwrap_err(),
+        LeaseError::NodeTaken {
+            namespace: "raw".to_owned(),
+            node: 0
+        }
+    );
+    let (runtime, client) = raw_client(&servers);
+    runtime.block_on(client.delete(HOLDER, None)).unwrap();
+    let successor = Lease::acquire(&url, &layout(), &options).unwrap();
+    assert!(successor.generation() > generation);
+    let (claimed_mark, version) = read_mark(&runtime, &client);
+    assert_eq!(claimed_mark, successor.high_water_ms());
+
+    let error = lease.store(now_ms() + 5_000).unwrap_err();
+    assert_eq!(error.kind(), StoreErrorKind::Lost);
+    let lost = LeaseError::Lost {
+        namespace: "raw".to_owned(),
+        node: 0,
+        generation,
+    };
+    assert_eq!(error.downcast_ref::<LeaseError>(), Some(&lost));
+    lease.finish(1);
+    assert_eq!(lease.release().unwrap_err(), lost);
+    // The successor's claim and mark are untouched by the first holder's attempts.
+    assert_eq!(read_mark(&runtime, &client), (claimed_mark, version));
+    let rows = lease::list(&url, "raw").unwrap();
+    assert!(
+        rows[0].live && rows[0].generation == Some(successor.generation()),
+        "{rows:?}"
+    );
+}
+
+/// A store that finds the mark's version moved on while its claim holds (one of its own
+/// stores landed late) reads the mark back: done when it is at or past its own, else
+/// written again at the version read. The mark never goes down.
+#[test]
+fn a_store_that_finds_the_version_moved_on_reads_it_back() {
+    let Some(servers) = Servers::start("zookeeper-moved", 1) else {
+        return;
+    };
+    let url = ensemble(&url(&servers));
+    let mut lease = Lease::acquire(&url, &layout(), &LeaseOptions::new("raw").ttl(TTL)).unwrap();
+    let (runtime, client) = raw_client(&servers);
+    let base = now_ms();
+    lease.store(base + 1_000).unwrap();
+    // A late store of the holder's own, higher than the next: the next is done as it is.
+    runtime
+        .block_on(client.set_data(MARK, (base + 3_000).to_string().as_bytes(), None))
+        .unwrap();
+    lease.store(base + 2_000).unwrap();
+    assert_eq!(read_mark(&runtime, &client).0, base + 3_000);
+    // A late store lower than the next: the next writes its own over it.
+    runtime
+        .block_on(client.set_data(MARK, (base + 2_500).to_string().as_bytes(), None))
+        .unwrap();
+    lease.store(base + 4_000).unwrap();
+    assert_eq!(read_mark(&runtime, &client).0, base + 4_000);
+    // And the version this holder took is the one in place: the next store writes at once.
+    let (_, version) = read_mark(&runtime, &client);
+    lease.store(base + 5_000).unwrap();
+    assert_eq!(read_mark(&runtime, &client), (base + 5_000, version + 1));
+}
+
+/// A session that the ensemble gives a shorter timeout than the lease time is refused:
+/// the ensemble would end the claim before its holder stops minting.
+#[test]
+fn a_lease_time_past_the_ensembles_session_timeouts_is_refused() {
+    let Some(servers) = Servers::start("zookeeper-timeout", 1) else {
+        return;
+    };
+    let ttl = Duration::from_secs(120);
+    let error = Lease::acquire(
+        &ensemble(&url(&servers)),
+        &layout(),
+        &LeaseOptions::new("long").ttl(ttl),
+    )
+    .unwrap_err();
+    let LeaseError::Engine(ZooKeeperError::SessionTimeout { negotiated, .. }) = &error else {
+        panic!("{error}");
+    };
+    assert!(*negotiated < ttl);
+    assert!(!error.is_transient());
+    assert!(
+        error.to_string().ends_with(
+            "shorter than the lease time 120s: lower the lease time or raise the servers' maxSessionTimeout"
+        ),
+        "{error}"
+    );
+}
+
+/// A generator on a three-server ensemble mints on, in order, while the leader is killed
+/// and started again and a follower is frozen: the session and the claim survive both.
+#[test]
+fn a_zookeeper_lease_outlives_its_leader_killed_and_a_follower_frozen() {
+    let Some(mut servers) = Servers::start("zookeeper-leader", 3) else {
+        return;
+    };
+    let ttl = Duration::from_secs(6);
+    let url = ensemble(&url(&servers));
+    let lease = Lease::acquire(&url, &layout(), &LeaseOptions::new("leader").ttl(ttl)).unwrap();
+    let generation = lease.generation();
+    let generator = Builder::new(layout()).mark_store(lease).build(0).unwrap();
+    let mut ids = Vec::new();
+    let mint_for = |how_long: Duration, ids: &mut Vec<u64>| {
+        let until = Instant::now() + how_long;
+        while Instant::now() < until {
+            match generator.try_next_id() {
+                Ok(id) => ids.push(id.get()),
+                Err(MintError::Store(error)) if error.kind() == StoreErrorKind::Lost => panic!("{error}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+    };
+    mint_for(Duration::from_secs(1), &mut ids);
+    let leader = servers.leader().expect("a leader");
+    servers.kill(leader);
+    mint_for(Duration::from_secs(3), &mut ids);
+    servers.start_member(leader);
+    servers.wait_serving();
+    let follower = (0..3).find(|&i| Some(i) != servers.leader()).unwrap();
+    servers.freeze(follower);
+    mint_for(Duration::from_secs(3), &mut ids);
+    servers.thaw(follower);
+    mint_for(Duration::from_secs(1), &mut ids);
+    assert!(
+        ids.windows(2).all(|pair| pair[0] < pair[1]),
+        "in order, none twice"
+    );
+    let last_second = layout().decode(Id::new(*ids.last().unwrap())).unix_ms;
+    assert!(last_second + 2_000 > now_ms(), "minting went on to the end");
+    let rows = lease::list(&url, "leader").unwrap();
+    assert!(
+        rows[0].live && rows[0].generation == Some(generation),
+        "the same claim: {rows:?}"
+    );
+}
+
+/// The fleet of [`fleet::nemesis`] on 2 s leases against a three-server ensemble reached
+/// through proxies, under its faults and those of [`ZooKeeperFaults`].
+#[test]
+fn a_zookeeper_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
+    let test = "a_zookeeper_fleet_under_a_seeded_nemesis_never_mints_an_id_twice";
+    let Some(mut servers) = Servers::start(test, 3) else {
+        return;
+    };
+    if !has_libfaketime(test) {
+        return;
+    }
+    let proxies: Vec<Proxy> = (0..3).map(|i| Proxy::start(servers.client_port(i))).collect();
+    let url = format!(
+        "zk://{}",
+        proxies
+            .iter()
+            .map(|proxy| format!("127.0.0.1:{}", proxy.port()))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let dir = servers.file("nemesis");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut faults = ZooKeeperFaults {
+        servers: &mut servers,
+        proxies: &proxies,
+        down: None,
+        frozen: None,
+    };
+    let run = fleet::nemesis("zookeeper", &holders(&url), &dir, &mut faults);
+    let (seed, total) = (run.seed, run.ids);
+    assert!(total > 5_000, "seed {seed}: the fleet minted only {total} ids");
+}
+
+/// The nemesis's faults on ZooKeeper: cut every connection to it, kill the leader and start
+/// it again later, freeze a server (half the time the leader) past a lease time.
+struct ZooKeeperFaults<'a> {
+    servers: &'a mut Servers,
+    proxies: &'a [Proxy],
+    /// A server killed, and when to start it again.
+    down: Option<(usize, Instant)>,
+    /// A server frozen, and when to thaw it.
+    frozen: Option<(usize, Instant)>,
+}
+
+impl Faults for ZooKeeperFaults<'_> {
+    fn strike(&mut self, which: u64, dice: &mut Dice) -> Option<String> {
+        let one_down = self.down.is_some() || self.frozen.is_some();
+        match which {
+            0 => {
+                for proxy in self.proxies {
+                    proxy.cut();
+                }
+                std::thread::sleep(Duration::from_millis(dice.below(1_500)));
+                for proxy in self.proxies {
+                    proxy.restore();
+                }
+                Some("cut every connection to ZooKeeper".to_owned())
+            }
+            1 if !one_down => {
+                let Some(leader) = self.servers.leader() else {
+                    return Some("no leader to kill (an election is on)".to_owned());
+                };
+                self.servers.kill(leader);
+                let back = Instant::now() + Duration::from_millis(500 + dice.below(3_000));
+                self.down = Some((leader, back));
+                Some(format!(
+                    "SIGKILL ZooKeeper leader s{leader}, start it again later"
+                ))
+            }
+            2 if !one_down => {
+                let any = usize::try_from(dice.below(self.servers.size() as u64)).unwrap();
+                let (server, which) = match dice.below(2) {
+                    0 => (self.servers.leader().unwrap_or(any), "leader"),
+                    _ => (any, "server"),
+                };
+                self.servers.freeze(server);
+                let thaw = Instant::now() + TTL + Duration::from_millis(dice.below(2_000));
+                self.frozen = Some((server, thaw));
+                Some(format!("SIGSTOP ZooKeeper {which} s{server} past a lease time"))
+            }
+            _ => None,
+        }
+    }
+
+    fn recover(&mut self) {
+        if let Some((server, _)) = self.down.take_if(|(_, until)| Instant::now() >= *until) {
+            self.servers.start_member(server);
+        }
+        if let Some((server, _)) = self.frozen.take_if(|(_, until)| Instant::now() >= *until) {
+            self.servers.thaw(server);
+        }
+    }
+
+    fn heal(&mut self) {
+        if let Some((server, _)) = self.frozen.take() {
+            self.servers.thaw(server);
+        }
+        if let Some((server, _)) = self.down.take() {
+            self.servers.start_member(server);
+        }
+    }
+}
