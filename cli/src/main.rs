@@ -60,7 +60,7 @@ enum Command {
     /// releases the nodes. A fixed node (`--node`, `--statefulset`) keeps a high-water
     /// file (`--high-water`), so that a restart never hands out its IDs again.
     Serve(Box<serve::ServeArgs>),
-    /// Node-ID leases kept in PostgreSQL or etcd.
+    /// Node-ID leases kept in PostgreSQL, etcd or ZooKeeper.
     #[command(subcommand)]
     Lease(lease::LeaseCommand),
     /// List the layout presets: field widths, tick, epoch, the date their IDs outgrow a

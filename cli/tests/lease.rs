@@ -3,6 +3,7 @@
 
 use atomflake_test_servers::etcd::Cluster;
 use atomflake_test_servers::postgres as pg;
+use atomflake_test_servers::zookeeper;
 
 use std::process::{Command, Output};
 
@@ -210,12 +211,26 @@ fn mint_takes_its_node_from_an_etcd_lease_and_lease_list_shows_it() {
     let Some(cluster) = Cluster::start("cli-etcd", 1) else {
         return;
     };
-    let url = cluster.url();
+    mint_twice_and_list(&cluster.url(), "revision");
+}
+
+#[test]
+fn mint_takes_its_node_from_a_zookeeper_lease_and_lease_list_shows_it() {
+    let Some(servers) = zookeeper::Ensemble::start("cli-zookeeper", 1) else {
+        return;
+    };
+    mint_twice_and_list(&format!("zk://{}", servers.connect_string()), "zxid");
+}
+
+/// Two `mint --lease URL` in a row take node 0 in turn, the second past the first's IDs;
+/// `lease list` then shows node 0 free, its generation column headed `generation`, and the
+/// exact mark just past the last ID.
+fn mint_twice_and_list(url: &str, generation: &str) {
     let mint = |count: &str| {
         atomflake(&[
             "mint",
             "--lease",
-            &url,
+            url,
             "--namespace",
             "cli",
             "--ttl",
@@ -239,10 +254,11 @@ fn mint_takes_its_node_from_an_etcd_lease_and_lease_list_shows_it() {
     );
     assert!(second[0] > *first.last().unwrap());
 
-    let list = atomflake(&["lease", "list", "--lease", &url, "--namespace", "cli"]);
+    let list = atomflake(&["lease", "list", "--lease", url, "--namespace", "cli"]);
     assert_eq!((list.status.code(), text(&list.stderr)), (Some(0), ""));
     let lines: Vec<&str> = text(&list.stdout).lines().collect();
-    assert_eq!(lines[0], " node   revision live high-water               holder");
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(header, ["node", generation, "live", "high-water", "holder"]);
     let fields: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(fields, ["0", "-", "no", fields[3], "-"], "{}", lines[1]);
     let mark = chrono::DateTime::parse_from_rfc3339(fields[3])
@@ -258,7 +274,7 @@ fn mint_takes_its_node_from_an_etcd_lease_and_lease_list_shows_it() {
 }
 
 #[test]
-fn a_bad_etcd_url_or_ttl_is_a_usage_error() {
+fn a_bad_etcd_or_zookeeper_url_ttl_or_namespace_is_a_usage_error() {
     for (args, expected) in [
         (
             &["mint", "--lease", "etcd://root:pw@h:2379"][..],
@@ -273,6 +289,16 @@ fn a_bad_etcd_url_or_ttl_is_a_usage_error() {
         (
             &["mint", "--lease", "etcd://127.0.0.1:9", "--ttl", "0"][..],
             "atomflake: lease time 0ns is out of range: allowed whole seconds in 1s..=3600s\n",
+        ),
+        (
+            &["lease", "list", "--lease", "zk://h:0"][..],
+            "atomflake: invalid --lease: invalid ZooKeeper URL: server 1's port \"0\" is not a port \
+             number: allowed 1..=65535\n",
+        ),
+        (
+            &["mint", "--lease", "zk://127.0.0.1:9", "--namespace", "a/b"][..],
+            "atomflake: invalid lease namespace \"a/b\": allowed 1..=63 bytes of ASCII letters, \
+             digits, '-', '_' and '.'\n",
         ),
     ] {
         let output = atomflake(args);

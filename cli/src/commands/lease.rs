@@ -1,5 +1,5 @@
-//! `atomflake mint --lease` and `atomflake lease`: node IDs leased from PostgreSQL or etcd,
-//! chosen by the URL (`etcd://` for etcd).
+//! `atomflake mint --lease` and `atomflake lease`: node IDs leased from PostgreSQL, etcd or
+//! ZooKeeper, chosen by the URL (`etcd://` for etcd, `zk://` for ZooKeeper).
 
 use crate::mint::write_ids;
 use crate::{Failure, Format, rfc3339_ms, write_failed};
@@ -10,6 +10,8 @@ use atomflake_etcd::Endpoints;
 use atomflake_etcd::lease::Etcd;
 use atomflake_postgres::Database;
 use atomflake_postgres::lease::{self, Postgres};
+use atomflake_zookeeper::Ensemble;
+use atomflake_zookeeper::lease::ZooKeeper;
 use clap::{Args, Subcommand};
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
@@ -37,11 +39,12 @@ impl LeaseArgs {
 #[derive(Subcommand)]
 pub(crate) enum LeaseCommand {
     /// List the leases of a namespace: node, generation (PostgreSQL: how many times it was
-    /// claimed) or revision (etcd: the claim's), whether it is live, when it expires
-    /// (PostgreSQL), the node's high-water mark, and the holder.
+    /// claimed), revision (etcd: the claim's) or zxid (ZooKeeper: the claim's), whether it
+    /// is live, when it expires (PostgreSQL), the node's high-water mark, and the holder.
     List {
-        /// Where the leases are: a PostgreSQL database (a URL or `key=value` settings), or an
-        /// etcd cluster (`etcd://HOST:PORT[,HOST:PORT...]`).
+        /// Where the leases are: a PostgreSQL database (a URL or `key=value` settings), an
+        /// etcd cluster (`etcd://HOST:PORT[,HOST:PORT...]`) or a ZooKeeper ensemble
+        /// (`zk://HOST:PORT[,HOST:PORT...][/CHROOT]`).
         #[arg(long, env = "ATOMFLAKE_LEASE", hide_env_values = true, value_name = "URL")]
         lease: String,
         /// The lease namespace.
@@ -106,6 +109,30 @@ pub(crate) fn run(command: LeaseCommand) -> Result<(), Failure> {
                 };
                 write().map_err(write_failed)
             }
+            Where::ZooKeeper(ensemble) => {
+                let rows = atomflake_zookeeper::lease::list(&ensemble, &namespace).map_err(failure)?;
+                let mut write = || -> io::Result<()> {
+                    writeln!(
+                        out,
+                        "{:>5} {:>20} {:<4} {:<24} holder",
+                        "node", "zxid", "live", "high-water"
+                    )?;
+                    for row in &rows {
+                        writeln!(
+                            out,
+                            "{:>5} {:>20} {:<4} {:<24} {}",
+                            row.node,
+                            row.generation
+                                .map_or_else(|| "-".to_owned(), |zxid| format!("{zxid:#x}")),
+                            yes_no(row.live),
+                            rfc3339_ms(row.high_water_ms),
+                            row.holder.as_deref().unwrap_or("-"),
+                        )?;
+                    }
+                    out.flush()
+                };
+                write().map_err(write_failed)
+            }
         },
     }
 }
@@ -148,6 +175,7 @@ pub(crate) fn acquire(
     let (store, passed_over) = match engine(url)? {
         Where::Postgres(database) => acquire_on::<Postgres>(&database, layout, &options)?,
         Where::Etcd(endpoints) => acquire_on::<Etcd>(&endpoints, layout, &options)?,
+        Where::ZooKeeper(ensemble) => acquire_on::<ZooKeeper>(&ensemble, layout, &options)?,
     };
     for PassedOver {
         node: passed,
@@ -196,14 +224,17 @@ fn next_id(generator: &Generator<MonotonicClock>, patience: Duration) -> Result<
 enum Where {
     Postgres(Box<Database>),
     Etcd(Endpoints),
+    ZooKeeper(Ensemble),
 }
 
-/// The engine of `--lease`: etcd for `etcd://`, else PostgreSQL. The error never quotes
-/// the URL: it can hold a password.
+/// The engine of `--lease`: etcd for `etcd://`, ZooKeeper for `zk://`, else PostgreSQL. The
+/// error never quotes the URL: it can hold a password.
 fn engine(url: &str) -> Result<Where, Failure> {
     let invalid = |err: &dyn std::fmt::Display| Failure::Usage(format!("invalid --lease: {err}"));
     if url.starts_with("etcd://") {
         url.parse().map(Where::Etcd).map_err(|err| invalid(&err))
+    } else if url.starts_with("zk://") {
+        url.parse().map(Where::ZooKeeper).map_err(|err| invalid(&err))
     } else {
         url.parse()
             .map(|database| Where::Postgres(Box::new(database)))

@@ -35,8 +35,9 @@ pub(crate) struct MintArgs {
     #[command(flatten)]
     high_water: HighWaterArgs,
     /// Take the node from a lease in this PostgreSQL database (a URL,
-    /// `postgres://user@host/db`, or `key=value` connection settings) or etcd cluster
-    /// (`etcd://HOST:PORT[,HOST:PORT...]`): the lowest free node of the layout, held
+    /// `postgres://user@host/db`, or `key=value` connection settings), etcd cluster
+    /// (`etcd://HOST:PORT[,HOST:PORT...]`) or ZooKeeper ensemble
+    /// (`zk://HOST:PORT[,HOST:PORT...][/CHROOT]`): the lowest free node of the layout, held
     /// while minting, released at exit. The IDs start past every ID minted on that node
     /// before. PostgreSQL: TLS as libpq's `sslmode` says (`sslmode=verify-full
     /// sslrootcert=ca.pem`); no error shows the password.

@@ -33,7 +33,8 @@ pub(crate) struct ServeArgs {
     statefulset: bool,
     #[command(flatten)]
     high_water: HighWaterArgs,
-    /// Take the nodes from a lease in this PostgreSQL database or etcd cluster (as
+    /// Take the nodes from a lease in this PostgreSQL database, etcd cluster or ZooKeeper
+    /// ensemble (as
     /// `mint --lease`): held while serving, released at shutdown with the exact mark. A
     /// lost lease stops serving at once and health goes red.
     #[arg(long, env = "ATOMFLAKE_LEASE", hide_env_values = true, value_name = "URL")]
