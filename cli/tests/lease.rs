@@ -157,7 +157,7 @@ fn mint_takes_its_node_from_a_lease_and_lease_list_shows_it() {
     let lines: Vec<&str> = text(&list.stdout).lines().collect();
     assert_eq!(
         lines[0],
-        " node generation live expires                  high-water               holder"
+        " node           generation live expires                  high-water               holder"
     );
     let fields: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(&fields[..3], ["0", "2", "no"], "{}", lines[1]);
@@ -211,7 +211,7 @@ fn mint_takes_its_node_from_an_etcd_lease_and_lease_list_shows_it() {
     let Some(cluster) = Cluster::start("cli-etcd", 1) else {
         return;
     };
-    mint_twice_and_list(&cluster.url(), "revision");
+    mint_twice_and_list(&cluster.url());
 }
 
 #[test]
@@ -219,13 +219,12 @@ fn mint_takes_its_node_from_a_zookeeper_lease_and_lease_list_shows_it() {
     let Some(servers) = zookeeper::Ensemble::start("cli-zookeeper", 1) else {
         return;
     };
-    mint_twice_and_list(&format!("zk://{}", servers.connect_string()), "zxid");
+    mint_twice_and_list(&format!("zk://{}", servers.connect_string()));
 }
 
 /// Two `mint --lease URL` in a row take node 0 in turn, the second past the first's IDs;
-/// `lease list` then shows node 0 free, its generation column headed `generation`, and the
-/// exact mark just past the last ID.
-fn mint_twice_and_list(url: &str, generation: &str) {
+/// `lease list` then shows node 0 free, with the exact mark just past the last ID.
+fn mint_twice_and_list(url: &str) {
     let mint = |count: &str| {
         atomflake(&[
             "mint",
@@ -258,10 +257,13 @@ fn mint_twice_and_list(url: &str, generation: &str) {
     assert_eq!((list.status.code(), text(&list.stderr)), (Some(0), ""));
     let lines: Vec<&str> = text(&list.stdout).lines().collect();
     let header: Vec<&str> = lines[0].split_whitespace().collect();
-    assert_eq!(header, ["node", generation, "live", "high-water", "holder"]);
+    assert_eq!(
+        header,
+        ["node", "generation", "live", "expires", "high-water", "holder"]
+    );
     let fields: Vec<&str> = lines[1].split_whitespace().collect();
-    assert_eq!(fields, ["0", "-", "no", fields[3], "-"], "{}", lines[1]);
-    let mark = chrono::DateTime::parse_from_rfc3339(fields[3])
+    assert_eq!(fields, ["0", "-", "no", "-", fields[4], "-"], "{}", lines[1]);
+    let mark = chrono::DateTime::parse_from_rfc3339(fields[4])
         .unwrap()
         .timestamp_millis();
     let last_ms = layout.decode(atomflake::Id::new(*second.last().unwrap())).unix_ms;

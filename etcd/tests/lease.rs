@@ -5,15 +5,14 @@
 
 #![cfg(not(loom))]
 
-use atomflake::mark::{LeaseOptions, MarkStore, StoreErrorKind};
-use atomflake::{Builder, Id, Layout};
+use atomflake::mark::{LeaseOptions, MarkStore};
+use atomflake::{Builder, Id};
 use atomflake_etcd::Endpoints;
 use atomflake_etcd::lease::{self, Lease, LeaseError};
 use atomflake_test_servers::etcd::{Change, Cluster};
 use atomflake_test_servers::fleet::{
-    self, Dice, Engine, Faults, Holder, HolderClock, Holders, Refusal, assert_in_order, assert_successor,
-    assert_unique, count_ids, count_ids_after, field, four_nodes, ids, last_refusal, layout, lease_lines,
-    minted,
+    self, Holder, HolderClock, Holders, QuorumFaults, assert_in_order, assert_successor, count_ids,
+    count_ids_after, field, four_nodes, ids, last_refusal, layout, lease_lines, minted,
 };
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres::has_libfaketime;
@@ -28,35 +27,9 @@ fn endpoints(url: &str) -> Endpoints {
     url.parse().unwrap()
 }
 
-/// etcd, as the holder processes claim on it.
-struct Etcd;
-
-impl Engine for Etcd {
-    const CHILD: &'static str = "etcd_child";
-    const TTL: Duration = TTL;
-    type Lease = Lease;
-    type Error = LeaseError;
-
-    fn acquire(url: &str, layout: &Layout, options: &LeaseOptions) -> Result<Lease, LeaseError> {
-        Lease::acquire(&endpoints(url), layout, options)
-    }
-
-    fn claim(lease: &Lease) -> i64 {
-        lease.generation()
-    }
-
-    fn refusal(error: &LeaseError) -> Refusal {
-        match error {
-            LeaseError::NodeTaken { .. } => Refusal::Taken,
-            LeaseError::NoFreeNode { .. } | LeaseError::Engine(_) => Refusal::Busy,
-            _ => Refusal::Final,
-        }
-    }
-}
-
 /// Holders on the cluster at `url`.
 fn holders(url: &str) -> Holders {
-    Holders::new::<Etcd>(url)
+    Holders::new(url, "etcd_child", TTL)
 }
 
 /// A cluster of `size` members for `test`, which steps a holder's clock: `None` (a skip)
@@ -81,7 +54,7 @@ fn minting_with_a_5_s_lease(cluster: &Cluster, namespace: &str) -> Holder {
 /// Not a test of its own: the holder process the tests run.
 #[test]
 fn etcd_child() {
-    fleet::holder::<Etcd>();
+    fleet::holder::<lease::Etcd>();
 }
 
 /// A generator on a lease starts past the node's mark, keeps the mark ahead of its IDs,
@@ -92,52 +65,7 @@ fn a_generator_on_an_etcd_lease_starts_past_the_mark_keeps_it_and_releases_it() 
     let Some(cluster) = Cluster::start("etcd-cycle", 1) else {
         return;
     };
-    let url = endpoints(&cluster.url());
-    let options = LeaseOptions::new("cycle").ttl(TTL).holder("test-holder");
-    let lease = Lease::acquire(&url, &layout(), &options).unwrap();
-    assert_eq!((lease.node(), lease.high_water_ms()), (0, 0));
-    assert_eq!(
-        lease.describe(),
-        "the high-water mark of node 0 in etcd lease namespace \"cycle\""
-    );
-    let first_revision = lease.generation();
-    let generator = Builder::new(layout()).mark_store(lease).build(0).unwrap();
-    let first: Vec<Id> = (0..1_000).map(|_| generator.next_id()).collect();
-    let rows = lease::list(&url, "cycle").unwrap();
-    assert_eq!(rows.len(), 1);
-    let row = &rows[0];
-    assert!(
-        row.live && row.holder.as_deref() == Some("test-holder"),
-        "{row:?}"
-    );
-    assert_eq!(row.revision, Some(first_revision));
-    let last_time = layout().decode(*first.last().unwrap()).unix_ms;
-    assert!(
-        row.high_water_ms > last_time,
-        "mark {} ids at {last_time}",
-        row.high_water_ms
-    );
-    drop(generator);
-
-    let rows = lease::list(&url, "cycle").unwrap();
-    assert!(!rows[0].live && rows[0].holder.is_none(), "{rows:?}");
-    // The exact mark: the end of the last ID's tick, not the mark stored ahead of need.
-    let finished = rows[0].high_water_ms;
-    assert!(finished > last_time && finished < row.high_water_ms, "{finished}");
-
-    let lease = Lease::acquire(&url, &layout(), &options).unwrap();
-    assert_eq!((lease.node(), lease.high_water_ms()), (0, finished));
-    assert!(lease.generation() > first_revision);
-    let generator = Builder::new(layout()).mark_store(lease).build(0).unwrap();
-    let next = generator.next_id();
-    assert!(next > *first.last().unwrap());
-    assert_unique(
-        &first
-            .iter()
-            .map(|id| id.get())
-            .chain([next.get()])
-            .collect::<Vec<_>>(),
-    );
+    fleet::generator_cycle::<lease::Etcd>(&endpoints(&cluster.url()), TTL);
 }
 
 #[test]
@@ -153,7 +81,7 @@ fn sixteen_etcd_holders_get_sixteen_nodes_and_a_seventeenth_is_refused() {
             let rows = lease::list(&endpoints(&url), "fleet").unwrap();
             assert_eq!(rows.len(), 16);
             assert!(rows.iter().all(|row| row.live), "{rows:?}");
-            let revisions: HashSet<i64> = rows.iter().filter_map(|row| row.revision).collect();
+            let revisions: HashSet<i64> = rows.iter().filter_map(|row| row.generation).collect();
             assert_eq!(revisions.len(), 16, "a revision per claim");
         },
     );
@@ -358,49 +286,10 @@ fn a_revoked_claim_is_lost_for_good() {
     let Some(cluster) = Cluster::start("etcd-revoked", 1) else {
         return;
     };
-    let url = endpoints(&cluster.url());
-    let mut lease = Lease::acquire(&url, &layout(), &LeaseOptions::new("revoked").ttl(TTL)).unwrap();
-    lease.store(now_ms() + 1_500).unwrap();
-    // A second claim of the node can only follow the first's end: here its release.
-    let revision = lease.generation();
-    let other = Lease::acquire(&url, &layout(), &LeaseOptions::new("revoked").ttl(TTL).node(0)).unwrap_err();
-    assert_eq!(
-        other,
-        LeaseError::NodeTaken {
-            namespace: "revoked".to_owned(),
-            node: 0
-        }
-    );
     // Expire the first claim behind its holder's back: wait out the lease time without
     // renewing.
-    std::thread::sleep(TTL + Duration::from_millis(1_500));
-    let successor = Lease::acquire(&url, &layout(), &LeaseOptions::new("revoked").ttl(TTL).node(0)).unwrap();
-    assert!(successor.generation() > revision);
-    let error = lease.store(now_ms() + 1_500).unwrap_err();
-    assert_eq!(error.kind(), StoreErrorKind::Lost);
-    assert_eq!(
-        error.downcast_ref::<LeaseError>(),
-        Some(&LeaseError::Lost {
-            namespace: "revoked".to_owned(),
-            node: 0,
-            generation: revision
-        })
-    );
-    assert_eq!(
-        lease.release().unwrap_err(),
-        LeaseError::Lost {
-            namespace: "revoked".to_owned(),
-            node: 0,
-            generation: revision
-        }
-    );
-    // The successor's claim and mark are untouched by the first holder's attempts.
-    let rows = lease::list(&url, "revoked").unwrap();
-    assert!(
-        rows[0].live && rows[0].revision == Some(successor.generation()),
-        "{rows:?}"
-    );
-    assert_eq!(rows[0].high_water_ms, successor.high_water_ms());
+    let expire = || std::thread::sleep(TTL + Duration::from_millis(1_500));
+    fleet::a_claim_ended_behind_its_back::<lease::Etcd>(&endpoints(&cluster.url()), TTL, expire);
 }
 
 /// The fleet of [`fleet::nemesis`] on 2 s leases against a three-member cluster reached
@@ -426,12 +315,7 @@ fn an_etcd_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
     );
     let dir = cluster.file("nemesis");
     std::fs::create_dir_all(&dir).unwrap();
-    let mut faults = EtcdFaults {
-        cluster: &mut cluster,
-        proxies: &proxies,
-        down: None,
-        frozen: None,
-    };
+    let mut faults = QuorumFaults::new("etcd", &mut cluster, &proxies, TTL);
     let run = fleet::nemesis("etcd", &holders(&url), &dir, &mut faults);
     let (seed, total) = (run.seed, run.ids);
     assert!(total > 5_000, "seed {seed}: the fleet minted only {total} ids");
@@ -439,76 +323,6 @@ fn an_etcd_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
     let changes = cluster.history("/atomflake/lease/nemesis/");
     let stores = assert_marks_never_went_down("nemesis", &changes);
     println!("seed {seed}: {stores} mark writes in etcd's history, none down but at a release");
-}
-
-/// The nemesis's faults on etcd: cut every connection to it, kill the leader and start it
-/// again later, freeze a member (half the time the leader) past a lease time.
-struct EtcdFaults<'a> {
-    cluster: &'a mut Cluster,
-    proxies: &'a [Proxy],
-    /// A member killed, and when to start it again.
-    down: Option<(usize, Instant)>,
-    /// A member frozen, and when to thaw it.
-    frozen: Option<(usize, Instant)>,
-}
-
-impl Faults for EtcdFaults<'_> {
-    fn strike(&mut self, which: u64, dice: &mut Dice) -> Option<String> {
-        let one_down = self.down.is_some() || self.frozen.is_some();
-        match which {
-            0 => {
-                for proxy in self.proxies {
-                    proxy.cut();
-                }
-                std::thread::sleep(Duration::from_millis(dice.below(1_500)));
-                for proxy in self.proxies {
-                    proxy.restore();
-                }
-                Some("cut every connection to etcd".to_owned())
-            }
-            1 if !one_down => {
-                let Some(leader) = self.cluster.leader() else {
-                    return Some("no leader to kill (an election is on)".to_owned());
-                };
-                self.cluster.kill(leader);
-                let back = Instant::now() + Duration::from_millis(500 + dice.below(3_000));
-                self.down = Some((leader, back));
-                Some(format!("SIGKILL etcd leader m{leader}, start it again later"))
-            }
-            2 if !one_down => {
-                // Half the time the leader: one that resumes may apply calls its clients
-                // gave up on, and etcd 3.4 may then revoke leases early.
-                let any = usize::try_from(dice.below(self.cluster.size() as u64)).unwrap();
-                let (member, which) = match dice.below(2) {
-                    0 => (self.cluster.leader().unwrap_or(any), "leader"),
-                    _ => (any, "member"),
-                };
-                self.cluster.signal(member, "-STOP");
-                let thaw = Instant::now() + TTL + Duration::from_millis(dice.below(2_000));
-                self.frozen = Some((member, thaw));
-                Some(format!("SIGSTOP etcd {which} m{member} past a lease time"))
-            }
-            _ => None,
-        }
-    }
-
-    fn recover(&mut self) {
-        if let Some((member, _)) = self.down.take_if(|(_, until)| Instant::now() >= *until) {
-            self.cluster.start_member(member);
-        }
-        if let Some((member, _)) = self.frozen.take_if(|(_, until)| Instant::now() >= *until) {
-            self.cluster.signal(member, "-CONT");
-        }
-    }
-
-    fn heal(&mut self) {
-        if let Some((member, _)) = self.frozen.take() {
-            self.cluster.signal(member, "-CONT");
-        }
-        if let Some((member, _)) = self.down.take() {
-            self.cluster.start_member(member);
-        }
-    }
 }
 
 /// Panics when a node's mark in `changes` (etcd's history of `namespace`) went down other
@@ -718,7 +532,7 @@ fn a_holder_waits_out_its_whole_cluster_restarting_and_keeps_its_claim() {
     );
     let rows = lease::list(&endpoints(&cluster.url()), "restart").unwrap();
     assert_eq!(
-        format!("{} {}", rows[0].node, rows[0].revision.unwrap_or(0)),
+        format!("{} {}", rows[0].node, rows[0].generation.unwrap_or(0)),
         revision,
         "the same claim throughout"
     );

@@ -6,8 +6,8 @@
 #![cfg(not(loom))]
 
 use atomflake_test_servers::fleet::{
-    self, Dice, Engine, Faults, Holder, HolderClock, Holders, Refusal, assert_in_order, assert_unique,
-    count_ids, count_ids_after, field, ids, last_refusal, layout, lease_lines, minted,
+    self, Dice, Faults, Holder, HolderClock, Holders, assert_in_order, assert_unique, count_ids,
+    count_ids_after, field, ids, last_refusal, layout, lease_lines, minted,
 };
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres as pg;
@@ -80,41 +80,15 @@ fn config(server: &Server) -> atomflake_postgres::Database {
     conninfo(server).parse().unwrap()
 }
 
-/// PostgreSQL, as the holder processes claim on it.
-struct Postgres;
-
-impl Engine for Postgres {
-    const CHILD: &'static str = "lease_child";
-    const TTL: Duration = TTL;
-    type Lease = Lease;
-    type Error = LeaseError;
-
-    fn acquire(conninfo: &str, layout: &Layout, options: &LeaseOptions) -> Result<Lease, LeaseError> {
-        Lease::acquire(&conninfo.parse().unwrap(), layout, options)
-    }
-
-    fn claim(lease: &Lease) -> i64 {
-        lease.generation()
-    }
-
-    fn refusal(error: &LeaseError) -> Refusal {
-        match error {
-            LeaseError::NodeTaken { .. } => Refusal::Taken,
-            LeaseError::NoFreeNode { .. } | LeaseError::Engine(_) => Refusal::Busy,
-            _ => Refusal::Final,
-        }
-    }
-}
-
 /// Holders on `server`, as [`LEASE_ROLE`].
 fn holders(server: &Server) -> Holders {
-    Holders::new::<Postgres>(conninfo(server))
+    Holders::new(conninfo(server), "lease_child", TTL)
 }
 
 /// Not a test of its own: the holder process the tests run.
 #[test]
 fn lease_child() {
-    fleet::holder::<Postgres>();
+    fleet::holder::<lease::Postgres>();
 }
 
 #[test]
@@ -128,7 +102,7 @@ fn sixteen_processes_get_sixteen_nodes_and_a_seventeenth_is_refused() {
         || {
             let rows = lease::list(&config(&server), "fleet").unwrap();
             assert_eq!(rows.len(), 16);
-            assert!(rows.iter().all(|row| row.live && row.generation == 1));
+            assert!(rows.iter().all(|row| row.live && row.generation == Some(1)));
         },
     );
     // Released on drop: every node free at once, its mark kept.
@@ -381,7 +355,7 @@ fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
     assert!(layout().decode(first).unix_ms >= ahead);
     let rows = lease::list(&config, "in-process").unwrap();
     assert_eq!(rows.len(), 1);
-    assert!(rows[0].live && rows[0].holder == "test" && rows[0].generation == 2);
+    assert!(rows[0].live && rows[0].holder.as_deref() == Some("test") && rows[0].generation == Some(2));
     assert!(rows[0].high_water_ms > layout().decode(first).unix_ms, "{rows:?}");
     let last = generator.next_id();
     drop(generator);
@@ -606,7 +580,10 @@ fn a_holder_whose_row_was_deleted_is_fenced_off_its_successors_claim() {
     drop(first);
     let rows = lease::list(&config, "deleted").unwrap();
     assert_eq!(rows.len(), 1);
-    assert!(rows[0].live && rows[0].holder == "second", "{rows:?}");
+    assert!(
+        rows[0].live && rows[0].holder.as_deref() == Some("second"),
+        "{rows:?}"
+    );
     // The second holder keeps its claim. (A loaded machine can delay a renewal past its
     // deadline for a moment: `Expired` then is the fence at work, not a lost claim.)
     let errors = lease_errors_while_minting(&second, TTL / 2);
@@ -637,7 +614,7 @@ fn a_claim_survives_a_crash_of_a_server_that_commits_asynchronously() {
     // The claim the server acknowledged is still there: the node is not free.
     let rows = lease::list(&config, "crash").unwrap_or_default();
     assert!(
-        rows.len() == 1 && rows[0].live && rows[0].holder == "before",
+        rows.len() == 1 && rows[0].live && rows[0].holder.as_deref() == Some("before"),
         "the crash lost the claim: {rows:?}"
     );
     assert_eq!(
@@ -685,7 +662,7 @@ fn leases_over_loopback_tcp_with_short_lease_times_connect_and_renew() {
             println!("lease time {ttl:?}: {errors:?}");
         }
         let rows = lease::list(&config, &format!("tcp-{ttl_ms}")).unwrap();
-        assert!(rows[0].live && rows[0].generation == 1, "{rows:?}");
+        assert!(rows[0].live && rows[0].generation == Some(1), "{rows:?}");
     }
     let over_tcp = server.psql(
         "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'atomflake-lease' \
@@ -1313,8 +1290,8 @@ fn a_late_store_or_release_of_an_ended_claim_never_touches_its_successors() {
         assert!(
             rows.len() == 1
                 && rows[0].live
-                && rows[0].holder == "second"
-                && rows[0].generation == 2
+                && rows[0].holder.as_deref() == Some("second")
+                && rows[0].generation == Some(2)
                 && rows[0].high_water_ms == t + 7_000,
             "{kind}: {rows:?}"
         );

@@ -430,7 +430,10 @@ fn a_role_without_a_grant_gets_an_error_naming_it() {
     // No table, and no right to create one (PostgreSQL 15: no CREATE on public for all).
     server.psql("CREATE ROLE app LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC");
     let error = refused(&as_role("app"), "grants");
-    assert_eq!(error, LeaseError::Engine(PostgresError::NoLeaseTable { role: "app".into() }));
+    assert_eq!(
+        error,
+        LeaseError::Engine(PostgresError::NoLeaseTable { role: "app".into() })
+    );
     assert_eq!(
         error.to_string(),
         "the lease table public.atomflake_lease does not exist and role \"app\" may not create \

@@ -22,6 +22,30 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// The preloaded library that moves one process's clock (Debian package `faketime`).
 pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
+/// Removes what libfaketime left in `/dev/shm` for processes that are gone. libfaketime
+/// (0.9.10) makes a semaphore and a shared memory segment named by the process's ID when
+/// it starts, and removes them only when the process exits: a holder killed with
+/// `SIGKILL` leaves them behind. A later process given the same ID by another user (a
+/// server run as `postgres` after a holder run as root) cannot open them, and libfaketime
+/// refuses to start it.
+pub fn remove_stale_faketime_files() {
+    let Ok(entries) = std::fs::read_dir("/dev/shm") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let pid = name
+            .strip_prefix("faketime_shm_")
+            .or_else(|| name.strip_prefix("sem.faketime_sem_"));
+        if let Some(pid) = pid.filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+            && !Path::new("/proc").join(pid).exists()
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// The seed: Instagram's published PL/pgSQL (2011 engineering blog, "Sharding & IDs at
 /// Instagram"), shard 5, restated with `now()` as the time: a sequence taken modulo 1024
 /// and no per-millisecond check.
@@ -124,6 +148,7 @@ pub fn has_library(test: &str, name: &str) -> bool {
 /// Whether libfaketime is installed; says it is skipping `test` when not (under
 /// `CI=true` that is a failure).
 pub fn has_libfaketime(test: &str) -> bool {
+    remove_stale_faketime_files();
     let installed = Path::new(LIBFAKETIME).exists();
     if !installed {
         skip(test, "libfaketime is not installed (Debian package faketime)");
@@ -317,6 +342,7 @@ impl Server {
         }
         let mut command = self.server_command("pg_ctl");
         if let Some(file) = &self.options.faketime_file {
+            remove_stale_faketime_files();
             // pg_ctl passes its environment on to `postgres` (runuser keeps it too).
             command
                 .env("LD_PRELOAD", LIBFAKETIME)

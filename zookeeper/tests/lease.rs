@@ -6,10 +6,9 @@
 #![cfg(not(loom))]
 
 use atomflake::mark::{LeaseOptions, MarkStore, StoreErrorKind};
-use atomflake::{Builder, Id, Layout, MintError};
+use atomflake::{Builder, Id, MintError};
 use atomflake_test_servers::fleet::{
-    self, Dice, Engine, Faults, HolderClock, Holders, Refusal, assert_successor, assert_unique, last_refusal,
-    layout, minted,
+    self, HolderClock, Holders, QuorumFaults, assert_successor, last_refusal, layout, minted,
 };
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres::has_libfaketime;
@@ -30,42 +29,14 @@ fn url(servers: &Servers) -> String {
     format!("zk://{}", servers.connect_string())
 }
 
-/// ZooKeeper, as the holder processes claim on it.
-struct ZooKeeper;
-
-impl Engine for ZooKeeper {
-    const CHILD: &'static str = "zookeeper_child";
-    const TTL: Duration = TTL;
-    type Lease = Lease;
-    type Error = LeaseError;
-
-    fn acquire(url: &str, layout: &Layout, options: &LeaseOptions) -> Result<Lease, LeaseError> {
-        Lease::acquire(&ensemble(url), layout, options)
-    }
-
-    fn claim(lease: &Lease) -> i64 {
-        lease.generation()
-    }
-
-    fn refusal(error: &LeaseError) -> Refusal {
-        match error {
-            LeaseError::NodeTaken { .. } => Refusal::Taken,
-            LeaseError::NoFreeNode { .. } | LeaseError::Crowded { .. } | LeaseError::Engine(_) => {
-                Refusal::Busy
-            }
-            _ => Refusal::Final,
-        }
-    }
-}
-
 fn holders(url: &str) -> Holders {
-    Holders::new::<ZooKeeper>(url)
+    Holders::new(url, "zookeeper_child", TTL)
 }
 
 /// Not a test of its own: the holder process the tests run.
 #[test]
 fn zookeeper_child() {
-    fleet::holder::<ZooKeeper>();
+    fleet::holder::<lease::ZooKeeper>();
 }
 
 /// A client of `servers` of its own, to write the namespace's nodes behind a holder's
@@ -83,7 +54,6 @@ fn raw_client(servers: &Servers) -> (tokio::runtime::Runtime, zookeeper_client::
 }
 
 const MARK: &str = "/atomflake/lease/raw/mark/00000000000000000000";
-const HOLDER: &str = "/atomflake/lease/raw/holder/00000000000000000000";
 
 fn read_mark(runtime: &tokio::runtime::Runtime, client: &zookeeper_client::Client) -> (u64, i32) {
     let (data, stat) = runtime.block_on(client.get_data(MARK)).unwrap();
@@ -98,52 +68,7 @@ fn a_generator_on_a_zookeeper_lease_starts_past_the_mark_keeps_it_and_releases_i
     let Some(servers) = Servers::start("zookeeper-cycle", 1) else {
         return;
     };
-    let url = ensemble(&url(&servers));
-    let options = LeaseOptions::new("cycle").ttl(TTL).holder("test-holder");
-    let lease = Lease::acquire(&url, &layout(), &options).unwrap();
-    assert_eq!((lease.node(), lease.high_water_ms()), (0, 0));
-    assert_eq!(
-        lease.describe(),
-        "the high-water mark of node 0 in ZooKeeper lease namespace \"cycle\""
-    );
-    let first_generation = lease.generation();
-    let generator = Builder::new(layout()).mark_store(lease).build(0).unwrap();
-    let first: Vec<Id> = (0..1_000).map(|_| generator.next_id()).collect();
-    let rows = lease::list(&url, "cycle").unwrap();
-    assert_eq!(rows.len(), 1);
-    let row = &rows[0];
-    assert!(
-        row.live && row.holder.as_deref() == Some("test-holder"),
-        "{row:?}"
-    );
-    assert_eq!(row.generation, Some(first_generation));
-    let last_time = layout().decode(*first.last().unwrap()).unix_ms;
-    assert!(
-        row.high_water_ms > last_time,
-        "mark {} ids at {last_time}",
-        row.high_water_ms
-    );
-    drop(generator);
-
-    let rows = lease::list(&url, "cycle").unwrap();
-    assert!(!rows[0].live && rows[0].holder.is_none(), "{rows:?}");
-    // The exact mark: the end of the last ID's tick, not the mark stored ahead of need.
-    let finished = rows[0].high_water_ms;
-    assert!(finished > last_time && finished < row.high_water_ms, "{finished}");
-
-    let lease = Lease::acquire(&url, &layout(), &options).unwrap();
-    assert_eq!((lease.node(), lease.high_water_ms()), (0, finished));
-    assert!(lease.generation() > first_generation);
-    let generator = Builder::new(layout()).mark_store(lease).build(0).unwrap();
-    let next = generator.next_id();
-    assert!(next > *first.last().unwrap());
-    assert_unique(
-        &first
-            .iter()
-            .map(|id| id.get())
-            .chain([next.get()])
-            .collect::<Vec<_>>(),
-    );
+    fleet::generator_cycle::<lease::ZooKeeper>(&ensemble(&url(&servers)), TTL);
 }
 
 #[test]
@@ -214,42 +139,10 @@ fn a_claim_ended_behind_its_holders_back_is_lost_for_good() {
     let Some(servers) = Servers::start("zookeeper-ended", 1) else {
         return;
     };
-    let url = ensemble(&url(&servers));
-    let options = LeaseOptions::new("raw").ttl(TTL).node(0);
-    let mut lease = Lease::acquire(&url, &layout(), &options).unwrap();
-    lease.store(now_ms() + 1_500).unwrap();
-    let generation = lease.generation();
-    assert_eq!(
-        Lease::acquire(&url, &layout(), &options).unwrap_err(),
-        LeaseError::NodeTaken {
-            namespace: "raw".to_owned(),
-            node: 0
-        }
-    );
     let (runtime, client) = raw_client(&servers);
-    runtime.block_on(client.delete(HOLDER, None)).unwrap();
-    let successor = Lease::acquire(&url, &layout(), &options).unwrap();
-    assert!(successor.generation() > generation);
-    let (claimed_mark, version) = read_mark(&runtime, &client);
-    assert_eq!(claimed_mark, successor.high_water_ms());
-
-    let error = lease.store(now_ms() + 5_000).unwrap_err();
-    assert_eq!(error.kind(), StoreErrorKind::Lost);
-    let lost = LeaseError::Lost {
-        namespace: "raw".to_owned(),
-        node: 0,
-        generation,
-    };
-    assert_eq!(error.downcast_ref::<LeaseError>(), Some(&lost));
-    lease.finish(1);
-    assert_eq!(lease.release().unwrap_err(), lost);
-    // The successor's claim and mark are untouched by the first holder's attempts.
-    assert_eq!(read_mark(&runtime, &client), (claimed_mark, version));
-    let rows = lease::list(&url, "raw").unwrap();
-    assert!(
-        rows[0].live && rows[0].generation == Some(successor.generation()),
-        "{rows:?}"
-    );
+    let holder = "/atomflake/lease/ended/holder/00000000000000000000";
+    let end = || runtime.block_on(client.delete(holder, None)).unwrap();
+    fleet::a_claim_ended_behind_its_back::<lease::ZooKeeper>(&ensemble(&url(&servers)), TTL, end);
 }
 
 /// A store that finds the mark's version moved on while its claim holds (one of its own
@@ -379,83 +272,8 @@ fn a_zookeeper_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
     );
     let dir = servers.file("nemesis");
     std::fs::create_dir_all(&dir).unwrap();
-    let mut faults = ZooKeeperFaults {
-        servers: &mut servers,
-        proxies: &proxies,
-        down: None,
-        frozen: None,
-    };
+    let mut faults = QuorumFaults::new("ZooKeeper", &mut servers, &proxies, TTL);
     let run = fleet::nemesis("zookeeper", &holders(&url), &dir, &mut faults);
     let (seed, total) = (run.seed, run.ids);
     assert!(total > 5_000, "seed {seed}: the fleet minted only {total} ids");
-}
-
-/// The nemesis's faults on ZooKeeper: cut every connection to it, kill the leader and start
-/// it again later, freeze a server (half the time the leader) past a lease time.
-struct ZooKeeperFaults<'a> {
-    servers: &'a mut Servers,
-    proxies: &'a [Proxy],
-    /// A server killed, and when to start it again.
-    down: Option<(usize, Instant)>,
-    /// A server frozen, and when to thaw it.
-    frozen: Option<(usize, Instant)>,
-}
-
-impl Faults for ZooKeeperFaults<'_> {
-    fn strike(&mut self, which: u64, dice: &mut Dice) -> Option<String> {
-        let one_down = self.down.is_some() || self.frozen.is_some();
-        match which {
-            0 => {
-                for proxy in self.proxies {
-                    proxy.cut();
-                }
-                std::thread::sleep(Duration::from_millis(dice.below(1_500)));
-                for proxy in self.proxies {
-                    proxy.restore();
-                }
-                Some("cut every connection to ZooKeeper".to_owned())
-            }
-            1 if !one_down => {
-                let Some(leader) = self.servers.leader() else {
-                    return Some("no leader to kill (an election is on)".to_owned());
-                };
-                self.servers.kill(leader);
-                let back = Instant::now() + Duration::from_millis(500 + dice.below(3_000));
-                self.down = Some((leader, back));
-                Some(format!(
-                    "SIGKILL ZooKeeper leader s{leader}, start it again later"
-                ))
-            }
-            2 if !one_down => {
-                let any = usize::try_from(dice.below(self.servers.size() as u64)).unwrap();
-                let (server, which) = match dice.below(2) {
-                    0 => (self.servers.leader().unwrap_or(any), "leader"),
-                    _ => (any, "server"),
-                };
-                self.servers.freeze(server);
-                let thaw = Instant::now() + TTL + Duration::from_millis(dice.below(2_000));
-                self.frozen = Some((server, thaw));
-                Some(format!("SIGSTOP ZooKeeper {which} s{server} past a lease time"))
-            }
-            _ => None,
-        }
-    }
-
-    fn recover(&mut self) {
-        if let Some((server, _)) = self.down.take_if(|(_, until)| Instant::now() >= *until) {
-            self.servers.start_member(server);
-        }
-        if let Some((server, _)) = self.frozen.take_if(|(_, until)| Instant::now() >= *until) {
-            self.servers.thaw(server);
-        }
-    }
-
-    fn heal(&mut self) {
-        if let Some((server, _)) = self.frozen.take() {
-            self.servers.thaw(server);
-        }
-        if let Some((server, _)) = self.down.take() {
-            self.servers.start_member(server);
-        }
-    }
 }

@@ -4,7 +4,7 @@
 use crate::mint::write_ids;
 use crate::{Failure, Format, rfc3339_ms, write_failed};
 use atomflake::mark::MarkStore;
-use atomflake::mark::lease::{Engine, EngineError, Lease, LeaseError, LeaseOptions, PassedOver};
+use atomflake::mark::lease::{Engine, EngineError, Lease, LeaseError, LeaseOptions, LeaseRow, PassedOver};
 use atomflake::{Builder, Generator, Id, Layout, MonotonicClock};
 use atomflake_etcd::Endpoints;
 use atomflake_etcd::lease::Etcd;
@@ -39,8 +39,8 @@ impl LeaseArgs {
 #[derive(Subcommand)]
 pub(crate) enum LeaseCommand {
     /// List the leases of a namespace: node, generation (PostgreSQL: how many times it was
-    /// claimed), revision (etcd: the claim's) or zxid (ZooKeeper: the claim's), whether it
-    /// is live, when it expires (PostgreSQL), the node's high-water mark, and the holder.
+    /// claimed; etcd: the claim's revision; ZooKeeper: the claim's zxid), whether it is
+    /// live, when it expires (PostgreSQL), the node's high-water mark, and the holder.
     List {
         /// Where the leases are: a PostgreSQL database (a URL or `key=value` settings), an
         /// etcd cluster (`etcd://HOST:PORT[,HOST:PORT...]`) or a ZooKeeper ensemble
@@ -60,81 +60,46 @@ pub(crate) fn run(command: LeaseCommand) -> Result<(), Failure> {
     let mut out = io::stdout().lock();
     match command {
         LeaseCommand::Ddl => out.write_all(lease::DDL.as_bytes()).map_err(write_failed),
-        LeaseCommand::List { lease, namespace } => match engine(&lease)? {
-            Where::Postgres(database) => {
-                let rows = lease::list(&database, &namespace).map_err(failure)?;
-                let mut write = || -> io::Result<()> {
-                    writeln!(
-                        out,
-                        "{:>5} {:>10} {:<4} {:<24} {:<24} holder",
-                        "node", "generation", "live", "expires", "high-water"
-                    )?;
-                    for row in &rows {
-                        writeln!(
-                            out,
-                            "{:>5} {:>10} {:<4} {:<24} {:<24} {}",
-                            row.node,
-                            row.generation,
-                            yes_no(row.live),
-                            rfc3339_ms(u64::try_from(row.expires_unix_ms).unwrap_or(0)),
-                            rfc3339_ms(row.high_water_ms),
-                            row.holder,
-                        )?;
-                    }
-                    out.flush()
-                };
-                write().map_err(write_failed)
-            }
-            Where::Etcd(endpoints) => {
-                let rows = atomflake_etcd::lease::list(&endpoints, &namespace).map_err(failure)?;
-                let mut write = || -> io::Result<()> {
-                    writeln!(
-                        out,
-                        "{:>5} {:>10} {:<4} {:<24} holder",
-                        "node", "revision", "live", "high-water"
-                    )?;
-                    for row in &rows {
-                        writeln!(
-                            out,
-                            "{:>5} {:>10} {:<4} {:<24} {}",
-                            row.node,
-                            row.revision
-                                .map_or_else(|| "-".to_owned(), |revision| revision.to_string()),
-                            yes_no(row.live),
-                            rfc3339_ms(row.high_water_ms),
-                            row.holder.as_deref().unwrap_or("-"),
-                        )?;
-                    }
-                    out.flush()
-                };
-                write().map_err(write_failed)
-            }
-            Where::ZooKeeper(ensemble) => {
-                let rows = atomflake_zookeeper::lease::list(&ensemble, &namespace).map_err(failure)?;
-                let mut write = || -> io::Result<()> {
-                    writeln!(
-                        out,
-                        "{:>5} {:>20} {:<4} {:<24} holder",
-                        "node", "zxid", "live", "high-water"
-                    )?;
-                    for row in &rows {
-                        writeln!(
-                            out,
-                            "{:>5} {:>20} {:<4} {:<24} {}",
-                            row.node,
-                            row.generation
-                                .map_or_else(|| "-".to_owned(), |zxid| format!("{zxid:#x}")),
-                            yes_no(row.live),
-                            rfc3339_ms(row.high_water_ms),
-                            row.holder.as_deref().unwrap_or("-"),
-                        )?;
-                    }
-                    out.flush()
-                };
-                write().map_err(write_failed)
-            }
-        },
+        LeaseCommand::List { lease, namespace } => {
+            let rows = match engine(&lease)? {
+                Where::Postgres(database) => lease::list(&database, &namespace).map_err(failure)?,
+                Where::Etcd(endpoints) => {
+                    atomflake_etcd::lease::list(&endpoints, &namespace).map_err(failure)?
+                }
+                Where::ZooKeeper(ensemble) => {
+                    atomflake_zookeeper::lease::list(&ensemble, &namespace).map_err(failure)?
+                }
+            };
+            print_rows(&mut out, &rows).map_err(write_failed)
+        }
     }
+}
+
+/// The rows of `lease list`, a line each under a header; `-` where the engine keeps no
+/// value.
+fn print_rows(out: &mut impl Write, rows: &[LeaseRow]) -> io::Result<()> {
+    let or_dash = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
+    writeln!(
+        out,
+        "{:>5} {:>20} {:<4} {:<24} {:<24} holder",
+        "node", "generation", "live", "expires", "high-water"
+    )?;
+    for row in rows {
+        writeln!(
+            out,
+            "{:>5} {:>20} {:<4} {:<24} {:<24} {}",
+            row.node,
+            or_dash(row.generation.map(|generation| generation.to_string())),
+            yes_no(row.live),
+            or_dash(
+                row.expires_unix_ms
+                    .map(|ms| rfc3339_ms(u64::try_from(ms).unwrap_or(0)))
+            ),
+            rfc3339_ms(row.high_water_ms),
+            or_dash(row.holder.clone()),
+        )?;
+    }
+    out.flush()
 }
 
 fn yes_no(live: bool) -> &'static str {

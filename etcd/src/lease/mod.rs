@@ -66,7 +66,7 @@ mod error;
 mod keys;
 
 pub use atomflake::mark::lease::{
-    CLAIM_TIMEOUT, LeaseOptions, MAX_NAMESPACE_LEN, MAX_TTL, MIN_TTL, PassedOver,
+    CLAIM_TIMEOUT, LeaseOptions, LeaseRow, MAX_NAMESPACE_LEN, MAX_TTL, MIN_TTL, PassedOver,
 };
 pub use error::{EtcdError, LeaseError};
 
@@ -75,9 +75,7 @@ use crate::client::Client;
 use crate::client::proto::{
     Compare, DeleteRangeRequest, PutRequest, RangeRequest, Request, RequestOp, Target, TxnRequest,
 };
-use atomflake::mark::lease::{
-    Attempt, Claim, ClaimRequest, Claimed, Engine, Release, WriteError, check_namespace, choose, off_runtime,
-};
+use atomflake::mark::lease::{Attempt, Claim, ClaimRequest, Claimed, Engine, Release, WriteError, choose};
 use keys::{Keys, ranges};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -130,24 +128,6 @@ impl Claim for EtcdClaim {
     fn generation(&self) -> i64 {
         self.revision
     }
-}
-
-/// One node of a namespace ([`list`]): claimed now, or claimed once (its mark remains).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LeaseRow {
-    /// The node.
-    pub node: u64,
-    /// Whether a live etcd lease holds it.
-    pub live: bool,
-    /// The holder's name, while live.
-    pub holder: Option<String>,
-    /// The claim's revision, while live.
-    pub revision: Option<i64>,
-    /// The etcd lease holding it, while live.
-    pub lease_id: Option<i64>,
-    /// The node's high-water mark, Unix ms (0 when none was stored).
-    pub high_water_ms: u64,
 }
 
 /// How long one call on one member may take for a lease of `ttl`: a quarter of it, within
@@ -289,6 +269,32 @@ impl Engine for Etcd {
         deadline: Instant,
     ) -> Result<(), WriteError<EtcdError>> {
         self.write_marks(claims, release.mark(), Write::Release, deadline)
+    }
+
+    fn list(endpoints: &Endpoints, namespace: &str) -> Result<Vec<LeaseRow>, EtcdError> {
+        let action = "list leases";
+        let keys = Keys::new(namespace);
+        let mut client = Client::new(endpoints, attempt_time(LeaseOptions::DEFAULT_TTL));
+        let holders = client
+            .range(Keys::under(&keys.holders), CLAIM_TIMEOUT)
+            .map_err(EtcdError::call(action))?;
+        let marks = client
+            .range(Keys::under(&keys.marks), CLAIM_TIMEOUT)
+            .map_err(EtcdError::call(action))?;
+        let marks = marks
+            .kvs
+            .iter()
+            .map(|kv| Ok((Keys::node(&keys.marks, kv)?, Keys::mark_value(kv)?)))
+            .collect::<Result<Vec<_>, EtcdError>>()?;
+        let claims = holders
+            .kvs
+            .iter()
+            .map(|kv| {
+                let holder = String::from_utf8_lossy(&kv.value).into_owned();
+                Ok((Keys::node(&keys.holders, kv)?, holder, kv.create_revision))
+            })
+            .collect::<Result<Vec<_>, EtcdError>>()?;
+        Ok(LeaseRow::merge(marks, claims))
     }
 
     /// Revokes the etcd lease: whatever a claim whose answer was lost took goes with it.
@@ -466,7 +472,8 @@ fn claim_txn(keys: &Keys, chosen: &[u64], holder: &str, lease_id: i64) -> TxnReq
     }
 }
 
-/// Every node of `namespace` that is claimed or has a mark, by node.
+/// Every node of `namespace` that is claimed or has a mark, by node: the generation is the
+/// claim's revision.
 ///
 /// # Errors
 ///
@@ -474,40 +481,7 @@ fn claim_txn(keys: &Keys, chosen: &[u64], holder: &str, lease_id: i64) -> TxnReq
 /// [`EtcdError::Call`] when no member answers; [`EtcdError::Corrupt`] for a key of the
 /// namespace that no lease wrote.
 pub fn list(endpoints: &Endpoints, namespace: &str) -> Result<Vec<LeaseRow>, LeaseError> {
-    check_namespace(namespace)?;
-    off_runtime(|| {
-        let action = "list leases";
-        let keys = Keys::new(namespace);
-        let mut client = Client::new(endpoints, attempt_time(LeaseOptions::DEFAULT_TTL));
-        let holders = client
-            .range(Keys::under(&keys.holders), CLAIM_TIMEOUT)
-            .map_err(EtcdError::call(action))?;
-        let marks = client
-            .range(Keys::under(&keys.marks), CLAIM_TIMEOUT)
-            .map_err(EtcdError::call(action))?;
-        let mut rows: BTreeMap<u64, LeaseRow> = BTreeMap::new();
-        let row = |node| LeaseRow {
-            node,
-            live: false,
-            holder: None,
-            revision: None,
-            lease_id: None,
-            high_water_ms: 0,
-        };
-        for kv in &marks.kvs {
-            let node = Keys::node(&keys.marks, kv)?;
-            rows.entry(node).or_insert_with(|| row(node)).high_water_ms = Keys::mark_value(kv)?;
-        }
-        for kv in &holders.kvs {
-            let node = Keys::node(&keys.holders, kv)?;
-            let entry = rows.entry(node).or_insert_with(|| row(node));
-            entry.live = true;
-            entry.holder = Some(String::from_utf8_lossy(&kv.value).into_owned());
-            entry.revision = Some(kv.create_revision);
-            entry.lease_id = Some(kv.lease);
-        }
-        Ok(rows.into_values().collect())
-    })
+    atomflake::mark::lease::list::<Etcd>(endpoints, namespace)
 }
 
 /// The time left until `deadline` (zero once past).

@@ -103,16 +103,13 @@ mod model;
 mod statements;
 
 pub use atomflake::mark::lease::{
-    CLAIM_TIMEOUT, LeaseOptions, MAX_NAMESPACE_LEN, MAX_TTL, MIN_TTL, PassedOver,
+    CLAIM_TIMEOUT, LeaseOptions, LeaseRow, MAX_NAMESPACE_LEN, MAX_TTL, MIN_TTL, PassedOver,
 };
 pub use error::{DbCause, LeaseError, PostgresError};
 pub use statements::DDL;
 
 use crate::database::Database;
-use atomflake::mark::lease::{
-    Attempt, Claim, ClaimRequest, Claimed, Engine, PassedOver as Passed, Release, Shortfall, WriteError,
-    check_namespace, off_runtime,
-};
+use atomflake::mark::lease::{Attempt, Claim, ClaimRequest, Claimed, Engine, Release, Shortfall, WriteError};
 use connection::{
     check_grants, column, connect, create_table, current_user, failed, table_exists, unsigned, with_timeouts,
 };
@@ -165,25 +162,6 @@ impl Claim for PostgresClaim {
     fn generation(&self) -> i64 {
         self.generation
     }
-}
-
-/// One row of the lease table ([`list`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LeaseRow {
-    /// The node.
-    pub node: u64,
-    /// Who claimed it last.
-    pub holder: String,
-    /// How many times it has been claimed (for people: the fence is a random token per
-    /// claim, which the table keeps and this row does not show).
-    pub generation: i64,
-    /// When the lease expires (or expired), Unix ms, by the server's clock.
-    pub expires_unix_ms: i64,
-    /// Whether it has not expired yet, by the server's clock.
-    pub live: bool,
-    /// The node's high-water mark, Unix ms: every ID minted on it has an earlier time.
-    pub high_water_ms: u64,
 }
 
 impl Engine for Postgres {
@@ -250,7 +228,12 @@ impl Engine for Postgres {
                 turn.query(PASSED_OVER, &[&namespace, &low, &high, &reach])
                     .map_err(failed(action))?
                     .iter()
-                    .map(|row| Ok(Passed::new(unsigned(row, 0, action)?, unsigned(row, 1, action)?)))
+                    .map(|row| {
+                        Ok(PassedOver::new(
+                            unsigned(row, 0, action)?,
+                            unsigned(row, 1, action)?,
+                        ))
+                    })
                     .collect::<Result<_, PostgresError>>()?
             };
             turn.commit().map_err(failed(action))?;
@@ -271,7 +254,7 @@ impl Engine for Postgres {
         let ahead_mark: Option<i64> = column(&row, 2, action)?;
         let ahead = lowest_ahead
             .zip(ahead_mark)
-            .map(|(node, mark)| Passed::new(node.unsigned_abs(), mark.unsigned_abs()));
+            .map(|(node, mark)| PassedOver::new(node.unsigned_abs(), mark.unsigned_abs()));
         Ok(Attempt::Short(Shortfall { held, ahead }))
     }
 
@@ -296,6 +279,29 @@ impl Engine for Postgres {
             Release::Stored(_) => RELEASE,
         };
         self.update_all(claims, "release", sql, None, release.mark())
+    }
+
+    fn list(database: &Database, namespace: &str) -> Result<Vec<LeaseRow>, PostgresError> {
+        let action = "list leases";
+        let ttl = LeaseOptions::DEFAULT_TTL;
+        let database = with_timeouts(database, ttl);
+        let mut client = connect(&database, ttl)?;
+        if !table_exists(&mut client)? {
+            return Err(PostgresError::NoLeaseTable {
+                role: current_user(&mut client)?,
+            });
+        }
+        check_grants(&mut client, &["SELECT"])?;
+        let rows = client.query(LIST, &[&namespace]).map_err(failed(action))?;
+        rows.iter()
+            .map(|row| {
+                Ok(
+                    LeaseRow::new(unsigned(row, 0, action)?, unsigned(row, 5, action)?)
+                        .held(column(row, 1, action)?, column(row, 2, action)?)
+                        .expires(column(row, 3, action)?, column(row, 4, action)?),
+                )
+            })
+            .collect()
     }
 
     /// Closes the connection (blocking on the client's runtime: the lease calls this off
@@ -365,7 +371,8 @@ impl Postgres {
     }
 }
 
-/// Every lease row of `namespace`, by node.
+/// Every lease row of `namespace`, by node: holder, generation and expiry are kept in the
+/// row when it is no longer live.
 ///
 /// # Errors
 ///
@@ -373,33 +380,7 @@ impl Postgres {
 /// [`PostgresError::Database`] when the server cannot be reached, and
 /// [`PostgresError::NoLeaseTable`] when the table is missing.
 pub fn list(database: &Database, namespace: &str) -> Result<Vec<LeaseRow>, LeaseError> {
-    check_namespace(namespace)?;
-    let ttl = LeaseOptions::DEFAULT_TTL;
-    let database = with_timeouts(database, ttl);
-    off_runtime(|| {
-        let action = "list leases";
-        let mut client = connect(&database, ttl)?;
-        if !table_exists(&mut client)? {
-            return Err(PostgresError::NoLeaseTable {
-                role: current_user(&mut client)?,
-            }
-            .into());
-        }
-        check_grants(&mut client, &["SELECT"])?;
-        let rows = client.query(LIST, &[&namespace]).map_err(failed(action))?;
-        rows.iter()
-            .map(|row| {
-                Ok(LeaseRow {
-                    node: unsigned(row, 0, action)?,
-                    holder: column(row, 1, action)?,
-                    generation: column(row, 2, action)?,
-                    expires_unix_ms: column(row, 3, action)?,
-                    live: column(row, 4, action)?,
-                    high_water_ms: unsigned(row, 5, action)?,
-                })
-            })
-            .collect()
-    })
+    atomflake::mark::lease::list::<Postgres>(database, namespace)
 }
 
 fn millis(duration: Duration) -> u64 {

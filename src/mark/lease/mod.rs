@@ -39,9 +39,11 @@
 //! Each engine crate ([`Engine`]'s implementors) shows its own example.
 
 mod error;
+mod list;
 mod options;
 
 pub use error::{EngineError, LeaseError};
+pub use list::{LeaseRow, list};
 pub use options::{LeaseOptions, NodesError};
 
 use super::{MarkStore, StoreError, Tenure, default_holder};
@@ -129,6 +131,14 @@ pub trait Engine: Sized + Send + fmt::Debug + 'static {
         release: Release,
         deadline: Instant,
     ) -> Result<(), WriteError<Self::Error>>;
+
+    /// Every node of `namespace` that is claimed or has a mark, by node ([`list`] checks the
+    /// namespace first).
+    ///
+    /// # Errors
+    ///
+    /// When the server cannot be reached or refuses.
+    fn list(config: &Self::Config, namespace: &str) -> Result<Vec<LeaseRow>, Self::Error>;
 
     /// Ends whatever the engine still holds (an etcd lease, a session, a connection): after
     /// the release, or after a claim that failed. Best effort: the engine's expiry ends it

@@ -110,6 +110,16 @@ impl Engine for Memory {
     ) -> Result<(), WriteError<Down>> {
         self.write(claims, release.mark(), true)
     }
+
+    fn list(config: &Self::Config, _: &str) -> Result<Vec<LeaseRow>, Down> {
+        let server = config.lock().unwrap();
+        let marks = server.rows.iter().map(|(&node, row)| (node, row.mark));
+        let claims = server
+            .rows
+            .iter()
+            .filter_map(|(&node, row)| Some((node, "memory".to_owned(), row.token?)));
+        Ok(LeaseRow::merge(marks, claims))
+    }
 }
 
 impl Memory {
@@ -236,6 +246,17 @@ fn claims_take_the_lowest_free_nodes_and_refusals_say_why() {
     assert!(none.is_transient());
     // Released: free again, with the mark it left.
     drop(pair);
+    let rows = list::<Memory>(&server, "ns").unwrap();
+    assert_eq!(
+        rows.iter().map(|row| (row.node, row.live)).collect::<Vec<_>>(),
+        [(0, true), (1, false), (2, false), (3, true)]
+    );
+    assert_eq!(
+        list::<Memory>(&server, "a b").unwrap_err(),
+        LeaseError::InvalidNamespace {
+            namespace: "a b".to_owned()
+        }
+    );
     let again = Lease::<Memory>::acquire(&server, &layout, &options).unwrap();
     assert_eq!(again.node(), 1);
 }

@@ -2,16 +2,18 @@
 //! [`Spawn`](super::Spawn)), how it claims through an [`Engine`], and what it prints.
 
 use crate::now_ms;
-use atomflake::mark::{LeaseOptions, MarkStore, StoreErrorKind};
+use atomflake::mark::lease::{Engine, Lease, LeaseError};
+use atomflake::mark::{LeaseOptions, StoreErrorKind};
 use atomflake::{Builder, Clock, FieldOrder, Generator, Layout, MintError, MonotonicClock, PreciseClock};
-use std::fmt::Display;
+use std::fmt::Debug;
 use std::io::Write;
+use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 /// `hold` (claim, then wait for stdin to close) or `mint` (claim, then mint until
 /// [`COUNT`] IDs or the lease is lost). A test run without it is no holder.
 pub(super) const MODE: &str = "ATOMFLAKE_HOLDER_MODE";
-/// Where the engine is, as [`Engine::acquire`] reads it: a URL, a connection string.
+/// Where the engine is, as its config parses it: a URL, a connection string.
 pub(super) const TARGET: &str = "ATOMFLAKE_HOLDER_TARGET";
 pub(super) const NAMESPACE: &str = "ATOMFLAKE_HOLDER_NAMESPACE";
 /// The node asked for; the lowest free one without it.
@@ -31,36 +33,9 @@ const TAKEN_WAIT: Duration = Duration::from_secs(20);
 /// How long a holder told to wait waits for a free node or an engine that answers.
 const BUSY_WAIT: Duration = Duration::from_secs(30);
 
-/// A lease engine, as holder processes use it.
-pub trait Engine {
-    /// The name of the test in the engine's test binary that calls [`holder()`].
-    const CHILD: &'static str;
-    /// The lease time of a holder not given one.
-    const TTL: Duration;
-    /// A claim: the mark store a holder's generator runs on.
-    type Lease: MarkStore;
-    /// Why a claim was refused.
-    type Error: Display;
-
-    /// Claims as `options` say, on the engine at `target` (as the test gave it to
-    /// [`Holders::new`](super::Holders::new)).
-    ///
-    /// # Errors
-    ///
-    /// The engine's refusal.
-    fn acquire(target: &str, layout: &Layout, options: &LeaseOptions) -> Result<Self::Lease, Self::Error>;
-
-    /// The claim's number: larger for each later claim of its node (a generation, a
-    /// revision).
-    fn claim(lease: &Self::Lease) -> i64;
-
-    /// What `error` means to a holder.
-    fn refusal(error: &Self::Error) -> Refusal;
-}
-
 /// What a refused claim means to a holder process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+enum Refusal {
     /// The node asked for is held: the holder tries again for 20 s, waiting for the lease
     /// of the node's holder to expire.
     Taken,
@@ -69,6 +44,19 @@ pub enum Refusal {
     Busy,
     /// Any other: the holder prints `refused TEXT` and exits.
     Final,
+}
+
+impl Refusal {
+    /// What `error` means to a holder: every engine's [`LeaseError`] says the same.
+    fn of<E>(error: &LeaseError<E>) -> Refusal {
+        match error {
+            LeaseError::NodeTaken { .. } => Refusal::Taken,
+            LeaseError::NoFreeNode { .. } | LeaseError::Crowded { .. } | LeaseError::Engine(_) => {
+                Refusal::Busy
+            }
+            _ => Refusal::Final,
+        }
+    }
 }
 
 /// The clock a minting holder's generator runs on.
@@ -81,14 +69,18 @@ pub enum HolderClock {
     Precise,
 }
 
-/// The holder process, run from the engine's test named [`Engine::CHILD`]: claims, prints
-/// `node N C`, then holds or mints as its environment says. Returns at once in a test run
-/// that is no holder.
+/// The holder process on engine `E`, run from the engine's test that
+/// [`Holders::new`](super::Holders::new) names: claims where the test said (parsed as the
+/// engine's config), prints `node N C` (C the claim's generation), then holds or mints as
+/// its environment says. Returns at once in a test run that is no holder.
 ///
 /// # Panics
 ///
 /// On an environment [`Spawn`](super::Spawn) did not write.
-pub fn holder<E: Engine>() {
+pub fn holder<E>()
+where
+    E: Engine<Config: Sized + FromStr<Err: Debug>>,
+{
     let Ok(mode) = std::env::var(MODE) else {
         return;
     };
@@ -102,14 +94,14 @@ pub fn holder<E: Engine>() {
     }
     let layout = decode_layout(&env(LAYOUT));
     let wait_for_any = std::env::var(WAIT).is_ok();
-    let target = env(TARGET);
+    let target: E::Config = env(TARGET).parse().unwrap();
     let start = Instant::now();
     let lease = loop {
-        match E::acquire(&target, &layout, &options) {
+        match Lease::<E>::acquire(&target, &layout, &options) {
             Ok(lease) => break lease,
             // A successor asked for a node, or waits for any: wait for a holder's lease to
             // expire.
-            Err(error) => match E::refusal(&error) {
+            Err(error) => match Refusal::of(&error) {
                 Refusal::Taken if start.elapsed() < TAKEN_WAIT => {}
                 Refusal::Busy if wait_for_any && start.elapsed() < BUSY_WAIT => {}
                 _ => {
@@ -121,7 +113,7 @@ pub fn holder<E: Engine>() {
         std::thread::sleep(Duration::from_millis(20));
     };
     let node = lease.nodes()[0];
-    println!("node {node} {}", E::claim(&lease));
+    println!("node {node} {}", lease.generation());
     println!("claimed in {} ms", start.elapsed().as_millis());
     match mode.as_str() {
         "hold" => {

@@ -1,7 +1,7 @@
 //! The test's side of a holder process: starting one ([`Holders`], [`Spawn`]), reading
 //! what it prints, signalling it and ending it ([`Holder`]).
 
-use super::child::{self, Engine, HolderClock};
+use super::child::{self, HolderClock};
 use super::lines::{count_ids, tail};
 use crate::postgres::LIBFAKETIME;
 use atomflake::Layout;
@@ -21,16 +21,18 @@ pub struct Holders {
 }
 
 impl Holders {
-    /// Holders of engine `E` at `target` (what [`Engine::acquire`] reads).
-    pub fn new<E: Engine>(target: impl Into<String>) -> Holders {
+    /// Holders at `target` (what the engine's config parses), run by the test named
+    /// `child` (which calls [`holder()`](super::holder)), on lease time `ttl` unless given
+    /// one.
+    pub fn new(target: impl Into<String>, child: &'static str, ttl: Duration) -> Holders {
         Holders {
-            child: E::CHILD,
+            child,
             target: target.into(),
-            ttl: E::TTL,
+            ttl,
         }
     }
 
-    /// The lease time of a holder not given one ([`Engine::TTL`]).
+    /// The lease time of a holder not given one.
     pub fn ttl(&self) -> Duration {
         self.ttl
     }

@@ -2,16 +2,18 @@
 //! lease holders, which the test freezes, kills and resumes, and whose printed history it
 //! checks.
 //!
-//! An engine's test file holds only what talks to its engine:
-//! - an [`Engine`]: how a holder process claims, the claim's number, and what each of the
-//!   engine's refusals means to a holder;
-//! - one test that calls [`holder()`]: the holder process, which does nothing in a test run
-//!   of its own;
+//! A holder claims through the core crate's lease kernel on any
+//! [`Engine`](atomflake::mark::lease::Engine) whose config parses from text: what a claim
+//! and a refusal mean is the same for every engine. An engine's test file holds only what
+//! talks to its engine:
+//! - one test that calls [`holder()`] with the engine: the holder process, which does
+//!   nothing in a test run of its own;
 //! - its tests, which start holders through [`Holders`] (the command line of one is a
 //!   [`Spawn`], the process a [`Holder`]), read what they printed ([`ids`], [`field`],
 //!   [`lease_lines`]) and check it ([`assert_unique`], [`check_fleet_history`]);
 //! - the tests every engine runs, less what only the engine checks ([`sixteen_holders`],
-//!   [`freeze_a_holder`], [`kill_a_holder`] and [`successor_behind`]);
+//!   [`freeze_a_holder`], [`kill_a_holder`] and [`successor_behind`]; in the test's own
+//!   process, [`generator_cycle`] and [`a_claim_ended_behind_its_back`]);
 //! - for the seeded nemesis, the engine's own [`Faults`]: [`nemesis`] runs the fleet and
 //!   the faults every engine shares (a holder frozen, killed, its clock stepped).
 //!
@@ -27,15 +29,19 @@
 mod child;
 mod history;
 mod holder;
+mod in_process;
 mod lines;
 mod nemesis;
+mod quorum;
 mod scenario;
 
-pub use child::{Engine, HolderClock, Refusal, holder, mint};
+pub use child::{HolderClock, holder, mint};
 pub use history::{assert_unique, check_fleet_history};
 pub use holder::{Holder, Holders, Spawn};
+pub use in_process::{a_claim_ended_behind_its_back, generator_cycle};
 pub use lines::{claim, count_ids, field, ids, last_refusal, lease_lines, minted, tail};
 pub use nemesis::{Dice, Faults, NemesisRun, nemesis};
+pub use quorum::{Quorum, QuorumFaults};
 pub use scenario::{
     Frozen, assert_in_order, assert_successor, count_ids_after, freeze_a_holder, kill_a_holder, minted_after,
     sixteen_holders, successor_behind,

@@ -60,14 +60,12 @@
 mod error;
 
 pub use atomflake::mark::lease::{
-    CLAIM_TIMEOUT, LeaseOptions, MAX_NAMESPACE_LEN, MAX_TTL, MIN_TTL, PassedOver,
+    CLAIM_TIMEOUT, LeaseOptions, LeaseRow, MAX_NAMESPACE_LEN, MAX_TTL, MIN_TTL, PassedOver,
 };
 pub use error::{LeaseError, ZooKeeperError};
 
 use crate::Ensemble;
-use atomflake::mark::lease::{
-    Attempt, Claim, ClaimRequest, Claimed, Engine, Release, WriteError, check_namespace, choose, off_runtime,
-};
+use atomflake::mark::lease::{Attempt, Claim, ClaimRequest, Claimed, Engine, Release, WriteError, choose};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -187,22 +185,6 @@ impl Claim for ZooKeeperClaim {
     fn generation(&self) -> i64 {
         self.czxid
     }
-}
-
-/// One node of a namespace ([`list`]): claimed now, or claimed once (its mark remains).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LeaseRow {
-    /// The node.
-    pub node: u64,
-    /// Whether a live session holds it.
-    pub live: bool,
-    /// The holder's name, while live.
-    pub holder: Option<String>,
-    /// The claim's zxid, while live.
-    pub generation: Option<i64>,
-    /// The node's high-water mark, Unix ms (0 when none was stored).
-    pub high_water_ms: u64,
 }
 
 /// What a namespace holds: its marks with their versions, and its live claims with their
@@ -453,6 +435,27 @@ impl Engine for ZooKeeper {
         result
     }
 
+    fn list(ensemble: &Ensemble, namespace: &str) -> Result<Vec<LeaseRow>, ZooKeeperError> {
+        let deadline = Instant::now() + CLAIM_TIMEOUT;
+        let (runtime, client) = session(ensemble, LeaseOptions::DEFAULT_TTL, deadline)?;
+        let snapshot = snapshot(&runtime, &client, &Paths::new(namespace), deadline);
+        drop(client);
+        runtime.shutdown_timeout(Duration::from_secs(1));
+        let snapshot = match snapshot {
+            // A namespace never claimed in.
+            Err(ZooKeeperError::Call { cause, .. }) if cause == Error::NoNode.to_string() => {
+                return Ok(Vec::new());
+            }
+            snapshot => snapshot?,
+        };
+        let marks = snapshot.marks.iter().map(|(&node, &(mark, _))| (node, mark));
+        let claims = snapshot
+            .holders
+            .iter()
+            .map(|(&node, (name, stat))| (node, String::from_utf8_lossy(name).into_owned(), stat.czxid));
+        Ok(LeaseRow::merge(marks, claims))
+    }
+
     /// Closes the session: its claims' ephemeral nodes go with it.
     fn close(&mut self) {
         if let Some((runtime, client)) = self.session.take() {
@@ -584,7 +587,8 @@ impl ZooKeeper {
     }
 }
 
-/// Every node of `namespace` that is claimed or has a mark, by node.
+/// Every node of `namespace` that is claimed or has a mark, by node: the generation is the
+/// zxid of the claim.
 ///
 /// # Errors
 ///
@@ -592,38 +596,7 @@ impl ZooKeeper {
 /// [`ZooKeeperError::Call`] when no server answers; [`ZooKeeperError::Corrupt`] for a node
 /// of the namespace that no lease wrote.
 pub fn list(ensemble: &Ensemble, namespace: &str) -> Result<Vec<LeaseRow>, LeaseError> {
-    check_namespace(namespace)?;
-    off_runtime(|| {
-        let deadline = Instant::now() + CLAIM_TIMEOUT;
-        let (runtime, client) = session(ensemble, LeaseOptions::DEFAULT_TTL, deadline)?;
-        let paths = Paths::new(namespace);
-        let snapshot = match snapshot(&runtime, &client, &paths, deadline) {
-            Err(ZooKeeperError::Call { cause, .. }) if cause == Error::NoNode.to_string() => {
-                return Ok(Vec::new());
-            }
-            snapshot => snapshot?,
-        };
-        let mut rows: BTreeMap<u64, LeaseRow> = BTreeMap::new();
-        let row = |node| LeaseRow {
-            node,
-            live: false,
-            holder: None,
-            generation: None,
-            high_water_ms: 0,
-        };
-        for (&node, &(mark, _)) in &snapshot.marks {
-            rows.entry(node).or_insert_with(|| row(node)).high_water_ms = mark;
-        }
-        for (&node, (name, stat)) in &snapshot.holders {
-            let entry = rows.entry(node).or_insert_with(|| row(node));
-            entry.live = true;
-            entry.holder = Some(String::from_utf8_lossy(name).into_owned());
-            entry.generation = Some(stat.czxid);
-        }
-        drop(client);
-        runtime.shutdown_timeout(Duration::from_secs(1));
-        Ok(rows.into_values().collect())
-    })
+    atomflake::mark::lease::list::<ZooKeeper>(ensemble, namespace)
 }
 
 #[cfg(test)]
