@@ -679,3 +679,6 @@ impl Minter {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;
