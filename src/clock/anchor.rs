@@ -7,7 +7,7 @@
 use super::discipline::{CHECK_INTERVAL, Segment, Steering};
 use super::discipline::{ClockStep, Discipline, Timeline, fixed_from_ns};
 #[cfg(doc)]
-use super::{MonotonicClock, PreciseClock};
+use super::{Clock, MonotonicClock, PreciseClock};
 use crate::sync::{Ordering, ProcessAtomicBool, ProcessAtomicU64};
 use crossbeam_utils::CachePadded;
 use std::sync::{Mutex, OnceLock};

@@ -7,17 +7,18 @@
 //! records the process it is built in ([`Birth`]) and checks the process it mints in:
 //!
 //! - **once per tick**: the first slot of the tick after the latest one checked is one of
-//!   the limits that the minting path's one load already compares (`minter.rs`), so the
+//!   the limits that the minting path's one load already compares ([`Minter`](super::minter::Minter)), so the
 //!   first mint of every later tick takes the cold path, which checks and moves that limit
 //!   one tick on;
 //! - **before any wait or refusal**: `next_id` checks before it waits (for a spent tick, a
 //!   mark being stored), `try_next_id` before it reports a refusal, so a child never waits
 //!   for threads it does not have, nor is told to retry;
 //! - **at a child's first mint**: the ticks a child copied as checked are not checked for
-//!   it. A `pthread_atfork` handler (`atfork.rs`) sets, in every child, the limits of every
-//!   generator alive at the fork to 0 (its state words' windows, its minter's limit, its
-//!   ticks checked) and stops the heartbeat (below), so the child's first mint on any of
-//!   them takes the cold path and checks the process with the system call.
+//!   it. A `pthread_atfork` handler ([`atfork`](super::atfork)) sets, in every child, the
+//!   limits of every generator alive at the fork to 0 (its state words' windows, its
+//!   minter's limit, its ticks checked) and stops the heartbeat (below), so the child's
+//!   first mint on any of them takes the cold path and checks the process with the system
+//!   call.
 //!
 //! A child is refused with [`MintError::Forked`] (`next_id` panics with it).
 //!
@@ -89,7 +90,7 @@ impl Birth {
     }
 
     /// The address of the ticks checked, which a child of a fork sets to 0
-    /// (`generator/atfork.rs`).
+    /// ([`atfork`](super::atfork)).
     pub(crate) fn limit_address(&self) -> *mut u64 {
         self.checked.as_ptr()
     }

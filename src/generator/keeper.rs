@@ -1,9 +1,8 @@
 //! The high-water mark on the minting path: two limits, read with one load, and a keeper
 //! thread that moves the mark in its store ahead of need.
 //!
-//! A mark is a Unix time that no minted ID has reached: every ID's tick starts before it.
-//! A restarted generator starts past the stored mark, so it never mints an ID its
-//! predecessor minted ([`Builder::high_water_file`](crate::Builder::high_water_file)).
+//! What a mark is, what the generator does with a store and what a store must promise:
+//! [`mark`](crate::mark). This module is how the minting path does it:
 //!
 //! - Slots before the **early** limit (half a [`WINDOW_MS`] before the mark) mint with no
 //!   other work: one `Relaxed` load and a compare.
@@ -27,7 +26,7 @@
 //! marked ended with [`MintError::KeeperPanicked`], and every thread waiting for a mark is
 //! woken, so `next_id` panics and `try_next_id` reports it instead of waiting for a mark
 //! that no thread stores. Slots the stored mark covers still mint. (A child of a fork has
-//! no keeper thread at all: it is refused before it could wait for one, `fork.rs`.)
+//! no keeper thread at all: it is refused before it could wait for one, see [`fork`](super::fork).)
 //!
 //! Dropping the mark stops the keeper and waits for it to finish a store in progress and
 //! [`MarkStore::finish`] and drop the store (a lease's release), for at most the store's
@@ -112,7 +111,7 @@ pub(crate) struct Slots {
 }
 
 impl Slots {
-    /// The opening (the lowest state, see `state.rs`) of the first tick that starts at or
+    /// The opening (the lowest state, see [`state`](super::state)) of the first tick that starts at or
     /// after `unix_ms` (`u64::MAX` when there is none): below it lie exactly the slots of
     /// earlier ticks.
     pub(crate) fn first_from(self, unix_ms: u64) -> u64 {
