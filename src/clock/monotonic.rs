@@ -11,9 +11,11 @@ use std::time::Duration;
 /// The default clock: quanta's monotonic TSC clock, disciplined to the wall clock, never
 /// moving back, read on the minting path with one atomic load.
 ///
-/// The first `MonotonicClock` in a process calibrates quanta, reads `SystemTime` once and
-/// starts the process's discipline thread; later ones share all of that, so creating one
-/// is cheap and every generator in the process agrees on the time.
+/// The first `MonotonicClock` in a process calibrates quanta (up to ~200 ms), reads
+/// `SystemTime` once and starts the process's discipline thread (`atomflake-discipline`,
+/// awake for a few µs every millisecond; `benches/README.md` has its cost); later ones
+/// share all of that, so creating one is cheap and every generator in the process agrees
+/// on the time.
 ///
 /// - [`unix_ms`](Clock::unix_ms), what a mint reads, is one `Relaxed` load of the time the
 ///   discipline thread stored just after the clock's current millisecond started (it wakes

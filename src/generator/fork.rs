@@ -24,19 +24,17 @@
 //!
 //! # The check of a tick, without a system call
 //!
-//! The process is `std::process::id()`, a system call (about 170 ns on the project's VM:
-//! 30 times a mint). A tick's check skips it when the default clock's thread has stored a
-//! time in that tick, and the precise clock is still in it ([`spares`]): then a thread of
-//! this process's clock ran during the tick being minted. A child's copy of the stored time
-//! stands still at the last time stored before the fork, so the child handler stops the
-//! heartbeat ([`clock::stop_heartbeat`]): a child never skips the system call. Everywhere
-//! else too (no default clock in the process, a clock whose ticks are not the wall
-//! clock's, a borrowed tick, a thread late by a tick) the check makes the system call.
-//! So a generator that mints once a tick or less takes the cold path at every mint, about
-//! 235 instructions and 20 to 30 ns more on the project's VM, but no system call (a system
-//! call at every tick's first mint cost 260 to 290 ns there); one that mints more pays it
-//! once per tick, and nothing for the other mints of the tick (`benches/README.md` has the
-//! figures).
+//! The process is `std::process::id()`, a system call, which costs many mints. A tick's
+//! check skips it when the default clock's thread has stored a time in that tick, and the
+//! precise clock is still in it ([`spares`]): then a thread of this process's clock ran
+//! during the tick being minted. A child's copy of the stored time stands still at the
+//! last time stored before the fork, so the child handler stops the heartbeat
+//! ([`clock::stop_heartbeat`]): a child never skips the system call. Everywhere else too
+//! (no default clock in the process, a clock whose ticks are not the wall clock's, a
+//! borrowed tick, a thread late by a tick) the check makes the system call. So a
+//! generator that mints once a tick or less takes the cold path at every mint, but makes
+//! no system call; one that mints more pays the cold path once per tick, and nothing for
+//! the other mints of the tick (`benches/README.md` has the figures).
 //!
 //! # What is not detected
 //!
