@@ -16,7 +16,10 @@ mod manual;
 mod monotonic;
 mod precise;
 
-pub(crate) use anchor::{heartbeat, stop_heartbeat};
+pub(crate) use anchor::heartbeat;
+// For the child-of-a-fork handler, which exists on Unix and not under loom.
+#[cfg_attr(any(loom, not(unix)), allow(unused_imports))]
+pub(crate) use anchor::stop_heartbeat;
 pub use manual::ManualClock;
 pub use monotonic::MonotonicClock;
 pub use precise::PreciseClock;
