@@ -29,8 +29,7 @@
 //! | the reference | [guarantees](docs::guarantees), [formats](docs::formats), [fleets](docs::fleets), [design](docs::design), [features](docs::features) |
 //!
 //! Node-ID leases on PostgreSQL and etcd are the `atomflake-postgres` and `atomflake-etcd`
-//! crates: a lease is a [`mark::MarkStore`], so any generator type goes on it with
-//! [`Builder::mark_store`].
+//! crates: a lease is a [`mark::MarkStore`], for any generator ([`Builder::mark_store`]).
 //!
 //! # Choosing a generator
 //!
@@ -45,16 +44,27 @@
 //! `next_id_async` and friends. [`Builder`] sets what they share: the clock, borrow-ahead,
 //! how to [`Wait`] for a spent tick, and a [mark store](mark) for restarts.
 //!
-//! # Design, feature flags, caveats, performance
+//! # Design
 //!
-//! - How a mint works and the atomic orderings it rests on: [design](docs::design).
-//! - Every feature is off by default: [features](docs::features).
+//! One state word per node, a pure transition, a CAS loop, a disciplined clock, and the
+//! atomic orderings they rest on: [design](docs::design).
+//!
+//! # Feature flags
+//!
+//! All off by default, each additive: [features](docs::features).
+//!
+//! # Caveats
+//!
 //! - [`Generator::next_id`] panics where [`Generator::try_next_id`] returns an error (the
 //!   clock outside the layout's span, a mark that cannot be stored, a child of a fork):
 //!   [guarantees](docs::guarantees). The default clock and a generator with a mark store
 //!   each run a thread of their own ([`MonotonicClock`], [`mark`]).
-//! - One generator mints at most [`Layout::ids_per_tick`] IDs per tick; the measured
-//!   figures are in `benches/README.md` in the repository, the one place that keeps them.
+//! - One generator mints at most [`Layout::ids_per_tick`] IDs per tick.
+//!
+//! # Performance
+//!
+//! What a mint does is in [design](docs::design#what-a-mint-does); the measured figures are
+//! in `benches/README.md` in the repository, the one place that keeps them.
 #![deny(unsafe_code)]
 
 mod clock;
