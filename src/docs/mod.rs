@@ -1,5 +1,5 @@
 //! The reference: what atomflake promises and what those promises rest on, the formats,
-//! and running a fleet. Pages only; no code.
+//! running a fleet, the design and the feature flags. Pages only; no code.
 
 #[doc = include_str!("guarantees.md")]
 pub mod guarantees {}
@@ -9,3 +9,9 @@ pub mod formats {}
 
 #[doc = include_str!("fleets.md")]
 pub mod fleets {}
+
+#[doc = include_str!("design.md")]
+pub mod design {}
+
+#[doc = include_str!("features.md")]
+pub mod features {}

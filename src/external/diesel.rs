@@ -1,7 +1,7 @@
 //! diesel (features `diesel`, `diesel-mysql`): [`Id`] as `BigInt` on `Pg` and `Mysql`, and
 //! as `Unsigned<BigInt>` on `Mysql`.
 //!
-//! `AsExpression` and `FromSqlRow` are derived on [`Id`] itself (in `id.rs`, under the same
+//! `AsExpression` and `FromSqlRow` are derived on [`Id`] itself (on its definition, under the same
 //! features): they let an `Id` field stand in `Insertable`, `Queryable` and `Selectable`
 //! structs and in `.eq(id)` filters. Each impl here delegates to diesel's own for `i64` (or
 //! `u64`), after the checked conversion.

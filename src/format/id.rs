@@ -71,7 +71,7 @@ use core::str::FromStr;
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 // diesel's `AsExpression` and `FromSqlRow` are derived rather than written out: the derive
-// covers `Id`, `&Id` and `Nullable` columns; the `ToSql`/`FromSql` impls are in `sql/diesel.rs`.
+// covers `Id`, `&Id` and `Nullable` columns; the `ToSql`/`FromSql` impls are in `crate::external::diesel`.
 #[cfg_attr(
     any(feature = "diesel", feature = "diesel-mysql"),
     derive(diesel::expression::AsExpression, diesel::deserialize::FromSqlRow),

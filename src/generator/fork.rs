@@ -7,35 +7,34 @@
 //! records the process it is built in ([`Birth`]) and checks the process it mints in:
 //!
 //! - **once per tick**: the first slot of the tick after the latest one checked is one of
-//!   the limits that the minting path's one load already compares (`minter.rs`), so the
+//!   the limits that the minting path's one load already compares ([`Minter`](super::minter::Minter)), so the
 //!   first mint of every later tick takes the cold path, which checks and moves that limit
 //!   one tick on;
 //! - **before any wait or refusal**: `next_id` checks before it waits (for a spent tick, a
 //!   mark being stored), `try_next_id` before it reports a refusal, so a child never waits
 //!   for threads it does not have, nor is told to retry;
 //! - **at a child's first mint**: the ticks a child copied as checked are not checked for
-//!   it. A `pthread_atfork` handler (`atfork.rs`) sets, in every child, the limits of every
-//!   generator alive at the fork to 0 (its state words' windows, its minter's limit, its
-//!   ticks checked) and stops the heartbeat (below), so the child's first mint on any of
-//!   them takes the cold path and checks the process with the system call.
+//!   it. A `pthread_atfork` handler ([`atfork`](super::atfork)) sets, in every child, the
+//!   limits of every generator alive at the fork to 0 (its state words' windows, its
+//!   minter's limit, its ticks checked) and stops the heartbeat (below), so the child's
+//!   first mint on any of them takes the cold path and checks the process with the system
+//!   call.
 //!
 //! A child is refused with [`MintError::Forked`] (`next_id` panics with it).
 //!
 //! # The check of a tick, without a system call
 //!
-//! The process is `std::process::id()`, a system call (about 170 ns on the project's VM:
-//! 30 times a mint). A tick's check skips it when the default clock's thread has stored a
-//! time in that tick, and the precise clock is still in it ([`spares`]): then a thread of
-//! this process's clock ran during the tick being minted. A child's copy of the stored time
-//! stands still at the last time stored before the fork, so the child handler stops the
-//! heartbeat ([`clock::stop_heartbeat`]): a child never skips the system call. Everywhere
-//! else too (no default clock in the process, a clock whose ticks are not the wall
-//! clock's, a borrowed tick, a thread late by a tick) the check makes the system call.
-//! So a generator that mints once a tick or less takes the cold path at every mint, about
-//! 235 instructions and 20 to 30 ns more on the project's VM, but no system call (a system
-//! call at every tick's first mint cost 260 to 290 ns there); one that mints more pays it
-//! once per tick, and nothing for the other mints of the tick (`benches/README.md` has the
-//! figures).
+//! The process is `std::process::id()`, a system call, which costs many mints. A tick's
+//! check skips it when the default clock's thread has stored a time in that tick, and the
+//! precise clock is still in it ([`spares`]): then a thread of this process's clock ran
+//! during the tick being minted. A child's copy of the stored time stands still at the
+//! last time stored before the fork, so the child handler stops the heartbeat
+//! ([`clock::stop_heartbeat`]): a child never skips the system call. Everywhere else too
+//! (no default clock in the process, a clock whose ticks are not the wall clock's, a
+//! borrowed tick, a thread late by a tick) the check makes the system call. So a
+//! generator that mints once a tick or less takes the cold path at every mint, but makes
+//! no system call; one that mints more pays the cold path once per tick, and nothing for
+//! the other mints of the tick (`benches/README.md` has the figures).
 //!
 //! # What is not detected
 //!
@@ -89,7 +88,7 @@ impl Birth {
     }
 
     /// The address of the ticks checked, which a child of a fork sets to 0
-    /// (`generator/atfork.rs`).
+    /// ([`atfork`](super::atfork)).
     pub(crate) fn limit_address(&self) -> *mut u64 {
         self.checked.as_ptr()
     }
@@ -149,70 +148,6 @@ impl Birth {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
-    use crate::format::layout::Layout;
-    use crate::generator::keeper::panic_message;
-    use crate::generator::keeper::tests::within;
-    use crate::generator::minter::{Minter, Word};
-    use crate::generator::wait::Wait;
-    use std::panic::AssertUnwindSafe;
-    use std::time::Duration;
-
-    const T0: u64 = 1_700_000_000_000;
-
-    /// A process that is not this one: the parent a test's minter pretends to be copied from.
-    fn parent() -> u32 {
-        std::process::id().wrapping_add(1)
-    }
-
-    fn forked() -> MintError {
-        MintError::Forked {
-            parent: parent(),
-            child: std::process::id(),
-        }
-    }
-
-    #[test]
-    fn a_child_is_refused_at_its_first_tick_with_both_processes() {
-        let minter = Minter::new(Layout::TWITTER, 0, Wait::Spin).born_in(parent());
-        let state = crate::generator::minter::LocalWord::new(minter.start());
-        assert_eq!(
-            minter.try_reserve_one(&state, &ManualClock::new(T0)),
-            Err(forked())
-        );
-        assert_eq!(Word::load(&state), minter.start(), "nothing minted");
-        assert_eq!(
-            forked().to_string(),
-            format!(
-                "generator built in process {} cannot mint in process {}, a child of a fork: \
-                 both would mint the same ids; build a new generator in the child, on a node of its own",
-                parent(),
-                std::process::id()
-            )
-        );
-    }
-
-    #[test]
-    fn a_child_mints_the_rest_of_a_checked_tick_and_is_refused_the_next() {
-        let layout = Layout::builder()
-            .timestamp_bits(41)
-            .sequence_bits(3)
-            .build()
-            .unwrap();
-        let clock = ManualClock::new(T0);
-        let minter = Minter::new(layout, 0, Wait::Spin);
-        let state = crate::generator::minter::LocalWord::new(minter.start());
-        let first = minter.try_reserve_one(&state, &clock).unwrap();
-        // The fork: the child has the parent's state and limits.
-        let child = minter.born_in(parent());
-        for sequence in 1..layout.ids_per_tick() {
-            assert_eq!(child.try_reserve_one(&state, &clock), Ok(first + sequence));
-        }
-        // The tick spent: the wait for the next is refused, and so is the next tick.
-        assert_eq!(child.try_reserve_one(&state, &clock), Err(forked()));
-        clock.advance(1);
-        assert_eq!(child.try_reserve_one(&state, &clock), Err(forked()));
-    }
 
     #[test]
     fn a_tick_skips_the_system_call_only_while_the_clocks_thread_and_the_clock_are_in_it() {
@@ -229,22 +164,5 @@ mod tests {
         // A tick the clock has not reached (borrowed), or one long past.
         assert!(!spares(&tick, Some((995, 998))));
         assert!(!spares(&tick, Some((1_020, 1_020))));
-    }
-
-    #[test]
-    fn next_id_in_a_child_panics_instead_of_waiting_for_a_clock_that_stands_still() {
-        let one_per_tick = Layout::builder().timestamp_bits(41).build().unwrap();
-        let clock = ManualClock::new(T0);
-        let minter = Minter::new(one_per_tick, 0, Wait::Spin);
-        let state = crate::generator::minter::AtomicWord::new(minter.start());
-        minter.reserve(&state, &clock, 1);
-        // The child's clock stands still (the thread that moved it was the parent's): its
-        // tick is spent, and a wait would never end.
-        let child = minter.born_in(parent());
-        let panic = within(Duration::from_secs(10), move || {
-            std::panic::catch_unwind(AssertUnwindSafe(|| child.reserve(&state, &clock, 1)))
-                .map_err(|panic| panic_message(panic.as_ref()))
-        });
-        assert_eq!(panic, Err(format!("atomflake: cannot mint an id: {}", forked())));
     }
 }

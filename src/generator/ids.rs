@@ -17,7 +17,7 @@ use crossbeam_utils::CachePadded;
 /// One node's state word, the packing of its slots into IDs, and its node ID.
 #[derive(Debug)]
 pub(crate) struct Shard<W: Word> {
-    /// The next free slot (see `state.rs`).
+    /// The next free slot (see [`state`](super::state)).
     pub(crate) state: W,
     pub(crate) packer: SlotPacker,
     pub(crate) id: u64,

@@ -1,10 +1,10 @@
 //! The CAS loop every generator type runs over its state word.
 //!
-//! A mint loads the state, reads the clock, asks the pure transition (`state.rs`) for the
+//! A mint loads the state, reads the clock, asks the pure transition ([`state`](super::state)) for the
 //! next step and, for a slot, tries to move the state past it with one compare-and-swap;
 //! a failed CAS steps again from the value it found. Waiting for a spent tick is in
-//! `wait.rs`, the high-water limit in `keeper.rs`, the check for a child of a fork in
-//! `fork.rs`.
+//! [`wait`], the high-water limit in [`keeper`](super::keeper), the check for
+//! a child of a fork in [`fork`](super::fork).
 //!
 //! Both limits are folded into one slot, the minter's **limit**: below it a mint needs no
 //! other work. A slot at or past it takes the cold path ([`Minter::pass`]), which checks
@@ -81,7 +81,7 @@ pub(crate) trait Windowed: Word {
     fn open(&self, window: Window);
 
     /// The address of the window's limit, which a child of a fork sets to 0 (closing the
-    /// window: `generator/atfork.rs`).
+    /// window: [`atfork`](super::atfork)).
     fn limit_address(&self) -> *mut u64;
 }
 
@@ -342,7 +342,7 @@ impl Minter {
     }
 
     /// The addresses of the limits that spare a mint the check for a fork: its own and its
-    /// [`Birth`]'s, which a child of a fork sets to 0 (`generator/atfork.rs`).
+    /// [`Birth`]'s, which a child of a fork sets to 0 ([`atfork`](super::atfork)).
     pub(crate) fn limit_addresses(&self) -> [*mut u64; 2] {
         [self.limit.as_ptr(), self.birth.limit_address()]
     }
@@ -679,3 +679,6 @@ impl Minter {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -3,7 +3,7 @@
 //! path ([`keeper`]), waiting for a spent tick, the three generator types and the
 //! [`Builder`] they share, and the errors of building and minting.
 
-mod atfork;
+pub(crate) mod atfork;
 pub(crate) mod builder;
 mod error;
 pub(crate) mod fork;

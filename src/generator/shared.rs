@@ -12,9 +12,10 @@ use core::fmt;
 /// A lock-free Snowflake ID generator for one node.
 ///
 /// Shared by `&` (or `Arc`) across threads: `Generator` is `Send + Sync` when its clock is.
-/// Each mint is one successful compare-and-swap on a single `AtomicU64` (see `state.rs`
-/// for the word), so two mints never get the same ID and IDs from one generator strictly
-/// increase in the order the CASes take effect, whatever the clock does.
+/// Each mint is one successful compare-and-swap on a single `AtomicU64` (see
+/// [design](crate::docs::design) for the word), so two mints never get the same ID and IDs
+/// from one generator strictly increase in the order the CASes take effect, whatever the
+/// clock does.
 ///
 /// Uniqueness *across* generators needs a distinct node ID for each live generator of a
 /// layout; that is the user's to arrange. A generator is deliberately not `Clone`: a copy
@@ -44,7 +45,7 @@ use core::fmt;
 /// an ID is built from the value a CAS won. Uniqueness and per-generator order follow from
 /// the atomic's single modification order, which every ordering (`Relaxed` included)
 /// respects: each successful CAS reads the value the previous one wrote and writes a
-/// larger one. So every operation on it is `Relaxed` (the CAS loop is in `minter.rs`).
+/// larger one. So every operation on it is `Relaxed`.
 pub struct Generator<C = MonotonicClock> {
     home: Home<Body<Shard<SharedWord>, C>>,
 }

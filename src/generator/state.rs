@@ -31,7 +31,7 @@
 //!   rule below falls out of integer order:
 //!   - the state only grows, so no slot (and no ID) is ever handed out twice or out of
 //!     order: this is the whole proof of uniqueness, given that a slot is only minted by the
-//!     compare-and-swap that moves the state past it (`minter.rs`);
+//!     compare-and-swap that moves the state past it ([`minter`](super::minter));
 //!   - a tick later than the state's starts at sequence 0;
 //!   - the same or an earlier tick (a clock that moved back) continues the state's
 //!     sequence;

@@ -1,8 +1,8 @@
 //! Waiting for a spent tick: the [`Wait`] policy, the sleep before a tick boundary
 //! ([`nap`]) and the spin-then-yield between clock reads ([`Backoff`]).
 //!
-//! Nothing here decides *whether* to wait; the CAS loop in `minter.rs` does, from the pure
-//! transition in `state.rs`. This module only spends the time well.
+//! Nothing here decides *whether* to wait; the CAS loop in [`minter`](super::minter) does, from
+//! the pure transition in [`state`](super::state). This module only spends the time well.
 
 use crate::clock::Clock;
 use crate::sync::{self, Ordering, ProcessAtomicU64};

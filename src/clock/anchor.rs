@@ -1,0 +1,303 @@
+//! The process-wide anchor that [`MonotonicClock`] and [`PreciseClock`] read: quanta's
+//! counter converted to Unix time by the disciplined [`Timeline`], the discipline thread
+//! that keeps it on the wall clock and stores the time for the minting path, and the hook
+//! for clock steps.
+
+#[cfg(not(loom))]
+use super::discipline::{CHECK_INTERVAL, Segment, Steering};
+use super::discipline::{ClockStep, Discipline, Timeline, fixed_from_ns};
+#[cfg(doc)]
+use super::{Clock, MonotonicClock, PreciseClock};
+use crate::sync::{Ordering, ProcessAtomicBool, ProcessAtomicU64};
+use crossbeam_utils::CachePadded;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The process-wide quanta clock, converted to Unix time by the disciplined [`Timeline`].
+///
+/// Built once per process: quanta's first calibration can take up to ~200 ms.
+///
+/// Reading the time converts quanta's raw counter to Unix ms with the timeline's current
+/// segment, one 64×64-bit multiply: a fixed-point form of quanta's own calibration (read
+/// back from quanta at the anchor, see [`Anchor::capture`]), re-anchored to the wall clock
+/// by the discipline thread ([`discipline`](super::discipline)). Going through quanta's
+/// `Instant`/`Duration` instead costs a non-inlined call, a division of nanoseconds into
+/// seconds and a multiplication back, measurably on the minting path.
+#[derive(Debug)]
+pub(super) struct Anchor {
+    clock: quanta::Clock,
+    discipline: Discipline,
+    timeline: Timeline,
+    /// Whether the discipline thread runs, and so keeps [`RECENT_UNIX_MS`] fresh: set once
+    /// the thread is started, cleared in a child of a fork ([`stop_heartbeat`]), which has
+    /// no such thread.
+    pub(super) ticking: ProcessAtomicBool,
+}
+
+/// The clock's time, Unix ms, as the discipline thread read it just after the start of
+/// each of the clock's milliseconds: what [`MonotonicClock::unix_ms`] returns. On a cache
+/// line of its own, so that no other static's writes evict it from the minting threads'
+/// caches.
+pub(super) static RECENT_UNIX_MS: CachePadded<ProcessAtomicU64> = CachePadded::new(ProcessAtomicU64::new(0));
+
+/// How long after a millisecond starts the discipline thread aims to wake, so that the
+/// time it stores is that millisecond's and not the one before (a sleep never wakes early,
+/// but the counter and the clock's rate are read a few ns apart).
+#[cfg(not(loom))]
+const WAKE_AFTER: Duration = Duration::from_micros(5);
+
+static ANCHOR: OnceLock<Anchor> = OnceLock::new();
+
+/// A hook for clock steps, shared so that the discipline thread can call it after letting
+/// go of [`STEP_HOOK`].
+/// The standard `Arc` under loom too: the static lives outside any model.
+pub(super) type Hook = std::sync::Arc<dyn Fn(ClockStep) + Send + Sync>;
+
+/// The hook for clock steps, and the offset change that counts as one. Held only to set,
+/// clone or clear it, never while a hook runs: a hook may call
+/// [`MonotonicClock::on_step`] itself.
+static STEP_HOOK: Mutex<Option<(Duration, Hook)>> = Mutex::new(None);
+
+impl Anchor {
+    pub(super) fn get() -> &'static Anchor {
+        ANCHOR.get_or_init(|| {
+            let anchor = Anchor::capture(quanta::Clock::new());
+            anchor.refresh_recent();
+            // Not under loom: the thread would outlive the model. The thread's own
+            // `Anchor::get` waits for this initialisation to finish.
+            #[cfg(not(loom))]
+            {
+                let started = std::thread::Builder::new()
+                    .name("atomflake-discipline".into())
+                    .spawn(Anchor::discipline_thread)
+                    .is_ok();
+                // Relaxed: published with the anchor itself, by the `OnceLock`.
+                anchor.ticking.store(started, Ordering::Relaxed);
+            }
+            #[cfg(not(loom))]
+            if !anchor.ticking.load(Ordering::Relaxed) {
+                // No thread will ever renew the first piece: give it no horizon, so that
+                // the clock runs on at the calibrated rate, undisciplined, rather than 1%
+                // slow after a second. No other writer exists, so no reading can go back.
+                let first = anchor.timeline.read(|| 0).0;
+                anchor.timeline.publish(Segment::new(
+                    first.start,
+                    first.at,
+                    first.scale,
+                    u64::MAX,
+                    first.slow,
+                ));
+            }
+            anchor
+        })
+    }
+
+    fn capture(clock: quanta::Clock) -> Anchor {
+        // quanta's calibration, read back: nanoseconds per 2^50 raw counts (about four
+        // days of a 3 GHz TSC; exact to quanta's own precision, a few parts in 10^15).
+        const PROBE_BITS: u32 = 50;
+        let nanos_per_probe = u128::from(clock.delta_as_nanos(0, 1 << PROBE_BITS));
+        // ms per count `<< 64`: fits a u64 for any counter faster than 1 kHz.
+        let nominal = u64::try_from(fixed_from_ns(nanos_per_probe) >> PROBE_BITS).unwrap_or(u64::MAX);
+        let discipline = Discipline::new(nominal);
+        let (raw, wall) = wall_at(&clock);
+        Anchor {
+            clock,
+            discipline,
+            timeline: Timeline::new(discipline.anchor(raw, wall)),
+            ticking: ProcessAtomicBool::new(false),
+        }
+    }
+
+    /// Stores the clock's time for [`MonotonicClock::unix_ms`] to read.
+    fn refresh_recent(&self) {
+        // Relaxed: the value orders nothing; a single writer's stores are seen in order,
+        // and the time only grows.
+        RECENT_UNIX_MS.store(self.precise_unix_ms(), Ordering::Relaxed);
+    }
+
+    /// Sleeps until just after the clock's next millisecond starts.
+    #[cfg(not(loom))]
+    fn sleep_to_next_ms(&self) {
+        let next = self.precise_unix_ms().saturating_add(1);
+        loop {
+            let left = self.time_until(next);
+            if left.is_zero() {
+                return;
+            }
+            std::thread::sleep(left + WAKE_AFTER);
+        }
+    }
+
+    #[inline]
+    pub(super) fn precise_unix_ms(&self) -> u64 {
+        let (segment, raw) = self.timeline.read(|| self.clock.raw());
+        segment.unix_ms_at(raw)
+    }
+
+    /// How long from now until the clock reads `unix_ms`, to the nanosecond.
+    pub(super) fn time_until(&self, unix_ms: u64) -> Duration {
+        let (segment, raw) = self.timeline.read(|| self.clock.raw());
+        segment.time_until(raw, unix_ms, self.discipline.nominal())
+    }
+
+    /// The discipline thread: stores the clock's time at the start of each of its
+    /// milliseconds for [`MonotonicClock::unix_ms`], and compares the clock with the wall
+    /// clock every [`CHECK_INTERVAL`], publishing the segment the [`Discipline`] asks for.
+    ///
+    /// A thread rather than the minting path: minting then only reads a segment, and no
+    /// mint ever pays for a wall-clock read or a publish.
+    ///
+    /// A check publishes whenever it gets to it: a thread descheduled between reading the
+    /// clocks and publishing cannot make the clock go back (see [`discipline`](super::discipline)). The step
+    /// hook runs outside [`STEP_HOOK`]'s lock and inside `catch_unwind`, so a hook can
+    /// neither deadlock the thread nor end it (see [`MonotonicClock::on_step`]).
+    #[cfg(not(loom))]
+    fn discipline_thread() {
+        let anchor = Anchor::get();
+        let mut steering = Steering::new(anchor.discipline, anchor.timeline.read(|| 0).0);
+        let mut next_check = std::time::Instant::now() + CHECK_INTERVAL;
+        loop {
+            anchor.sleep_to_next_ms();
+            anchor.refresh_recent();
+            let now = std::time::Instant::now();
+            if now < next_check {
+                continue;
+            }
+            next_check = now + CHECK_INTERVAL;
+            let (raw, wall) = wall_at(&anchor.clock);
+            // A clone, so that the hook runs with the lock released.
+            let hook = step_hook().clone();
+            let step = steering.check(
+                &anchor.timeline,
+                raw,
+                wall,
+                hook.as_ref().map(|(bound, _)| *bound),
+            );
+            // A jump forward shows at once.
+            anchor.refresh_recent();
+            if let (Some(step), Some((_, hook))) = (step, hook) {
+                let call = std::panic::AssertUnwindSafe(|| hook(step));
+                if std::panic::catch_unwind(call).is_err() {
+                    // The panic hook has reported it. Drop the hook, unless it was replaced
+                    // meanwhile: it would panic again at the next step.
+                    let mut current = step_hook();
+                    if current
+                        .as_ref()
+                        .is_some_and(|(_, set)| std::sync::Arc::ptr_eq(set, &hook))
+                    {
+                        *current = None;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The time the default clock's thread last stored for [`MonotonicClock::unix_ms`], then
+/// the clock's precise time (Unix ms); `None` while no thread stores it (no default clock
+/// in this process yet, or its thread did not start).
+///
+/// The stored time is the process's heartbeat: a child of a fork has no discipline thread,
+/// so its copy stands at the last time stored before the fork, while its precise clock
+/// goes on ([`Birth`](crate::generator::fork::Birth)).
+pub(crate) fn heartbeat() -> Option<(u64, u64)> {
+    // Relaxed: a flag that only goes from set to clear, in a child (`stop_heartbeat`), on
+    // the one thread the child has.
+    let anchor = ANCHOR
+        .get()
+        .filter(|anchor| anchor.ticking.load(Ordering::Relaxed))?;
+    // Relaxed: see `Anchor::refresh_recent`.
+    let stored = RECENT_UNIX_MS.load(Ordering::Relaxed);
+    Some((stored, anchor.precise_unix_ms()))
+}
+
+/// Tells [`heartbeat`], and the default clocks made from now on, that no discipline thread
+/// stores the time any more: called in a child of a fork, whose copy of the stored time
+/// stands still ([`atfork`](crate::generator::atfork)). Takes no lock and allocates nothing.
+#[cfg_attr(any(loom, not(unix)), allow(dead_code))]
+pub(crate) fn stop_heartbeat() {
+    if let Some(anchor) = ANCHOR.get() {
+        // Relaxed: see `heartbeat`.
+        anchor.ticking.store(false, Ordering::Relaxed);
+    }
+}
+
+/// [`STEP_HOOK`], locked. A poisoned lock only means a thread panicked while holding it
+/// (never inside a hook, which runs unlocked); the value inside is still right.
+#[cfg_attr(loom, allow(dead_code))]
+pub(super) fn step_hook() -> std::sync::MutexGuard<'static, Option<(Duration, Hook)>> {
+    STEP_HOOK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A raw count and the wall-clock time at it (fixed-point Unix ms): the wall clock read
+/// between two counter reads, retried while a read takes longer than 20 µs (a preempted
+/// read would misplace the wall clock against the counter).
+fn wall_at(clock: &quanta::Clock) -> (u64, u128) {
+    let sample = || {
+        let before = clock.raw();
+        // A system clock set before 1970 reads as 1970: generators then report the clock
+        // as before their layout's epoch instead of panicking here.
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        let after = clock.raw();
+        let spread = clock.delta_as_nanos(before, after);
+        (
+            before + (after.saturating_sub(before)) / 2,
+            fixed_from_ns(wall.as_nanos()),
+            spread,
+        )
+    };
+    let mut best = sample();
+    for _ in 0..4 {
+        if best.2 <= 20_000 {
+            break;
+        }
+        let next = sample();
+        if next.2 < best.2 {
+            best = next;
+        }
+    }
+    (best.0, best.1)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_point_conversion_agrees_with_quanta() {
+        let anchor = Anchor::capture(quanta::Clock::new());
+        let clock = &anchor.clock;
+        let first = anchor.timeline.read(|| 0).0;
+        // The calibrated rate all along (the first piece's horizon is 1 s away).
+        let first = Segment::new(first.start, first.at, first.scale, u64::MAX, first.slow);
+        for seconds in [0_u64, 1, 59, 3_600, 86_400, 365 * 86_400, 50 * 365 * 86_400] {
+            for extra_ns in [0_u64, 1, 999_999, 123_456_789] {
+                let ns = seconds * 1_000_000_000 + extra_ns;
+                // The raw count quanta scales to `ns` after the anchor (found by bisection).
+                let (mut low, mut high) = (first.start, u64::MAX);
+                while low < high {
+                    let mid = low + (high - low) / 2;
+                    if clock.delta_as_nanos(first.start, mid) < ns {
+                        low = mid + 1;
+                    } else {
+                        high = mid;
+                    }
+                }
+                let quanta_ns = clock.delta_as_nanos(first.start, low);
+                let start_ns = u128::from(super::super::discipline::ns_from_fixed(first.at));
+                let expected = (start_ns + u128::from(quanta_ns)) / 1_000_000;
+                let ours = u128::from(first.unix_ms_at(low));
+                // Equal, but for rounding right at a millisecond boundary.
+                assert!(
+                    ours.abs_diff(expected) <= 1,
+                    "{seconds}s+{extra_ns}ns: {ours} vs {expected}"
+                );
+            }
+        }
+    }
+}
