@@ -8,13 +8,13 @@
 //! `etcd-server`). Without it, [`Cluster::start`] returns `None` after printing that the
 //! test is skipped; with `CI=true` that is a failure instead.
 
-use crate::{free_ports, skip};
+use crate::{free_ports, member, skip};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// One member: its ports and, while it runs, its process.
@@ -112,14 +112,10 @@ impl Cluster {
     pub fn start_member(&mut self, i: usize) {
         let member = &self.members[i];
         let data = self.root.join(&member.name);
-        let log = std::fs::File::options()
-            .create(true)
-            .append(true)
-            .open(self.root.join(format!("{}.log", member.name)))
-            .unwrap();
         let client = format!("http://127.0.0.1:{}", member.client_port);
         let peer = format!("http://127.0.0.1:{}", member.peer_port);
-        let process = Command::new(&self.binary)
+        let mut command = Command::new(&self.binary);
+        command
             .args(["--name", &member.name])
             .arg("--data-dir")
             .arg(&data)
@@ -144,31 +140,19 @@ impl Cluster {
             .args([
                 "--initial-cluster-token",
                 &format!("atomflake-{}", std::process::id()),
-            ])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|err| panic!("cannot run {}: {err}", self.binary.display()));
-        self.members[i].process = Some(process);
+            ]);
+        let log = self.root.join(format!("{}.log", member.name));
+        self.members[i].process = Some(member::spawn_logged(&mut command, &log));
     }
 
     /// Kills member `i` with `SIGKILL` and waits for it to be gone.
     pub fn kill(&mut self, i: usize) {
-        if let Some(mut process) = self.members[i].process.take() {
-            let _ = process.kill();
-            let _ = process.wait();
-        }
+        member::kill(&mut self.members[i].process);
     }
 
     /// Sends `signal` (`-STOP`, `-CONT`) to member `i`.
     pub fn signal(&self, i: usize, signal: &str) {
-        let process = self.members[i].process.as_ref().expect("the member runs");
-        let status = Command::new("kill")
-            .args([signal, &process.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        member::signal(self.members[i].process.as_ref(), signal);
     }
 
     /// The cluster's URL for a lease: `etcd://` and every member's client address.

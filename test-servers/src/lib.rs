@@ -21,6 +21,7 @@
 pub mod etcd;
 pub mod fleet;
 pub mod mariadb;
+mod member;
 pub mod postgres;
 pub mod proxy;
 pub mod python;

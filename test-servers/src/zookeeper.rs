@@ -18,12 +18,12 @@
 //! [`Ensemble::start`] returns `None` after printing that the test is skipped; with
 //! `CI=true` that is a failure instead.
 
-use crate::{free_ports, skip};
+use crate::{free_ports, member, skip};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// The servers' tick: the unit of their timeouts.
@@ -194,12 +194,8 @@ impl Ensemble {
     /// wait for it to serve.
     pub fn start_member(&mut self, i: usize) {
         let dir = self.dir(i);
-        let log = std::fs::File::options()
-            .create(true)
-            .append(true)
-            .open(dir.join("server.log"))
-            .unwrap();
-        let process = Command::new(&self.java)
+        let mut command = Command::new(&self.java);
+        command
             .arg("-cp")
             .arg(&self.classpath)
             // A small heap, and the JIT's quick tier: a test server starts sooner.
@@ -207,21 +203,13 @@ impl Ensemble {
             .arg("-Djava.net.preferIPv4Stack=true")
             .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
             .arg(dir.join("zoo.cfg"))
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap_or_else(|err| panic!("cannot run {}: {err}", self.java.display()));
-        self.members[i].process = Some(process);
+            .current_dir(&dir);
+        self.members[i].process = Some(member::spawn_logged(&mut command, &dir.join("server.log")));
     }
 
     /// Kills member `i` with `SIGKILL` and waits for it to be gone.
     pub fn kill(&mut self, i: usize) {
-        if let Some(mut process) = self.members[i].process.take() {
-            let _ = process.kill();
-            let _ = process.wait();
-        }
+        member::kill(&mut self.members[i].process);
     }
 
     /// Kills member `i` and starts it again on its data, then waits until every running
@@ -243,12 +231,7 @@ impl Ensemble {
     }
 
     fn signal(&self, i: usize, signal: &str) {
-        let process = self.members[i].process.as_ref().expect("the member runs");
-        let status = Command::new("kill")
-            .args([signal, &process.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        member::signal(self.members[i].process.as_ref(), signal);
     }
 
     /// The connect string of a client: every member's client address,

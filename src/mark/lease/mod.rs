@@ -132,7 +132,7 @@ pub trait Engine: Sized + Send + fmt::Debug + 'static {
         deadline: Instant,
     ) -> Result<(), WriteError<Self::Error>>;
 
-    /// Every node of `namespace` that is claimed or has a mark, by node ([`list`] checks the
+    /// Every node of `namespace` that is claimed or has a mark, by node ([`list()`] checks the
     /// namespace first).
     ///
     /// # Errors

@@ -22,7 +22,7 @@ pub struct Holders {
 
 impl Holders {
     /// Holders at `target` (what the engine's config parses), run by the test named
-    /// `child` (which calls [`holder()`](super::holder)), on lease time `ttl` unless given
+    /// `child` (which calls [`holder()`](super::holder())), on lease time `ttl` unless given
     /// one.
     pub fn new(target: impl Into<String>, child: &'static str, ttl: Duration) -> Holders {
         Holders {

@@ -14,7 +14,7 @@
 //! - the tests every engine runs, less what only the engine checks ([`sixteen_holders`],
 //!   [`freeze_a_holder`], [`kill_a_holder`] and [`successor_behind`]; in the test's own
 //!   process, [`generator_cycle`] and [`a_claim_ended_behind_its_back`]);
-//! - for the seeded nemesis, the engine's own [`Faults`]: [`nemesis`] runs the fleet and
+//! - for the seeded nemesis, the engine's own [`Faults`]: [`nemesis()`] runs the fleet and
 //!   the faults every engine shares (a holder frozen, killed, its clock stepped).
 //!
 //! # What a holder prints

@@ -1,5 +1,5 @@
 //! The faults of a replicated store (an etcd cluster, a ZooKeeper ensemble) for the
-//! [`nemesis`](super::nemesis): connections cut, the leader killed, a server frozen.
+//! [`nemesis`](super::nemesis()): connections cut, the leader killed, a server frozen.
 
 use super::nemesis::{Dice, Faults};
 use crate::proxy::Proxy;
