@@ -127,41 +127,10 @@ fn mint_takes_its_node_from_a_lease_and_lease_list_shows_it() {
         return;
     };
     let url = server.url();
-    let first = atomflake(&["mint", "--lease", &url, "--namespace", "cli", "-n", "5000"]);
-    assert_eq!((first.status.code(), text(&first.stderr)), (Some(0), ""));
-    let second = atomflake(&[
-        "mint",
-        "--lease",
-        &server.conninfo(),
-        "--namespace",
-        "cli",
-        "-n",
-        "5",
-    ]);
-    assert_eq!((second.status.code(), text(&second.stderr)), (Some(0), ""));
-    let (first, second) = (ids(&first), ids(&second));
-    assert_eq!(first.len(), 5000);
-    assert!(first.windows(2).all(|w| w[0] < w[1]));
-    // Node 0 both times (released at exit), and the second run starts past the first.
-    let layout = atomflake::Layout::TWITTER;
-    assert!(
-        first
-            .iter()
-            .chain(&second)
-            .all(|&id| layout.decode(atomflake::Id::new(id)).node == 0)
-    );
-    assert!(second[0] > *first.last().unwrap());
-
-    let list = atomflake(&["lease", "list", "--lease", &url, "--namespace", "cli"]);
-    assert_eq!((list.status.code(), text(&list.stderr)), (Some(0), ""));
-    let lines: Vec<&str> = text(&list.stdout).lines().collect();
-    assert_eq!(
-        lines[0],
-        " node           generation live expires                  high-water               holder"
-    );
-    let fields: Vec<&str> = lines[1].split_whitespace().collect();
-    assert_eq!(&fields[..3], ["0", "2", "no"], "{}", lines[1]);
-    assert_eq!(lines.len(), 2);
+    mint_twice(&url, &server.conninfo());
+    // The row keeps its holder, generation and expiry once free.
+    let fields = list_row(&url);
+    assert_eq!(&fields[..3], ["0", "2", "no"], "{fields:?}");
 }
 
 /// A password kept out of the command line and the URL: `PGPASSWORD`, as libpq reads it.
@@ -222,11 +191,11 @@ fn mint_takes_its_node_from_a_zookeeper_lease_and_lease_list_shows_it() {
     mint_twice_and_list(&format!("zk://{}", servers.connect_string()));
 }
 
-/// Two `mint --lease URL` in a row take node 0 in turn, the second past the first's IDs;
-/// `lease list` then shows node 0 free, with the exact mark just past the last ID.
-fn mint_twice_and_list(url: &str) {
-    let mint = |count: &str| {
-        atomflake(&[
+/// `mint --lease` at `first`, then at `second` (the same engine): node 0 both times
+/// (released at exit), the second run past the first. The IDs of both.
+fn mint_twice(first: &str, second: &str) -> (Vec<u64>, Vec<u64>) {
+    let mint = |url: &str, count: &str| {
+        let output = atomflake(&[
             "mint",
             "--lease",
             url,
@@ -236,14 +205,13 @@ fn mint_twice_and_list(url: &str) {
             "2",
             "-n",
             count,
-        ])
-    };
-    let (first, second) = (mint("5000"), mint("5"));
-    for output in [&first, &second] {
+        ]);
         assert_eq!((output.status.code(), text(&output.stderr)), (Some(0), ""));
-    }
-    let (first, second) = (ids(&first), ids(&second));
+        ids(&output)
+    };
+    let (first, second) = (mint(first, "5000"), mint(second, "5"));
     assert_eq!((first.len(), second.len()), (5000, 5));
+    assert!(first.windows(2).all(|w| w[0] < w[1]));
     let layout = atomflake::Layout::TWITTER;
     assert!(
         first
@@ -252,7 +220,11 @@ fn mint_twice_and_list(url: &str) {
             .all(|&id| layout.decode(atomflake::Id::new(id)).node == 0)
     );
     assert!(second[0] > *first.last().unwrap());
+    (first, second)
+}
 
+/// `lease list` of namespace `cli` at `url`: its one row's fields, under the header.
+fn list_row(url: &str) -> Vec<String> {
     let list = atomflake(&["lease", "list", "--lease", url, "--namespace", "cli"]);
     assert_eq!((list.status.code(), text(&list.stderr)), (Some(0), ""));
     let lines: Vec<&str> = text(&list.stdout).lines().collect();
@@ -261,18 +233,27 @@ fn mint_twice_and_list(url: &str) {
         header,
         ["node", "generation", "live", "expires", "high-water", "holder"]
     );
-    let fields: Vec<&str> = lines[1].split_whitespace().collect();
-    assert_eq!(fields, ["0", "-", "no", "-", fields[4], "-"], "{}", lines[1]);
-    let mark = chrono::DateTime::parse_from_rfc3339(fields[4])
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    lines[1].split_whitespace().map(str::to_owned).collect()
+}
+
+/// On etcd and ZooKeeper, which keep no holder, generation or expiry once a node is free:
+/// node 0 free, with the exact mark just past the last ID.
+fn mint_twice_and_list(url: &str) {
+    let (_, second) = mint_twice(url, url);
+    let fields = list_row(url);
+    assert_eq!(fields, ["0", "-", "no", "-", &fields[4], "-"], "{fields:?}");
+    let mark = chrono::DateTime::parse_from_rfc3339(&fields[4])
         .unwrap()
         .timestamp_millis();
-    let last_ms = layout.decode(atomflake::Id::new(*second.last().unwrap())).unix_ms;
+    let last_ms = atomflake::Layout::TWITTER
+        .decode(atomflake::Id::new(*second.last().unwrap()))
+        .unix_ms;
     assert_eq!(
         u64::try_from(mark).unwrap(),
         last_ms + 1,
         "the exact mark: just past the last id"
     );
-    assert_eq!(lines.len(), 2);
 }
 
 #[test]

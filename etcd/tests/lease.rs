@@ -11,8 +11,8 @@ use atomflake_etcd::Endpoints;
 use atomflake_etcd::lease::{self, Lease, LeaseError};
 use atomflake_test_servers::etcd::{Change, Cluster};
 use atomflake_test_servers::fleet::{
-    self, Holder, HolderClock, Holders, QuorumFaults, assert_in_order, assert_successor, count_ids,
-    count_ids_after, field, four_nodes, ids, last_refusal, layout, lease_lines, minted,
+    self, Holder, HolderClock, Holders, assert_in_order, assert_successor, count_ids, count_ids_after, field,
+    four_nodes, ids, last_refusal, layout, lease_lines, minted,
 };
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres::has_libfaketime;
@@ -74,20 +74,9 @@ fn sixteen_etcd_holders_get_sixteen_nodes_and_a_seventeenth_is_refused() {
         return;
     };
     let url = cluster.url();
-    fleet::sixteen_holders(
-        &holders(&url),
-        "no free node in etcd lease namespace \"fleet\": every node of 0..=15 is held by a live lease",
-        || {
-            let rows = lease::list(&endpoints(&url), "fleet").unwrap();
-            assert_eq!(rows.len(), 16);
-            assert!(rows.iter().all(|row| row.live), "{rows:?}");
-            let revisions: HashSet<i64> = rows.iter().filter_map(|row| row.generation).collect();
-            assert_eq!(revisions.len(), 16, "a revision per claim");
-        },
-    );
-    // Released on exit: every node free at once.
-    let rows = lease::list(&endpoints(&url), "fleet").unwrap();
-    assert!(rows.iter().all(|row| !row.live), "{rows:?}");
+    let held = fleet::sixteen_holders::<lease::Etcd>(&holders(&url), &endpoints(&url));
+    let revisions: HashSet<Option<i64>> = held.iter().map(|row| row.generation).collect();
+    assert_eq!(revisions.len(), 16, "a revision per claim: {held:?}");
 }
 
 /// A holder frozen past its lease time loses its node to a successor, and after `SIGCONT`
@@ -304,21 +293,8 @@ fn an_etcd_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
     let Some(mut cluster) = cluster_with_faketime(test, 3) else {
         return;
     };
-    let proxies: Vec<Proxy> = (0..3).map(|i| Proxy::start(cluster.client_port(i))).collect();
-    let url = format!(
-        "etcd://{}",
-        proxies
-            .iter()
-            .map(|proxy| format!("127.0.0.1:{}", proxy.port()))
-            .collect::<Vec<_>>()
-            .join(",")
-    );
-    let dir = cluster.file("nemesis");
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut faults = QuorumFaults::new("etcd", &mut cluster, &proxies, TTL);
-    let run = fleet::nemesis("etcd", &holders(&url), &dir, &mut faults);
-    let (seed, total) = (run.seed, run.ids);
-    assert!(total > 5_000, "seed {seed}: the fleet minted only {total} ids");
+    let run = fleet::quorum_nemesis("etcd", "etcd", &mut cluster, "etcd_child", TTL);
+    let seed = run.seed;
     cluster.wait_healthy();
     let changes = cluster.history("/atomflake/lease/nemesis/");
     let stores = assert_marks_never_went_down("nemesis", &changes);

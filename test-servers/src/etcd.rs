@@ -155,6 +155,16 @@ impl Cluster {
         member::signal(self.members[i].process.as_ref(), signal);
     }
 
+    /// Stops member `i` with `SIGSTOP`: it holds its connections open and answers nothing.
+    pub fn freeze(&self, i: usize) {
+        self.signal(i, "-STOP");
+    }
+
+    /// Resumes member `i` after [`freeze`](Cluster::freeze), with `SIGCONT`.
+    pub fn thaw(&self, i: usize) {
+        self.signal(i, "-CONT");
+    }
+
     /// The cluster's URL for a lease: `etcd://` and every member's client address.
     pub fn url(&self) -> String {
         let members: Vec<String> = (0..self.members.len()).map(|i| self.address(i)).collect();

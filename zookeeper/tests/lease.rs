@@ -8,11 +8,10 @@
 use atomflake::mark::{LeaseOptions, MarkStore, StoreErrorKind};
 use atomflake::{Builder, Id, MintError};
 use atomflake_test_servers::fleet::{
-    self, HolderClock, Holders, QuorumFaults, assert_successor, last_refusal, layout, minted,
+    self, HolderClock, Holders, assert_successor, last_refusal, layout, minted,
 };
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres::has_libfaketime;
-use atomflake_test_servers::proxy::Proxy;
 use atomflake_test_servers::zookeeper::Ensemble as Servers;
 use atomflake_zookeeper::Ensemble;
 use atomflake_zookeeper::lease::{self, Lease, LeaseError, ZooKeeperError};
@@ -77,18 +76,7 @@ fn sixteen_zookeeper_holders_get_sixteen_nodes_and_a_seventeenth_is_refused() {
         return;
     };
     let url = url(&servers);
-    fleet::sixteen_holders(
-        &holders(&url),
-        "no free node in ZooKeeper lease namespace \"fleet\": every node of 0..=15 is held by a live lease",
-        || {
-            let rows = lease::list(&ensemble(&url), "fleet").unwrap();
-            assert_eq!(rows.len(), 16);
-            assert!(rows.iter().all(|row| row.live), "{rows:?}");
-        },
-    );
-    // Released on exit: every node free at once.
-    let rows = lease::list(&ensemble(&url), "fleet").unwrap();
-    assert!(rows.iter().all(|row| !row.live), "{rows:?}");
+    fleet::sixteen_holders::<lease::ZooKeeper>(&holders(&url), &ensemble(&url));
 }
 
 /// A holder frozen past its lease time loses its node to a successor (its session expires
@@ -261,19 +249,5 @@ fn a_zookeeper_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
     if !has_libfaketime(test) {
         return;
     }
-    let proxies: Vec<Proxy> = (0..3).map(|i| Proxy::start(servers.client_port(i))).collect();
-    let url = format!(
-        "zk://{}",
-        proxies
-            .iter()
-            .map(|proxy| format!("127.0.0.1:{}", proxy.port()))
-            .collect::<Vec<_>>()
-            .join(",")
-    );
-    let dir = servers.file("nemesis");
-    std::fs::create_dir_all(&dir).unwrap();
-    let mut faults = QuorumFaults::new("ZooKeeper", &mut servers, &proxies, TTL);
-    let run = fleet::nemesis("zookeeper", &holders(&url), &dir, &mut faults);
-    let (seed, total) = (run.seed, run.ids);
-    assert!(total > 5_000, "seed {seed}: the fleet minted only {total} ids");
+    fleet::quorum_nemesis("ZooKeeper", "zk", &mut servers, "zookeeper_child", TTL);
 }

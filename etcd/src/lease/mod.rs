@@ -75,7 +75,9 @@ use crate::client::Client;
 use crate::client::proto::{
     Compare, DeleteRangeRequest, PutRequest, RangeRequest, Request, RequestOp, Target, TxnRequest,
 };
-use atomflake::mark::lease::{Attempt, Claim, ClaimRequest, Claimed, Engine, Release, WriteError, choose};
+use atomflake::mark::lease::{
+    Attempt, Claim, ClaimRequest, Claimed, Engine, Release, WriteError, Written, choose,
+};
 use keys::{Keys, ranges};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -108,28 +110,6 @@ impl Etcd {
     }
 }
 
-/// One claimed node.
-#[derive(Debug, Clone, Copy)]
-pub struct EtcdClaim {
-    node: u64,
-    /// The create revision of the node's claim key: the token, with the etcd lease.
-    revision: i64,
-    /// The mod revision of the node's mark key as this holder last read or wrote it (0
-    /// while the key does not exist). Every write of the mark compares it.
-    mark_revision: i64,
-}
-
-impl Claim for EtcdClaim {
-    fn node(&self) -> u64 {
-        self.node
-    }
-
-    /// The claim's revision: etcd's revision when the claim was made.
-    fn generation(&self) -> i64 {
-        self.revision
-    }
-}
-
 /// How long one call on one member may take for a lease of `ttl`: a quarter of it, within
 /// a quarter of a second to five seconds.
 fn attempt_time(ttl: Duration) -> Duration {
@@ -139,7 +119,10 @@ fn attempt_time(ttl: Duration) -> Duration {
 impl Engine for Etcd {
     type Config = Endpoints;
     type Error = EtcdError;
-    type Claim = EtcdClaim;
+    /// The mod revision of the node's mark key as this holder last read or wrote it (0 while
+    /// the key does not exist): every write of the mark compares it. The claim's generation
+    /// is the create revision of its claim key: the token, with the etcd lease.
+    type Fence = i64;
 
     fn connect(
         endpoints: &Endpoints,
@@ -167,7 +150,7 @@ impl Engine for Etcd {
         })
     }
 
-    fn claim(&mut self, request: &ClaimRequest<'_>) -> Result<Attempt<EtcdClaim>, EtcdError> {
+    fn claim(&mut self, request: &ClaimRequest<'_>) -> Result<Attempt<i64>, EtcdError> {
         let action = "claim a node";
         let deadline = request.deadline;
         let keys = &self.keys;
@@ -193,10 +176,10 @@ impl Engine for Etcd {
             live.insert(node);
             if kv.lease == self.lease_id {
                 // A claim of this lease whose answer was lost on the way.
-                ours.push(EtcdClaim {
+                ours.push(Claim {
                     node,
-                    revision: kv.create_revision,
-                    mark_revision: mark_revision_of.get(&node).copied().unwrap_or(0),
+                    generation: kv.create_revision,
+                    fence: mark_revision_of.get(&node).copied().unwrap_or(0),
                 });
             }
         }
@@ -226,10 +209,10 @@ impl Engine for Etcd {
                 }
                 let claims = chosen
                     .iter()
-                    .map(|&node| EtcdClaim {
+                    .map(|&node| Claim {
                         node,
-                        revision,
-                        mark_revision: mark_revision_of.get(&node).copied().unwrap_or(0),
+                        generation: revision,
+                        fence: mark_revision_of.get(&node).copied().unwrap_or(0),
                     })
                     .collect();
                 Ok(Attempt::Claimed(Claimed {
@@ -245,12 +228,7 @@ impl Engine for Etcd {
         }
     }
 
-    fn store(
-        &mut self,
-        claims: &mut [EtcdClaim],
-        mark: u64,
-        deadline: Instant,
-    ) -> Result<(), WriteError<EtcdError>> {
+    fn store(&mut self, claims: &mut [Claim<i64>], mark: u64, deadline: Instant) -> Written<EtcdError> {
         self.write_marks(claims, mark, Write::Store, deadline)?;
         let alive = self
             .client
@@ -264,10 +242,10 @@ impl Engine for Etcd {
 
     fn release(
         &mut self,
-        claims: &mut [EtcdClaim],
+        claims: &mut [Claim<i64>],
         release: Release,
         deadline: Instant,
-    ) -> Result<(), WriteError<EtcdError>> {
+    ) -> Written<EtcdError> {
         self.write_marks(claims, release.mark(), Write::Release, deadline)
     }
 
@@ -320,11 +298,11 @@ impl Etcd {
     /// past `mark`, or tries again.
     fn write_marks(
         &mut self,
-        claims: &mut [EtcdClaim],
+        claims: &mut [Claim<i64>],
         mark: u64,
         write: Write,
         deadline: Instant,
-    ) -> Result<(), WriteError<EtcdError>> {
+    ) -> Written<EtcdError> {
         let action = match write {
             Write::Store => "store the mark",
             Write::Release => "release",
@@ -337,7 +315,7 @@ impl Etcd {
             if answer.succeeded {
                 let revision = answer.header.map_or(0, |header| header.revision);
                 for claim in claims.iter_mut() {
-                    claim.mark_revision = revision;
+                    claim.fence = revision;
                 }
                 return Ok(());
             }
@@ -346,14 +324,14 @@ impl Etcd {
             for (i, claim) in claims.iter_mut().enumerate() {
                 let holder = self.keys.holder(claim.node);
                 let held = read.iter().any(|kv| {
-                    kv.key == holder && kv.create_revision == claim.revision && kv.lease == self.lease_id
+                    kv.key == holder && kv.create_revision == claim.generation && kv.lease == self.lease_id
                 });
                 if !held {
                     return Err(WriteError::Lost { claim: i });
                 }
                 let key = self.keys.mark(claim.node);
                 let found = read.iter().find(|kv| kv.key == key);
-                claim.mark_revision = found.map_or(0, |kv| kv.mod_revision);
+                claim.fence = found.map_or(0, |kv| kv.mod_revision);
                 past &= match found {
                     Some(kv) => Keys::mark_value(kv)? >= mark,
                     None => false,
@@ -374,7 +352,7 @@ impl Etcd {
     /// The transaction of [`write_marks`](Etcd::write_marks): if etcd holds every claim and
     /// every mark is at the revision this holder last saw, set the marks (and delete the
     /// claims, for a release); otherwise read the claim and mark keys.
-    fn fenced(&self, claims: &[EtcdClaim], mark: u64, write: Write) -> TxnRequest {
+    fn fenced(&self, claims: &[Claim<i64>], mark: u64, write: Write) -> TxnRequest {
         let compare = claims
             .iter()
             .flat_map(|claim| {
@@ -383,13 +361,13 @@ impl Etcd {
                     compare(
                         Compare::CREATE,
                         holder.clone(),
-                        Target::CreateRevision(claim.revision),
+                        Target::CreateRevision(claim.generation),
                     ),
                     compare(Compare::LEASE, holder, Target::Lease(self.lease_id)),
                     compare(
                         Compare::MOD,
                         self.keys.mark(claim.node),
-                        Target::ModRevision(claim.mark_revision),
+                        Target::ModRevision(claim.fence),
                     ),
                 ]
             })

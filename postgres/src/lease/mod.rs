@@ -109,7 +109,9 @@ pub use error::{DbCause, LeaseError, PostgresError};
 pub use statements::DDL;
 
 use crate::database::Database;
-use atomflake::mark::lease::{Attempt, Claim, ClaimRequest, Claimed, Engine, Release, Shortfall, WriteError};
+use atomflake::mark::lease::{
+    Attempt, Claim, ClaimRequest, Claimed, Engine, Release, Shortfall, WriteError, Written,
+};
 use connection::{
     check_grants, column, connect, create_table, current_user, failed, table_exists, unsigned, with_timeouts,
 };
@@ -142,32 +144,12 @@ impl std::fmt::Debug for Postgres {
     }
 }
 
-/// One claimed row.
-#[derive(Debug, Clone)]
-pub struct PostgresClaim {
-    node: u64,
-    generation: i64,
-    /// The claim's fence: stores and the release touch the row only while it has this.
-    token: String,
-}
-
-impl Claim for PostgresClaim {
-    fn node(&self) -> u64 {
-        self.node
-    }
-
-    /// How many times the node has been claimed, this claim included, as far as the table
-    /// remembers (a row lost with the server's last commits counts again from where it
-    /// was).
-    fn generation(&self) -> i64 {
-        self.generation
-    }
-}
-
 impl Engine for Postgres {
     type Config = Database;
     type Error = PostgresError;
-    type Claim = PostgresClaim;
+    /// The claim's token: a random UUID drawn by the server for this claim, which every write
+    /// of the row matches. The claim's generation counts the node's claims, for people.
+    type Fence = String;
 
     /// Connects, and creates the table when missing.
     fn connect(
@@ -188,7 +170,7 @@ impl Engine for Postgres {
         })
     }
 
-    fn claim(&mut self, request: &ClaimRequest<'_>) -> Result<Attempt<PostgresClaim>, PostgresError> {
+    fn claim(&mut self, request: &ClaimRequest<'_>) -> Result<Attempt<String>, PostgresError> {
         let action = "claim a node";
         let client = match &mut self.client {
             Some(client) => client,
@@ -214,10 +196,10 @@ impl Engine for Postgres {
                 break;
             };
             mark = mark.max(unsigned(&row, 3, action)?);
-            claims.push(PostgresClaim {
+            claims.push(Claim {
                 node: unsigned(&row, 0, action)?,
                 generation: column(&row, 1, action)?,
-                token: column(&row, 2, action)?,
+                fence: column(&row, 2, action)?,
             });
         }
         if claims.len() as u64 == request.count {
@@ -258,22 +240,17 @@ impl Engine for Postgres {
         Ok(Attempt::Short(Shortfall { held, ahead }))
     }
 
-    fn store(
-        &mut self,
-        claims: &mut [PostgresClaim],
-        mark: u64,
-        _: Instant,
-    ) -> Result<(), WriteError<PostgresError>> {
+    fn store(&mut self, claims: &mut [Claim<String>], mark: u64, _: Instant) -> Written<PostgresError> {
         let ttl_ms = to_i64(millis(self.ttl));
         self.update_all(claims, "renew", RENEW, Some(ttl_ms), mark)
     }
 
     fn release(
         &mut self,
-        claims: &mut [PostgresClaim],
+        claims: &mut [Claim<String>],
         release: Release,
         _: Instant,
-    ) -> Result<(), WriteError<PostgresError>> {
+    ) -> Written<PostgresError> {
         let sql = match release {
             Release::Exact(_) => RELEASE_FINISHED,
             Release::Stored(_) => RELEASE,
@@ -316,12 +293,12 @@ impl Postgres {
     /// this lease's any more (the others ran all the same).
     fn update_all(
         &mut self,
-        claims: &[PostgresClaim],
+        claims: &[Claim<String>],
         action: &'static str,
         sql: &str,
         ttl_ms: Option<i64>,
         mark: u64,
-    ) -> Result<(), WriteError<PostgresError>> {
+    ) -> Written<PostgresError> {
         let mut lost = None;
         for (i, claim) in claims.iter().enumerate() {
             if self.update(claim, action, sql, ttl_ms, mark)? == 0 {
@@ -340,7 +317,7 @@ impl Postgres {
     /// run twice to the same effect.
     fn update(
         &mut self,
-        claim: &PostgresClaim,
+        claim: &Claim<String>,
         action: &'static str,
         sql: &str,
         ttl_ms: Option<i64>,
@@ -357,8 +334,8 @@ impl Postgres {
                 }
             };
             let result = match ttl_ms {
-                Some(ttl_ms) => client.execute(sql, &[&namespace, &node, &claim.token, &ttl_ms, &mark]),
-                None => client.execute(sql, &[&namespace, &node, &claim.token, &mark]),
+                Some(ttl_ms) => client.execute(sql, &[&namespace, &node, &claim.fence, &ttl_ms, &mark]),
+                None => client.execute(sql, &[&namespace, &node, &claim.fence, &mark]),
             };
             if result.is_err() && client.is_closed() {
                 self.client = None;

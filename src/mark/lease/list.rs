@@ -14,7 +14,7 @@ pub struct LeaseRow {
     /// The holder's name: while live, or for an engine that keeps it (PostgreSQL), the
     /// last holder's.
     pub holder: Option<String>,
-    /// The claim's generation ([`Claim::generation`](super::Claim::generation)), while
+    /// The claim's generation ([`Lease::generation`](super::Lease::generation)), while
     /// live or where the engine keeps it.
     pub generation: Option<i64>,
     /// When the claim expires (or expired), Unix ms by the engine's clock, for an engine

@@ -79,9 +79,9 @@ pub trait Engine: Sized + Send + fmt::Debug + 'static {
     type Config: ?Sized + Sync;
     /// The engine's own errors.
     type Error: EngineError;
-    /// One claimed node as the engine fences it: the claim's token, and what a store
-    /// compares the mark with.
-    type Claim: Claim;
+    /// What the engine fences a claim's writes with, beside its generation: the claim's
+    /// token, and what a store compares the mark with.
+    type Fence: Send + fmt::Debug;
 
     /// Connects for a lease of `ttl` in `namespace` (already checked), by `deadline`.
     ///
@@ -102,7 +102,7 @@ pub trait Engine: Sized + Send + fmt::Debug + 'static {
     /// # Errors
     ///
     /// When the server cannot be reached or refuses: the claim ends, with [`Engine::close`].
-    fn claim(&mut self, request: &ClaimRequest<'_>) -> Result<Attempt<Self::Claim>, Self::Error>;
+    fn claim(&mut self, request: &ClaimRequest<'_>) -> Result<Attempt<Self::Fence>, Self::Error>;
 
     /// Sets every claim's mark to `mark`, by `deadline`, and renews the claims. The write
     /// lands only while the engine holds the claim, and never lowers a mark: a copy the
@@ -114,10 +114,10 @@ pub trait Engine: Sized + Send + fmt::Debug + 'static {
     /// store may not have landed (the previous mark is in place).
     fn store(
         &mut self,
-        claims: &mut [Self::Claim],
+        claims: &mut [Claim<Self::Fence>],
         mark: u64,
         deadline: Instant,
-    ) -> Result<(), WriteError<Self::Error>>;
+    ) -> Written<Self::Error>;
 
     /// Sets every claim's mark to `release.mark()` and ends the claims, in one fenced
     /// write. A [`Release::Exact`] mark may be below the last one stored.
@@ -127,10 +127,10 @@ pub trait Engine: Sized + Send + fmt::Debug + 'static {
     /// As [`store`](Engine::store).
     fn release(
         &mut self,
-        claims: &mut [Self::Claim],
+        claims: &mut [Claim<Self::Fence>],
         release: Release,
         deadline: Instant,
-    ) -> Result<(), WriteError<Self::Error>>;
+    ) -> Written<Self::Error>;
 
     /// Every node of `namespace` that is claimed or has a mark, by node ([`list()`] checks the
     /// namespace first).
@@ -146,14 +146,16 @@ pub trait Engine: Sized + Send + fmt::Debug + 'static {
     fn close(&mut self) {}
 }
 
-/// One node claimed by an [`Engine`].
-pub trait Claim: Send + fmt::Debug {
+/// One node claimed by an [`Engine`], fenced by `F`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim<F> {
     /// The node.
-    fn node(&self) -> u64;
-
+    pub node: u64,
     /// A number that grows from claim to claim of the node, for people and messages:
     /// PostgreSQL's generation, etcd's revision, ZooKeeper's zxid of the claim.
-    fn generation(&self) -> i64;
+    pub generation: i64,
+    /// What the engine fences the claim's writes with ([`Engine::Fence`]).
+    pub fence: F,
 }
 
 /// What an [`Engine::claim`] is asked for.
@@ -178,9 +180,9 @@ pub struct ClaimRequest<'a> {
 
 /// What one [`Engine::claim`] came to.
 #[derive(Debug)]
-pub enum Attempt<C> {
+pub enum Attempt<F> {
     /// The nodes are claimed.
-    Claimed(Claimed<C>),
+    Claimed(Claimed<F>),
     /// Fewer nodes are free, or reachable, than asked for: nothing was claimed.
     Short(Shortfall),
     /// Another claimant took a node this one found free, or the answer was lost on the
@@ -190,9 +192,9 @@ pub enum Attempt<C> {
 
 /// The nodes an [`Engine::claim`] took.
 #[derive(Debug)]
-pub struct Claimed<C> {
+pub struct Claimed<F> {
     /// The claims, lowest node first.
-    pub claims: Vec<C>,
+    pub claims: Vec<Claim<F>>,
     /// The highest of their marks, Unix ms (0 for none).
     pub mark: u64,
     /// The free nodes passed over because their marks are past the reach: the lowest
@@ -227,6 +229,9 @@ impl Release {
         }
     }
 }
+
+/// What an [`Engine::store`] or [`Engine::release`] returns.
+pub type Written<E> = Result<(), WriteError<E>>;
 
 /// Why an [`Engine::store`] or [`Engine::release`] failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -305,7 +310,7 @@ pub fn choose(
 }
 
 /// The holder's name and what its claim took.
-type Taken<E> = (String, Claimed<<E as Engine>::Claim>);
+type Taken<E> = (String, Claimed<<E as Engine>::Fence>);
 
 /// Claimed node IDs (one unless [`LeaseOptions::nodes`] asks for more), on engine `E`:
 /// held until the lease is dropped, or kept by the generator built on it.
@@ -313,7 +318,7 @@ pub struct Lease<E: Engine> {
     engine: E,
     namespace: String,
     /// The claims, lowest node first.
-    claims: Vec<E::Claim>,
+    claims: Vec<Claim<E::Fence>>,
     /// The claims' nodes, in the same order.
     nodes: Vec<u64>,
     holder: String,
@@ -373,7 +378,7 @@ impl<E: Engine> Lease<E> {
             claimed.map(|(holder, claimed)| Lease {
                 engine,
                 namespace: options.namespace.clone(),
-                nodes: claimed.claims.iter().map(Claim::node).collect(),
+                nodes: claimed.claims.iter().map(|claim| claim.node).collect(),
                 claims: claimed.claims,
                 holder,
                 ttl: options.ttl,
@@ -449,14 +454,14 @@ impl<E: Engine> Lease<E> {
     }
 
     /// The claim's generation (of its lowest node, for a lease of several): a number that
-    /// grows from claim to claim of the node ([`Claim::generation`]). For people: the fence
+    /// grows from claim to claim of the node ([`Claim::generation`](Claim#structfield.generation)). For people: the fence
     /// is the claim's token.
     pub fn generation(&self) -> i64 {
-        self.claims[0].generation()
+        self.claims[0].generation
     }
 
     /// The claims, lowest node first, as the engine keeps them.
-    pub fn claims(&self) -> &[E::Claim] {
+    pub fn claims(&self) -> &[Claim<E::Fence>] {
         &self.claims
     }
 
@@ -523,8 +528,8 @@ impl<E: Engine> Lease<E> {
         match error {
             WriteError::Lost { claim } => LeaseError::Lost {
                 namespace: self.namespace.clone(),
-                node: self.claims[claim].node(),
-                generation: self.claims[claim].generation(),
+                node: self.claims[claim].node,
+                generation: self.claims[claim].generation,
             },
             WriteError::Engine(error) => LeaseError::Engine(error),
         }

@@ -41,25 +41,10 @@ struct Server {
 #[derive(Debug)]
 struct Memory(Arc<Mutex<Server>>);
 
-#[derive(Debug)]
-struct Token {
-    node: u64,
-    token: i64,
-}
-
-impl Claim for Token {
-    fn node(&self) -> u64 {
-        self.node
-    }
-    fn generation(&self) -> i64 {
-        self.token
-    }
-}
-
 impl Engine for Memory {
     type Config = Arc<Mutex<Server>>;
     type Error = Down;
-    type Claim = Token;
+    type Fence = ();
 
     fn connect(config: &Self::Config, _: &str, _: Duration, _: Instant) -> Result<Memory, Down> {
         if config.lock().unwrap().down {
@@ -68,7 +53,7 @@ impl Engine for Memory {
         Ok(Memory(Arc::clone(config)))
     }
 
-    fn claim(&mut self, request: &ClaimRequest<'_>) -> Result<Attempt<Token>, Down> {
+    fn claim(&mut self, request: &ClaimRequest<'_>) -> Result<Attempt<()>, Down> {
         let mut server = self.0.lock().unwrap();
         let live = server
             .rows
@@ -89,7 +74,11 @@ impl Engine for Memory {
             let row = server.rows.entry(node).or_default();
             row.token = Some(token);
             mark = mark.max(row.mark);
-            claims.push(Token { node, token });
+            claims.push(Claim {
+                node,
+                generation: token,
+                fence: (),
+            });
         }
         Ok(Attempt::Claimed(Claimed {
             claims,
@@ -98,16 +87,11 @@ impl Engine for Memory {
         }))
     }
 
-    fn store(&mut self, claims: &mut [Token], mark: u64, _: Instant) -> Result<(), WriteError<Down>> {
+    fn store(&mut self, claims: &mut [Claim<()>], mark: u64, _: Instant) -> Written<Down> {
         self.write(claims, mark, false)
     }
 
-    fn release(
-        &mut self,
-        claims: &mut [Token],
-        release: Release,
-        _: Instant,
-    ) -> Result<(), WriteError<Down>> {
+    fn release(&mut self, claims: &mut [Claim<()>], release: Release, _: Instant) -> Written<Down> {
         self.write(claims, release.mark(), true)
     }
 
@@ -123,14 +107,14 @@ impl Engine for Memory {
 }
 
 impl Memory {
-    fn write(&self, claims: &[Token], mark: u64, end: bool) -> Result<(), WriteError<Down>> {
+    fn write(&self, claims: &[Claim<()>], mark: u64, end: bool) -> Written<Down> {
         let mut server = self.0.lock().unwrap();
         if server.down {
             return Err(WriteError::Engine(Down));
         }
         for (i, claim) in claims.iter().enumerate() {
             let row = server.rows.get_mut(&claim.node).unwrap();
-            if row.token != Some(claim.token) {
+            if row.token != Some(claim.generation) {
                 return Err(WriteError::Lost { claim: i });
             }
             row.mark = mark;

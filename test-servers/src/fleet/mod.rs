@@ -41,7 +41,7 @@ pub use holder::{Holder, Holders, Spawn};
 pub use in_process::{a_claim_ended_behind_its_back, generator_cycle};
 pub use lines::{claim, count_ids, field, ids, last_refusal, lease_lines, minted, tail};
 pub use nemesis::{Dice, Faults, NemesisRun, nemesis};
-pub use quorum::{Quorum, QuorumFaults};
+pub use quorum::{Quorum, QuorumFaults, quorum_nemesis};
 pub use scenario::{
     Frozen, assert_in_order, assert_successor, count_ids_after, freeze_a_holder, kill_a_holder, minted_after,
     sixteen_holders, successor_behind,

@@ -1,8 +1,10 @@
 //! The faults of a replicated store (an etcd cluster, a ZooKeeper ensemble) for the
 //! [`nemesis`](super::nemesis()): connections cut, the leader killed, a server frozen.
 
-use super::nemesis::{Dice, Faults};
+use super::holder::Holders;
+use super::nemesis::{Dice, Faults, NemesisRun, nemesis};
 use crate::proxy::Proxy;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// A store of several servers that elect a leader, as the nemesis strikes them.
@@ -11,6 +13,10 @@ pub trait Quorum {
     fn size(&self) -> usize;
     /// The leader now, if one is elected.
     fn leader(&self) -> Option<usize>;
+    /// Server `i`'s client port on loopback.
+    fn client_port(&self, i: usize) -> u16;
+    /// A path in the store's temporary directory.
+    fn file(&self, name: &str) -> PathBuf;
     /// Kills server `i` (`SIGKILL`).
     fn kill(&mut self, i: usize);
     /// Starts server `i` again, with its data.
@@ -111,44 +117,68 @@ impl<Q: Quorum> Faults for QuorumFaults<'_, Q> {
     }
 }
 
-impl Quorum for crate::etcd::Cluster {
-    fn size(&self) -> usize {
-        crate::etcd::Cluster::size(self)
-    }
-    fn leader(&self) -> Option<usize> {
-        crate::etcd::Cluster::leader(self)
-    }
-    fn kill(&mut self, i: usize) {
-        crate::etcd::Cluster::kill(self, i);
-    }
-    fn start_member(&mut self, i: usize) {
-        crate::etcd::Cluster::start_member(self, i);
-    }
-    fn freeze(&self, i: usize) {
-        self.signal(i, "-STOP");
-    }
-    fn thaw(&self, i: usize) {
-        self.signal(i, "-CONT");
-    }
+/// [`Quorum`] for a type whose inherent methods of the same names do the work.
+macro_rules! quorum {
+    ($servers:ty) => {
+        impl Quorum for $servers {
+            fn size(&self) -> usize {
+                <$servers>::size(self)
+            }
+            fn leader(&self) -> Option<usize> {
+                <$servers>::leader(self)
+            }
+            fn client_port(&self, i: usize) -> u16 {
+                <$servers>::client_port(self, i)
+            }
+            fn file(&self, name: &str) -> PathBuf {
+                <$servers>::file(self, name)
+            }
+            fn kill(&mut self, i: usize) {
+                <$servers>::kill(self, i);
+            }
+            fn start_member(&mut self, i: usize) {
+                <$servers>::start_member(self, i);
+            }
+            fn freeze(&self, i: usize) {
+                <$servers>::freeze(self, i);
+            }
+            fn thaw(&self, i: usize) {
+                <$servers>::thaw(self, i);
+            }
+        }
+    };
 }
 
-impl Quorum for crate::zookeeper::Ensemble {
-    fn size(&self) -> usize {
-        crate::zookeeper::Ensemble::size(self)
-    }
-    fn leader(&self) -> Option<usize> {
-        crate::zookeeper::Ensemble::leader(self)
-    }
-    fn kill(&mut self, i: usize) {
-        crate::zookeeper::Ensemble::kill(self, i);
-    }
-    fn start_member(&mut self, i: usize) {
-        crate::zookeeper::Ensemble::start_member(self, i);
-    }
-    fn freeze(&self, i: usize) {
-        crate::zookeeper::Ensemble::freeze(self, i);
-    }
-    fn thaw(&self, i: usize) {
-        crate::zookeeper::Ensemble::thaw(self, i);
-    }
+quorum!(crate::etcd::Cluster);
+quorum!(crate::zookeeper::Ensemble);
+
+/// The fleet of [`nemesis()`] on lease time `ttl` (holders run by the test named `child`)
+/// against `servers`, reached through a [`Proxy`] each at `SCHEME://` URL `scheme`, under
+/// the [`QuorumFaults`] too. `name` names the store in what it prints.
+///
+/// # Panics
+///
+/// When the fleet mints an ID twice or out of order, or fewer than 5,000 IDs.
+pub fn quorum_nemesis<Q: Quorum>(
+    name: &'static str,
+    scheme: &str,
+    servers: &mut Q,
+    child: &'static str,
+    ttl: Duration,
+) -> NemesisRun {
+    let proxies: Vec<Proxy> = (0..servers.size())
+        .map(|i| Proxy::start(servers.client_port(i)))
+        .collect();
+    let addresses: Vec<String> = proxies
+        .iter()
+        .map(|proxy| format!("127.0.0.1:{}", proxy.port()))
+        .collect();
+    let holders = Holders::new(format!("{scheme}://{}", addresses.join(",")), child, ttl);
+    let dir = servers.file("nemesis");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut faults = QuorumFaults::new(name, servers, &proxies, ttl);
+    let run = nemesis(name, &holders, &dir, &mut faults);
+    let (seed, total) = (run.seed, run.ids);
+    assert!(total > 5_000, "seed {seed}: the fleet minted only {total} ids");
+    run
 }

@@ -6,27 +6,48 @@ use super::history::assert_unique;
 use super::holder::{Holder, Holders};
 use super::lines::{field, ids, minted};
 use crate::now_ms;
+use atomflake::mark::lease::{Engine, LeaseError, LeaseRow, list};
 use std::collections::HashSet;
+use std::fmt::Debug;
 use std::path::Path;
 use std::time::Duration;
 
-/// Sixteen holders claim the sixteen nodes of [`layout`](super::layout) in namespace
-/// `fleet`, a seventeenth is refused with `refusal`, and one in namespace `other` (another
-/// node space) gets node 0; `held` checks the engine's records while the sixteen hold,
-/// then they exit.
-pub fn sixteen_holders(holders: &Holders, refusal: &str, held: impl FnOnce()) {
+/// Sixteen holders on engine `E` at `config` claim the sixteen nodes of
+/// [`layout`](super::layout) in namespace `fleet`, a seventeenth is refused with [`LeaseError::NoFreeNode`]'s text, and one in namespace
+/// `other` (another node space) gets node 0; once they exit, every node is free at once.
+/// The rows the engine lists while the sixteen hold are returned.
+///
+/// # Panics
+///
+/// When it is otherwise.
+pub fn sixteen_holders<E: Engine>(holders: &Holders, config: &E::Config) -> Vec<LeaseRow>
+where
+    E::Error: Debug,
+{
     let mut sixteen: Vec<Holder> = (0..16).map(|_| holders.hold("fleet").spawn()).collect();
     let nodes: HashSet<u64> = sixteen.iter_mut().map(Holder::node).collect();
     assert_eq!(nodes, (0..16).collect());
     let seventeenth = holders.hold("fleet").spawn().close();
-    assert_eq!(field(&seventeenth, "refused "), refusal);
+    let refusal = LeaseError::<E::Error>::NoFreeNode {
+        namespace: "fleet".to_owned(),
+        max: 15,
+    };
+    assert_eq!(field(&seventeenth, "refused "), refusal.to_string());
     let mut other = holders.hold("other").spawn();
     assert_eq!(other.node(), 0);
     other.close();
-    held();
+    let held = list::<E>(config, "fleet").unwrap();
+    assert_eq!(held.len(), 16);
+    assert!(
+        held.iter().all(|row| row.live && row.generation.is_some()),
+        "{held:?}"
+    );
     for holder in sixteen {
         holder.close();
     }
+    let rows = list::<E>(config, "fleet").unwrap();
+    assert!(rows.iter().all(|row| !row.live), "released on exit: {rows:?}");
+    held
 }
 
 /// What [`freeze_a_holder`] saw.

@@ -65,7 +65,9 @@ pub use atomflake::mark::lease::{
 pub use error::{LeaseError, ZooKeeperError};
 
 use crate::Ensemble;
-use atomflake::mark::lease::{Attempt, Claim, ClaimRequest, Claimed, Engine, Release, WriteError, choose};
+use atomflake::mark::lease::{
+    Attempt, Claim, ClaimRequest, Claimed, Engine, Release, WriteError, Written, choose,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -163,27 +165,6 @@ impl Paths {
                 path: path.to_owned(),
                 problem: "the value is not a mark in decimal Unix ms".to_owned(),
             })
-    }
-}
-
-/// One claimed node.
-#[derive(Debug, Clone, Copy)]
-pub struct ZooKeeperClaim {
-    node: u64,
-    /// The zxid that created the claim's `holder/NODE`: the token, with the session.
-    czxid: i64,
-    /// The version of `mark/NODE` as this holder last read or wrote it.
-    mark_version: i32,
-}
-
-impl Claim for ZooKeeperClaim {
-    fn node(&self) -> u64 {
-        self.node
-    }
-
-    /// The zxid of the claim.
-    fn generation(&self) -> i64 {
-        self.czxid
     }
 }
 
@@ -290,7 +271,10 @@ fn snapshot(
 impl Engine for ZooKeeper {
     type Config = Ensemble;
     type Error = ZooKeeperError;
-    type Claim = ZooKeeperClaim;
+    /// The version of `mark/NODE` as this holder last read or wrote it: every write of the
+    /// mark compares it. The claim's generation is the zxid that created its `holder/NODE`:
+    /// the token, with the session.
+    type Fence = i32;
 
     fn connect(
         ensemble: &Ensemble,
@@ -320,7 +304,7 @@ impl Engine for ZooKeeper {
         })
     }
 
-    fn claim(&mut self, request: &ClaimRequest<'_>) -> Result<Attempt<ZooKeeperClaim>, ZooKeeperError> {
+    fn claim(&mut self, request: &ClaimRequest<'_>) -> Result<Attempt<i32>, ZooKeeperError> {
         let action = "claim a node";
         let deadline = request.deadline;
         let (runtime, client) = self.session.as_ref().ok_or_else(|| ZooKeeperError::Call {
@@ -330,14 +314,14 @@ impl Engine for ZooKeeper {
         let snapshot = snapshot(runtime, client, &self.paths, deadline)?;
         let mark_of = |node: &u64| snapshot.marks.get(node).copied();
         // Claims of this session whose answer was lost on the way.
-        let ours: Vec<ZooKeeperClaim> = snapshot
+        let ours: Vec<Claim<i32>> = snapshot
             .holders
             .iter()
             .filter(|(_, (_, stat))| stat.ephemeral_owner == self.session_id)
-            .map(|(&node, (_, stat))| ZooKeeperClaim {
+            .map(|(&node, (_, stat))| Claim {
                 node,
-                czxid: stat.czxid,
-                mark_version: mark_of(&node).map_or(0, |(_, version)| version),
+                generation: stat.czxid,
+                fence: mark_of(&node).map_or(0, |(_, version)| version),
             })
             .collect();
         if !ours.is_empty() {
@@ -409,12 +393,7 @@ impl Engine for ZooKeeper {
         }))
     }
 
-    fn store(
-        &mut self,
-        claims: &mut [ZooKeeperClaim],
-        mark: u64,
-        deadline: Instant,
-    ) -> Result<(), WriteError<ZooKeeperError>> {
+    fn store(&mut self, claims: &mut [Claim<i32>], mark: u64, deadline: Instant) -> Written<ZooKeeperError> {
         for i in 0..claims.len() {
             self.write(claims, i, mark, Write::Store, deadline)?;
         }
@@ -423,10 +402,10 @@ impl Engine for ZooKeeper {
 
     fn release(
         &mut self,
-        claims: &mut [ZooKeeperClaim],
+        claims: &mut [Claim<i32>],
         release: Release,
         deadline: Instant,
-    ) -> Result<(), WriteError<ZooKeeperError>> {
+    ) -> Written<ZooKeeperError> {
         let mut result = Ok(());
         for i in 0..claims.len() {
             let released = self.write(claims, i, release.mark(), Write::Release, deadline);
@@ -472,7 +451,7 @@ fn read_claims(
     paths: &Paths,
     chosen: &[u64],
     deadline: Instant,
-) -> Result<Vec<ZooKeeperClaim>, ZooKeeperError> {
+) -> Result<Vec<Claim<i32>>, ZooKeeperError> {
     let action = "claim a node";
     let mut claims = Vec::new();
     for &node in chosen {
@@ -488,10 +467,10 @@ fn read_claims(
                 cause: format!("node {node}'s claim vanished as it was made: the session ended"),
             });
         };
-        claims.push(ZooKeeperClaim {
+        claims.push(Claim {
             node,
-            czxid: holder.czxid,
-            mark_version: mark_stat.version,
+            generation: holder.czxid,
+            fence: mark_stat.version,
         });
     }
     Ok(claims)
@@ -512,12 +491,12 @@ impl ZooKeeper {
     /// or tries again.
     fn write(
         &self,
-        claims: &mut [ZooKeeperClaim],
+        claims: &mut [Claim<i32>],
         i: usize,
         mark: u64,
         write: Write,
         deadline: Instant,
-    ) -> Result<(), WriteError<ZooKeeperError>> {
+    ) -> Written<ZooKeeperError> {
         let action = match write {
             Write::Store => "store the mark",
             Write::Release => "release",
@@ -526,7 +505,7 @@ impl ZooKeeper {
         let (holder, path) = (self.paths.holder(claim.node), self.paths.mark(claim.node));
         let value = mark.to_string();
         loop {
-            let version = claims[i].mark_version;
+            let version = claims[i].fence;
             let written = self.run(deadline, |client| async {
                 match write {
                     Write::Store => client
@@ -545,7 +524,7 @@ impl ZooKeeper {
             match written {
                 Ok(stat) => {
                     if let Some(stat) = stat {
-                        claims[i].mark_version = stat.version;
+                        claims[i].fence = stat.version;
                     }
                     return Ok(());
                 }
@@ -568,12 +547,13 @@ impl ZooKeeper {
                 }
                 Err(error) => return Err(WriteError::Engine(ZooKeeperError::call(action)(error))),
             };
-            let ours =
-                held.is_some_and(|held| held.ephemeral_owner == self.session_id && held.czxid == claim.czxid);
+            let ours = held.is_some_and(|held| {
+                held.ephemeral_owner == self.session_id && held.czxid == claim.generation
+            });
             if !ours {
                 return Err(WriteError::Lost { claim: i });
             }
-            claims[i].mark_version = stat.version;
+            claims[i].fence = stat.version;
             if write == Write::Store && Paths::mark_value(&path, &data)? >= mark {
                 return Ok(());
             }

@@ -1,0 +1,82 @@
+//! Whether each error says retrying can help.
+
+use super::*;
+use std::io;
+
+#[test]
+fn each_error_says_whether_retrying_can_help() {
+    let io = |kind| IoCause::from(io::Error::from(kind));
+    let high_water = |kind| HighWaterError::Io {
+        path: "m".into(),
+        action: "write",
+        cause: io(kind),
+    };
+    let transient = [
+        MintError::SequenceExhausted {
+            tick: 1,
+            retry_after: Duration::from_millis(1),
+        },
+        MintError::MarkPending,
+        MintError::Store(StoreError::failed("away")),
+        MintError::Store(StoreError::lapsed("lapsed")),
+        MintError::Store(StoreError::failed(high_water(io::ErrorKind::StorageFull))),
+    ];
+    let permanent = [
+        MintError::ClockOutOfSpan(RangeError::TimeBeforeEpoch {
+            unix_ms: 1,
+            epoch_ms: 2,
+        }),
+        MintError::SpanSpent { end_ms: 1 },
+        MintError::Store(StoreError::lost("taken")),
+        MintError::Store(StoreError::failed(high_water(io::ErrorKind::PermissionDenied))),
+        MintError::Forked { parent: 1, child: 2 },
+        MintError::KeeperPanicked { message: "m".into() },
+    ];
+    for error in &transient {
+        assert!(error.is_transient(), "{error:?}");
+        assert!(crate::Error::from(error.clone()).is_transient(), "{error:?}");
+    }
+    for error in &permanent {
+        assert!(!error.is_transient(), "{error:?}");
+    }
+    let transient = [
+        BuildError::HighWater(high_water(io::ErrorKind::Interrupted)),
+        BuildError::Store(StoreError::failed("away")),
+        BuildError::Ahead {
+            store: "s".into(),
+            mark_ms: 2,
+            clock_ms: 1,
+            max_wait: Duration::from_secs(10),
+        },
+        BuildError::KeeperSpawn {
+            cause: io(io::ErrorKind::WouldBlock),
+        },
+    ];
+    let permanent = [
+        BuildError::NodeOutOfRange {
+            node: 1024,
+            max: 1023,
+        },
+        BuildError::NoNodes,
+        BuildError::DuplicateNode { node: 1 },
+        BuildError::NodeNotHeld {
+            node: 1,
+            held: vec![2],
+        },
+        BuildError::LeadOutOfRange {
+            lead: Duration::from_nanos(1),
+            tick_ms: 1,
+            max: Duration::from_secs(60),
+        },
+        BuildError::HighWater(HighWaterError::Locked { path: "m".into() }),
+        BuildError::HighWater(high_water(io::ErrorKind::PermissionDenied)),
+        BuildError::Store(StoreError::lost("taken")),
+    ];
+    for error in &transient {
+        assert!(error.is_transient(), "{error:?}");
+    }
+    for error in &permanent {
+        assert!(!error.is_transient(), "{error:?}");
+        assert!(!crate::Error::from(error.clone()).is_transient(), "{error:?}");
+    }
+}
