@@ -13,7 +13,9 @@
 //! atomflake and ferroid on the Twitter layout timed the same way.
 
 use atomflake::{Builder, Generator, Layout, LocalGenerator, PreciseClock, ShardedGenerator, Wait};
-use ferroid::generator::{AtomicSnowflakeGenerator, BasicSnowflakeGenerator, LockSnowflakeGenerator};
+use ferroid::generator::{
+    AtomicSnowflakeGenerator, BasicSnowflakeGenerator, LockSnowflakeGenerator, SnowflakeGenerator,
+};
 use ferroid::time::MonotonicClock as FerroidClock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -212,6 +214,29 @@ fn ferroid_wide_ms(id: u128) -> u64 {
 
 fn ferroid_twitter_ms(id: u128) -> u64 {
     FerroidTwitter::from_raw(u64::try_from(id).expect("a 64-bit ID")).timestamp() + TWITTER_EPOCH_MS
+}
+
+/// Visits a ferroid generator on the Twitter layout, tight, calling `wait` (named
+/// `wait_name`) whenever the generator asks the caller to wait.
+fn visit_ferroid_twitter<G: SnowflakeGenerator<FerroidTwitter, FerroidClock<1>>>(
+    v: &mut impl Visit,
+    name: &'static str,
+    generator: &G,
+    wait_name: &'static str,
+    wait: impl Fn(u64) + Copy,
+) {
+    v.visit(
+        Entry::new(name, TWITTER, How::Tight).wait(wait_name),
+        // Only `LockSnowflakeGenerator` can fail: on a poisoned lock.
+        || {
+            generator
+                .try_next_id(wait)
+                .expect("lock not poisoned")
+                .to_raw()
+                .into()
+        },
+        ferroid_twitter_ms,
+    );
 }
 
 fn snowflaked_generator() -> snowflaked::sync::Generator {
@@ -417,7 +442,6 @@ pub fn unsaturated(v: &mut impl Visit) {
 /// # Panics
 ///
 /// If a generator cannot be built (never, with these layouts and nodes).
-#[allow(clippy::too_many_lines, reason = "a list, one generator after another")]
 pub fn saturated(v: &mut impl Visit) {
     let twitter = Layout::TWITTER;
     let sleep = Builder::new(twitter).wait(Wait::Sleep).build(1).expect("node 1");
@@ -440,54 +464,18 @@ pub fn saturated(v: &mut impl Visit) {
     let spin_loop = |_| std::hint::spin_loop();
     let sleep_for = |ticks: u64| std::thread::sleep(Duration::from_millis(ticks));
     let atomic = AtomicSnowflakeGenerator::<FerroidTwitter, _>::new(1, clock.clone());
-    v.visit(
-        Entry::new("ferroid AtomicSnowflakeGenerator", TWITTER, How::Tight)
-            .wait("yield_now (docs' examples)"),
-        || atomic.next_id(yield_now).to_raw().into(),
-        ferroid_twitter_ms,
-    );
-    v.visit(
-        Entry::new("ferroid AtomicSnowflakeGenerator", TWITTER, How::Tight).wait("spin_loop"),
-        || atomic.next_id(spin_loop).to_raw().into(),
-        ferroid_twitter_ms,
-    );
-    v.visit(
-        Entry::new("ferroid AtomicSnowflakeGenerator", TWITTER, How::Tight).wait("sleep(yield_for) (README)"),
-        || atomic.next_id(sleep_for).to_raw().into(),
-        ferroid_twitter_ms,
-    );
+    let name = "ferroid AtomicSnowflakeGenerator";
+    visit_ferroid_twitter(v, name, &atomic, "yield_now (docs' examples)", yield_now);
+    visit_ferroid_twitter(v, name, &atomic, "spin_loop", spin_loop);
+    visit_ferroid_twitter(v, name, &atomic, "sleep(yield_for) (README)", sleep_for);
     let basic = BasicSnowflakeGenerator::<FerroidTwitter, _>::new(1, clock.clone());
-    v.visit(
-        Entry::new("ferroid BasicSnowflakeGenerator", TWITTER, How::Tight).wait("yield_now (docs' examples)"),
-        || basic.next_id(yield_now).to_raw().into(),
-        ferroid_twitter_ms,
-    );
-    v.visit(
-        Entry::new("ferroid BasicSnowflakeGenerator", TWITTER, How::Tight).wait("spin_loop"),
-        || basic.next_id(spin_loop).to_raw().into(),
-        ferroid_twitter_ms,
-    );
+    let name = "ferroid BasicSnowflakeGenerator";
+    visit_ferroid_twitter(v, name, &basic, "yield_now (docs' examples)", yield_now);
+    visit_ferroid_twitter(v, name, &basic, "spin_loop", spin_loop);
     let lock = LockSnowflakeGenerator::<FerroidTwitter, _>::new(1, clock);
-    v.visit(
-        Entry::new("ferroid LockSnowflakeGenerator", TWITTER, How::Tight).wait("yield_now (docs' examples)"),
-        || {
-            lock.try_next_id(yield_now)
-                .expect("lock not poisoned")
-                .to_raw()
-                .into()
-        },
-        ferroid_twitter_ms,
-    );
-    v.visit(
-        Entry::new("ferroid LockSnowflakeGenerator", TWITTER, How::Tight).wait("spin_loop"),
-        || {
-            lock.try_next_id(spin_loop)
-                .expect("lock not poisoned")
-                .to_raw()
-                .into()
-        },
-        ferroid_twitter_ms,
-    );
+    let name = "ferroid LockSnowflakeGenerator";
+    visit_ferroid_twitter(v, name, &lock, "yield_now (docs' examples)", yield_now);
+    visit_ferroid_twitter(v, name, &lock, "spin_loop", spin_loop);
 
     let snowflaked = snowflaked_generator();
     v.visit(

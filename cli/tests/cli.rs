@@ -285,26 +285,36 @@ fn unknown_layout_exits_2_naming_the_presets() {
 
 #[test]
 fn out_of_range_node_exits_2() {
-    assert_bad_input(
-        &run(&["mint", "--node", "1024"]),
-        "node 1024 is out of range: the layout allows 0..=1023",
-    );
-    assert_bad_input(
-        &run(&["mint", "--layout", "mastodon", "--node", "1"]),
-        "node 1 is out of range: the layout allows 0..=0",
-    );
-    assert_bad_input(
-        &run_with(&["mint"], "", Some("65536")),
-        "node 65536 is out of range: the layout allows 0..=1023",
-    );
-    assert_bad_input(
-        &run_with(&["mint"], "", Some("seven")),
-        "invalid node \"seven\": the layout allows 0..=1023",
-    );
-    assert_bad_input(
-        &run(&["mint", "--node", "-1"]),
-        "invalid node \"-1\": the layout allows 0..=1023",
-    );
+    // (the arguments, `ATOMFLAKE_NODE`, the error line)
+    for (args, node_env, line) in [
+        (
+            &["mint", "--node", "1024"][..],
+            None,
+            "node 1024 is out of range: the layout allows 0..=1023",
+        ),
+        (
+            &["mint", "--layout", "mastodon", "--node", "1"],
+            None,
+            "node 1 is out of range: the layout allows 0..=0",
+        ),
+        (
+            &["mint"],
+            Some("65536"),
+            "node 65536 is out of range: the layout allows 0..=1023",
+        ),
+        (
+            &["mint"],
+            Some("seven"),
+            "invalid node \"seven\": the layout allows 0..=1023",
+        ),
+        (
+            &["mint", "--node", "-1"],
+            None,
+            "invalid node \"-1\": the layout allows 0..=1023",
+        ),
+    ] {
+        assert_bad_input(&run_with(args, "", node_env), line);
+    }
 }
 
 #[test]
@@ -355,19 +365,23 @@ fn sql_prints_the_script_for_the_layout_and_node() {
 
 #[test]
 fn sql_bad_input_exits_2_with_one_line() {
-    assert_bad_input(
-        &run(&["sql", "--node", "1024"]),
-        "node 1024 is out of range: the layout allows 0..=1023",
-    );
-    assert_bad_input(
-        &run(&["sql", "--node", "1", "--prefix", "Orders"]),
-        "sql prefix \"Orders\" is not allowed: a prefix is 1..=40 characters of a-z, 0-9 and _, \
-         starting with a letter or _",
-    );
-    assert_bad_input(
-        &run(&["sql", "--node", "1", "--max-wait-ms", "600001"]),
-        "max wait (ms) 600001 is out of range for in-database minting: allowed 0..=600000",
-    );
+    for (args, line) in [
+        (
+            &["sql", "--node", "1024"][..],
+            "node 1024 is out of range: the layout allows 0..=1023",
+        ),
+        (
+            &["sql", "--node", "1", "--prefix", "Orders"],
+            "sql prefix \"Orders\" is not allowed: a prefix is 1..=40 characters of a-z, 0-9 and _, \
+             starting with a letter or _",
+        ),
+        (
+            &["sql", "--node", "1", "--max-wait-ms", "600001"],
+            "max wait (ms) 600001 is out of range for in-database minting: allowed 0..=600000",
+        ),
+    ] {
+        assert_bad_input(&run(args), line);
+    }
     let output = run(&["sql"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("--node"), "{}", stderr(&output));

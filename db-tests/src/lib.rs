@@ -1,11 +1,13 @@
-//! Helpers shared by the tests in `tests/`: the IDs they round-trip, and the search for
-//! atomflake's error inside a client's error.
+//! Helpers shared by the tests in `tests/`: the IDs they round-trip, the search for
+//! atomflake's error inside a client's error, and the round trip and checks every sqlx
+//! database shares.
 //!
 //! The tests start a throwaway PostgreSQL server, and the sqlx MySQL tests a MariaDB one,
 //! from `atomflake-test-servers`; without one installed they print `SKIPPED` (a failure
 //! under `CI=true`).
 
 use atomflake::{Id, RangeError};
+use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Type};
 
 /// IDs every signed `BIGINT` column holds: 0, a Twitter ID, and `i64::MAX`.
 pub const ROUND_TRIP: [Id; 3] = [
@@ -17,29 +19,86 @@ pub const ROUND_TRIP: [Id; 3] = [
 /// The smallest ID a signed `BIGINT` cannot hold.
 pub const ABOVE_I64: Id = Id::new(1 << 63);
 
-/// The first atomflake [`RangeError`] in `err`'s chain of sources (`err` itself included).
-pub fn atomflake_error<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a RangeError> {
-    let mut next = Some(err);
-    while let Some(err) = next {
-        if let Some(found) = err.downcast_ref::<RangeError>() {
-            return Some(found);
-        }
-        next = err.source();
-    }
-    None
+/// `err` and its sources, in order.
+fn chain<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(err), |err| err.source())
 }
 
-/// The text of `err` and all its sources, joined with `: `.
+/// The first atomflake [`RangeError`] in `err`'s chain of sources (`err` itself included).
+pub fn atomflake_error<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a RangeError> {
+    chain(err).find_map(|err| err.downcast_ref::<RangeError>())
+}
+
+/// The text of `err` and all its sources, joined with `: `; a source whose text is already
+/// there is left out.
 pub fn chain_text(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
-    let mut next = err.source();
-    while let Some(err) = next {
-        let source = err.to_string();
+    for source in chain(err).skip(1) {
+        let source = source.to_string();
         if !text.contains(&source) {
             text.push_str(": ");
             text.push_str(&source);
         }
-        next = err.source();
     }
     text
+}
+
+/// Runs `future` to its end on a new single-threaded Tokio runtime.
+///
+/// # Panics
+///
+/// If the runtime cannot be built.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(future)
+}
+
+/// Through sqlx: creates table `t` with `create`, inserts each of `ids` with `insert` (one
+/// placeholder) and reads back `select id from t order by id`.
+///
+/// # Panics
+///
+/// If a statement fails.
+pub async fn sqlx_insert_and_read_back<DB>(
+    conn: &mut DB::Connection,
+    create: &str,
+    insert: &str,
+    ids: &[Id],
+) -> Vec<Id>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'v> Id: Encode<'v, DB> + Decode<'v, DB> + Type<DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    sqlx::query(create).execute(&mut *conn).await.unwrap();
+    for &id in ids {
+        sqlx::query(insert).bind(id).execute(&mut *conn).await.unwrap();
+    }
+    sqlx::query_scalar("select id from t order by id")
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap()
+}
+
+/// Checks that sqlx failed to decode the value `value` as an ID: a `ColumnDecode` error
+/// that names it and holds atomflake's [`RangeError::NegativeId`].
+///
+/// # Panics
+///
+/// If `err` is not that error.
+pub fn assert_sqlx_negative(err: &sqlx::Error, value: i64) {
+    assert!(matches!(err, sqlx::Error::ColumnDecode { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains(&format!("{value} is out of range for an id")),
+        "{err}"
+    );
+    assert_eq!(atomflake_error(err), Some(&RangeError::NegativeId { value }));
 }

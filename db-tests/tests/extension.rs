@@ -53,6 +53,16 @@ fn id(value: i64) -> Id {
     Id::new(u64::try_from(value).unwrap())
 }
 
+/// `sql`'s IDs, one per row.
+fn ids(client: &mut postgres::Client, sql: &str) -> Vec<u64> {
+    client
+        .query(sql, &[])
+        .unwrap()
+        .iter()
+        .map(|row| u64::try_from(row.get::<_, i64>(0)).unwrap())
+        .collect()
+}
+
 /// The error text of `result`, which must be a server error.
 fn db_error<T: std::fmt::Debug>(result: Result<T, postgres::Error>) -> String {
     let error = result.unwrap_err();
@@ -129,12 +139,10 @@ fn sql_decodes_what_rust_decodes_through_the_extension() {
             return;
         };
         let mut client = connect(&server);
-        let minted: Vec<u64> = client
-            .query("SELECT atomflake_next_id() FROM generate_series(1, 3000)", &[])
-            .unwrap()
-            .iter()
-            .map(|row| u64::try_from(row.get::<_, i64>(0)).unwrap())
-            .collect();
+        let minted = ids(
+            &mut client,
+            "SELECT atomflake_next_id() FROM generate_series(1, 3000)",
+        );
         assert!(minted.windows(2).all(|w| w[0] < w[1]), "{name}: minted IDs rise");
         assert!(
             minted.iter().all(|&raw| layout.decode(Id::new(raw)).node == node),
@@ -398,12 +406,10 @@ fn an_immediate_stop_and_a_killed_backend_give_no_id_back() {
             "{crash}: the server's clock is behind the last ID handed out"
         );
         let mut client = connect(&server);
-        let after: Vec<u64> = client
-            .query("SELECT atomflake_next_id() FROM generate_series(1, 1000)", &[])
-            .unwrap()
-            .iter()
-            .map(|row| u64::try_from(row.get::<_, i64>(0)).unwrap())
-            .collect();
+        let after = ids(
+            &mut client,
+            "SELECT atomflake_next_id() FROM generate_series(1, 1000)",
+        );
         assert!(after[0] > max, "{crash}: {} is not past {max}", after[0]);
         assert!(
             Layout::TWITTER.decode(Id::new(after[0])).unix_ms >= mark,
@@ -475,16 +481,6 @@ fn refusal(client: &mut postgres::Client, sql: &str) -> (String, String) {
             (error.code().code().to_owned(), error.message().to_owned())
         }
     }
-}
-
-/// `sql`'s IDs, one per row.
-fn ids(client: &mut postgres::Client, sql: &str) -> Vec<u64> {
-    client
-        .query(sql, &[])
-        .unwrap()
-        .iter()
-        .map(|row| u64::try_from(row.get::<_, i64>(0)).unwrap())
-        .collect()
 }
 
 #[test]

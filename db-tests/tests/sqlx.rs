@@ -4,16 +4,8 @@
 use atomflake_test_servers::postgres as pg;
 
 use atomflake::{Id, RangeError};
-use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, atomflake_error};
-use sqlx::{Connection, PgConnection, SqliteConnection};
-
-fn block_on<F: Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(future)
-}
+use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, assert_sqlx_negative, block_on, sqlx_insert_and_read_back};
+use sqlx::{Connection, PgConnection, Postgres, Sqlite, SqliteConnection};
 
 async fn postgres(server: &pg::Server) -> PgConnection {
     PgConnection::connect(&server.url()).await.unwrap()
@@ -46,21 +38,13 @@ fn ids_round_trip_through_a_postgres_bigint_column() {
     };
     block_on(async {
         let mut conn = postgres(&server).await;
-        sqlx::query("create table t (id bigint primary key)")
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        for id in ROUND_TRIP {
-            sqlx::query("insert into t values ($1)")
-                .bind(id)
-                .execute(&mut conn)
-                .await
-                .unwrap();
-        }
-        let back: Vec<Id> = sqlx::query_scalar("select id from t order by id")
-            .fetch_all(&mut conn)
-            .await
-            .unwrap();
+        let back = sqlx_insert_and_read_back::<Postgres>(
+            &mut conn,
+            "create table t (id bigint primary key)",
+            "insert into t values ($1)",
+            &ROUND_TRIP,
+        )
+        .await;
         assert_eq!(back, ROUND_TRIP);
         // `Vec<Id>` binds as a BIGINT[].
         let found: i64 = sqlx::query_scalar("select count(*) from t where id = any($1)")
@@ -111,30 +95,20 @@ fn a_negative_postgres_bigint_is_not_an_id() {
             .await
             .unwrap_err()
     });
-    assert!(matches!(err, sqlx::Error::ColumnDecode { .. }), "{err:?}");
-    assert!(err.to_string().contains("-5 is out of range for an id"), "{err}");
-    assert_eq!(atomflake_error(&err), Some(&RangeError::NegativeId { value: -5 }));
+    assert_sqlx_negative(&err, -5);
 }
 
 #[test]
 fn ids_round_trip_through_a_sqlite_integer_column() {
     block_on(async {
         let mut conn = sqlite().await;
-        sqlx::query("create table t (id integer primary key)")
-            .execute(&mut conn)
-            .await
-            .unwrap();
-        for id in ROUND_TRIP {
-            sqlx::query("insert into t values (?)")
-                .bind(id)
-                .execute(&mut conn)
-                .await
-                .unwrap();
-        }
-        let back: Vec<Id> = sqlx::query_scalar("select id from t order by id")
-            .fetch_all(&mut conn)
-            .await
-            .unwrap();
+        let back = sqlx_insert_and_read_back::<Sqlite>(
+            &mut conn,
+            "create table t (id integer primary key)",
+            "insert into t values (?)",
+            &ROUND_TRIP,
+        )
+        .await;
         assert_eq!(back, ROUND_TRIP);
         // SQLite holds the numbers themselves.
         let text: String = sqlx::query_scalar("select group_concat(id, ',') from t")
@@ -169,7 +143,5 @@ fn a_negative_sqlite_integer_is_not_an_id() {
             .await
             .unwrap_err()
     });
-    assert!(matches!(err, sqlx::Error::ColumnDecode { .. }), "{err:?}");
-    assert!(err.to_string().contains("-5 is out of range for an id"), "{err}");
-    assert_eq!(atomflake_error(&err), Some(&RangeError::NegativeId { value: -5 }));
+    assert_sqlx_negative(&err, -5);
 }

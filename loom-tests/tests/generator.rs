@@ -78,6 +78,18 @@ fn ticks_start_at_zero(layout: Layout, ids: &[Id]) -> BTreeMap<u64, Vec<u64>> {
     by_tick
 }
 
+/// Joins the minting threads and then the clock thread, and checks the IDs the minters
+/// return with [`distinct_and_ordered`] and [`ticks_start_at_zero`]; returns the ticks.
+fn join_and_check(
+    layout: Layout,
+    minters: impl IntoIterator<Item = thread::JoinHandle<Vec<Id>>>,
+    mover: thread::JoinHandle<()>,
+) -> BTreeMap<u64, Vec<u64>> {
+    let all = distinct_and_ordered(minters.into_iter().map(|t| t.join().unwrap()).collect());
+    mover.join().unwrap();
+    ticks_start_at_zero(layout, &all)
+}
+
 /// A check for a minting thread: an ID that opens a tick (sequence 0) was minted by a
 /// thread that had read the clock at that tick or later.
 fn opener_check(layout: Layout, clock: &ManualClock) -> impl Fn(Id) -> Id + Clone + use<> {
@@ -130,9 +142,7 @@ fn clock_advances_during_mints() {
         let generator = twitter(&clock);
         let mover = advance_in_a_thread(&clock);
         let threads = [minter(&generator, 2), minter(&generator, 2)];
-        let all = distinct_and_ordered(threads.into_iter().map(|t| t.join().unwrap()).collect());
-        mover.join().unwrap();
-        let ticks = ticks_start_at_zero(Layout::TWITTER, &all);
+        let ticks = join_and_check(Layout::TWITTER, threads, mover);
         assert!(ticks.keys().all(|&t| t == T0 || t == T0 + 1), "{ticks:?}");
     });
 }
@@ -238,9 +248,7 @@ fn clock_moves_back_during_mints() {
             })
         };
         let threads = [minter(&generator, 2), minter(&generator, 2)];
-        let all = distinct_and_ordered(threads.into_iter().map(|t| t.join().unwrap()).collect());
-        mover.join().unwrap();
-        let ticks = ticks_start_at_zero(Layout::TWITTER, &all);
+        let ticks = join_and_check(Layout::TWITTER, threads, mover);
         assert!(ticks.keys().all(|&t| t <= T0 + 1), "{ticks:?}");
     });
 }
@@ -265,9 +273,7 @@ fn block_reservation_races_single_mints() {
             thread::spawn(move || generator.next_ids(3).collect::<Vec<_>>())
         };
         let single = minter(&generator, 2);
-        let all = distinct_and_ordered(vec![block.join().unwrap(), single.join().unwrap()]);
-        mover.join().unwrap();
-        let ticks = ticks_start_at_zero(layout, &all);
+        let ticks = join_and_check(layout, [block, single], mover);
         assert!(ticks.keys().all(|&t| t == T0 || t == T0 + 1), "{ticks:?}");
     });
 }
@@ -309,9 +315,7 @@ fn sharded_shard_shared_by_two_threads() {
                 thread::spawn(move || vec![generator.next_id(), generator.next_id()])
             })
             .collect();
-        let all = distinct_and_ordered(threads.into_iter().map(|t| t.join().unwrap()).collect());
-        mover.join().unwrap();
-        ticks_start_at_zero(Layout::TWITTER, &all);
+        join_and_check(Layout::TWITTER, threads, mover);
     });
 }
 

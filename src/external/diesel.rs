@@ -13,36 +13,40 @@ use ::diesel::deserialize::{self, FromSql};
 use ::diesel::serialize::{self, Output, ToSql};
 use ::diesel::sql_types::BigInt;
 
-#[cfg(feature = "diesel")]
-use ::diesel::pg::Pg;
+/// `ToSql` and `FromSql` for [`Id`] as a signed `BigInt` on the backend given, through
+/// [`to_bigint`] and [`from_bigint`].
+macro_rules! signed_bigint {
+    ($backend:ty) => {
+        /// Writes the ID as a signed `BIGINT`.
+        ///
+        /// # Errors
+        ///
+        /// An ID above `i64::MAX` is not written: `diesel::result::Error::SerializationError`
+        /// holds [`RangeError::IdAboveI64`](crate::RangeError::IdAboveI64) (diesel's
+        /// `Error::source` looks past it: downcast the variant's box).
+        impl ToSql<BigInt, $backend> for Id {
+            fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, $backend>) -> serialize::Result {
+                let value = to_bigint(*self)?;
+                <i64 as ToSql<BigInt, $backend>>::to_sql(&value, &mut out.reborrow())
+            }
+        }
 
-/// Writes the ID as a `BIGINT`.
-///
-/// # Errors
-///
-/// An ID above `i64::MAX` is not written: `diesel::result::Error::SerializationError`
-/// holds [`RangeError::IdAboveI64`](crate::RangeError::IdAboveI64) (diesel's `Error::source` looks
-/// past it: downcast the variant's box).
-#[cfg(feature = "diesel")]
-impl ToSql<BigInt, Pg> for Id {
-    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Pg>) -> serialize::Result {
-        let value = to_bigint(*self)?;
-        <i64 as ToSql<BigInt, Pg>>::to_sql(&value, &mut out.reborrow())
-    }
+        /// Reads an ID from a signed `BIGINT`.
+        ///
+        /// # Errors
+        ///
+        /// A negative value is not an ID: `diesel::result::Error::DeserializationError` holds
+        /// [`RangeError::NegativeId`](crate::RangeError::NegativeId).
+        impl FromSql<BigInt, $backend> for Id {
+            fn from_sql(value: <$backend as Backend>::RawValue<'_>) -> deserialize::Result<Id> {
+                from_bigint(<i64 as FromSql<BigInt, $backend>>::from_sql(value)?)
+            }
+        }
+    };
 }
 
-/// Reads an ID from a `BIGINT`.
-///
-/// # Errors
-///
-/// A negative value is not an ID: `diesel::result::Error::DeserializationError` holds
-/// [`RangeError::NegativeId`](crate::RangeError::NegativeId).
 #[cfg(feature = "diesel")]
-impl FromSql<BigInt, Pg> for Id {
-    fn from_sql(value: <Pg as Backend>::RawValue<'_>) -> deserialize::Result<Id> {
-        from_bigint(<i64 as FromSql<BigInt, Pg>>::from_sql(value)?)
-    }
-}
+signed_bigint!(::diesel::pg::Pg);
 
 #[cfg(feature = "diesel-mysql")]
 use ::diesel::mysql::Mysql;
@@ -68,30 +72,5 @@ impl FromSql<Unsigned<BigInt>, Mysql> for Id {
     }
 }
 
-/// Writes the ID as a signed `BIGINT`.
-///
-/// # Errors
-///
-/// An ID above `i64::MAX` is not written: `diesel::result::Error::SerializationError`
-/// holds [`RangeError::IdAboveI64`](crate::RangeError::IdAboveI64) (diesel's `Error::source` looks
-/// past it: downcast the variant's box).
 #[cfg(feature = "diesel-mysql")]
-impl ToSql<BigInt, Mysql> for Id {
-    fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Mysql>) -> serialize::Result {
-        let value = to_bigint(*self)?;
-        <i64 as ToSql<BigInt, Mysql>>::to_sql(&value, &mut out.reborrow())
-    }
-}
-
-/// Reads an ID from a signed `BIGINT`.
-///
-/// # Errors
-///
-/// A negative value is not an ID: `diesel::result::Error::DeserializationError` holds
-/// [`RangeError::NegativeId`](crate::RangeError::NegativeId).
-#[cfg(feature = "diesel-mysql")]
-impl FromSql<BigInt, Mysql> for Id {
-    fn from_sql(value: <Mysql as Backend>::RawValue<'_>) -> deserialize::Result<Id> {
-        from_bigint(<i64 as FromSql<BigInt, Mysql>>::from_sql(value)?)
-    }
-}
+signed_bigint!(Mysql);

@@ -10,61 +10,68 @@ use ::sqlx::encode::IsNull;
 use ::sqlx::error::BoxDynError;
 use ::sqlx::{Database, Decode, Encode, Type};
 
+/// `Type`, `Encode` and `Decode` for [`Id`] on the database given, whose integer column
+/// (named in the docs) sqlx reads as `i64`, through [`to_bigint`] and [`from_bigint`].
+#[cfg(any(feature = "sqlx-postgres", feature = "sqlx-sqlite"))]
+macro_rules! signed_bigint {
+    ($db:ty, $type_info:ty, $column:literal) => {
+        #[doc = concat!("`", $column, "`, as `i64`.")]
+        impl Type<$db> for Id {
+            fn type_info() -> $type_info {
+                <i64 as Type<$db>>::type_info()
+            }
+
+            fn compatible(ty: &$type_info) -> bool {
+                <i64 as Type<$db>>::compatible(ty)
+            }
+        }
+
+        #[doc = concat!("Writes the ID as a `", $column, "` (an `i64`).")]
+        ///
+        /// # Errors
+        ///
+        /// An ID above `i64::MAX` is not written: `Query::try_bind` returns
+        /// [`RangeError::IdAboveI64`](crate::RangeError::IdAboveI64) boxed; `Query::bind` defers
+        /// it to the query's `sqlx::Error::Encode`, which keeps its text only (sqlx formats it
+        /// into a message of its own).
+        impl Encode<'_, $db> for Id {
+            fn encode_by_ref(
+                &self,
+                buf: &mut <$db as Database>::ArgumentBuffer<'_>,
+            ) -> Result<IsNull, BoxDynError> {
+                <i64 as Encode<$db>>::encode(to_bigint(*self)?, buf)
+            }
+
+            fn size_hint(&self) -> usize {
+                size_of::<i64>()
+            }
+        }
+
+        #[doc = concat!("Reads an ID from a `", $column, "`.")]
+        ///
+        /// # Errors
+        ///
+        /// A negative value is not an ID: `sqlx::Error::ColumnDecode` holds
+        /// [`RangeError::NegativeId`](crate::RangeError::NegativeId).
+        impl<'r> Decode<'r, $db> for Id {
+            fn decode(value: <$db as Database>::ValueRef<'r>) -> Result<Id, BoxDynError> {
+                from_bigint(<i64 as Decode<$db>>::decode(value)?)
+            }
+        }
+    };
+}
+
 #[cfg(feature = "sqlx-postgres")]
 use ::sqlx::postgres::{PgHasArrayType, PgTypeInfo, Postgres};
 
-/// `BIGINT` (`INT8`), as `i64`.
 #[cfg(feature = "sqlx-postgres")]
-impl Type<Postgres> for Id {
-    fn type_info() -> PgTypeInfo {
-        <i64 as Type<Postgres>>::type_info()
-    }
-
-    fn compatible(ty: &PgTypeInfo) -> bool {
-        <i64 as Type<Postgres>>::compatible(ty)
-    }
-}
+signed_bigint!(Postgres, PgTypeInfo, "BIGINT");
 
 /// `BIGINT[]`, so that a `Vec<Id>` or `&[Id]` binds as one array (`WHERE id = ANY($1)`).
 #[cfg(feature = "sqlx-postgres")]
 impl PgHasArrayType for Id {
     fn array_type_info() -> PgTypeInfo {
         <i64 as PgHasArrayType>::array_type_info()
-    }
-}
-
-/// Writes the ID as a `BIGINT`.
-///
-/// # Errors
-///
-/// An ID above `i64::MAX` is not written: `Query::try_bind` returns
-/// [`RangeError::IdAboveI64`](crate::RangeError::IdAboveI64) boxed; `Query::bind` defers it to the
-/// query's `sqlx::Error::Encode`, which keeps its text only (sqlx formats it into a message
-/// of its own).
-#[cfg(feature = "sqlx-postgres")]
-impl Encode<'_, Postgres> for Id {
-    fn encode_by_ref(
-        &self,
-        buf: &mut <Postgres as Database>::ArgumentBuffer<'_>,
-    ) -> Result<IsNull, BoxDynError> {
-        <i64 as Encode<Postgres>>::encode(to_bigint(*self)?, buf)
-    }
-
-    fn size_hint(&self) -> usize {
-        size_of::<i64>()
-    }
-}
-
-/// Reads an ID from a `BIGINT`.
-///
-/// # Errors
-///
-/// A negative value is not an ID: `sqlx::Error::ColumnDecode` holds
-/// [`RangeError::NegativeId`](crate::RangeError::NegativeId).
-#[cfg(feature = "sqlx-postgres")]
-impl<'r> Decode<'r, Postgres> for Id {
-    fn decode(value: <Postgres as Database>::ValueRef<'r>) -> Result<Id, BoxDynError> {
-        from_bigint(<i64 as Decode<Postgres>>::decode(value)?)
     }
 }
 
@@ -123,45 +130,6 @@ impl<'r> Decode<'r, MySql> for Id {
 #[cfg(feature = "sqlx-sqlite")]
 use ::sqlx::sqlite::{Sqlite, SqliteTypeInfo};
 
-/// `INTEGER`, as `i64`.
+// SQLite's integers are `i64`.
 #[cfg(feature = "sqlx-sqlite")]
-impl Type<Sqlite> for Id {
-    fn type_info() -> SqliteTypeInfo {
-        <i64 as Type<Sqlite>>::type_info()
-    }
-
-    fn compatible(ty: &SqliteTypeInfo) -> bool {
-        <i64 as Type<Sqlite>>::compatible(ty)
-    }
-}
-
-/// Writes the ID as an `INTEGER` (SQLite's integers are `i64`).
-///
-/// # Errors
-///
-/// An ID above `i64::MAX` is not written: `Query::try_bind` returns
-/// [`RangeError::IdAboveI64`](crate::RangeError::IdAboveI64) boxed; `Query::bind` defers it to the
-/// query's `sqlx::Error::Encode`, which keeps its text only (sqlx formats it into a message
-/// of its own).
-#[cfg(feature = "sqlx-sqlite")]
-impl<'q> Encode<'q, Sqlite> for Id {
-    fn encode_by_ref(
-        &self,
-        buf: &mut <Sqlite as Database>::ArgumentBuffer<'q>,
-    ) -> Result<IsNull, BoxDynError> {
-        <i64 as Encode<'q, Sqlite>>::encode(to_bigint(*self)?, buf)
-    }
-}
-
-/// Reads an ID from an `INTEGER`.
-///
-/// # Errors
-///
-/// A negative value is not an ID: `sqlx::Error::ColumnDecode` holds
-/// [`RangeError::NegativeId`](crate::RangeError::NegativeId).
-#[cfg(feature = "sqlx-sqlite")]
-impl<'r> Decode<'r, Sqlite> for Id {
-    fn decode(value: <Sqlite as Database>::ValueRef<'r>) -> Result<Id, BoxDynError> {
-        from_bigint(<i64 as Decode<Sqlite>>::decode(value)?)
-    }
-}
+signed_bigint!(Sqlite, SqliteTypeInfo, "INTEGER");

@@ -303,29 +303,27 @@ mod tests {
 
     #[test]
     fn tls_options_are_taken_out_of_both_forms_and_the_rest_is_the_clients() {
-        let (rest, taken) =
-            take_tls_options("host=db user='a b' sslmode = require password='x\\'y' sslrootcert=/r.pem")
-                .unwrap();
-        assert_eq!(rest, "host=db user='a b' password='x\\'y' ");
-        assert_eq!(
-            taken,
-            [
-                (Own::Mode, "require".to_owned()),
-                (Own::RootCert, "/r.pem".to_owned())
-            ]
-        );
-        let (rest, taken) = take_tls_options(
-            "postgres://u:p%3F@h:1/d?sslmode=verify-ca&application_name=x&sslrootcert=%2Fr.pem",
-        )
-        .unwrap();
-        assert_eq!(rest, "postgres://u:p%3F@h:1/d?application_name=x");
-        assert_eq!(
-            taken,
-            [
-                (Own::Mode, "verify-ca".to_owned()),
-                (Own::RootCert, "/r.pem".to_owned())
-            ]
-        );
+        // (the string, what is left for the client, the `sslmode` taken)
+        for (text, client_part, mode) in [
+            (
+                "host=db user='a b' sslmode = require password='x\\'y' sslrootcert=/r.pem",
+                "host=db user='a b' password='x\\'y' ",
+                "require",
+            ),
+            (
+                "postgres://u:p%3F@h:1/d?sslmode=verify-ca&application_name=x&sslrootcert=%2Fr.pem",
+                "postgres://u:p%3F@h:1/d?application_name=x",
+                "verify-ca",
+            ),
+        ] {
+            let (rest, taken) = take_tls_options(text).unwrap();
+            assert_eq!(rest, client_part, "{text}");
+            assert_eq!(
+                taken,
+                [(Own::Mode, mode.to_owned()), (Own::RootCert, "/r.pem".to_owned())],
+                "{text}"
+            );
+        }
         let (rest, _) = take_tls_options("postgresql://h/d?sslmode=disable").unwrap();
         assert_eq!(rest, "postgresql://h/d");
         // A `?` in the password is the query's start to some readers, and then the
