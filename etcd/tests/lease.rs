@@ -12,7 +12,7 @@ use atomflake_etcd::lease::{self, Lease, LeaseError};
 use atomflake_test_servers::etcd::{Change, Cluster};
 use atomflake_test_servers::fleet::{
     self, Holder, HolderClock, Holders, assert_in_order, assert_successor, count_ids, count_ids_after, field,
-    four_nodes, ids, last_refusal, layout, lease_lines, minted,
+    four_nodes, ids, last_refusal, layout, lease_lines,
 };
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres::has_libfaketime;
@@ -87,17 +87,7 @@ fn a_frozen_etcd_holder_loses_its_node_and_mints_nothing_more() {
         return;
     };
     let pause = TTL + Duration::from_secs(1);
-    let run = fleet::freeze_a_holder(&holders(&cluster.url()), "frozen", HolderClock::Precise, pause);
-    let revision = fleet::claim(&run.frozen);
-    assert!(fleet::claim(&run.successor) > revision);
-    assert_eq!(
-        last_refusal(&run.frozen),
-        format!(
-            "etcd lease on node {} of namespace \"frozen\" is lost: etcd no longer holds this \
-             holder's claim (generation {revision}); minting has ended",
-            run.node
-        )
-    );
+    fleet::a_frozen_holder_is_lost::<lease::Etcd>(&holders(&cluster.url()), HolderClock::Precise, pause);
 }
 
 #[test]
@@ -106,13 +96,12 @@ fn a_killed_etcd_holders_successor_with_a_clock_behind_starts_past_the_mark() {
     let Some(cluster) = cluster_with_faketime(test, 1) else {
         return;
     };
-    let holders = holders(&cluster.url());
-    let (node, killed) = fleet::kill_a_holder(&holders, "killed");
-    let (successor, _) = fleet::successor_behind(&holders, "killed", node, &cluster.file("behind"));
-    let mark = lease::list(&endpoints(&cluster.url()), "killed").unwrap()[0].high_water_ms;
-    assert_successor(&killed, &successor);
-    let last = *minted(&killed).iter().max().unwrap();
-    assert!(layout().decode(Id::new(last)).unix_ms < mark);
+    let (url, behind) = (cluster.url(), cluster.file("behind"));
+    fleet::a_killed_holders_successor_starts_past_the_mark::<lease::Etcd>(
+        &holders(&url),
+        &endpoints(&url),
+        &behind,
+    );
 }
 
 /// A lease of several nodes under a sharded generator: all claimed or none, on one etcd

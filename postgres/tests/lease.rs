@@ -7,7 +7,7 @@
 
 use atomflake_test_servers::fleet::{
     self, Dice, Faults, Holder, HolderClock, Holders, assert_in_order, assert_unique, count_ids,
-    count_ids_after, field, ids, last_refusal, layout, lease_lines, minted,
+    count_ids_after, field, ids, layout, lease_lines, minted,
 };
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres as pg;
@@ -110,16 +110,8 @@ fn frozen_holder(clock: HolderClock) {
         return;
     };
     let pause = TTL + Duration::from_millis(500);
-    let run = fleet::freeze_a_holder(&holders(&server), "frozen", clock, pause);
-    let node = run.node;
-    assert_eq!(field(&run.successor, "node "), format!("{node} 2"));
-    assert_eq!(
-        last_refusal(&run.frozen),
-        format!(
-            "PostgreSQL lease on node {node} of namespace \"frozen\" is lost: PostgreSQL no longer \
-                 holds this holder's claim (generation 1); minting has ended"
-        )
-    );
+    let run = fleet::a_frozen_holder_is_lost::<lease::Postgres>(&holders(&server), clock, pause);
+    assert_eq!(field(&run.successor, "node "), format!("{} 2", run.node));
     // Minted after SIGCONT, by the ID's own time: the freeze lasted past the lease time,
     // so an ID minted after it with a fresh clock reading is seconds past `stopped`. (The
     // stamps, taken after each mint, can fall after SIGCONT for an ID minted before.)

@@ -7,9 +7,7 @@
 
 use atomflake::mark::{LeaseOptions, MarkStore, StoreErrorKind};
 use atomflake::{Builder, Id, MintError};
-use atomflake_test_servers::fleet::{
-    self, HolderClock, Holders, assert_successor, last_refusal, layout, minted,
-};
+use atomflake_test_servers::fleet::{self, HolderClock, Holders, layout};
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres::has_libfaketime;
 use atomflake_test_servers::zookeeper::Ensemble as Servers;
@@ -87,17 +85,7 @@ fn a_frozen_zookeeper_holder_loses_its_node_and_mints_nothing_more() {
         return;
     };
     let pause = TTL + Duration::from_secs(2);
-    let run = fleet::freeze_a_holder(&holders(&url(&servers)), "frozen", HolderClock::Precise, pause);
-    let generation = fleet::claim(&run.frozen);
-    assert!(fleet::claim(&run.successor) > generation);
-    assert_eq!(
-        last_refusal(&run.frozen),
-        format!(
-            "ZooKeeper lease on node {} of namespace \"frozen\" is lost: ZooKeeper no longer holds \
-             this holder's claim (generation {generation}); minting has ended",
-            run.node
-        )
-    );
+    fleet::a_frozen_holder_is_lost::<lease::ZooKeeper>(&holders(&url(&servers)), HolderClock::Precise, pause);
 }
 
 #[test]
@@ -109,13 +97,12 @@ fn a_killed_zookeeper_holders_successor_with_a_clock_behind_starts_past_the_mark
     if !has_libfaketime(test) {
         return;
     }
-    let holders = holders(&url(&servers));
-    let (node, killed) = fleet::kill_a_holder(&holders, "killed");
-    let (successor, _) = fleet::successor_behind(&holders, "killed", node, &servers.file("behind"));
-    let mark = lease::list(&ensemble(&url(&servers)), "killed").unwrap()[0].high_water_ms;
-    assert_successor(&killed, &successor);
-    let last = *minted(&killed).iter().max().unwrap();
-    assert!(layout().decode(Id::new(last)).unix_ms < mark);
+    let (url, behind) = (url(&servers), servers.file("behind"));
+    fleet::a_killed_holders_successor_starts_past_the_mark::<lease::ZooKeeper>(
+        &holders(&url),
+        &ensemble(&url),
+        &behind,
+    );
 }
 
 /// A claim that ends behind its holder's back (its ephemeral node deleted, as the ensemble

@@ -126,10 +126,10 @@ impl Engine for Etcd {
 
     fn connect(
         endpoints: &Endpoints,
-        namespace: &str,
-        ttl: Duration,
+        options: &LeaseOptions,
         deadline: Instant,
-    ) -> Result<Etcd, EtcdError> {
+    ) -> Result<Self, Self::Error> {
+        let (namespace, ttl) = (options.namespace.as_str(), options.ttl);
         let action = "grant an etcd lease";
         let mut client = Client::new(endpoints, attempt_time(ttl));
         let ttl_s = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);

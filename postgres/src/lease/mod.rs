@@ -152,12 +152,8 @@ impl Engine for Postgres {
     type Fence = String;
 
     /// Connects, and creates the table when missing.
-    fn connect(
-        database: &Database,
-        namespace: &str,
-        ttl: Duration,
-        _: Instant,
-    ) -> Result<Postgres, PostgresError> {
+    fn connect(database: &Database, options: &LeaseOptions, _: Instant) -> Result<Self, Self::Error> {
+        let (namespace, ttl) = (options.namespace.as_str(), options.ttl);
         let database = with_timeouts(database, ttl);
         let mut client = connect(&database, ttl)?;
         create_table(&mut client)?;

@@ -83,17 +83,14 @@ pub trait Engine: Sized + Send + fmt::Debug + 'static {
     /// token, and what a store compares the mark with.
     type Fence: Send + fmt::Debug;
 
-    /// Connects for a lease of `ttl` in `namespace` (already checked), by `deadline`.
+    /// Connects for a lease as `options` say (already checked: their namespace and lease
+    /// time), by `deadline`.
     ///
     /// # Errors
     ///
     /// When the server cannot be reached or refuses.
-    fn connect(
-        config: &Self::Config,
-        namespace: &str,
-        ttl: Duration,
-        deadline: Instant,
-    ) -> Result<Self, Self::Error>;
+    fn connect(config: &Self::Config, options: &LeaseOptions, deadline: Instant)
+    -> Result<Self, Self::Error>;
 
     /// One attempt to claim `request.count` nodes of `request.nodes`, all or none, in one
     /// transaction that reads their marks. Nodes whose marks are past `request.reach` are
@@ -370,7 +367,7 @@ impl<E: Engine> Lease<E> {
         let nodes = options.claimable(layout).map_err(LeaseError::Nodes)?;
         off_runtime(|| {
             let deadline = Instant::now() + CLAIM_TIMEOUT;
-            let mut engine = E::connect(config, &options.namespace, options.ttl, deadline)?;
+            let mut engine = E::connect(config, options, deadline)?;
             let claimed = Lease::claim(&mut engine, nodes, layout, options, deadline);
             if claimed.is_err() {
                 engine.close();

@@ -46,7 +46,7 @@ impl Engine for Memory {
     type Error = Down;
     type Fence = ();
 
-    fn connect(config: &Self::Config, _: &str, _: Duration, _: Instant) -> Result<Memory, Down> {
+    fn connect(config: &Self::Config, _: &LeaseOptions, _: Instant) -> Result<Memory, Down> {
         if config.lock().unwrap().down {
             return Err(Down);
         }

@@ -43,8 +43,9 @@ pub use lines::{claim, count_ids, field, ids, last_refusal, lease_lines, minted,
 pub use nemesis::{Dice, Faults, NemesisRun, nemesis};
 pub use quorum::{Quorum, QuorumFaults, quorum_nemesis};
 pub use scenario::{
-    Frozen, assert_in_order, assert_successor, count_ids_after, freeze_a_holder, kill_a_holder, minted_after,
-    sixteen_holders, successor_behind,
+    Frozen, a_frozen_holder_is_lost, a_killed_holders_successor_starts_past_the_mark, assert_in_order,
+    assert_successor, count_ids_after, freeze_a_holder, kill_a_holder, minted_after, sixteen_holders,
+    successor_behind,
 };
 
 use atomflake::Layout;

@@ -4,8 +4,9 @@
 use super::child::HolderClock;
 use super::history::assert_unique;
 use super::holder::{Holder, Holders};
-use super::lines::{field, ids, minted};
+use super::lines::{claim, field, ids, last_refusal, minted};
 use crate::now_ms;
+use atomflake::Id;
 use atomflake::mark::lease::{Engine, LeaseError, LeaseRow, list};
 use std::collections::HashSet;
 use std::fmt::Debug;
@@ -48,6 +49,53 @@ where
     let rows = list::<E>(config, "fleet").unwrap();
     assert!(rows.iter().all(|row| !row.live), "released on exit: {rows:?}");
     held
+}
+
+/// [`freeze_a_holder`] on engine `E`, in namespace `frozen`: the successor's claim has a
+/// larger generation, and the frozen holder's last refusal is [`LeaseError::Lost`] for its
+/// own claim: its store after `SIGCONT` found the claim gone, and minting ended.
+///
+/// # Panics
+///
+/// When it is otherwise.
+pub fn a_frozen_holder_is_lost<E: Engine>(holders: &Holders, clock: HolderClock, pause: Duration) -> Frozen {
+    let run = freeze_a_holder(holders, "frozen", clock, pause);
+    let generation = claim(&run.frozen);
+    assert!(
+        claim(&run.successor) > generation,
+        "{:?}",
+        field(&run.successor, "node ")
+    );
+    let lost = LeaseError::<E::Error>::Lost {
+        namespace: "frozen".to_owned(),
+        node: run.node,
+        generation,
+    };
+    assert_eq!(last_refusal(&run.frozen), lost.to_string());
+    run
+}
+
+/// A holder on engine `E` at `config` killed with `SIGKILL` in namespace `killed`, and a
+/// successor on its node with its clock 3 s behind (stepped through the libfaketime file
+/// `behind`): the successor starts past the killed holder's IDs, and the node's mark is
+/// past them all.
+///
+/// # Panics
+///
+/// When it is otherwise.
+pub fn a_killed_holders_successor_starts_past_the_mark<E: Engine>(
+    holders: &Holders,
+    config: &E::Config,
+    behind: &Path,
+) where
+    E::Error: Debug,
+{
+    let (node, killed) = kill_a_holder(holders, "killed");
+    let (successor, _) = successor_behind(holders, "killed", node, behind);
+    let mark = list::<E>(config, "killed").unwrap()[0].high_water_ms;
+    assert_successor(&killed, &successor);
+    let last = *minted(&killed).iter().max().unwrap();
+    assert!(super::layout().decode(Id::new(last)).unix_ms < mark);
 }
 
 /// What [`freeze_a_holder`] saw.

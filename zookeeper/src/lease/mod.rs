@@ -276,12 +276,8 @@ impl Engine for ZooKeeper {
     /// the token, with the session.
     type Fence = i32;
 
-    fn connect(
-        ensemble: &Ensemble,
-        namespace: &str,
-        ttl: Duration,
-        deadline: Instant,
-    ) -> Result<ZooKeeper, ZooKeeperError> {
+    fn connect(ensemble: &Ensemble, options: &LeaseOptions, deadline: Instant) -> Result<Self, Self::Error> {
+        let (namespace, ttl) = (options.namespace.as_str(), options.ttl);
         let (runtime, client) = session(ensemble, ttl, deadline)?;
         let negotiated = client.session_timeout();
         if negotiated < ttl {
