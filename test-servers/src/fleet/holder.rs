@@ -234,13 +234,19 @@ impl Holder {
         self.child.try_wait().unwrap().is_none()
     }
 
-    /// Sends it `signal` (`-STOP`, `-CONT`, `-KILL`).
-    pub fn signal(&self, signal: &str) {
+    /// Sends it `signal` (`-STOP`, `-CONT`, `-KILL`), unless it has exited: a holder can
+    /// exit (its claim lost) as it is frozen, and once it is waited for, its process ID may
+    /// be another process's. Whether it was sent.
+    pub fn signal(&mut self, signal: &str) -> bool {
+        if !self.runs() {
+            return false;
+        }
         let status = Command::new("kill")
             .args([signal, &self.child.id().to_string()])
             .status()
             .unwrap();
         assert!(status.success());
+        true
     }
 
     /// Waits for it to exit, then returns every line.
