@@ -167,13 +167,10 @@ impl Cluster {
 
     /// The cluster's URL for a lease: `etcd://` and every member's client address.
     pub fn url(&self) -> String {
-        let members: Vec<String> = (0..self.members.len()).map(|i| self.address(i)).collect();
-        format!("etcd://{}", members.join(","))
-    }
-
-    /// Member `i`'s client address, `127.0.0.1:PORT`.
-    pub fn address(&self, i: usize) -> String {
-        format!("127.0.0.1:{}", self.members[i].client_port)
+        format!(
+            "etcd://{}",
+            member::loopback(self.members.iter().map(|member| member.client_port))
+        )
     }
 
     /// Member `i`'s client port.

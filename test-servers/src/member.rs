@@ -44,3 +44,12 @@ pub(crate) fn signal(process: Option<&Child>, signal: &str) {
         .unwrap();
     assert!(status.success());
 }
+
+/// `127.0.0.1:PORT` for each of `ports`, joined by commas: a client's list of servers.
+pub(crate) fn loopback(ports: impl IntoIterator<Item = u16>) -> String {
+    let addresses: Vec<String> = ports
+        .into_iter()
+        .map(|port| format!("127.0.0.1:{port}"))
+        .collect();
+    addresses.join(",")
+}

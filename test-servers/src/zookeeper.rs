@@ -237,8 +237,7 @@ impl Ensemble {
     /// The connect string of a client: every member's client address,
     /// `127.0.0.1:P1,127.0.0.1:P2,...`.
     pub fn connect_string(&self) -> String {
-        let members: Vec<String> = (0..self.members.len()).map(|i| self.address(i)).collect();
-        members.join(",")
+        member::loopback(self.members.iter().map(|member| member.client_port))
     }
 
     /// Member `i`'s client address, `127.0.0.1:PORT`.
