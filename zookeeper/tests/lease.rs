@@ -65,7 +65,9 @@ fn a_generator_on_a_zookeeper_lease_starts_past_the_mark_keeps_it_and_releases_i
     let Some(servers) = Servers::start("zookeeper-cycle", 1) else {
         return;
     };
-    fleet::generator_cycle::<lease::ZooKeeper>(&ensemble(&url(&servers)), TTL);
+    let ensemble = ensemble(&url(&servers));
+    assert_eq!(lease::list(&ensemble, "never-claimed").unwrap(), []);
+    fleet::generator_cycle::<lease::ZooKeeper>(&ensemble, TTL);
 }
 
 #[test]

@@ -214,8 +214,15 @@ fn snapshot(
 ) -> Result<Snapshot, ZooKeeperError> {
     let action = "read the namespace";
     let read = run(runtime, client, deadline, |client| async move {
-        let marks = client.list_children(&paths.marks).await?;
-        let holders = client.list_children(&paths.holders).await?;
+        // A namespace never claimed in has neither directory.
+        let children = |dir| async move {
+            match client.list_children(dir).await {
+                Err(Error::NoNode) => Ok(Vec::new()),
+                children => children,
+            }
+        };
+        let marks = children(&paths.marks).await?;
+        let holders = children(&paths.holders).await?;
         // Sent at once, answered in order.
         let mark_reads: Vec<_> = marks
             .iter()
@@ -416,13 +423,7 @@ impl Engine for ZooKeeper {
         let snapshot = snapshot(&runtime, &client, &Paths::new(namespace), deadline);
         drop(client);
         runtime.shutdown_timeout(Duration::from_secs(1));
-        let snapshot = match snapshot {
-            // A namespace never claimed in.
-            Err(ZooKeeperError::Call { cause, .. }) if cause == Error::NoNode.to_string() => {
-                return Ok(Vec::new());
-            }
-            snapshot => snapshot?,
-        };
+        let snapshot = snapshot?;
         let marks = snapshot.marks.iter().map(|(&node, &(mark, _))| (node, mark));
         let claims = snapshot
             .holders
