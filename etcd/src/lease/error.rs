@@ -1,6 +1,6 @@
 //! What etcd itself reports to a lease.
 
-use atomflake::mark::lease::EngineError;
+use atomflake::mark::lease::{CallFailed, EngineError};
 use core::fmt;
 
 /// A lease that cannot be taken or kept on etcd ([`atomflake::mark::lease::LeaseError`]
@@ -11,14 +11,9 @@ pub type LeaseError = atomflake::mark::lease::LeaseError<EtcdError>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum EtcdError {
-    /// A call to etcd failed: no member answered in time, or one refused the call.
-    /// Transient.
-    Call {
-        /// What the lease was doing.
-        action: &'static str,
-        /// The member tried last and what it said.
-        cause: String,
-    },
+    /// A call to etcd failed: no member answered in time, or one refused the call; the
+    /// cause names the member tried last and what it said. Transient.
+    Call(CallFailed),
     /// An answer that a lease's own keys cannot give: a key of the namespace was written by
     /// something else. Permanent.
     Corrupt {
@@ -31,10 +26,7 @@ pub enum EtcdError {
 
 impl EtcdError {
     pub(crate) fn call(action: &'static str) -> impl FnOnce(crate::client::CallError) -> EtcdError {
-        move |error| EtcdError::Call {
-            action,
-            cause: error.to_string(),
-        }
+        move |error| EtcdError::Call(CallFailed::new(action, error))
     }
 }
 
@@ -49,9 +41,7 @@ impl EngineError for EtcdError {
 impl fmt::Display for EtcdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EtcdError::Call { action, cause } => {
-                write!(f, "etcd lease operation {action:?} failed: {cause}")
-            }
+            EtcdError::Call(call) => write!(f, "etcd {call}"),
             EtcdError::Corrupt { key, problem } => {
                 write!(f, "etcd key {key:?} is not a lease's: {problem}")
             }

@@ -76,7 +76,7 @@ use crate::client::proto::{
     Compare, DeleteRangeRequest, PutRequest, RangeRequest, Request, RequestOp, Target, TxnRequest,
 };
 use atomflake::mark::lease::{
-    Attempt, Claim, ClaimRequest, Claimed, Engine, Release, WriteError, Written, choose,
+    Attempt, CallFailed, Claim, ClaimRequest, Claimed, Engine, Release, Write, WriteError, Written, choose,
 };
 use keys::{Keys, ranges};
 use std::collections::{BTreeMap, BTreeSet};
@@ -137,10 +137,7 @@ impl Engine for Etcd {
             .grant(ttl_s, left(deadline))
             .map_err(EtcdError::call(action))?;
         if !grant.error.is_empty() {
-            return Err(EtcdError::Call {
-                action,
-                cause: grant.error,
-            });
+            return Err(EtcdError::Call(CallFailed::new(action, grant.error)));
         }
         Ok(Etcd {
             client,
@@ -281,13 +278,6 @@ impl Engine for Etcd {
     }
 }
 
-/// What [`Etcd::write_marks`] writes: a mark, or a mark and the end of the claims.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Write {
-    Store,
-    Release,
-}
-
 impl Etcd {
     /// Sets every node's mark to `mark` (and for a [`Write::Release`] deletes the claims)
     /// in one transaction that compares both what this holder holds and what it last saw:
@@ -303,10 +293,7 @@ impl Etcd {
         write: Write,
         deadline: Instant,
     ) -> Written<EtcdError> {
-        let action = match write {
-            Write::Store => "store the mark",
-            Write::Release => "release",
-        };
+        let action = write.action();
         loop {
             let answer = self
                 .client
@@ -341,10 +328,10 @@ impl Etcd {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(WriteError::Engine(EtcdError::Call {
+                return Err(WriteError::Engine(EtcdError::Call(CallFailed::new(
                     action,
-                    cause: "the mark kept moving under this holder's own late writes".to_owned(),
-                }));
+                    "the mark kept moving under this holder's own late writes",
+                ))));
             }
         }
     }
@@ -485,7 +472,7 @@ mod tests {
             &LeaseOptions::new("ns").ttl(MIN_TTL),
         )
         .unwrap_err();
-        let LeaseError::Engine(EtcdError::Call { action, cause }) = &error else {
+        let LeaseError::Engine(EtcdError::Call(CallFailed { action, cause })) = &error else {
             panic!("{error}");
         };
         assert_eq!(*action, "grant an etcd lease");

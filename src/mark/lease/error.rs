@@ -17,6 +17,33 @@ pub trait EngineError: std::error::Error + Clone + Eq + Send + Sync + 'static {
     fn is_transient(&self) -> bool;
 }
 
+/// A call to an engine's servers that failed, and may succeed when tried again: no server
+/// answered in time, the connection was lost, or a server refused the call. Engines hold it
+/// in a variant of their error that is transient.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallFailed {
+    /// What the lease was doing.
+    pub action: &'static str,
+    /// What the engine's client reported.
+    pub cause: String,
+}
+
+impl CallFailed {
+    /// `action` failed for `cause`.
+    pub fn new(action: &'static str, cause: impl fmt::Display) -> CallFailed {
+        CallFailed {
+            action,
+            cause: cause.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for CallFailed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "lease operation {:?} failed: {}", self.action, self.cause)
+    }
+}
+
 /// A node-ID lease that cannot be taken or kept.
 ///
 /// The namespace and the node are in every variant that concerns one node, so that a

@@ -42,7 +42,7 @@ mod error;
 mod list;
 mod options;
 
-pub use error::{EngineError, LeaseError};
+pub use error::{CallFailed, EngineError, LeaseError};
 pub use list::{LeaseRow, list};
 pub use options::{LeaseOptions, NodesError};
 
@@ -223,6 +223,27 @@ impl Release {
     pub fn mark(self) -> u64 {
         match self {
             Release::Stored(mark) | Release::Exact(mark) => mark,
+        }
+    }
+}
+
+/// Which fenced write an engine makes, for an engine that writes stores and releases through
+/// one path: a store of the mark ([`Engine::store`]), or the mark and the end of the claims
+/// ([`Engine::release`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// The mark.
+    Store,
+    /// The mark and the end of the claims.
+    Release,
+}
+
+impl Write {
+    /// What the write does, as errors name it: `"store the mark"`, `"release"`.
+    pub fn action(self) -> &'static str {
+        match self {
+            Write::Store => "store the mark",
+            Write::Release => "release",
         }
     }
 }

@@ -1,6 +1,6 @@
 //! What ZooKeeper itself reports to a lease.
 
-use atomflake::mark::lease::EngineError;
+use atomflake::mark::lease::{CallFailed, EngineError};
 use core::fmt;
 use std::time::Duration;
 
@@ -15,12 +15,7 @@ pub type LeaseError = atomflake::mark::lease::LeaseError<ZooKeeperError>;
 pub enum ZooKeeperError {
     /// A call failed: no server answered in time, the connection was lost, or a server
     /// refused the call. Transient.
-    Call {
-        /// What the lease was doing.
-        action: &'static str,
-        /// What the client reported.
-        cause: String,
-    },
+    Call(CallFailed),
     /// The ensemble gave the session a shorter timeout than the lease time (its
     /// `maxSessionTimeout` is lower): the ensemble would end a claim before its holder
     /// stops minting. Permanent: lower the lease time, or raise `maxSessionTimeout`.
@@ -41,10 +36,7 @@ pub enum ZooKeeperError {
 
 impl ZooKeeperError {
     pub(crate) fn call(action: &'static str) -> impl FnOnce(zookeeper_client::Error) -> ZooKeeperError {
-        move |error| ZooKeeperError::Call {
-            action,
-            cause: error.to_string(),
-        }
+        move |error| ZooKeeperError::Call(CallFailed::new(action, error))
     }
 }
 
@@ -59,9 +51,7 @@ impl EngineError for ZooKeeperError {
 impl fmt::Display for ZooKeeperError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ZooKeeperError::Call { action, cause } => {
-                write!(f, "ZooKeeper lease operation {action:?} failed: {cause}")
-            }
+            ZooKeeperError::Call(call) => write!(f, "ZooKeeper {call}"),
             ZooKeeperError::SessionTimeout { ttl, negotiated } => write!(
                 f,
                 "the ZooKeeper ensemble gave a session timeout of {negotiated:?}, shorter than the lease \

@@ -66,7 +66,7 @@ pub use error::{LeaseError, ZooKeeperError};
 
 use crate::Ensemble;
 use atomflake::mark::lease::{
-    Attempt, Claim, ClaimRequest, Claimed, Engine, Release, WriteError, Written, choose,
+    Attempt, CallFailed, Claim, ClaimRequest, Claimed, Engine, Release, Write, WriteError, Written, choose,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -188,10 +188,7 @@ fn session(
         .thread_name("atomflake-zookeeper")
         .enable_all()
         .build()
-        .map_err(|error| ZooKeeperError::Call {
-            action,
-            cause: error.to_string(),
-        })?;
+        .map_err(|error| ZooKeeperError::Call(CallFailed::new(action, error)))?;
     let within = deadline.saturating_duration_since(Instant::now());
     let connect = async {
         let mut connector = Client::connector();
@@ -310,10 +307,10 @@ impl Engine for ZooKeeper {
     fn claim(&mut self, request: &ClaimRequest<'_>) -> Result<Attempt<i32>, ZooKeeperError> {
         let action = "claim a node";
         let deadline = request.deadline;
-        let (runtime, client) = self.session.as_ref().ok_or_else(|| ZooKeeperError::Call {
-            action,
-            cause: "the session is closed".to_owned(),
-        })?;
+        let (runtime, client) = self
+            .session
+            .as_ref()
+            .ok_or_else(|| ZooKeeperError::Call(CallFailed::new(action, "the session is closed")))?;
         let snapshot = snapshot(runtime, client, &self.paths, deadline)?;
         let mark_of = |node: &u64| snapshot.marks.get(node).copied();
         // Claims of this session whose answer was lost on the way.
@@ -459,10 +456,10 @@ fn read_claims(
         })
         .map_err(ZooKeeperError::call(action))?;
         let (Some(holder), Some(mark_stat)) = (holder, mark_stat) else {
-            return Err(ZooKeeperError::Call {
+            return Err(ZooKeeperError::Call(CallFailed::new(
                 action,
-                cause: format!("node {node}'s claim vanished as it was made: the session ended"),
-            });
+                format!("node {node}'s claim vanished as it was made: the session ended"),
+            )));
         };
         claims.push(Claim {
             node,
@@ -471,13 +468,6 @@ fn read_claims(
         });
     }
     Ok(claims)
-}
-
-/// What [`ZooKeeper::write`] writes: a mark, or a mark and the end of the claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Write {
-    Store,
-    Release,
 }
 
 impl ZooKeeper {
@@ -494,10 +484,7 @@ impl ZooKeeper {
         write: Write,
         deadline: Instant,
     ) -> Written<ZooKeeperError> {
-        let action = match write {
-            Write::Store => "store the mark",
-            Write::Release => "release",
-        };
+        let action = write.action();
         let claim = claims[i];
         let (holder, path) = (self.paths.holder(claim.node), self.paths.mark(claim.node));
         let value = mark.to_string();
@@ -555,10 +542,10 @@ impl ZooKeeper {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(WriteError::Engine(ZooKeeperError::Call {
+                return Err(WriteError::Engine(ZooKeeperError::Call(CallFailed::new(
                     action,
-                    cause: "the mark kept moving under this holder's own late writes".to_owned(),
-                }));
+                    "the mark kept moving under this holder's own late writes",
+                ))));
             }
         }
     }
@@ -612,7 +599,7 @@ mod tests {
             &LeaseOptions::new("ns").ttl(MIN_TTL),
         )
         .unwrap_err();
-        let LeaseError::Engine(ZooKeeperError::Call { action, .. }) = &error else {
+        let LeaseError::Engine(ZooKeeperError::Call(CallFailed { action, .. })) = &error else {
             panic!("{error}");
         };
         assert_eq!(*action, "connect");
