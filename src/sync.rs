@@ -76,21 +76,11 @@ impl Atomic64 for AtomicU64 {
     }
 }
 
-/// Tells the processor (or loom's scheduler) that this thread is busy-waiting.
-#[inline]
-pub(crate) fn spin_loop() {
-    #[cfg(loom)]
-    loom::hint::spin_loop();
-    #[cfg(not(loom))]
-    core::hint::spin_loop();
-}
-
-/// Offers the rest of this thread's time slice to other threads (loom: lets another model
-/// thread run, which is what makes waiting models terminate).
-#[inline]
-pub(crate) fn yield_now() {
-    #[cfg(loom)]
-    loom::thread::yield_now();
-    #[cfg(not(loom))]
-    std::thread::yield_now();
-}
+// The wait hints: `spin_loop` tells the processor (or loom's scheduler) that this thread is
+// busy-waiting; `yield_now` offers the rest of this thread's time slice to other threads
+// (under loom it lets another model thread run, which is what makes waiting models
+// terminate).
+#[cfg(loom)]
+pub(crate) use loom::{hint::spin_loop, thread::yield_now};
+#[cfg(not(loom))]
+pub(crate) use {core::hint::spin_loop, std::thread::yield_now};

@@ -153,17 +153,22 @@ impl std::error::Error for BuildError {
     }
 }
 
-impl From<HighWaterError> for BuildError {
-    fn from(error: HighWaterError) -> BuildError {
-        BuildError::HighWater(error)
-    }
+/// `From` for each error that another error holds whole, as the variant named.
+macro_rules! holds {
+    ($($outer:ident::$variant:ident($inner:ty)),* $(,)?) => {$(
+        impl From<$inner> for $outer {
+            fn from(error: $inner) -> $outer {
+                $outer::$variant(error)
+            }
+        }
+    )*};
 }
 
-impl From<StoreError> for BuildError {
-    fn from(error: StoreError) -> BuildError {
-        BuildError::Store(error)
-    }
-}
+holds!(
+    BuildError::HighWater(HighWaterError),
+    BuildError::Store(StoreError),
+    MintError::Store(StoreError),
+);
 
 // Only a node is checked when building a generator.
 impl From<FieldOutOfRange> for BuildError {
@@ -296,12 +301,6 @@ impl std::error::Error for MintError {
             MintError::Store(error) => std::error::Error::source(error),
             _ => None,
         }
-    }
-}
-
-impl From<StoreError> for MintError {
-    fn from(error: StoreError) -> MintError {
-        MintError::Store(error)
     }
 }
 

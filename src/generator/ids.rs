@@ -309,9 +309,19 @@ macro_rules! minting_methods {
     (
         $ty:ident, $ids:ident,
         node: |$self:ident| $node:expr,
+        debug: [$($field:literal: $value:expr),* $(,)?],
         new: $new:literal,
         with_clock: $with_clock:literal $(,)?
     ) => {
+        impl<C> core::fmt::Debug for $ty<C> {
+            fn fmt(&$self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("layout", &$self.home.core.layout())
+                    $(.field($field, &$value))*
+                    .finish_non_exhaustive()
+            }
+        }
+
         impl<C: $crate::clock::Clock> $ty<C> {
             /// The next ID, waiting only while the current tick's sequence is spent.
             ///

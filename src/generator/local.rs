@@ -7,7 +7,6 @@ use crate::generator::atfork::Home;
 use crate::generator::builder::Builder;
 use crate::generator::ids::{Body, Shard, minting_methods};
 use crate::generator::minter::LocalWord;
-use core::fmt;
 
 /// A Snowflake ID generator for one thread: no atomics, no cache-line traffic.
 ///
@@ -108,22 +107,13 @@ impl<C: Clock> Builder<C> {
 minting_methods!(
     LocalGenerator, LocalIds,
     node: |self| &self.home.nodes,
+    debug: [
+        "node": self.home.nodes.id,
+        "state": crate::generator::minter::Word::load(&self.home.nodes.state),
+    ],
     new: "LocalGenerator::new(Layout::TWITTER, 7)",
     with_clock: "LocalGenerator::with_clock(layout, 7, clock.clone())",
 );
-
-impl<C> fmt::Debug for LocalGenerator<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LocalGenerator")
-            .field("layout", &self.home.core.layout())
-            .field("node", &self.home.nodes.id)
-            .field(
-                "state",
-                &crate::generator::minter::Word::load(&self.home.nodes.state),
-            )
-            .finish_non_exhaustive()
-    }
-}
 
 #[cfg(all(test, not(loom)))]
 mod tests {

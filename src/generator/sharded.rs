@@ -8,7 +8,6 @@ use crate::generator::builder::Builder;
 use crate::generator::ids::{Body, Shard, SharedWord, minting_methods};
 use crate::generator::state::SlotPacker;
 use crate::sync::{Ordering, ProcessAtomicUsize};
-use core::fmt;
 use std::cell::Cell;
 
 /// Minting threads numbered in the order they first mint from any `ShardedGenerator`.
@@ -189,21 +188,10 @@ impl<C: Clock> Builder<C> {
 minting_methods!(
     ShardedGenerator, Ids,
     node: |self| self.shard(),
+    debug: ["nodes": self.home.nodes.iter().map(|shard| shard.id).collect::<Vec<_>>()],
     new: "ShardedGenerator::new(Layout::TWITTER, [7])",
     with_clock: "ShardedGenerator::with_clock(layout, [7], clock.clone())",
 );
-
-impl<C> fmt::Debug for ShardedGenerator<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ShardedGenerator")
-            .field("layout", &self.home.core.layout())
-            .field(
-                "nodes",
-                &self.home.nodes.iter().map(|shard| shard.id).collect::<Vec<_>>(),
-            )
-            .finish_non_exhaustive()
-    }
-}
 
 #[cfg(all(test, not(loom)))]
 mod tests {

@@ -7,7 +7,6 @@ use crate::generator::atfork::Home;
 use crate::generator::builder::Builder;
 use crate::generator::ids::{Body, Shard, SharedWord, minting_methods};
 use crate::generator::minter::Word;
-use core::fmt;
 
 /// A lock-free Snowflake ID generator for one node.
 ///
@@ -128,19 +127,10 @@ impl<C: Clock> Builder<C> {
 minting_methods!(
     Generator, Ids,
     node: |self| &self.home.nodes,
+    debug: ["node": self.home.nodes.id, "state": self.home.nodes.state.load()],
     new: "Generator::new(Layout::TWITTER, 7)",
     with_clock: "Generator::with_clock(layout, 7, clock.clone())",
 );
-
-impl<C> fmt::Debug for Generator<C> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Generator")
-            .field("layout", &self.home.core.layout())
-            .field("node", &self.home.nodes.id)
-            .field("state", &self.home.nodes.state.load())
-            .finish_non_exhaustive()
-    }
-}
 
 #[cfg(all(test, not(loom)))]
 mod tests {
@@ -154,6 +144,21 @@ mod tests {
     fn manual(layout: Layout, node: u64) -> (Generator<ManualClock>, ManualClock) {
         let clock = ManualClock::new(T0);
         (Generator::with_clock(layout, node, clock.clone()).unwrap(), clock)
+    }
+
+    /// Node 0 of a layout of 2 IDs a tick (a `timestamp_bits` timestamp of `tick_ms`
+    /// ticks since 1970, no node), whose tick at `now` is spent, and its clock.
+    fn spent_at(timestamp_bits: u32, tick_ms: u64, now: u64) -> (Generator<ManualClock>, ManualClock) {
+        let layout = Layout::builder()
+            .timestamp_bits(timestamp_bits)
+            .sequence_bits(1)
+            .tick_ms(tick_ms)
+            .build()
+            .unwrap();
+        let (g, clock) = manual(layout, 0);
+        clock.set(now);
+        let _ = (g.next_id(), g.next_id());
+        (g, clock)
     }
 
     fn assert_send_sync<T: Send + Sync>() {}
@@ -254,15 +259,7 @@ mod tests {
 
     #[test]
     fn retry_after_counts_in_ticks_of_the_layout() {
-        let tiny = Layout::builder()
-            .timestamp_bits(39)
-            .sequence_bits(1)
-            .tick_ms(10)
-            .build()
-            .unwrap();
-        let (g, clock) = manual(tiny, 0);
-        clock.set(1003);
-        let _ = (g.next_id(), g.next_id());
+        let (g, _clock) = spent_at(39, 10, 1003);
         assert_eq!(
             g.try_next_id(),
             Err(MintError::SequenceExhausted {
@@ -329,14 +326,7 @@ mod tests {
     #[test]
     fn last_slot_of_the_span() {
         // 2-bit timestamp, 1-bit sequence: 4 ticks of 2 ids.
-        let tiny = Layout::builder()
-            .timestamp_bits(2)
-            .sequence_bits(1)
-            .build()
-            .unwrap();
-        let (g, clock) = manual(tiny, 0);
-        clock.set(3);
-        let _ = (g.next_id(), g.next_id());
+        let (g, _clock) = spent_at(2, 1, 3);
         // The clock reads 3, inside the span: the error names the end, not a time.
         assert_eq!(g.try_next_id(), Err(MintError::SpanSpent { end_ms: 4 }));
         assert_eq!(

@@ -260,6 +260,13 @@ mod tests {
         word.first_slot(tick) + sequence * word.unit()
     }
 
+    /// The step that mints at the slot of `tick` and `sequence` in `word`.
+    fn mint_at(word: StateWord, tick: u64, sequence: u64) -> Step {
+        Step::Mint {
+            slot: at(word, tick, sequence),
+        }
+    }
+
     fn layout(timestamp_bits: u32, node_bits: u32, sequence_bits: u32) -> Layout {
         Layout::builder()
             .timestamp_bits(timestamp_bits)
@@ -312,21 +319,11 @@ mod tests {
 
     #[test]
     fn first_mint_of_a_tick_is_sequence_zero() {
-        assert_eq!(
-            TWITTER.step(0, 5),
-            Step::Mint {
-                slot: at(TWITTER, 5, 0)
-            }
-        );
+        assert_eq!(TWITTER.step(0, 5), mint_at(TWITTER, 5, 0));
         assert_eq!(TWITTER.sequence(at(TWITTER, 5, 0)), 0);
         assert_eq!(TWITTER.tick(at(TWITTER, 5, 0)), 5);
         // The opening of the clock's tick (a start past a mark the clock reached).
-        assert_eq!(
-            TWITTER.step(TWITTER.opening(5), 5),
-            Step::Mint {
-                slot: at(TWITTER, 5, 0)
-            }
-        );
+        assert_eq!(TWITTER.step(TWITTER.opening(5), 5), mint_at(TWITTER, 5, 0));
     }
 
     #[test]
@@ -337,18 +334,8 @@ mod tests {
 
     #[test]
     fn later_tick_restarts_at_zero() {
-        assert_eq!(
-            TWITTER.step(at(TWITTER, 5, 3), 6),
-            Step::Mint {
-                slot: at(TWITTER, 6, 0)
-            }
-        );
-        assert_eq!(
-            TWITTER.step(TWITTER.opening(6), 9),
-            Step::Mint {
-                slot: at(TWITTER, 9, 0)
-            }
-        );
+        assert_eq!(TWITTER.step(at(TWITTER, 5, 3), 6), mint_at(TWITTER, 6, 0));
+        assert_eq!(TWITTER.step(TWITTER.opening(6), 9), mint_at(TWITTER, 9, 0));
     }
 
     #[test]
@@ -366,12 +353,7 @@ mod tests {
         let state = at(TWITTER, 5, 4095) + TWITTER.unit();
         assert_eq!(TWITTER.step(state, 5), Step::Wait { tick: 6 });
         assert_eq!(TWITTER.step(state, 4), Step::Wait { tick: 6 });
-        assert_eq!(
-            TWITTER.step(state, 6),
-            Step::Mint {
-                slot: at(TWITTER, 6, 0)
-            }
-        );
+        assert_eq!(TWITTER.step(state, 6), mint_at(TWITTER, 6, 0));
         // The same without filler: the carry lands in the tick at sequence 0.
         let sonyflake = StateWord::of(&Layout::SONYFLAKE);
         let state = at(sonyflake, 5, 255) + sonyflake.unit();
