@@ -20,11 +20,10 @@
 use atomflake_test_servers::etcd::Cluster;
 use atomflake_test_servers::postgres as pg;
 
-use atomflake::mark::{MarkStore, StoreError, Tenure};
+use atomflake::mark::MarkStore;
 use atomflake::{Builder, Clock, Generator, Layout};
+use atomflake_serve::Watched;
 use std::hint::black_box;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// 39-bit ms timestamps from 2024-01-01 (to 2041), 16 nodes, 1 M IDs per ms.
@@ -104,38 +103,6 @@ impl Engine {
     }
 }
 
-/// A store that counts its successful stores.
-struct Counted {
-    store: Box<dyn MarkStore>,
-    stores: Arc<AtomicU64>,
-}
-
-impl MarkStore for Counted {
-    fn mark(&self) -> u64 {
-        self.store.mark()
-    }
-    fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
-        self.store.store(unix_ms)?;
-        self.stores.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-    fn describe(&self) -> String {
-        self.store.describe()
-    }
-    fn nodes(&self) -> &[u64] {
-        self.store.nodes()
-    }
-    fn tenure(&self) -> Tenure {
-        self.store.tenure()
-    }
-    fn lapsed(&self) -> StoreError {
-        self.store.lapsed()
-    }
-    fn finish(&mut self, unix_ms: u64) {
-        self.store.finish(unix_ms);
-    }
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let rounds: usize = args.iter().find_map(|arg| arg.parse().ok()).unwrap_or(7);
@@ -171,11 +138,8 @@ fn main() {
 
     let plain = Builder::new(layout()).build(1).expect("node 1");
     let (store, node) = engine.acquire();
-    let stores = Arc::new(AtomicU64::new(0));
-    let counted = Counted {
-        store,
-        stores: Arc::clone(&stores),
-    };
+    // The stores are counted as the service counts them.
+    let (counted, stores) = Watched::new(store);
     let leased = Builder::new(layout())
         .mark_store(counted)
         .build(node)
@@ -192,7 +156,7 @@ fn main() {
 
     if renewals {
         let minute = |busy: bool| {
-            let (from, server_from) = (stores.load(Ordering::Relaxed), engine.server_updates());
+            let (from, server_from) = (stores.stored(), engine.server_updates());
             let until = Instant::now() + Duration::from_secs(60);
             while Instant::now() < until {
                 if busy {
@@ -203,7 +167,7 @@ fn main() {
                     std::thread::sleep(Duration::from_millis(100));
                 }
             }
-            let counted = stores.load(Ordering::Relaxed) - from;
+            let counted = stores.stored() - from;
             let server = engine
                 .server_updates()
                 .zip(server_from)
