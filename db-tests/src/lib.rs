@@ -87,6 +87,25 @@ where
         .unwrap()
 }
 
+/// Through sqlx: runs `sql` with [`ABOVE_I64`] bound to its one placeholder, and returns
+/// the error it fails with.
+///
+/// # Panics
+///
+/// If the statement succeeds.
+pub async fn sqlx_bind_above_i64<DB>(conn: &mut DB::Connection, sql: &str) -> sqlx::Error
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'v> Id: Encode<'v, DB> + Type<DB>,
+{
+    match sqlx::query(sql).bind(ABOVE_I64).execute(&mut *conn).await {
+        Ok(_) => panic!("{sql} took an id above i64::MAX"),
+        Err(error) => error,
+    }
+}
+
 /// Checks that sqlx failed to decode the value `value` as an ID: a `ColumnDecode` error
 /// that names it and holds atomflake's [`RangeError::NegativeId`].
 ///

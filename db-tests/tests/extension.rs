@@ -249,7 +249,7 @@ fn pgbench_sessions_and_64_shards_mint_no_duplicate() {
         "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), v int);
          CREATE TABLE shards (id bigint PRIMARY KEY, shard int NOT NULL);",
     );
-    let rows = server.insert_from_sessions("t", 4, 3);
+    let (rows, _) = server.insert_from_sessions("t", 4, 3);
     assert_eq!(
         server
             .psql("SELECT count(*), count(*) FILTER (WHERE atomflake_node(id) <> 5) FROM t")
@@ -297,32 +297,8 @@ fn the_servers_clock_stepped_back_and_a_restart_repeat_nothing() {
         return;
     };
     server.psql("CREATE TABLE t (n bigserial, id bigint UNIQUE DEFAULT atomflake_next_id());");
-    // One client inserts 50 rows per statement for 4 s; the rows' `n` give the order in
-    // which they were minted.
-    let script = server.file("writer.sql");
-    std::fs::write(
-        &script,
-        "INSERT INTO t (n) SELECT nextval('t_n_seq') FROM generate_series(1, 50);\n",
-    )
-    .unwrap();
-    let mut writer = server.client("pgbench");
-    writer.args(["-n", "-c", "1", "-T", "4", "-f"]).arg(&script);
-    let writer = std::thread::spawn(move || writer.output());
-    while server
-        .psql("SELECT count(*) FROM t")
-        .trim()
-        .parse::<u64>()
-        .unwrap()
-        < 2000
-    {
-        assert!(!writer.is_finished(), "the writer ended before 2,000 rows");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    pg::step_clock(&faketime, "-2");
-    server.assert_behind(2.0);
-    let output = writer.join().unwrap().unwrap();
-    assert!(output.status.success(), "{output:?}");
-    let rows: u64 = server.psql("SELECT count(*) FROM t").trim().parse().unwrap();
+    server.step_back_while_writing(&faketime, &[]);
+    let rows = server.psql_u64("SELECT count(*) FROM t");
     assert_eq!(
         server
             .psql("SELECT count(*) FILTER (WHERE next_id <= id) FROM (SELECT id, lead(id) OVER (ORDER BY n) AS next_id FROM t) AS pairs")
@@ -330,7 +306,7 @@ fn the_servers_clock_stepped_back_and_a_restart_repeat_nothing() {
         "0",
         "IDs strictly increase in the order they were minted ({rows} rows)"
     );
-    let before: u64 = server.psql("SELECT max(id) FROM t").trim().parse().unwrap();
+    let before = server.psql_u64("SELECT max(id) FROM t");
     let before_ms = Layout::TWITTER.decode(Id::new(before)).unix_ms;
     // The writer waited for its clock to catch up with the last tick. Now the clock steps
     // back 4 s more, and the server restarts: shared memory starts empty, and only the
@@ -344,7 +320,7 @@ fn the_servers_clock_stepped_back_and_a_restart_repeat_nothing() {
         before_ms > server_ms,
         "the server's clock ({server_ms}) is behind the last ID ({before_ms})"
     );
-    let after: u64 = server.psql("SELECT atomflake_next_id()").trim().parse().unwrap();
+    let after = server.psql_u64("SELECT atomflake_next_id()");
     assert!(
         after > before,
         "after the restart {after} ({} ms) is not past {before} ({before_ms} ms)",
@@ -456,7 +432,7 @@ fn a_clean_stop_stores_the_mark_just_past_the_last_id() {
         "the final mark is just past the last ID's tick"
     );
     server.start_again();
-    let next: u64 = server.psql("SELECT atomflake_next_id(3)").trim().parse().unwrap();
+    let next = server.psql_u64("SELECT atomflake_next_id(3)");
     assert!(next > *ids.iter().max().unwrap());
     assert!(Layout::TWITTER.decode(Id::new(next)).unix_ms > last_ms);
 }
@@ -810,18 +786,9 @@ fn rows_per_second(server: &Server, functions: &[(&str, &str)]) {
         for round in 0..rounds {
             for (which, (table, _)) in functions.iter().enumerate() {
                 server.psql(&format!("TRUNCATE {table}"));
-                let (done, failed, tps) = server.bench(
-                    &format!("INSERT INTO {table} (v) SELECT g FROM generate_series(1, 50) AS g;\n"),
-                    clients,
-                    seconds,
-                );
-                assert_eq!(failed, 0, "{table}");
-                assert!(done > 0);
-                println!(
-                    "{clients} clients, round {round}: {table:<9} {:>9.0} rows/s",
-                    tps * 50.0
-                );
-                rates[which].push(tps * 50.0);
+                let (_, rate) = server.insert_from_sessions(table, clients, seconds);
+                println!("{clients} clients, round {round}: {table:<9} {rate:>9.0} rows/s");
+                rates[which].push(rate);
             }
         }
         let medians: Vec<f64> = rates
@@ -879,14 +846,10 @@ fn cost_of_a_call(server: &Server) {
     }
     // One node mints at most 4,096 IDs per ms (Twitter's 12-bit sequence): a million IDs
     // take at least 244 ms of ID time, whatever a call costs.
-    let span: u64 = server
-        .psql(
-            "SELECT max(ms) - min(ms) + 1 FROM
+    let span = server.psql_u64(
+        "SELECT max(ms) - min(ms) + 1 FROM
                (SELECT atomflake_unix_ms(atomflake_next_id()) AS ms FROM generate_series(1, 1000000)) AS ids",
-        )
-        .trim()
-        .parse()
-        .unwrap();
+    );
     println!("a million IDs of one node span {span} ms of ID time (the layout's cap: 4,096 per ms)");
     // Minting alone, at given times ahead of the clock (no clock read, no wait), each run
     // 0.9 s after the last, within the 5 s ahead that `atomflake_next_id_at` allows.

@@ -4,7 +4,9 @@
 use atomflake_test_servers::postgres as pg;
 
 use atomflake::{Id, RangeError};
-use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, assert_sqlx_negative, block_on, sqlx_insert_and_read_back};
+use atomflake_db_tests::{
+    ABOVE_I64, ROUND_TRIP, assert_sqlx_negative, block_on, sqlx_bind_above_i64, sqlx_insert_and_read_back,
+};
 use sqlx::{Connection, PgConnection, Postgres, Sqlite, SqliteConnection};
 
 async fn postgres(server: &pg::Server) -> PgConnection {
@@ -71,11 +73,7 @@ fn an_id_above_i64_max_is_an_error_naming_it_in_postgres() {
             .execute(&mut conn)
             .await
             .unwrap();
-        let err = sqlx::query("insert into t values ($1)")
-            .bind(ABOVE_I64)
-            .execute(&mut conn)
-            .await
-            .unwrap_err();
+        let err = sqlx_bind_above_i64::<Postgres>(&mut conn, "insert into t values ($1)").await;
         let mut query = sqlx::query::<sqlx::Postgres>("insert into t values ($1)");
         (err, query.try_bind(ABOVE_I64).unwrap_err())
     });
@@ -123,11 +121,7 @@ fn ids_round_trip_through_a_sqlite_integer_column() {
 fn an_id_above_i64_max_is_an_error_naming_it_in_sqlite() {
     let (err, try_bind_err) = block_on(async {
         let mut conn = sqlite().await;
-        let err = sqlx::query("select ?")
-            .bind(ABOVE_I64)
-            .execute(&mut conn)
-            .await
-            .unwrap_err();
+        let err = sqlx_bind_above_i64::<Sqlite>(&mut conn, "select ?").await;
         let mut query = sqlx::query::<sqlx::Sqlite>("select ?");
         (err, query.try_bind(ABOVE_I64).unwrap_err())
     });

@@ -5,7 +5,9 @@
 use atomflake_test_servers::mariadb as mysql;
 
 use atomflake::Id;
-use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, assert_sqlx_negative, block_on, sqlx_insert_and_read_back};
+use atomflake_db_tests::{
+    ABOVE_I64, ROUND_TRIP, assert_sqlx_negative, block_on, sqlx_bind_above_i64, sqlx_insert_and_read_back,
+};
 use sqlx::{Connection, MySql, MySqlConnection};
 
 #[test]
@@ -53,11 +55,7 @@ fn a_signed_bigint_reads_back_and_its_negative_values_are_not_ids() {
             .await
             .unwrap_err();
         // `Id` writes BIGINT UNSIGNED; the server refuses one that a signed column cannot hold.
-        let refused = sqlx::query("insert into s values (?)")
-            .bind(ABOVE_I64)
-            .execute(&mut conn)
-            .await
-            .unwrap_err();
+        let refused = sqlx_bind_above_i64::<MySql>(&mut conn, "insert into s values (?)").await;
         (max, err, refused)
     });
     assert_eq!(max, Id::new(i64::MAX as u64));

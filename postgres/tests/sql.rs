@@ -38,6 +38,25 @@ use std::time::Duration;
 const T: u64 = 1_700_000_000_000;
 
 /// Applies the script for `layout` and `node` in schema `schema` (created if missing).
+/// Panics, showing `text`, when `text` does not contain `part`.
+#[track_caller]
+fn assert_has(text: &str, part: &str) {
+    assert!(text.contains(part), "{part:?} is not in {text:?}");
+}
+
+/// A layout of no node: a timestamp of `timestamp_bits` ms since Twitter's epoch and a
+/// sequence of `sequence_bits`.
+fn nodeless(timestamp_bits: u32, sequence_bits: u32) -> Layout {
+    Layout::builder()
+        .timestamp_bits(timestamp_bits)
+        .node_bits(0)
+        .sequence_bits(sequence_bits)
+        .epoch_ms(Layout::TWITTER.epoch_ms())
+        .tick_ms(1)
+        .build()
+        .unwrap()
+}
+
 fn install(server: &Server, schema: &str, script: &PgScript) {
     server.psql_file(&format!(
         "CREATE SCHEMA IF NOT EXISTS {schema};\nSET search_path TO {schema};\n{script}"
@@ -63,6 +82,13 @@ fn faked(test: &str) -> Option<(Server, PathBuf)> {
             ..pg::Options::default()
         },
     )?;
+    Some((server, faketime))
+}
+
+/// [`faked`], with the script for node 7 of `layout` in `public`.
+fn faked_installed(test: &str, layout: Layout) -> Option<(Server, PathBuf)> {
+    let (server, faketime) = faked(test)?;
+    install(&server, "public", &PgScript::new(layout, 7).unwrap());
     Some((server, faketime))
 }
 
@@ -138,17 +164,9 @@ fn the_script_applies_twice_and_refuses_another_layouts_state() {
     };
     let script = PgScript::new(Layout::TWITTER, 7).unwrap();
     install(&server, "s", &script);
-    let first: u64 = server
-        .psql("SET search_path TO s; SELECT atomflake_next_id()")
-        .trim()
-        .parse()
-        .unwrap();
+    let first = server.psql_u64("SET search_path TO s; SELECT atomflake_next_id()");
     install(&server, "s", &PgScript::new(Layout::TWITTER, 9).unwrap());
-    let second: u64 = server
-        .psql("SET search_path TO s; SELECT atomflake_next_id()")
-        .trim()
-        .parse()
-        .unwrap();
+    let second = server.psql_u64("SET search_path TO s; SELECT atomflake_next_id()");
     assert!(second > first, "the state was kept: {first} then {second}");
     assert_eq!(Layout::TWITTER.decode(Id::new(second)).node, 9);
 
@@ -156,11 +174,9 @@ fn the_script_applies_twice_and_refuses_another_layouts_state() {
         "SET search_path TO s;\n{}",
         PgScript::new(Layout::DISCORD, 7).unwrap()
     ));
-    assert!(
-        error.contains(
-            "sequence atomflake_state holds the state of another layout: atomflake state: timestamp 41 bits"
-        ),
-        "{error}"
+    assert_has(
+        &error,
+        "sequence atomflake_state holds the state of another layout: atomflake state: timestamp 41 bits",
     );
 
     // A role with only the documented grants mints, jumps included (a later tick).
@@ -185,18 +201,11 @@ fn the_script_applies_twice_and_refuses_another_layouts_state() {
     let error = server.psql_error(
         "SET ROLE reader; SET search_path TO s; SELECT pg_sleep(0.01); SELECT atomflake_next_id();",
     );
-    assert!(
-        error.contains("permission denied for sequence atomflake_state"),
-        "{error}"
-    );
+    assert_has(&error, "permission denied for sequence atomflake_state");
 
     // Callers with another search_path still reach the state the functions were made for.
     install(&server, "other", &PgScript::new(Layout::TWITTER, 3).unwrap());
-    let from_other: u64 = server
-        .psql("SET search_path TO other; SELECT s.atomflake_next_id()")
-        .trim()
-        .parse()
-        .unwrap();
+    let from_other = server.psql_u64("SET search_path TO other; SELECT s.atomflake_next_id()");
     assert_eq!(Layout::TWITTER.decode(Id::new(from_other)).node, 9);
     assert!(from_other > second);
 }
@@ -362,9 +371,9 @@ fn one_statement_inserts_5000_rows_where_the_seed_collides() {
     server.psql("INSERT INTO ours (n) SELECT g FROM generate_series(1, 5000) AS g");
     assert_eq!(server.psql("SELECT count(DISTINCT id) FROM ours").trim(), "5000");
     let error = server.psql_error("INSERT INTO seeds (n) SELECT g FROM generate_series(1, 5000) AS g");
-    assert!(
-        error.contains("duplicate key value violates unique constraint \"seeds_pkey\""),
-        "{error}"
+    assert_has(
+        &error,
+        "duplicate key value violates unique constraint \"seeds_pkey\"",
     );
 }
 
@@ -378,7 +387,7 @@ fn many_sessions_mint_no_duplicate_with_the_clock_or_with_times_jumping_about() 
         "CREATE TABLE clocked (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), v int);
          CREATE TABLE jumping (id bigint PRIMARY KEY, v int);",
     );
-    let rows = server.insert_from_sessions("clocked", 4, 3);
+    let (rows, _) = server.insert_from_sessions("clocked", 4, 3);
     assert_eq!(
         server
             .psql("SELECT count(*) = count(DISTINCT id), count(*) FROM clocked")
@@ -398,21 +407,16 @@ fn many_sessions_mint_no_duplicate_with_the_clock_or_with_times_jumping_about() 
     );
     assert!(done > 0);
     assert_eq!(failed, 0);
-    let count: u64 = server
-        .psql("SELECT count(*) FROM jumping")
-        .trim()
-        .parse()
-        .unwrap();
+    let count = server.psql_u64("SELECT count(*) FROM jumping");
     assert_eq!(count, done * 50);
 }
 
 #[test]
 fn a_clock_moving_back_continues_the_last_tick_and_a_spent_tick_is_an_exact_error() {
-    let Some((server, faketime)) = faked("back") else {
+    let layout = Layout::INSTAGRAM;
+    let Some((server, faketime)) = faked_installed("back", layout) else {
         return;
     };
-    let layout = Layout::INSTAGRAM;
-    install(&server, "public", &PgScript::new(layout, 7).unwrap());
     let mint = |at: u64| -> Result<Id, String> {
         let output = server
             .client("psql")
@@ -450,25 +454,21 @@ fn a_clock_moving_back_continues_the_last_tick_and_a_spent_tick_is_an_exact_erro
     assert!(rest.windows(2).all(|pair| pair[0] < pair[1]) && rest[0] > back.get());
     assert_eq!(layout.decode(Id::new(rest[1021])).sequence, 1023);
     let error = mint(T - 2000).unwrap_err();
-    assert!(
-        error.contains(&format!(
+    assert_has(
+        &error,
+        &format!(
             "sequence exhausted at {} ms: tick {} is spent, ids are available again at {} ms",
             T - 2000,
             T + 5 - layout.epoch_ms(),
             T + 6
-        )),
-        "{error}"
+        ),
     );
     // Failing calls take nothing: the counter stays at the first spent value (Instagram's
     // counter has 23 bits, its sequence field 10).
     for _ in 0..30 {
         assert!(mint(T - 2000).is_err());
     }
-    let next_free: u64 = server
-        .psql("SELECT last_value + 1 FROM atomflake_state")
-        .trim()
-        .parse()
-        .unwrap();
+    let next_free = server.psql_u64("SELECT last_value + 1 FROM atomflake_state");
     assert_eq!(
         (next_free >> 23, next_free & ((1 << 23) - 1)),
         (T + 5 - layout.epoch_ms(), 1024),
@@ -484,13 +484,13 @@ fn a_clock_moving_back_continues_the_last_tick_and_a_spent_tick_is_an_exact_erro
 
     // Outside the span.
     let error = mint(layout.epoch_ms() - 1).unwrap_err();
-    assert!(
-        error.contains(&format!(
+    assert_has(
+        &error,
+        &format!(
             "time {} ms is before the layout's epoch: the layout allows {} ms and later",
             layout.epoch_ms() - 1,
             layout.epoch_ms()
-        )),
-        "{error}"
+        ),
     );
     // Instagram's IDs pass i64::MAX on 2046-06-27: with the server's clock 2 to 3 s before
     // that (next_id_at mints at most 5 s ahead of it), the last millisecond before works,
@@ -500,11 +500,11 @@ fn a_clock_moving_back_continues_the_last_tick_and_a_spent_tick_is_an_exact_erro
     let last = mint(end - 1).unwrap();
     assert_eq!(layout.decode(last).unix_ms, end - 1);
     let error = mint(end).unwrap_err();
-    assert!(
-        error.contains(&format!(
+    assert_has(
+        &error,
+        &format!(
             "time {end} ms is past the end of atomflake's ids: ids are minted for times before {end} ms"
-        )),
-        "{error}"
+        ),
     );
     let _ = std::fs::remove_file(&faketime);
 }
@@ -526,32 +526,8 @@ fn the_servers_own_clock_stepped_back_repeats_and_reorders_nothing() {
     server.psql(
         "CREATE TABLE t (n bigserial, id bigint UNIQUE DEFAULT atomflake_next_id(), at timestamptz DEFAULT clock_timestamp());",
     );
-    // One client inserts 50 rows per transaction for 4 s, each transaction on a new
-    // connection (as a pool that recycles them would), one after the other: the rows' `n`
-    // give the order in which they were minted.
-    let script = server.file("writer.sql");
-    std::fs::write(
-        &script,
-        "INSERT INTO t (n) SELECT nextval('t_n_seq') FROM generate_series(1, 50);\n",
-    )
-    .unwrap();
-    let mut writer = server.client("pgbench");
-    writer.args(["-n", "-C", "-c", "1", "-T", "4", "-f"]).arg(&script);
-    let writer = std::thread::spawn(move || writer.output());
-    // Step once the writer is under way (it may start late on a busy machine).
-    while server
-        .psql("SELECT count(*) FROM t")
-        .trim()
-        .parse::<u64>()
-        .unwrap()
-        < 2000
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    pg::step_clock(&faketime, "-2");
-    server.assert_behind(2.0);
-    let output = writer.join().unwrap().unwrap();
-    assert!(output.status.success(), "{output:?}");
+    // Each transaction on a new connection, as a pool that recycles them would.
+    server.step_back_while_writing(&faketime, &["-C"]);
     let _ = std::fs::remove_file(&faketime);
     // The server's clock did step back: its readings go back somewhere. (By 2 s less the
     // time between the two rows around the step, which a loaded machine can stretch: any
@@ -561,7 +537,7 @@ fn the_servers_own_clock_stepped_back_repeats_and_reorders_nothing() {
         .trim()
         .parse()
         .unwrap();
-    let rows: u64 = server.psql("SELECT count(*) FROM t").trim().parse().unwrap();
+    let rows = server.psql_u64("SELECT count(*) FROM t");
     assert!(rows > 2000);
     assert!(
         step < 0.0,
@@ -581,11 +557,10 @@ fn the_servers_own_clock_stepped_back_repeats_and_reorders_nothing() {
 
 #[test]
 fn next_id_at_mints_at_most_5_s_ahead_so_next_id_stays_at_the_servers_clock() {
-    let Some((server, faketime)) = faked("ahead") else {
+    let layout = Layout::TWITTER;
+    let Some((server, faketime)) = faked_installed("ahead", layout) else {
         return;
     };
-    let layout = Layout::TWITTER;
-    install(&server, "public", &PgScript::new(layout, 7).unwrap());
     // 30 years ahead: refused, and next_id() goes on at the server's clock.
     let before = server.unix_ms();
     let far = before + 946_728_000_000;
@@ -655,14 +630,7 @@ fn calls_cancelled_or_killed_while_they_wait_take_nothing_and_no_id_repeats() {
         return;
     };
     // 128 IDs per tick and a counter of 8 bits: room for 128 values past the sequence field.
-    let layout = Layout::builder()
-        .timestamp_bits(55)
-        .node_bits(0)
-        .sequence_bits(7)
-        .epoch_ms(Layout::TWITTER.epoch_ms())
-        .tick_ms(1)
-        .build()
-        .unwrap();
+    let layout = nodeless(55, 7);
     let script = PgScript::new(layout, 0)
         .unwrap()
         .max_wait(Duration::from_secs(60))
@@ -679,11 +647,7 @@ fn calls_cancelled_or_killed_while_they_wait_take_nothing_and_no_id_repeats() {
     ));
     assert_eq!(layout.decode(Id::new(minted[127])).sequence, 127);
     let state = || -> (u64, u64) {
-        let next_free: u64 = server
-            .psql("SELECT last_value + 1 FROM atomflake_state")
-            .trim()
-            .parse()
-            .unwrap();
+        let next_free = server.psql_u64("SELECT last_value + 1 FROM atomflake_state");
         (next_free >> 8, next_free & 0xff)
     };
     assert_eq!(state(), (tick, 128));
@@ -747,14 +711,7 @@ fn a_server_running_more_sessions_than_the_headroom_is_refused_when_applied_and_
         return;
     };
     // A 56-bit timestamp and a 0-bit sequence field: a 7-bit counter, room for 127.
-    let layout = Layout::builder()
-        .timestamp_bits(56)
-        .node_bits(0)
-        .sequence_bits(0)
-        .epoch_ms(Layout::TWITTER.epoch_ms())
-        .tick_ms(1)
-        .build()
-        .unwrap();
+    let layout = nodeless(56, 0);
     let script = PgScript::new(layout, 0).unwrap();
     assert_eq!(script.headroom(), 127);
     install(&server, "public", &script);
@@ -801,10 +758,7 @@ fn kill_a_waiting_call(server: &Server) {
         "t"
     );
     let killed = String::from_utf8(waiter.join().unwrap().stderr).unwrap();
-    assert!(
-        killed.contains("terminating connection due to administrator command"),
-        "{killed}"
-    );
+    assert_has(&killed, "terminating connection due to administrator command");
 }
 
 #[test]
@@ -822,15 +776,11 @@ fn a_crash_and_a_rollback_give_no_id_back() {
     server.psql(&format!(
         "INSERT INTO t SELECT atomflake_next_id_at({T}) FROM generate_series(1, 100)"
     ));
-    let committed_max: u64 = server.psql("SELECT max(id) FROM t").trim().parse().unwrap();
+    let committed_max = server.psql_u64("SELECT max(id) FROM t");
     assert!(rolled_back.iter().all(|&id| id < committed_max));
     server.stop("immediate");
     server.start_again();
-    let after: u64 = server
-        .psql(&format!("SELECT atomflake_next_id_at({T})"))
-        .trim()
-        .parse()
-        .unwrap();
+    let after = server.psql_u64(&format!("SELECT atomflake_next_id_at({T})"));
     assert!(after > committed_max, "{after} <= {committed_max}");
     assert_eq!(Layout::TWITTER.decode(Id::new(after)).unix_ms, T);
 }
@@ -858,15 +808,9 @@ fn measure_rows_per_second_against_the_seed() {
     let mut rates: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     for round in 0..rounds {
         for (which, table) in ["seeds", "ours"].into_iter().enumerate() {
-            let (done, failed, tps) = server.bench(
-                &format!("INSERT INTO {table} (v) SELECT g FROM generate_series(1, 50) AS g;\n"),
-                clients,
-                seconds,
-            );
-            assert_eq!(failed, 0, "{table}");
-            assert!(done > 0);
-            println!("round {round}: {table:<5} {:>9.0} rows/s", tps * 50.0);
-            rates[which].push(tps * 50.0);
+            let (_, rate) = server.insert_from_sessions(table, clients, seconds);
+            println!("round {round}: {table:<5} {rate:>9.0} rows/s");
+            rates[which].push(rate);
         }
     }
     assert_eq!(

@@ -78,9 +78,7 @@ impl Cluster {
             skip(test, "no etcd: install etcd-server or set ATOMFLAKE_ETCD");
             return None;
         };
-        let root = std::env::temp_dir().join(format!("atomflake-etcd-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
+        let root = crate::fresh_dir(&format!("etcd-{test}"));
         let ports = free_ports(2 * size);
         let members: Vec<Member> = (0..size)
             .map(|i| Member {

@@ -63,6 +63,19 @@ fn free_ports(count: usize) -> Vec<u16> {
         .collect()
 }
 
+/// An empty directory `atomflake-NAME` in the system's temporary directory, this process's
+/// ID after `atomflake-`: whatever an earlier run left there is removed.
+///
+/// # Panics
+///
+/// When the directory cannot be made.
+fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("atomflake-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|error| panic!("{}: {error}", dir.display()));
+    dir
+}
+
 /// Whether this process runs as root (`initdb`, `postgres` and `mariadbd` need another user
 /// then).
 fn is_root() -> bool {

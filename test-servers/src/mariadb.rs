@@ -36,9 +36,7 @@ impl Server {
             skip(test, "no MariaDB server (Debian package mariadb-server)");
             return None;
         };
-        let root = std::env::temp_dir().join(format!("atomflake-mysql-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
+        let root = crate::fresh_dir(&format!("mysql-{test}"));
         let user: &[&str] = if is_root() { &["--user=root"] } else { &[] };
         let output = Command::new(install)
             .arg("--no-defaults")

@@ -212,9 +212,7 @@ impl Server {
         } else {
             20_000 + u16::try_from(spread).unwrap()
         };
-        let root = std::env::temp_dir().join(format!("atomflake-pg-{}-{serial}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
+        let root = crate::fresh_dir(&format!("pg-{serial}-{test}"));
         let as_postgres = is_root();
         let server = Server {
             root,
@@ -458,6 +456,19 @@ impl Server {
         String::from_utf8(output.stdout).unwrap()
     }
 
+    /// The one whole number that `sql`, run through [`psql`](Server::psql), answers.
+    ///
+    /// # Panics
+    ///
+    /// As [`psql`](Server::psql), and when the answer is not one number.
+    pub fn psql_u64(&self, sql: &str) -> u64 {
+        let answer = self.psql(sql);
+        answer
+            .trim()
+            .parse()
+            .unwrap_or_else(|error| panic!("{sql}: {answer:?} is not a number: {error}"))
+    }
+
     /// Runs SQL through `psql` expecting it to fail, and returns the error text.
     pub fn psql_error(&self, sql: &str) -> String {
         let output = self
@@ -489,17 +500,17 @@ impl Server {
 
     /// Inserts rows into `table`, whose ID column has a minting default, 50 rows a
     /// transaction (`INSERT INTO table (v) ...`), from `clients` pgbench sessions for
-    /// `seconds`: the number of rows inserted. Panics unless every transaction succeeded:
-    /// a repeated ID fails one on the table's primary key.
-    pub fn insert_from_sessions(&self, table: &str, clients: u32, seconds: u32) -> u64 {
-        let (done, failed, _) = self.bench(
+    /// `seconds`: the number of rows inserted, and rows a second. Panics unless every
+    /// transaction succeeded: a repeated ID fails one on the table's primary key.
+    pub fn insert_from_sessions(&self, table: &str, clients: u32, seconds: u32) -> (u64, f64) {
+        let (done, failed, tps) = self.bench(
             &format!("INSERT INTO {table} (v) SELECT g FROM generate_series(1, 50) AS g;\n"),
             clients,
             seconds,
         );
         assert!(done > 0, "no transaction in {seconds} s");
-        assert_eq!(failed, 0, "failed transactions: a repeated id fails one");
-        done * 50
+        assert_eq!(failed, 0, "{table}: failed transactions: a repeated id fails one");
+        (done * 50, tps * 50.0)
     }
 
     /// Runs pgbench with `clients` sessions, each running `script` for `seconds`, and returns
@@ -592,6 +603,40 @@ impl Server {
             .unwrap()
     }
 
+    /// Steps the server's clock 2 s back in the middle of a write: one pgbench client, with
+    /// `pgbench_options` (`-C`: a new connection per transaction), inserts 50 rows a
+    /// statement into `t` (whose `bigserial` column `n` gives the order in which they were
+    /// minted) for 4 s; once 2,000 rows are in (the client can start late on a busy
+    /// machine), `faketime` steps the clock back; the client is waited for.
+    ///
+    /// # Panics
+    ///
+    /// When the client ends before 2,000 rows or fails, or the clock is not 2 s behind.
+    pub fn step_back_while_writing(&self, faketime: &Path, pgbench_options: &[&str]) {
+        let script = self.file("writer.sql");
+        std::fs::write(
+            &script,
+            "INSERT INTO t (n) SELECT nextval('t_n_seq') FROM generate_series(1, 50);\n",
+        )
+        .unwrap();
+        let mut writer = self.client("pgbench");
+        writer
+            .args(["-n", "-c", "1", "-T", "4"])
+            .args(pgbench_options)
+            .arg("-f")
+            .arg(&script);
+        let writer = std::thread::spawn(move || writer.output());
+        let rows = || self.psql_u64("SELECT count(*) FROM t");
+        while rows() < 2000 {
+            assert!(!writer.is_finished(), "the writer ended before 2,000 rows");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        step_clock(faketime, "-2");
+        self.assert_behind(2.0);
+        let output = writer.join().unwrap().unwrap();
+        assert!(output.status.success(), "{output:?}");
+    }
+
     /// A file in the server's temporary directory (for scripts, faketime files).
     pub fn file(&self, name: &str) -> PathBuf {
         self.root.join(name)
@@ -646,12 +691,7 @@ impl Server {
         // The primaries' spread, in 40000..60000: apart from theirs (20000..40000).
         let spread = (std::process::id() * 16 + u32::from(serial)) % 20_000;
         let port = 40_000 + u16::try_from(spread).unwrap();
-        let root = std::env::temp_dir().join(format!(
-            "atomflake-pg-{}-standby-{serial}-{test}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
+        let root = crate::fresh_dir(&format!("pg-standby-{serial}-{test}"));
         let standby = Server {
             root,
             bin: self.bin.clone(),

@@ -123,9 +123,7 @@ impl Ensemble {
             );
             return None;
         };
-        let root = std::env::temp_dir().join(format!("atomflake-zookeeper-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(&root).unwrap();
+        let root = crate::fresh_dir(&format!("zookeeper-{test}"));
         let ports = free_ports(3 * size);
         let members: Vec<Member> = (0..size)
             .map(|i| Member {
