@@ -7,8 +7,8 @@
 //! milliseconds; a wait of a few seconds that times out means the thread is gone or stuck.
 
 use atomflake::MonotonicClock;
-use std::sync::Mutex;
 use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// Held by each test while it owns the process's hook.
@@ -16,6 +16,12 @@ static TURN: Mutex<()> = Mutex::new(());
 
 /// How long a live discipline thread may take to call a hook.
 const PATIENCE: Duration = Duration::from_secs(5);
+
+/// This test's turn with the process's hook, and a clock, so that a discipline thread runs.
+fn take_turn() -> (MutexGuard<'static, ()>, MonotonicClock) {
+    let turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    (turn, MonotonicClock::new())
+}
 
 fn wait(receiver: &mpsc::Receiver<()>, what: &str) {
     match receiver.recv_timeout(PATIENCE) {
@@ -29,8 +35,7 @@ fn wait(receiver: &mpsc::Receiver<()>, what: &str) {
 
 #[test]
 fn a_hook_that_panics_does_not_stop_the_discipline() {
-    let _turn = TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let _clock = MonotonicClock::new();
+    let _turn = take_turn();
     let (sender, panicked) = mpsc::sync_channel(1);
     MonotonicClock::on_step(Duration::ZERO, move |_| {
         let _ = sender.try_send(());
@@ -46,8 +51,7 @@ fn a_hook_that_panics_does_not_stop_the_discipline() {
 
 #[test]
 fn a_hook_can_replace_itself() {
-    let _turn = TURN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let _clock = MonotonicClock::new();
+    let _turn = take_turn();
     let (sender, replaced) = mpsc::sync_channel(1);
     MonotonicClock::on_step(Duration::ZERO, move |_| {
         let sender = sender.clone();

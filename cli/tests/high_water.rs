@@ -26,6 +26,11 @@ impl StateDir {
     }
 }
 
+/// A state directory named for `test`, or `None` after a skip where libfaketime is missing.
+fn faked_state(test: &str) -> Option<StateDir> {
+    pg::has_libfaketime(test).then(|| StateDir::new(test))
+}
+
 impl Drop for StateDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -81,11 +86,10 @@ fn unix_ms(id: u64) -> u64 {
 
 #[test]
 fn a_mint_restarted_on_its_node_with_its_clock_3_s_behind_mints_no_id_twice() {
-    let test = "a_mint_restarted_on_its_node_with_its_clock_3_s_behind_mints_no_id_twice";
-    if !pg::has_libfaketime(test) {
+    let Some(state) = faked_state("a_mint_restarted_on_its_node_with_its_clock_3_s_behind_mints_no_id_twice")
+    else {
         return;
-    }
-    let state = StateDir::new("mint-restart");
+    };
     // 2 s of IDs at the layout's cap.
     let count = "51200";
     let first = mint(&state, &["-n", count], None).output().unwrap();
@@ -151,11 +155,10 @@ fn a_mint_restarted_on_its_node_with_its_clock_3_s_behind_mints_no_id_twice() {
 
 #[test]
 fn a_mint_restarted_with_its_clock_20_s_behind_is_refused_naming_the_mark() {
-    let test = "a_mint_restarted_with_its_clock_20_s_behind_is_refused_naming_the_mark";
-    if !pg::has_libfaketime(test) {
+    let Some(state) = faked_state("a_mint_restarted_with_its_clock_20_s_behind_is_refused_naming_the_mark")
+    else {
         return;
-    }
-    let state = StateDir::new("mint-refused");
+    };
     let first = mint(&state, &[], None).output().unwrap();
     assert!(first.status.success(), "{first:?}");
     let file = state.0.join("sonyflake-node-7.hw");

@@ -7,7 +7,7 @@ use atomflake_test_servers::postgres as pg;
 use atomflake_test_servers::{now_ms, python, skip};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -282,29 +282,45 @@ fn python_clients(test: &str) -> Option<std::path::PathBuf> {
     python.clone()
 }
 
+/// A client script of `tests/`, run by [`python_clients`]' Python.
+struct PythonClient {
+    python: PathBuf,
+    script: PathBuf,
+}
+
+impl PythonClient {
+    /// `tests/NAME`; `None` after a skip.
+    fn new(test: &str, name: &str) -> Option<PythonClient> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join(name);
+        python_clients(test).map(|python| PythonClient { python, script })
+    }
+
+    /// `SCRIPT ADDRESS PROTO STUBS ARG`: the script against `server`, its gRPC stubs
+    /// compiled from the protocol's directory into `stubs`.
+    fn command(&self, server: &Server, stubs: &Path, arg: &str) -> Command {
+        let proto = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto");
+        let mut command = Command::new(&self.python);
+        command
+            .arg(&self.script)
+            .arg(&server.address)
+            .args([proto, stubs.to_owned()])
+            .arg(arg);
+        command
+    }
+}
+
 #[test]
 fn python_clients_over_http_and_grpc_get_distinct_ids_of_the_servers_nodes() {
     let test = "python_clients_over_http_and_grpc_get_distinct_ids_of_the_servers_nodes";
-    let Some(python) = python_clients(test) else {
+    let Some(client) = PythonClient::new(test, "serve_client.py") else {
         return;
     };
-    let proto = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve_client.py");
     // Sonyflake puts the machine ID below the sequence: its runs step by 1 << 16.
     for (layout, node) in [("twitter", "5"), ("sonyflake", "300")] {
         let server = Server::start(&["--layout", layout, "--node", node]);
         let stubs = tempdir(&format!("stubs-{layout}"));
         let before = now_ms() - CLOCK_LAG_MS;
-        let output = Command::new(&python)
-            .arg(&script)
-            .args([
-                &server.address,
-                proto.to_str().unwrap(),
-                stubs.to_str().unwrap(),
-                "4096",
-            ])
-            .output()
-            .unwrap();
+        let output = client.command(&server, &stubs, "4096").output().unwrap();
         let after = now_ms();
         assert!(
             output.status.success(),
@@ -809,23 +825,15 @@ fn two_servers_on_one_fixed_node_hand_out_the_same_ids_and_two_on_a_lease_never_
 #[test]
 fn sigterm_lets_a_stream_under_way_finish_and_cuts_it_only_at_the_drain_time() {
     let test = "sigterm_lets_a_stream_under_way_finish_and_cuts_it_only_at_the_drain_time";
-    let Some(python) = python_clients(test) else {
+    let Some(streamer) = PythonClient::new(test, "serve_stream.py") else {
         return;
     };
-    let proto = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/serve_stream.py");
     // 12 M IDs take about 3 s at one Twitter node's cap: within a 10 s drain, past a 1 s one.
     for (drain, whole) in [("10", true), ("1", false)] {
         let server = Server::start(&["--node", "5", "--drain", drain]);
         let stubs = tempdir(&format!("stream-stubs-{drain}"));
-        let mut client = Command::new(&python)
-            .arg(&script)
-            .args([
-                &server.address,
-                proto.to_str().unwrap(),
-                stubs.to_str().unwrap(),
-                "12000000",
-            ])
+        let mut client = streamer
+            .command(&server, &stubs, "12000000")
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();

@@ -37,6 +37,13 @@ fn two_per_tick() -> Layout {
         .unwrap()
 }
 
+/// [`two_per_tick`], a clock at `T0` and a generator on both, to share between threads.
+fn two_per_tick_at_t0() -> (Layout, ManualClock, Arc<Generator<ManualClock>>) {
+    let (layout, clock) = (two_per_tick(), ManualClock::new(T0));
+    let generator = shared(layout, &clock);
+    (layout, clock, generator)
+}
+
 /// Spawns a thread that mints `n` IDs with `next_id`.
 fn minter(generator: &Arc<Generator<ManualClock>>, n: usize) -> thread::JoinHandle<Vec<Id>> {
     let generator = Arc::clone(generator);
@@ -160,9 +167,7 @@ fn clock_advances_during_mints() {
 #[test]
 fn spent_tick_waits_for_the_clock() {
     loom::model(|| {
-        let layout = two_per_tick();
-        let clock = ManualClock::new(T0);
-        let generator = shared(layout, &clock);
+        let (layout, clock, generator) = two_per_tick_at_t0();
         let spent = vec![generator.next_id(), generator.next_id()];
         let opened_by_a_thread_that_saw_the_clock = opener_check(layout, &clock);
         let mover = advance_in_a_thread(&clock);
@@ -205,9 +210,7 @@ fn spent_tick_waits_for_the_clock() {
 #[test]
 fn try_next_id_reports_exhaustion() {
     loom::model(|| {
-        let layout = two_per_tick();
-        let clock = ManualClock::new(T0);
-        let generator = shared(layout, &clock);
+        let (_, _, generator) = two_per_tick_at_t0();
         let threads: Vec<_> = (0..2)
             .map(|_| {
                 let generator = Arc::clone(&generator);
@@ -284,9 +287,7 @@ fn block_reservation_races_single_mints() {
 #[test]
 fn block_stops_at_the_end_of_the_tick() {
     loom::model(|| {
-        let layout = two_per_tick();
-        let clock = ManualClock::new(T0);
-        let generator = shared(layout, &clock);
+        let (layout, clock, generator) = two_per_tick_at_t0();
         let first = vec![generator.next_id()];
         let mover = advance_in_a_thread(&clock);
         let block = {
