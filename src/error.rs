@@ -23,6 +23,19 @@ use crate::generator::{BuildError, MintError};
 use crate::node::NodeSourceError;
 use core::fmt;
 
+/// `From` for each error that another error holds whole, as the variant named.
+macro_rules! holds {
+    ($($outer:ident::$variant:ident($inner:ty)),* $(,)?) => {$(
+        impl From<$inner> for $outer {
+            fn from(error: $inner) -> $outer {
+                $outer::$variant(error)
+            }
+        }
+    )*};
+}
+
+pub(crate) use holds;
+
 /// Declares [`Error`] with one variant per error type, its `From` conversions, and the
 /// inner error that its `Display` and `source` pass through to.
 macro_rules! umbrella {
@@ -45,13 +58,7 @@ macro_rules! umbrella {
             }
         }
 
-        $(
-            impl From<$error> for Error {
-                fn from(error: $error) -> Error {
-                    Error::$variant(error)
-                }
-            }
-        )*
+        holds!($(Error::$variant($error)),*);
     };
 }
 

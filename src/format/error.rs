@@ -2,25 +2,8 @@
 //! value outside a layout's fields or span.
 
 use super::base32::Base32;
+use super::id::Field;
 use core::fmt;
-
-/// A field of an ID, as named in the `FieldOutOfRange` errors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Field {
-    /// The node (machine, worker, shard) field.
-    Node,
-    /// The per-tick sequence field.
-    Sequence,
-}
-
-impl fmt::Display for Field {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Field::Node => "node",
-            Field::Sequence => "sequence",
-        })
-    }
-}
 
 /// Text that is not an ID. Permanent.
 ///
@@ -280,36 +263,4 @@ pub(crate) fn field_out_of_range(
     max: u64,
 ) -> fmt::Result {
     write!(f, "{field} {value} is out of range: the layout allows 0..={max}")
-}
-
-/// A node value that does not fit the node field: what the packing of IDs checks, turned
-/// into each operation's own error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct FieldOutOfRange {
-    pub(crate) field: Field,
-    pub(crate) value: u64,
-    pub(crate) max: u64,
-}
-
-impl From<FieldOutOfRange> for RangeError {
-    fn from(FieldOutOfRange { field, value, max }: FieldOutOfRange) -> RangeError {
-        RangeError::FieldOutOfRange { field, value, max }
-    }
-}
-
-/// A time outside a layout's span: what the clock check of minting and of the time
-/// conversions finds, turned into each operation's own error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum OutOfSpan {
-    Before { unix_ms: u64, epoch_ms: u64 },
-    Past { unix_ms: u64, end_ms: u64 },
-}
-
-impl From<OutOfSpan> for RangeError {
-    fn from(out: OutOfSpan) -> RangeError {
-        match out {
-            OutOfSpan::Before { unix_ms, epoch_ms } => RangeError::TimeBeforeEpoch { unix_ms, epoch_ms },
-            OutOfSpan::Past { unix_ms, end_ms } => RangeError::TimePastEnd { unix_ms, end_ms },
-        }
-    }
 }

@@ -12,8 +12,8 @@
 //! Bits above `timestamp + node + sequence` (Twitter's top bit) are always zero. Every shift
 //! and mask is derived from the three widths; none is written down twice.
 
-use super::error::{Field, FieldOutOfRange, LayoutError, OutOfSpan, RangeError};
-use crate::format::id::{Id, Parts};
+use super::error::{LayoutError, RangeError};
+use crate::format::id::{Field, Id, Parts};
 use core::fmt;
 
 /// The order of the two fields below the timestamp.
@@ -511,6 +511,38 @@ impl Span {
                 unix_ms,
                 end_ms: self.end_ms,
             }
+        }
+    }
+}
+
+/// A node value that does not fit the node field: what the packing of IDs checks, turned
+/// into each operation's own error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FieldOutOfRange {
+    pub(crate) field: Field,
+    pub(crate) value: u64,
+    pub(crate) max: u64,
+}
+
+impl From<FieldOutOfRange> for RangeError {
+    fn from(FieldOutOfRange { field, value, max }: FieldOutOfRange) -> RangeError {
+        RangeError::FieldOutOfRange { field, value, max }
+    }
+}
+
+/// A time outside a layout's span: what the clock check of minting and of the time
+/// conversions finds, turned into each operation's own error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OutOfSpan {
+    Before { unix_ms: u64, epoch_ms: u64 },
+    Past { unix_ms: u64, end_ms: u64 },
+}
+
+impl From<OutOfSpan> for RangeError {
+    fn from(out: OutOfSpan) -> RangeError {
+        match out {
+            OutOfSpan::Before { unix_ms, epoch_ms } => RangeError::TimeBeforeEpoch { unix_ms, epoch_ms },
+            OutOfSpan::Past { unix_ms, end_ms } => RangeError::TimePastEnd { unix_ms, end_ms },
         }
     }
 }

@@ -7,7 +7,8 @@ pub(crate) mod id;
 pub(crate) mod layout;
 
 pub use base32::Base32;
-pub use error::{Field, LayoutError, ParseIdError, RangeError};
-pub(crate) use error::{FieldOutOfRange, OutOfSpan, field_out_of_range};
-pub use id::{Id, Parts};
+pub(crate) use error::field_out_of_range;
+pub use error::{LayoutError, ParseIdError, RangeError};
+pub use id::{Field, Id, Parts};
 pub use layout::{FieldOrder, Layout, LayoutBuilder};
+pub(crate) use layout::{FieldOutOfRange, OutOfSpan};

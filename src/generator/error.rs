@@ -1,5 +1,6 @@
 //! The errors of building a generator and of minting.
 
+use crate::error::holds;
 use crate::format::{Field, FieldOutOfRange, OutOfSpan, RangeError, field_out_of_range};
 use crate::io::IoCause;
 use crate::mark::{HighWaterError, StoreError};
@@ -151,17 +152,6 @@ impl std::error::Error for BuildError {
             _ => None,
         }
     }
-}
-
-/// `From` for each error that another error holds whole, as the variant named.
-macro_rules! holds {
-    ($($outer:ident::$variant:ident($inner:ty)),* $(,)?) => {$(
-        impl From<$inner> for $outer {
-            fn from(error: $inner) -> $outer {
-                $outer::$variant(error)
-            }
-        }
-    )*};
 }
 
 holds!(
