@@ -19,6 +19,11 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// How long `pg_ctl` waits for a server to start, stop or be promoted, in seconds. A start
+/// after a crash first syncs the whole data directory, and on a loaded machine (busy CPUs,
+/// other servers syncing) a start or stop has been seen to take over a minute.
+const PG_CTL_WAIT_S: &str = "300";
+
 /// The preloaded library that moves one process's clock (Debian package `faketime`).
 pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
 
@@ -356,7 +361,7 @@ impl Server {
                 .arg(self.data())
                 .arg("-l")
                 .arg(&log)
-                .args(["-w", "-t", "60", "-o"])
+                .args(["-w", "-t", PG_CTL_WAIT_S, "-o"])
                 .arg(settings)
                 .arg("start"),
             || {
@@ -370,11 +375,14 @@ impl Server {
 
     /// Stops the server: `mode` is `fast` or `immediate` (a crash: no shutdown checkpoint).
     pub fn stop(&self, mode: &str) {
-        run(self
-            .server_command("pg_ctl")
-            .arg("-D")
-            .arg(self.data())
-            .args(["-w", "-t", "60", "-m", mode, "stop"]));
+        run(self.server_command("pg_ctl").arg("-D").arg(self.data()).args([
+            "-w",
+            "-t",
+            PG_CTL_WAIT_S,
+            "-m",
+            mode,
+            "stop",
+        ]));
     }
 
     /// Crashes the server losing what it has not written out: stops its WAL writer
@@ -722,11 +730,12 @@ impl Server {
 
     /// Promotes a standby (`pg_ctl promote`) and waits until it is out of recovery.
     pub fn promote(&self) {
-        run(self
-            .server_command("pg_ctl")
-            .arg("-D")
-            .arg(self.data())
-            .args(["-w", "-t", "60", "promote"]));
+        run(self.server_command("pg_ctl").arg("-D").arg(self.data()).args([
+            "-w",
+            "-t",
+            PG_CTL_WAIT_S,
+            "promote",
+        ]));
         let start = Instant::now();
         while self.in_recovery() {
             assert!(
