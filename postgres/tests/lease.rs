@@ -338,9 +338,15 @@ fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
     let generator = Builder::new(layout()).build_on(lease).unwrap();
     let first = generator.next_id();
     assert!(layout().decode(first).unix_ms >= ahead);
+    // Still this claim, kept ahead of the first ID. (Whether the row is live at this very
+    // moment depends on how late the last renewal is: a loaded machine can delay one past
+    // the 2 s lease time, and the generator's fence then reports `Expired`.)
     let rows = lease::list(&config, "in-process").unwrap();
     assert_eq!(rows.len(), 1);
-    assert!(rows[0].live && rows[0].holder.as_deref() == Some("test") && rows[0].generation == Some(2));
+    assert!(
+        rows[0].holder.as_deref() == Some("test") && rows[0].generation == Some(2),
+        "{rows:?}"
+    );
     assert!(rows[0].high_water_ms > layout().decode(first).unix_ms, "{rows:?}");
     let last = generator.next_id();
     drop(generator);
