@@ -567,10 +567,12 @@ fn a_holder_whose_row_was_deleted_is_fenced_off_its_successors_claim() {
         }),
         "the first holder still renews the second holder's claim: {errors:?}"
     );
-    // Nor does its release touch the successor's row. A release would expire the row at
-    // the server's clock, a time no renewal of the second holder's wrote: the row is as it
-    // was, or renewed by the second holder since (live again; a renewal late on a loaded
-    // machine can leave it expired for a moment, so liveness alone proves nothing).
+    // Nor does dropping it touch the successor's row (a lost claim sends no release; the
+    // fence of one that is sent late is `a_late_store_or_release_of_an_ended_claim_...`).
+    // A release would expire the row at the server's clock, a time no renewal of the
+    // second holder's wrote: the row is as it was, or renewed by the second holder since
+    // (live again; a renewal late on a loaded machine can leave it expired for a moment, so
+    // liveness alone proves nothing).
     let before = lease::list(&config, "deleted").unwrap();
     drop(first);
     let after = lease::list(&config, "deleted").unwrap();
