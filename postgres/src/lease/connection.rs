@@ -3,6 +3,7 @@
 use super::error::{DbCause, PostgresError};
 use super::statements::{DDL, DURABLE};
 use crate::database::{ConnectError, Database};
+use atomflake::mark::lease::CLAIM_TIMEOUT;
 use std::time::Duration;
 
 /// `config` with a connect timeout and a TCP user timeout (a quarter of the lease time)
@@ -61,7 +62,9 @@ pub(super) fn connect(database: &Database, ttl: Duration) -> Result<postgres::Cl
 
 /// Creates the table when missing. `CREATE TABLE IF NOT EXISTS` run by two sessions at
 /// once can fail in one of them (both insert the new type), so creators take turns on a
-/// transaction-level advisory lock, and a table already there takes no lock.
+/// transaction-level advisory lock, and a table already there takes no lock. A creation
+/// writes the catalogs and flushes them: it may take the time a claim may
+/// ([`CLAIM_TIMEOUT`]), not just a quarter of the lease time as other statements.
 pub(super) fn create_table(client: &mut postgres::Client) -> Result<(), PostgresError> {
     if table_exists(client)? {
         return Ok(());
@@ -77,7 +80,9 @@ pub(super) fn create_table(client: &mut postgres::Client) -> Result<(), Postgres
     }
     client
         .batch_execute(&format!(
-            "BEGIN; SELECT pg_advisory_xact_lock(hashtext('atomflake_lease')); {DDL} COMMIT;"
+            "BEGIN; SET LOCAL statement_timeout = {}; \
+             SELECT pg_advisory_xact_lock(hashtext('atomflake_lease')); {DDL} COMMIT;",
+            CLAIM_TIMEOUT.as_millis()
         ))
         .map_err(failed("create the lease table"))
 }
