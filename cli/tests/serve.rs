@@ -379,17 +379,37 @@ fn a_server_without_one_node_source_is_refused() {
             "atomflake: --max-count 0 is out of range: allowed 1..=1048576\n",
         ),
         (
+            &["--node", "1", "--header-timeout", "0"][..],
+            "atomflake: --header-timeout 0 is out of range: allowed 1..=3600\n",
+        ),
+        (
+            &["--node", "1", "--idle-timeout", "3601"][..],
+            "atomflake: --idle-timeout 3601 is out of range: allowed 1..=3600\n",
+        ),
+        (
+            &["--node", "1", "--max-connections", "0"][..],
+            "atomflake: --max-connections 0 is out of range: allowed 1..=",
+        ),
+        (
             &["--node", "1", "--layout", "nope"][..],
             "atomflake: unknown layout \"nope\": the presets are twitter, discord, instagram, sonyflake, mastodon\n",
         ),
     ] {
         let state = StateDir::new("serve-refused");
         let output = serve_command(args, &[], &state).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        // The allowed range of --max-connections depends on this machine's file limit.
+        let stderr = if error.ends_with("..=") {
+            stderr
+                .split_inclusive("..=")
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        } else {
+            stderr
+        };
         assert_eq!(
-            (
-                output.status.code(),
-                String::from_utf8_lossy(&output.stderr).into_owned()
-            ),
+            (output.status.code(), stderr),
             (Some(2), error.to_owned()),
             "{args:?}"
         );
@@ -1047,5 +1067,209 @@ fn a_second_server_on_a_node_and_its_high_water_file_is_refused() {
             "atomflake: --no-high-water and --lease: the lease keeps the node's mark \
              (ATOMFLAKE_HIGH_WATER is ignored with a lease)\n"
         )
+    );
+}
+
+/// A raw connection to `server` that sends `head` (perhaps nothing) and no more.
+fn partial_request(server: &Server, head: &str) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(&server.address).unwrap();
+    stream.write_all(head.as_bytes()).unwrap();
+    stream
+}
+
+/// Whether the server closed `stream` within `within`: a read ends (EOF or reset) rather
+/// than timing out.
+fn closed_within(stream: &mut std::net::TcpStream, within: Duration) -> bool {
+    use std::io::Read;
+    let deadline = Instant::now() + within;
+    let mut buffer = [0; 512];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        stream.set_read_timeout(Some(left)).unwrap();
+        match stream.read(&mut buffer) {
+            Ok(0) => return true,
+            // An answer (a 408 or 503, say) before the close.
+            Ok(_) => {}
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return false;
+            }
+            Err(_) => return true,
+        }
+    }
+}
+
+/// The value of the unlabelled or labelled metric line `name` in `GET /metrics`.
+fn metric(server: &Server, name: &str) -> u64 {
+    let (status, body) = http_get(&server.address, "/metrics", Duration::from_secs(5)).unwrap();
+    assert_eq!(status, 200);
+    body.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{body}"))
+}
+
+#[test]
+fn silent_and_trickling_clients_are_closed_and_health_checks_still_get_in() {
+    let server = Server::start(&[
+        "--node",
+        "1",
+        "--max-connections",
+        "24",
+        "--header-timeout",
+        "3",
+        "--idle-timeout",
+        "3",
+    ]);
+    let opened = Instant::now();
+    // 24 clients that trickle a request head take every slot; 20 that send nothing take
+    // the 16 kept for health checks, and 4 wait in the listener's backlog.
+    let mut trickling: Vec<_> = (0..24)
+        .map(|_| partial_request(&server, "GET /v1/ids HTTP/1.1\r\nHost: atomflake\r\n"))
+        .collect();
+    let mut silent: Vec<_> = (0..20).map(|_| partial_request(&server, "")).collect();
+    let trickler = {
+        let mut streams: Vec<_> = trickling
+            .iter()
+            .map(|stream| stream.try_clone().unwrap())
+            .collect();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            for _ in 0..40 {
+                std::thread::sleep(Duration::from_millis(200));
+                for stream in &mut streams {
+                    let _ = stream.write_all(b"X");
+                }
+            }
+        })
+    };
+    // A health check behind them all gets in once the health checks' slots turn over
+    // (2 s each), well before the trickling clients' header timeout.
+    let (status, body) = http_get(&server.address, "/healthz", Duration::from_secs(8)).unwrap();
+    assert_eq!((status, body.as_str()), (200, "serving\n"));
+    let health_took = opened.elapsed();
+    // An ID request on a connection taken past the cap is refused, naming the cap.
+    let (status, body) = http_get(&server.address, "/v1/ids", Duration::from_secs(8)).unwrap();
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            503,
+            "{\"error\":\"the server has its most connections open (24): this one answers health checks alone\"}"
+        )
+    );
+    // Every one of them is closed by the server: the trickling ones at the header timeout
+    // (3 s), the silent ones at theirs.
+    for stream in trickling.iter_mut().chain(&mut silent) {
+        let within = Duration::from_secs(12).saturating_sub(opened.elapsed());
+        assert!(
+            closed_within(stream, within),
+            "a connection still open after {:?}",
+            opened.elapsed()
+        );
+    }
+    trickler.join().unwrap();
+    // The slots are free again: IDs over a fresh connection.
+    let (status, body) = http_get(&server.address, "/v1/ids?count=2", Duration::from_secs(5)).unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        metric(
+            &server,
+            "atomflake_connections_closed_total{reason=\"header_timeout\"}"
+        ) >= 24
+    );
+    assert!(metric(&server, "atomflake_health_only_connections_total") >= 17);
+    println!("health check answered after {health_took:?} with every slot taken");
+}
+
+#[test]
+fn a_keep_alive_connection_idle_past_the_idle_timeout_is_closed() {
+    use std::io::{Read, Write};
+    let server = Server::start(&["--node", "1", "--idle-timeout", "2"]);
+    let mut stream = std::net::TcpStream::connect(&server.address).unwrap();
+    let request = "GET /v1/ids?count=1 HTTP/1.1\r\nHost: atomflake\r\n\r\n";
+    stream.write_all(request.as_bytes()).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut answer = [0; 512];
+    let read = stream.read(&mut answer).unwrap();
+    assert!(
+        answer[..read].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer[..read])
+    );
+    let answered = Instant::now();
+    // Still open within the idle timeout: a second request on it is answered.
+    std::thread::sleep(Duration::from_millis(500));
+    stream.write_all(request.as_bytes()).unwrap();
+    let read = stream.read(&mut answer).unwrap();
+    assert!(answer[..read].starts_with(b"HTTP/1.1 200"));
+    assert!(closed_within(&mut stream, Duration::from_secs(6)));
+    let idle = answered.elapsed();
+    assert!(idle >= Duration::from_secs(2), "closed after {idle:?}");
+    assert_eq!(
+        metric(
+            &server,
+            "atomflake_connections_closed_total{reason=\"idle_timeout\"}"
+        ),
+        1
+    );
+}
+
+/// `atomflake serve args…` under a shell's open-file limits `soft` and `hard`.
+fn serve_under_file_limits(soft: u64, hard: u64, args: &[&str], state: &StateDir) -> Command {
+    let serve = serve_command(args, &[], state);
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn {soft} && ulimit -Hn {hard} && exec \"$0\" \"$@\""
+        ))
+        .arg(serve.get_program())
+        .args(serve.get_args())
+        .envs(serve.get_envs().filter_map(|(key, value)| Some((key, value?))))
+        .env_remove("ATOMFLAKE_NODE")
+        .env_remove("ATOMFLAKE_LEASE");
+    command
+}
+
+#[test]
+fn the_open_file_limit_is_raised_to_the_hard_one_and_bounds_the_connections() {
+    let state = StateDir::new("serve-files");
+    let output = serve_under_file_limits(100, 200, &["--node", "1", "--max-connections", "500"], &state)
+        .output()
+        .unwrap();
+    assert_eq!(
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned()
+        ),
+        (
+            Some(2),
+            "atomflake: --max-connections 500 is out of range: allowed 1..=120 (the open-file limit is 200, \
+             less 16 for health checks and 64 for the server's own files)\n"
+                .to_owned()
+        )
+    );
+    let mut child = serve_under_file_limits(100, 200, &["--node", "1"], &state)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        first
+            .trim_end()
+            .ends_with("at most 120 connections (open-file limit 200)"),
+        "{first:?}"
     );
 }

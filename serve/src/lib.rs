@@ -13,6 +13,7 @@
 //! Requests are held to [`Limits`]; bad input is refused with the value and the allowed
 //! range (HTTP 400 with `{"error": "..."}`, gRPC `INVALID_ARGUMENT`).
 
+mod connections;
 mod grpc;
 mod http;
 mod metrics;
@@ -27,6 +28,7 @@ pub mod proto {
     tonic::include_proto!("atomflake.v1");
 }
 
+pub use connections::{HEALTH_CONNECTIONS, RESERVED_FILES, max_connections_within, raise_file_limit};
 pub use server::serve;
 pub use service::{Limits, Refusal, Service, State};
 pub use watch::{StoreWatch, Watched};

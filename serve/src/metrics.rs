@@ -1,5 +1,6 @@
 //! The service's counters, and their Prometheus text form (`GET /metrics`).
 
+use crate::connections::Closed;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -54,6 +55,13 @@ struct PerApi {
 pub(crate) struct Metrics {
     apis: [PerApi; APIS.len()],
     spent_tick_waits: AtomicU64,
+    connections_open: AtomicU64,
+    /// Connections taken for health checks alone, every other slot being taken.
+    health_only_connections: AtomicU64,
+    /// Connections the server closed: no first request head within the header timeout, idle.
+    closed_header: AtomicU64,
+    closed_idle: AtomicU64,
+    accept_errors: AtomicU64,
 }
 
 impl Metrics {
@@ -81,6 +89,33 @@ impl Metrics {
 
     pub(crate) fn count_spent_tick_wait(&self) {
         self.spent_tick_waits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection opened (`health_only`: for health checks alone).
+    pub(crate) fn connection_opened(&self, health_only: bool) {
+        self.connections_open.fetch_add(1, Ordering::Relaxed);
+        if health_only {
+            self.health_only_connections.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A connection closed.
+    pub(crate) fn connection_closed(&self) {
+        self.connections_open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A connection the server closed, and why.
+    pub(crate) fn count_closed(&self, why: Closed) {
+        let counter = match why {
+            Closed::Header => &self.closed_header,
+            Closed::Idle => &self.closed_idle,
+            Closed::Drain => return,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_accept_error(&self) {
+        self.accept_errors.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The Prometheus text exposition of every counter, with the service's `serving`
@@ -148,41 +183,81 @@ impl Metrics {
                 "atomflake_request_duration_seconds_count{{api=\"{name}\"}} {count}"
             );
         }
-        header(
+        single(
             &mut out,
             "atomflake_spent_tick_waits_total",
             "counter",
             "Waits for the next tick because the current one's sequence was spent.",
-        );
-        let _ = writeln!(
-            out,
-            "atomflake_spent_tick_waits_total {}",
-            load(&self.spent_tick_waits)
+            load(&self.spent_tick_waits),
         );
         if let Some((stored, failed)) = store {
-            header(
+            single(
                 &mut out,
                 "atomflake_mark_stores_total",
                 "counter",
                 "High-water mark stores that succeeded (each renews a lease).",
+                stored,
             );
-            let _ = writeln!(out, "atomflake_mark_stores_total {stored}");
-            header(
+            single(
                 &mut out,
                 "atomflake_mark_store_failures_total",
                 "counter",
                 "High-water mark stores that failed.",
+                failed,
             );
-            let _ = writeln!(out, "atomflake_mark_store_failures_total {failed}");
         }
-        header(
+        self.render_connections(&mut out);
+        single(
             &mut out,
             "atomflake_serving",
             "gauge",
             "1 while IDs are handed out, else 0.",
+            u64::from(serving),
         );
-        let _ = writeln!(out, "atomflake_serving {}", u8::from(serving));
         out
+    }
+}
+
+impl Metrics {
+    fn render_connections(&self, out: &mut String) {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        single(
+            out,
+            "atomflake_connections_open",
+            "gauge",
+            "Connections open now.",
+            load(&self.connections_open),
+        );
+        single(
+            out,
+            "atomflake_health_only_connections_total",
+            "counter",
+            "Connections taken for health checks alone, every other slot being taken.",
+            load(&self.health_only_connections),
+        );
+        header(
+            out,
+            "atomflake_connections_closed_total",
+            "counter",
+            "Connections the server closed: no first request head within the header timeout, or idle past the idle timeout.",
+        );
+        for (reason, counter) in [
+            ("header_timeout", &self.closed_header),
+            ("idle_timeout", &self.closed_idle),
+        ] {
+            let _ = writeln!(
+                out,
+                "atomflake_connections_closed_total{{reason=\"{reason}\"}} {}",
+                load(counter)
+            );
+        }
+        single(
+            out,
+            "atomflake_accept_errors_total",
+            "counter",
+            "Failed accepts (out of open files, say), each followed by a pause.",
+            load(&self.accept_errors),
+        );
     }
 }
 
@@ -193,6 +268,12 @@ fn seconds(us: u64) -> String {
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// A metric of one value, without labels.
+fn single(out: &mut String, name: &str, kind: &str, help: &str, value: u64) {
+    header(out, name, kind, help);
+    let _ = writeln!(out, "{name} {value}");
 }
 
 #[cfg(test)]

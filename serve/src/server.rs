@@ -1,27 +1,41 @@
 //! [`serve`]: the accept loop, the per-connection limits and the drain at shutdown.
 
+use crate::connections::{self, Activity, Slots, Timeouts, Tracked};
 use crate::metrics::{Api, Outcome};
-use crate::service::Service;
+use crate::service::{Limits, Service};
 use crate::{grpc, http};
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tower::ServiceExt as _;
+
+/// How often an HTTP/2 connection is pinged while open, and how long the answer may take
+/// before the connection is dropped (a peer gone without closing it).
+const KEEP_ALIVE: Duration = Duration::from_secs(20);
+
+/// The longest pause after failed accepts (out of open files): they double from 10 ms.
+const MAX_ACCEPT_PAUSE: Duration = Duration::from_secs(1);
 
 /// Serves `service` on `listener` (HTTP/1.1 and HTTP/2, gRPC included) until `shutdown`
 /// completes; then refuses new requests (health goes red), stops accepting, and waits up
 /// to `drain` for the requests under way. Returns once every connection is closed or the
 /// drain time is up; dropping the last `Arc` of the service then releases its nodes.
+///
+/// Connections are held to the service's [`Limits`]: at most `max_connections` at once
+/// (and [`HEALTH_CONNECTIONS`](crate::HEALTH_CONNECTIONS) more for health checks alone),
+/// closed when their first request's head is not in within `header_timeout` or when
+/// idle past `idle_timeout`; HTTP/2 connections are pinged every 20 s.
 ///
 /// # Errors
 ///
@@ -35,62 +49,167 @@ pub async fn serve(
 ) -> io::Result<()> {
     let (grpc, health_task) = grpc::router(&service);
     let router = http::router(Arc::clone(&service)).merge(grpc);
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder
-        .http2()
-        .max_concurrent_streams(service.limits().streams_per_connection);
-    let graceful = GracefulShutdown::new();
+    let limits = service.limits();
+    let full = builder(&limits, false);
+    let health_check = builder(&limits, true);
+    let slots = Slots::new(limits.max_connections);
+    let (closing, closed) = watch::channel(false);
+    let mut connections = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    let mut accept = Accept::default();
     loop {
+        while connections.try_join_next().is_some() {}
+        let slot = tokio::select! {
+            slot = slots.next() => slot,
+            () = &mut shutdown => break,
+        };
         let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(error) => {
-                    eprintln!("atomflake serve: accept failed: {error}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            stream = accept.next(&listener, &service) => stream,
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let bucket = Arc::new(Mutex::new(Bucket::new(service.limits().requests_per_second)));
-        let router = router.clone();
-        let service = Arc::clone(&service);
-        let per_connection = tower::service_fn(move |request: Request<Incoming>| {
-            let allowed = bucket.lock().unwrap_or_else(PoisonError::into_inner).take();
-            let router = router.clone();
-            let service = Arc::clone(&service);
-            async move {
-                if allowed {
-                    router.oneshot(request).await
-                } else {
-                    let grpc = is_grpc(&request);
-                    let api = if grpc { Api::Grpc } else { Api::Http };
-                    service.metrics.count(api, Outcome::Limited, 0, Duration::ZERO);
-                    Ok::<_, Infallible>(limited(grpc, service.limits().requests_per_second))
-                }
-            }
-        });
+        let slot = slots.upgrade(slot);
+        let health_only = slot.health_only;
+        let (builder, timeouts) = if health_only {
+            (&health_check, Timeouts::HEALTH)
+        } else {
+            (&full, Timeouts::of(&limits))
+        };
+        let activity = Activity::new();
+        let per_connection = per_connection(&router, &service, &activity, health_only);
         let connection = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(per_connection))
             .into_owned();
-        let connection = graceful.watch(connection);
-        tokio::spawn(async move {
-            // A connection that fails (a client that went away) ends alone.
-            let _ = connection.await;
+        let service = Arc::clone(&service);
+        let closed = closed.clone();
+        service.metrics.connection_opened(health_only);
+        connections.spawn(async move {
+            connections::keep(connection, &activity, timeouts, closed, &service.metrics).await;
+            service.metrics.connection_closed();
+            drop(slot);
         });
     }
     service.drain();
     drop(listener);
+    let _ = closing.send(true);
     tokio::select! {
-        () = graceful.shutdown() => {}
+        () = async { while connections.join_next().await.is_some() {} } => {}
         () = tokio::time::sleep(drain) => {
             eprintln!("atomflake serve: requests still under way after the drain time of {drain:?}: closing");
+            connections.abort_all();
         }
     }
     health_task.abort();
     Ok(())
+}
+
+/// The connection builder: HTTP/1.1 heads read within the header timeout, HTTP/2
+/// connections pinged; for `health_only` connections, one request each.
+fn builder(limits: &Limits, health_only: bool) -> Builder<TokioExecutor> {
+    let mut builder = Builder::new(TokioExecutor::new());
+    let header_timeout = if health_only {
+        Timeouts::HEALTH.header
+    } else {
+        limits.header_timeout
+    };
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(!health_only);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(KEEP_ALIVE)
+        .keep_alive_timeout(KEEP_ALIVE)
+        .max_concurrent_streams(limits.streams_per_connection);
+    builder
+}
+
+/// One connection's service: its request rate, its requests counted while under way,
+/// and, on a `health_only` connection, health checks alone.
+fn per_connection(
+    router: &axum::Router,
+    service: &Arc<Service>,
+    activity: &Arc<Activity>,
+    health_only: bool,
+) -> impl tower::Service<
+    Request<Incoming>,
+    Response = Response<Body>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<Body>, Infallible>> + Send,
+> + Clone
++ Send
++ 'static {
+    let bucket = Arc::new(Mutex::new(Bucket::new(service.limits().requests_per_second)));
+    let (router, service, activity) = (router.clone(), Arc::clone(service), Arc::clone(activity));
+    tower::service_fn(move |request: Request<Incoming>| {
+        let in_flight = activity.begin();
+        let allowed = bucket.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let router = router.clone();
+        let service = Arc::clone(&service);
+        async move {
+            let grpc = is_grpc(&request);
+            let response = if health_only && !connections::is_health_check(request.uri().path()) {
+                at_capacity(grpc, service.limits().max_connections)
+            } else if allowed {
+                match router.oneshot(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                }
+            } else {
+                let api = if grpc { Api::Grpc } else { Api::Http };
+                service.metrics.count(api, Outcome::Limited, 0, Duration::ZERO);
+                limited(grpc, service.limits().requests_per_second)
+            };
+            Ok::<_, Infallible>(response.map(|body| Tracked::body(body, in_flight)))
+        }
+    })
+}
+
+/// Accepts connections, pausing after failures (out of open files: the pause lets
+/// connections close), and says so once for each run of failures.
+#[derive(Debug, Default)]
+struct Accept {
+    pause: Option<Duration>,
+}
+
+impl Accept {
+    async fn next(&mut self, listener: &TcpListener, service: &Service) -> TcpStream {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    if self.pause.take().is_some() {
+                        eprintln!("atomflake serve: accepting connections again");
+                    }
+                    return stream;
+                }
+                Err(error) => {
+                    service.metrics.count_accept_error();
+                    let pause = match self.pause {
+                        None => {
+                            eprintln!(
+                                "atomflake serve: accept failed: {error}; trying again after pauses of up to {MAX_ACCEPT_PAUSE:?}"
+                            );
+                            Duration::from_millis(10)
+                        }
+                        Some(pause) => (pause * 2).min(MAX_ACCEPT_PAUSE),
+                    };
+                    self.pause = Some(pause);
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+}
+
+impl Timeouts {
+    fn of(limits: &Limits) -> Timeouts {
+        Timeouts {
+            header: limits.header_timeout,
+            idle: limits.idle_timeout,
+        }
+    }
 }
 
 fn is_grpc<B>(request: &Request<B>) -> bool {
@@ -103,31 +222,53 @@ fn is_grpc<B>(request: &Request<B>) -> bool {
 /// The answer over a connection's request rate: HTTP 429, gRPC `RESOURCE_EXHAUSTED`.
 fn limited(grpc: bool, per_second: u32) -> Response<Body> {
     let message = format!("over this connection's request rate: allowed {per_second} requests per second");
-    let mut response = if grpc {
+    let mut response = refusal(
+        grpc,
+        tonic::Code::ResourceExhausted,
+        StatusCode::TOO_MANY_REQUESTS,
+        &message,
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+/// The answer to anything but a health check on a connection taken past the cap: HTTP
+/// 503, gRPC `UNAVAILABLE`.
+fn at_capacity(grpc: bool, max_connections: u32) -> Response<Body> {
+    let message = format!(
+        "the server has its most connections open ({max_connections}): this one answers health checks alone"
+    );
+    refusal(
+        grpc,
+        tonic::Code::Unavailable,
+        StatusCode::SERVICE_UNAVAILABLE,
+        &message,
+    )
+}
+
+/// A refusal: for gRPC a `code` and the message in the trailers-only answer, for HTTP a
+/// `status` and `{"error": message}`.
+fn refusal(grpc: bool, code: tonic::Code, status: StatusCode, message: &str) -> Response<Body> {
+    if grpc {
         let mut response = Response::new(Body::empty());
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
-        headers.insert(
-            "grpc-status",
-            HeaderValue::from(tonic::Code::ResourceExhausted as i32),
-        );
-        if let Ok(value) = HeaderValue::from_str(&message) {
+        headers.insert("grpc-status", HeaderValue::from(code as i32));
+        if let Ok(value) = HeaderValue::from_str(message) {
             headers.insert("grpc-message", value);
         }
         response
     } else {
         let body = serde_json::json!({ "error": message }).to_string();
         let mut response = Response::new(Body::from(body));
-        *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+        *response.status_mut() = status;
         response
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         response
-    };
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    response
+    }
 }
 
 /// A token bucket: `rate` requests a second on average, bursts of `rate`.

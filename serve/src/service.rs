@@ -25,6 +25,16 @@ pub struct Limits {
     /// How long a request waits for minting to resume (a mark being stored, a lease being
     /// renewed) before it is refused as unavailable.
     pub patience: Duration,
+    /// The most connections open at once; past them the listener's backlog holds new ones,
+    /// but for [`HEALTH_CONNECTIONS`](crate::HEALTH_CONNECTIONS) more that answer health
+    /// checks alone.
+    pub max_connections: u32,
+    /// How long a new connection has to send its first request's head, whole (a silent or
+    /// trickling client is closed after it); for HTTP/1.1 also every later request's head
+    /// once it begins.
+    pub header_timeout: Duration,
+    /// How long a connection with no request under way stays open after its last one.
+    pub idle_timeout: Duration,
 }
 
 impl Limits {
@@ -41,6 +51,9 @@ impl Default for Limits {
             requests_per_second: 100_000,
             streams_per_connection: 64,
             patience: Duration::from_secs(2),
+            max_connections: 4096,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }

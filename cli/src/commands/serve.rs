@@ -57,6 +57,22 @@ pub(crate) struct ServeArgs {
     /// The most gRPC calls one connection may have open at once.
     #[arg(long, default_value_t = Limits::default().streams_per_connection, value_name = "N")]
     streams: u32,
+    /// The most connections open at once (4096 unless set, and never more than the
+    /// open-file limit leaves, which is raised to its hard limit at start). Past it new
+    /// connections wait in the listener's backlog, but for 16 more that answer health
+    /// checks (`/healthz`, `/livez`, `/readyz`, gRPC health) alone.
+    #[arg(long, value_name = "N")]
+    max_connections: Option<u32>,
+    /// How long, in seconds, a new connection has to send its first request's head: a
+    /// client that sends nothing, or trickles it, is closed after it. For HTTP/1.1 it also
+    /// bounds every later request's head.
+    #[arg(long, default_value_t = Limits::default().header_timeout.as_secs(), value_name = "S")]
+    header_timeout: u64,
+    /// How long, in seconds, a connection with no request under way stays open after its
+    /// last one. HTTP/2 connections are also pinged every 20 s, and dropped when a ping
+    /// goes unanswered for 20 s.
+    #[arg(long, default_value_t = Limits::default().idle_timeout.as_secs(), value_name = "S")]
+    idle_timeout: u64,
     /// How long, in seconds, shutdown (SIGTERM, SIGINT) waits for the requests under way.
     #[arg(long, default_value_t = 10, value_name = "S")]
     drain: u64,
@@ -64,7 +80,9 @@ pub(crate) struct ServeArgs {
 
 pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
     let layout = args.layout.preset()?;
-    let limits = limits(args)?;
+    let file_limit = atomflake_serve::raise_file_limit()
+        .map_err(|err| Failure::Other(format!("cannot read the open-file limit: {err}")))?;
+    let limits = limits(args, file_limit)?;
     let (generator, store) = generator(layout, args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -87,9 +105,11 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
             .local_addr()
             .map_err(|err| Failure::Other(format!("cannot listen on {}: {err}", args.listen)))?;
         eprintln!(
-            "atomflake serve: listening on {address} (HTTP and gRPC), layout {}, node {}; {marks}",
+            "atomflake serve: listening on {address} (HTTP and gRPC), layout {}, node {}; {marks}; \
+             at most {} connections (open-file limit {file_limit})",
             args.layout.layout,
-            nodes.join(",")
+            nodes.join(","),
+            limits.max_connections
         );
         atomflake_serve::serve(
             listener,
@@ -111,20 +131,52 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
     result
 }
 
-fn limits(args: &ServeArgs) -> Result<Limits, Failure> {
-    let check = |name: &str, value: u32, max: u32| {
-        if (1..=max).contains(&value) {
+/// The longest header and idle timeouts, in seconds.
+const MAX_TIMEOUT_S: u64 = 3600;
+
+/// The limits `args` set, the connections within `file_limit` open files.
+fn limits(args: &ServeArgs, file_limit: u64) -> Result<Limits, Failure> {
+    fn check<T: PartialOrd + std::fmt::Display + Copy>(
+        name: &str,
+        value: T,
+        min: T,
+        max: T,
+    ) -> Result<T, Failure> {
+        if value >= min && value <= max {
             Ok(value)
         } else {
             Err(Failure::Usage(format!(
-                "--{name} {value} is out of range: allowed 1..={max}"
+                "--{name} {value} is out of range: allowed {min}..={max}"
             )))
         }
+    }
+    let seconds = |name, value| check(name, value, 1, MAX_TIMEOUT_S).map(Duration::from_secs);
+    let within = atomflake_serve::max_connections_within(file_limit);
+    let max_connections = match args.max_connections {
+        Some(max) if max > within => {
+            return Err(Failure::Usage(format!(
+                "--max-connections {max} is out of range: allowed 1..={within} (the open-file limit is \
+                 {file_limit}, less {} for health checks and {} for the server's own files)",
+                atomflake_serve::HEALTH_CONNECTIONS,
+                atomflake_serve::RESERVED_FILES
+            )));
+        }
+        Some(max) => check("max-connections", max, 1, within)?,
+        None if within == 0 => {
+            return Err(Failure::Other(format!(
+                "the open-file limit of {file_limit} leaves no room for connections: allowed at least {}",
+                u64::from(atomflake_serve::HEALTH_CONNECTIONS) + atomflake_serve::RESERVED_FILES + 1
+            )));
+        }
+        None => Limits::default().max_connections.min(within),
     };
     Ok(Limits {
-        max_count: check("max-count", args.max_count, Limits::MAX_COUNT)?,
-        requests_per_second: check("rate", args.rate, u32::MAX)?,
-        streams_per_connection: check("streams", args.streams, u32::MAX)?,
+        max_count: check("max-count", args.max_count, 1, Limits::MAX_COUNT)?,
+        requests_per_second: check("rate", args.rate, 1, u32::MAX)?,
+        streams_per_connection: check("streams", args.streams, 1, u32::MAX)?,
+        max_connections,
+        header_timeout: seconds("header-timeout", args.header_timeout)?,
+        idle_timeout: seconds("idle-timeout", args.idle_timeout)?,
         ..Limits::default()
     })
 }

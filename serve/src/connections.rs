@@ -1,0 +1,328 @@
+//! The connections a server keeps: how many at once, how long a silent or idle one stays
+//! open, the few kept for health checks once the rest are taken, and the open-file limit
+//! they live under.
+
+use crate::metrics::Metrics;
+use axum::body::{Body, HttpBody};
+use hyper::body::Frame;
+use hyper_util::server::graceful::GracefulConnection;
+use std::io;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+
+/// Connections taken beyond [`Limits::max_connections`](crate::Limits::max_connections)
+/// for health checks alone (`/healthz`, `/livez`, `/readyz`, the gRPC health service),
+/// so that a load balancer's probe gets an answer while every other slot is taken.
+pub const HEALTH_CONNECTIONS: u32 = 16;
+
+/// Open files kept beyond the connections: the listener, the lease's connection to its
+/// engine, high-water files, the standard streams and the runtime's own.
+pub const RESERVED_FILES: u64 = 64;
+
+/// How long a health-check connection has for its one request.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a connection told to close has to finish what it was doing, past a timeout.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// How often each connection's timeouts are checked.
+const CHECK_EVERY: Duration = Duration::from_millis(200);
+
+/// Raises this process's soft limit on open files to the hard limit (as Go's runtime does
+/// at start), and returns the soft limit in force.
+///
+/// # Errors
+///
+/// The operating system's, when the limits cannot be read.
+pub fn raise_file_limit() -> io::Result<u64> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let Some(soft) = limit.current else {
+        return Ok(u64::MAX);
+    };
+    if limit.maximum.is_none_or(|hard| hard > soft) {
+        let mut raised = limit;
+        raised.current = limit.maximum;
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            return Ok(limit.maximum.unwrap_or(u64::MAX));
+        }
+    }
+    Ok(soft)
+}
+
+/// The most connections a process with `file_limit` open files may serve:
+/// [`HEALTH_CONNECTIONS`] and [`RESERVED_FILES`] taken out.
+pub fn max_connections_within(file_limit: u64) -> u32 {
+    let left = file_limit.saturating_sub(RESERVED_FILES + u64::from(HEALTH_CONNECTIONS));
+    u32::try_from(left).unwrap_or(u32::MAX)
+}
+
+/// A connection's place, held while it is open.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    /// Taken past the cap: the connection may ask for health checks alone.
+    pub(crate) health_only: bool,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// The slots connections take: the cap, then the health checks' few.
+#[derive(Debug)]
+pub(crate) struct Slots {
+    full: Arc<Semaphore>,
+    health: Arc<Semaphore>,
+}
+
+impl Slots {
+    pub(crate) fn new(max_connections: u32) -> Slots {
+        Slots {
+            full: Arc::new(Semaphore::new(max_connections as usize)),
+            health: Arc::new(Semaphore::new(HEALTH_CONNECTIONS as usize)),
+        }
+    }
+
+    /// The next free slot, a full one first; waits while every slot is taken (the
+    /// listener's backlog holds new connections meanwhile). Taken before the connection
+    /// comes: [`upgrade`](Self::upgrade) it once it does.
+    pub(crate) async fn next(&self) -> Slot {
+        let slot = |health_only, permit| Slot {
+            health_only,
+            _permit: permit,
+        };
+        if let Ok(permit) = Arc::clone(&self.full).try_acquire_owned() {
+            return slot(false, permit);
+        }
+        // Neither semaphore is ever closed.
+        tokio::select! {
+            biased;
+            Ok(permit) = Arc::clone(&self.full).acquire_owned() => slot(false, permit),
+            Ok(permit) = Arc::clone(&self.health).acquire_owned() => slot(true, permit),
+        }
+    }
+
+    /// `slot`, or a full one in its place when it is for health checks alone and a full
+    /// one has come free since it was taken.
+    pub(crate) fn upgrade(&self, slot: Slot) -> Slot {
+        if !slot.health_only {
+            return slot;
+        }
+        match Arc::clone(&self.full).try_acquire_owned() {
+            Ok(permit) => Slot {
+                health_only: false,
+                _permit: permit,
+            },
+            Err(_) => slot,
+        }
+    }
+}
+
+/// How long a connection may stay open without a request under way.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timeouts {
+    /// From the accept to its first request's head, read whole.
+    pub(crate) header: Duration,
+    /// From the end of its last request to the next one's head, read whole.
+    pub(crate) idle: Duration,
+}
+
+impl Timeouts {
+    /// A health-check connection's.
+    pub(crate) const HEALTH: Timeouts = Timeouts {
+        header: HEALTH_TIMEOUT,
+        idle: HEALTH_TIMEOUT,
+    };
+}
+
+/// Why a connection was closed by the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Closed {
+    /// Its first request's head did not come within the header timeout: a silent or
+    /// trickling client.
+    Header,
+    /// Idle past the idle timeout.
+    Idle,
+    /// The server drains.
+    Drain,
+}
+
+/// A connection's requests: how many are under way, and since when none is.
+#[derive(Debug)]
+pub(crate) struct Activity {
+    opened: Instant,
+    in_flight: AtomicU32,
+    requests: AtomicU64,
+    /// Milliseconds from `opened` to the end of the last request (0: none yet).
+    quiet_since_ms: AtomicU64,
+}
+
+impl Activity {
+    pub(crate) fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            opened: Instant::now(),
+            in_flight: AtomicU32::new(0),
+            requests: AtomicU64::new(0),
+            quiet_since_ms: AtomicU64::new(0),
+        })
+    }
+
+    /// A request begins; it ends when the returned guard is dropped (with the response's
+    /// body, for a stream after its last message).
+    pub(crate) fn begin(self: &Arc<Activity>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        InFlight(Arc::clone(self))
+    }
+
+    /// Why the connection is overdue for closing, if it is: no request under way, and
+    /// none begun within the timeout that applies.
+    fn overdue(&self, timeouts: Timeouts) -> Option<Closed> {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let quiet = self
+            .opened
+            .elapsed()
+            .saturating_sub(Duration::from_millis(self.quiet_since_ms.load(Ordering::Acquire)));
+        if self.requests.load(Ordering::Relaxed) == 0 {
+            (quiet >= timeouts.header).then_some(Closed::Header)
+        } else {
+            (quiet >= timeouts.idle).then_some(Closed::Idle)
+        }
+    }
+}
+
+/// A request under way on a connection.
+#[derive(Debug)]
+pub(crate) struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let activity = &self.0;
+        let now = u64::try_from(activity.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        activity.quiet_since_ms.fetch_max(now, Ordering::AcqRel);
+        activity.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that holds its request's [`InFlight`] until it is done.
+pub(crate) struct Tracked {
+    body: Body,
+    _in_flight: InFlight,
+}
+
+impl Tracked {
+    pub(crate) fn body(body: Body, in_flight: InFlight) -> Body {
+        Body::new(Tracked {
+            body,
+            _in_flight: in_flight,
+        })
+    }
+}
+
+impl HttpBody for Tracked {
+    type Data = <Body as HttpBody>::Data;
+    type Error = <Body as HttpBody>::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Drives `connection` until it ends, the server drains (`closing` turns true), or it
+/// has no request under way past its `timeouts`: then closes it gracefully, and past a
+/// timeout drops it after [`CLOSE_GRACE`] (a request head still trickling in).
+pub(crate) async fn keep<C: GracefulConnection>(
+    connection: C,
+    activity: &Activity,
+    timeouts: Timeouts,
+    mut closing: watch::Receiver<bool>,
+    metrics: &Metrics,
+) {
+    let mut connection = pin!(connection);
+    let mut check = tokio::time::interval(CHECK_EVERY);
+    let why = loop {
+        tokio::select! {
+            // A connection that fails (a client that went away) ends alone.
+            _ = connection.as_mut() => return,
+            _ = closing.wait_for(|closing| *closing) => break Closed::Drain,
+            _ = check.tick() => {
+                if let Some(why) = activity.overdue(timeouts) {
+                    break why;
+                }
+            }
+        }
+    };
+    connection.as_mut().graceful_shutdown();
+    if why == Closed::Drain {
+        // The server bounds the drain.
+        let _ = connection.await;
+    } else {
+        metrics.count_closed(why);
+        let _ = tokio::time::timeout(CLOSE_GRACE, connection).await;
+    }
+}
+
+/// Whether `path` is a health check's: what a connection taken past the cap may ask.
+pub(crate) fn is_health_check(path: &str) -> bool {
+    matches!(path, "/healthz" | "/livez" | "/readyz") || path.starts_with("/grpc.health.v1.Health/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Timeouts = Timeouts {
+        header: Duration::ZERO,
+        idle: Duration::ZERO,
+    };
+    const LATER: Timeouts = Timeouts {
+        header: Duration::from_secs(3600),
+        idle: Duration::from_secs(3600),
+    };
+
+    #[test]
+    fn a_connection_is_overdue_only_with_no_request_under_way() {
+        let activity = Activity::new();
+        assert_eq!(activity.overdue(NOW), Some(Closed::Header));
+        assert_eq!(activity.overdue(LATER), None);
+        let first = activity.begin();
+        let second = activity.begin();
+        assert_eq!(activity.overdue(NOW), None);
+        drop(first);
+        assert_eq!(activity.overdue(NOW), None, "one still under way");
+        drop(second);
+        assert_eq!(activity.overdue(NOW), Some(Closed::Idle));
+        assert_eq!(activity.overdue(LATER), None);
+    }
+
+    #[test]
+    fn health_checks_are_the_health_paths_alone() {
+        for path in ["/healthz", "/livez", "/readyz", "/grpc.health.v1.Health/Check"] {
+            assert!(is_health_check(path), "{path}");
+        }
+        for path in ["/v1/ids", "/metrics", "/healthz/x", "/atomflake.v1.Ids/GetIds"] {
+            assert!(!is_health_check(path), "{path}");
+        }
+    }
+
+    #[test]
+    fn the_connections_leave_room_for_health_checks_and_the_servers_own_files() {
+        assert_eq!(max_connections_within(200), 120);
+        assert_eq!(max_connections_within(80), 0);
+        assert_eq!(max_connections_within(u64::MAX), u32::MAX);
+    }
+}
