@@ -106,13 +106,19 @@ impl Server {
         self.exit()
     }
 
-    /// Waits for the exit: its status and the rest of its stderr.
+    /// Waits for the exit: its status and the rest of its stderr. Panics (after killing
+    /// it) if it is still running 30 s after its last line.
     fn exit(mut self) -> (ExitStatus, String) {
         let mut rest = Vec::new();
         while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(30)) {
             rest.push(line);
         }
-        (self.child.wait().unwrap(), rest.join("\n"))
+        let status = self.child.try_wait().unwrap();
+        let rest = rest.join("\n");
+        (
+            status.unwrap_or_else(|| panic!("still running 30 s after its last line: {rest}")),
+            rest,
+        )
     }
 }
 
@@ -449,7 +455,8 @@ fn servers_on_one_lease_namespace_never_hand_out_an_id_twice_and_a_frozen_one_st
     };
     let url = database.url();
     let lease = ["--lease", url.as_str(), "--namespace", "serve", "--ttl", "2"];
-    let first = Server::start(&lease);
+    // It stays up once its lease is lost, so that its answers can be seen.
+    let first = Server::start(&[&lease[..], &["--stay-stopped"]].concat());
     let second = Server::start(&lease);
     let (first_node, second_node) = (node_of(&first), node_of(&second));
     assert_ne!(first_node, second_node, "two servers got one node");
@@ -476,11 +483,25 @@ fn servers_on_one_lease_namespace_never_hand_out_an_id_twice_and_a_frozen_one_st
     all.extend(&successor);
 
     // Woken, the first hands out nothing more: its health is red and requests get 503.
+    // Once it has found its lease lost, it is not alive either: only a restart helps.
     signal(&first, "-CONT");
     let (status, body) = curl(&first.url("/healthz")).unwrap();
     assert_eq!(status, 503, "a frozen server past its lease is healthy: {body}");
     let (status, body) = curl(&first.url("/v1/ids?count=10")).unwrap();
     assert_eq!(status, 503, "a frozen server past its lease answered: {body}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (status, body) = loop {
+        let (status, body) = curl(&first.url("/livez")).unwrap();
+        if status != 200 || Instant::now() > deadline {
+            break (status, body);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status, 503, "a server that lost its lease is alive: {body}");
+    assert!(
+        body.starts_with("stopped: ") && body.contains("is lost"),
+        "{body}"
+    );
     all.extend(get_ids(&second, 10));
     all.extend(get_ids(&third, 10));
 
@@ -650,6 +671,28 @@ fn check_histories(test: &str, histories: &[History], nodes: &[u64]) -> Vec<Vec<
     per_server
 }
 
+/// Wakes `server`, frozen past its lease: it hands out nothing more, answering 503 until
+/// it finds its lease lost, then drains and exits with code 1.
+fn woken_past_its_lease(test: &str, server: Server) {
+    signal(&server, "-CONT");
+    std::thread::sleep(Duration::from_millis(500));
+    for path in ["/healthz", "/v1/ids?count=1"] {
+        // Refused once it has exited.
+        if let Ok((status, body)) = http_get(&server.address, path, Duration::from_secs(5)) {
+            assert_eq!(
+                status, 503,
+                "{test}: the server frozen past its lease answered {path}: {body}"
+            );
+        }
+    }
+    let (status, stderr) = server.exit();
+    assert_eq!(status.code(), Some(1), "{test}: {stderr}");
+    assert!(
+        stderr.contains("minting has ended for good") && stderr.contains("is lost"),
+        "{test}: {stderr}"
+    );
+}
+
 /// A fleet of servers in one lease namespace, with clients spread over them, through a
 /// server killed (`SIGKILL`), one frozen past its lease (`SIGSTOP`) and the database
 /// crashed and restarted: no ID twice in every client's history, each server's IDs in order and on
@@ -712,16 +755,7 @@ fn fleet(test: &str, mut engine: Engine) {
         nodes[successor], nodes[frozen],
         "{test}: the frozen server's node is the lowest free"
     );
-    signal(servers[frozen].as_ref().unwrap(), "-CONT");
-    pause(500);
-    let frozen_address = servers[frozen].as_ref().unwrap().address.clone();
-    for path in ["/healthz", "/v1/ids?count=1"] {
-        let (status, body) = http_get(&frozen_address, path, Duration::from_secs(5)).unwrap();
-        assert_eq!(
-            status, 503,
-            "{test}: the server frozen past its lease answered {path}: {body}"
-        );
-    }
+    woken_past_its_lease(test, servers[frozen].take().unwrap());
 
     // The database crashes and comes back: the leases are on disk, the servers go on.
     engine.crash_and_restart();
@@ -1272,4 +1306,49 @@ fn the_open_file_limit_is_raised_to_the_hard_one_and_bounds_the_connections() {
             .ends_with("at most 120 connections (open-file limit 200)"),
         "{first:?}"
     );
+}
+
+#[test]
+fn readyz_is_red_while_the_clock_is_behind_the_nodes_mark_and_livez_stays_green() {
+    let test = "readyz_is_red_while_the_clock_is_behind_the_nodes_mark_and_livez_stays_green";
+    if !pg::has_libfaketime(test) {
+        return;
+    }
+    let state = StateDir::new("serve-ready");
+    let args = ["--node", "1", "--high-water", state.path()];
+    let first = Server::start(&args);
+    for path in ["/readyz", "/healthz", "/livez"] {
+        let (status, body) = http_get(&first.address, path, Duration::from_secs(5)).unwrap();
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+    get_ids(&first, 10);
+    let (status, stderr) = first.stop();
+    assert!(status.success(), "{status}: {stderr}");
+    // Restarted with its clock 8 s behind its mark: it waits for the clock (up to 10 s),
+    // longer than a request waits (2 s), so it is not ready, but alive.
+    let second = Server::start_with(&args, &clock_behind("-8s"));
+    let started = Instant::now();
+    let (status, body) = http_get(&second.address, "/readyz", Duration::from_secs(5)).unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.starts_with("waiting ")
+            && body.ends_with(
+                "for this clock to pass the nodes' high-water mark: longer than the patience of 2s\n"
+            ),
+        "{body}"
+    );
+    let (status, body) = http_get(&second.address, "/livez", Duration::from_secs(5)).unwrap();
+    assert_eq!((status, body.as_str()), (200, "alive\n"));
+    // Ready once the wait is within the patience: 6 s on, or a little more.
+    let ready = loop {
+        let (status, _) = http_get(&second.address, "/readyz", Duration::from_secs(5)).unwrap();
+        if status == 200 {
+            break started.elapsed();
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "never ready");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(ready > Duration::from_secs(3), "ready after {ready:?}");
+    assert_eq!(get_ids(&second, 1).len(), 1);
+    println!("ready {ready:?} after the restart with the clock 8 s behind");
 }

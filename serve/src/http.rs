@@ -1,5 +1,5 @@
 //! The HTTP/JSON API: `GET /v1/ids`, `GET /v1/ids/{id}`, `GET /v1/layout`, `GET /healthz`,
-//! `GET /metrics` and `GET /v1/openapi.json`.
+//! `GET /readyz`, `GET /livez`, `GET /metrics` and `GET /v1/openapi.json`.
 
 use crate::metrics::{Api, Outcome};
 use crate::service::{Refusal, Service, State};
@@ -21,6 +21,8 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/v1/ids/{id}", get(decode))
         .route("/v1/layout", get(layout))
         .route("/healthz", get(health))
+        .route("/readyz", get(health))
+        .route("/livez", get(liveness))
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(openapi))
         .with_state(service)
@@ -126,10 +128,19 @@ async fn layout(With(service): With<Arc<Service>>) -> Response {
     json(StatusCode::OK, body.to_string())
 }
 
-/// `GET /healthz`: 200 while IDs can be handed out, else 503 with the reason.
+/// `GET /readyz` and `GET /healthz`: 200 while IDs can be handed out within the
+/// patience, else 503 with the reason.
 async fn health(With(service): With<Arc<Service>>) -> Response {
     match service.health() {
         Ok(()) => (StatusCode::OK, "serving\n").into_response(),
+        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")).into_response(),
+    }
+}
+
+/// `GET /livez`: 200 unless minting has ended for good, else 503 with the reason.
+async fn liveness(With(service): With<Arc<Service>>) -> Response {
+    match service.liveness() {
+        Ok(()) => (StatusCode::OK, "alive\n").into_response(),
         Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")).into_response(),
     }
 }

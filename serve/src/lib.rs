@@ -4,7 +4,8 @@
 //! or on nodes leased with their high-water marks) and [`serve`] answers on a TCP listener:
 //!
 //! - HTTP: `GET /v1/ids?count=N` → `{"ids": ["<decimal>", ...]}`, `GET /v1/ids/{id}` (the
-//!   ID decoded), `GET /v1/layout`, `GET /healthz` (200 only while serving) and
+//!   ID decoded), `GET /v1/layout`, `GET /readyz` and `GET /healthz` (200 only while IDs
+//!   can be handed out), `GET /livez` (200 unless minting has ended for good) and
 //!   `GET /metrics` (Prometheus' text format);
 //! - gRPC: `atomflake.v1.Ids` (`proto/atomflake/v1/ids.proto`): `GetIds`, `StreamIds`
 //!   (IDs as runs: first, step, count), `GetLayout` and `Decode`; the standard health

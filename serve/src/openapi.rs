@@ -70,12 +70,28 @@ pub(crate) fn document(limits: Limits) -> Value {
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Layout"}}},
                 }},
             }},
+            "/readyz": {"get": {
+                "operationId": "readiness",
+                "summary": "Whether the server hands out IDs now, within its patience: the readiness check.",
+                "responses": {
+                    "200": text("Ready: the body is `serving`."),
+                    "503": text("Draining, stopped, or unable to mint within the patience: the body says why."),
+                },
+            }},
             "/healthz": {"get": {
                 "operationId": "health",
-                "summary": "Whether the server hands out IDs now.",
+                "summary": "The same answer as `/readyz`.",
                 "responses": {
-                    "200": text("Serving: the body is `serving`."),
-                    "503": text("Draining or stopped: the body says why."),
+                    "200": text("Ready: the body is `serving`."),
+                    "503": text("Draining, stopped, or unable to mint within the patience: the body says why."),
+                },
+            }},
+            "/livez": {"get": {
+                "operationId": "liveness",
+                "summary": "Whether the server is alive: it is unless minting has ended for good.",
+                "responses": {
+                    "200": text("Alive: the body is `alive`."),
+                    "503": text("Minting has ended for good (a lost lease): the body says why; restart it."),
                 },
             }},
             "/metrics": {"get": {

@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 /// longer ones sleep on its timer (whose resolution is 1 ms).
 const YIELD_BELOW: Duration = Duration::from_millis(2);
 
+/// How often [`Service::stopped`] looks at the state.
+const WATCH_EVERY: Duration = Duration::from_millis(250);
+
 /// The limits that keep one client from starving the others.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -149,14 +152,15 @@ impl Service {
         }
     }
 
-    /// Whether IDs can be handed out now, or why not: the state, then a probe that mints
-    /// one ID (a gap, never a duplicate) to learn what minting would answer: a lease whose
-    /// renewal is overdue, a mark not stored, is not healthy.
+    /// Whether IDs can be handed out now, within the patience, or why not: the state, then
+    /// a probe that mints one ID (a gap, never a duplicate) to learn what minting would
+    /// answer. A lease whose renewal is overdue, a mark not stored, a clock further behind
+    /// the node's mark than the patience: not ready. (`/readyz`, `/healthz`, gRPC health.)
     ///
     /// # Errors
     ///
-    /// Why no ID can be handed out now: draining, stopped (and why), or what minting
-    /// answered.
+    /// Why no ID can be handed out now: draining, stopped (and why), a wait for the clock
+    /// longer than the patience, or what minting answered.
     pub fn health(&self) -> Result<(), String> {
         match self.state() {
             State::Serving => {}
@@ -164,13 +168,47 @@ impl Service {
             State::Stopped(reason) => return Err(format!("stopped: {reason}")),
         }
         match self.generator.try_next_run(1) {
-            Ok(_) | Err(MintError::SequenceExhausted { .. }) => Ok(()),
+            Ok(_) => Ok(()),
+            Err(MintError::SequenceExhausted { retry_after, .. }) if retry_after <= self.limits.patience => {
+                Ok(())
+            }
+            Err(MintError::SequenceExhausted { retry_after, .. }) => Err(format!(
+                "waiting {retry_after:?} for this clock to pass the nodes' high-water mark: longer than \
+                 the patience of {:?}",
+                self.limits.patience
+            )),
             Err(error) if error.is_transient() => Err(format!("cannot mint now: {error}")),
             Err(error) => {
                 let reason = format!("cannot mint: {error}");
                 self.stop(&reason);
                 Err(format!("stopped: {reason}"))
             }
+        }
+    }
+
+    /// Whether the server is alive: it is unless minting has ended for good (a lost lease,
+    /// the layout's span spent), when only a restart helps. Draining is alive. (`/livez`.)
+    ///
+    /// # Errors
+    ///
+    /// Why minting has ended.
+    pub fn liveness(&self) -> Result<(), String> {
+        match self.state() {
+            State::Stopped(reason) => Err(format!("stopped: {reason}")),
+            State::Serving | State::Draining => Ok(()),
+        }
+    }
+
+    /// Completes once minting has ended for good, with the reason: looked at every 250 ms
+    /// (with a probe that mints one ID, as [`health`](Self::health)).
+    pub async fn stopped(&self) -> String {
+        loop {
+            if let State::Stopped(reason) = self.state() {
+                return reason;
+            }
+            // A lease is lost at a renewal; the probe also finds a span spent.
+            let _ = self.health();
+            tokio::time::sleep(WATCH_EVERY).await;
         }
     }
 

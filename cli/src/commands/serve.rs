@@ -76,6 +76,11 @@ pub(crate) struct ServeArgs {
     /// How long, in seconds, shutdown (SIGTERM, SIGINT) waits for the requests under way.
     #[arg(long, default_value_t = 10, value_name = "S")]
     drain: u64,
+    /// When minting ends for good (the lease lost to another server, the layout's span
+    /// spent), stay up with health red rather than drain and exit with code 1 (so that a
+    /// supervisor restarts the server and it claims a node again).
+    #[arg(long)]
+    stay_stopped: bool,
 }
 
 pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
@@ -111,19 +116,32 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
             nodes.join(","),
             limits.max_connections
         );
-        atomflake_serve::serve(
-            listener,
-            service,
-            shutdown_signal(),
-            Duration::from_secs(args.drain),
-        )
-        .await
-        .map_err(|err| Failure::Other(format!("serving failed: {err}")))
+        let stopped = Arc::new(std::sync::OnceLock::new());
+        let shutdown = {
+            let (service, stopped) = (Arc::clone(&service), Arc::clone(&stopped));
+            let stay = args.stay_stopped;
+            async move {
+                tokio::select! {
+                    () = shutdown_signal() => {}
+                    reason = service.stopped(), if !stay => {
+                        eprintln!("atomflake serve: minting has ended for good: draining, then exiting with code 1");
+                        let _ = stopped.set(reason);
+                    }
+                }
+            }
+        };
+        atomflake_serve::serve(listener, service, shutdown, Duration::from_secs(args.drain))
+            .await
+            .map_err(|err| Failure::Other(format!("serving failed: {err}")))?;
+        match stopped.get() {
+            Some(reason) => Err(Failure::Other(format!("serve stopped: {reason}"))),
+            None => Ok(()),
+        }
     });
     // Connections still open after the drain hold the service: dropping their tasks drops
     // it, and with it the generator, which releases its nodes.
     runtime.shutdown_timeout(Duration::from_secs(1));
-    if leased {
+    if leased && result.is_ok() {
         eprintln!("atomflake serve: stopped; node {} released", nodes.join(","));
     } else {
         eprintln!("atomflake serve: stopped");
