@@ -877,13 +877,14 @@ fn two_servers_on_one_fixed_node_hand_out_the_same_ids_and_two_on_a_lease_never_
 }
 
 #[test]
-fn sigterm_lets_a_stream_under_way_finish_and_cuts_it_only_at_the_drain_time() {
-    let test = "sigterm_lets_a_stream_under_way_finish_and_cuts_it_only_at_the_drain_time";
+fn sigterm_lets_a_stream_under_way_finish_and_cuts_it_at_the_drain_time_or_a_second_signal() {
+    let test = "sigterm_lets_a_stream_under_way_finish_and_cuts_it_at_the_drain_time_or_a_second_signal";
     let Some(streamer) = PythonClient::new(test, "serve_stream.py") else {
         return;
     };
-    // 12 M IDs take about 3 s at one Twitter node's cap: within a 10 s drain, past a 1 s one.
-    for (drain, whole) in [("10", true), ("1", false)] {
+    // 12 M IDs take about 3 s at one Twitter node's cap: within a 10 s drain, past a 1 s one,
+    // and past a second signal 0.3 s into a 60 s one.
+    for (drain, whole) in [("10", true), ("1", false), ("60", false)] {
         let server = Server::start(&["--node", "5", "--drain", drain]);
         let stubs = tempdir(&format!("stream-stubs-{drain}"));
         let mut client = streamer
@@ -901,6 +902,9 @@ fn sigterm_lets_a_stream_under_way_finish_and_cuts_it_only_at_the_drain_time() {
             matches!(&refused, Err(error) if error.kind() == std::io::ErrorKind::ConnectionRefused),
             "drain {drain}: a new connection was taken after SIGTERM: {refused:?}"
         );
+        if drain == "60" {
+            signal(&server, "-TERM");
+        }
         let last = lines.next().unwrap().unwrap();
         let exit = client.wait().unwrap();
         let (status, stderr) = server.exit();
@@ -912,11 +916,16 @@ fn sigterm_lets_a_stream_under_way_finish_and_cuts_it_only_at_the_drain_time() {
         if whole {
             assert_eq!((last.as_str(), exit.success()), ("received 12000000", true));
         } else {
-            assert!(last.starts_with("ended ") && !exit.success(), "drain 1 s: {last}");
             assert!(
-                stderr.contains("requests still under way after the drain time of 1s: closing"),
-                "{stderr}"
+                last.starts_with("ended ") && !exit.success(),
+                "drain {drain} s: {last}"
             );
+            let cut = if drain == "1" {
+                "requests still under way after the drain time of 1s: closing"
+            } else {
+                "a second signal: closing the connections now"
+            };
+            assert!(stderr.contains(cut), "{stderr}");
         }
         let _ = std::fs::remove_dir_all(stubs);
     }

@@ -30,6 +30,6 @@ pub mod proto {
 }
 
 pub use connections::{HEALTH_CONNECTIONS, RESERVED_FILES, max_connections_within, raise_file_limit};
-pub use server::serve;
+pub use server::{Drained, serve};
 pub use service::{Limits, Refusal, Service, State};
 pub use watch::{StoreWatch, Watched};

@@ -27,10 +27,20 @@ const KEEP_ALIVE: Duration = Duration::from_secs(20);
 /// The longest pause after failed accepts (out of open files): they double from 10 ms.
 const MAX_ACCEPT_PAUSE: Duration = Duration::from_secs(1);
 
+/// How a drain ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Drained {
+    /// Every connection closed by itself: the requests under way finished.
+    Finished,
+    /// The drain's end came first: the connections still open were closed.
+    Cut,
+}
+
 /// Serves `service` on `listener` (HTTP/1.1 and HTTP/2, gRPC included) until `shutdown`
-/// completes; then refuses new requests (health goes red), stops accepting, and waits up
-/// to `drain` for the requests under way. Returns once every connection is closed or the
-/// drain time is up; dropping the last `Arc` of the service then releases its nodes.
+/// completes; then refuses new requests (health goes red), stops accepting, and waits
+/// for the requests under way until the future `drain()` returns completes (a drain time,
+/// a second signal). Returns once every connection is closed or the drain has ended;
+/// dropping the last `Arc` of the service then releases its nodes.
 ///
 /// Connections are held to the service's [`Limits`]: at most `max_connections` at once
 /// (and [`HEALTH_CONNECTIONS`](crate::HEALTH_CONNECTIONS) more for health checks alone),
@@ -41,12 +51,12 @@ const MAX_ACCEPT_PAUSE: Duration = Duration::from_secs(1);
 ///
 /// None yet: a failed accept (too many open files) is retried after a pause. The result
 /// leaves room for errors of listeners to come.
-pub async fn serve(
+pub async fn serve<D: Future<Output = ()>>(
     listener: TcpListener,
     service: Arc<Service>,
     shutdown: impl Future<Output = ()>,
-    drain: Duration,
-) -> io::Result<()> {
+    drain: impl FnOnce() -> D,
+) -> io::Result<Drained> {
     let (grpc, health_task) = grpc::router(&service);
     let router = http::router(Arc::clone(&service)).merge(grpc);
     let limits = service.limits();
@@ -92,15 +102,15 @@ pub async fn serve(
     service.drain();
     drop(listener);
     let _ = closing.send(true);
-    tokio::select! {
-        () = async { while connections.join_next().await.is_some() {} } => {}
-        () = tokio::time::sleep(drain) => {
-            eprintln!("atomflake serve: requests still under way after the drain time of {drain:?}: closing");
+    let drained = tokio::select! {
+        () = async { while connections.join_next().await.is_some() {} } => Drained::Finished,
+        () = drain() => {
             connections.abort_all();
+            Drained::Cut
         }
-    }
+    };
     health_task.abort();
-    Ok(())
+    Ok(drained)
 }
 
 /// The connection builder: HTTP/1.1 heads read within the header timeout, HTTP/2

@@ -122,7 +122,9 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
             let stay = args.stay_stopped;
             async move {
                 tokio::select! {
-                    () = shutdown_signal() => {}
+                    () = next_signal() => {
+                        eprintln!("atomflake serve: shutting down: refusing new requests, finishing those under way");
+                    }
                     reason = service.stopped(), if !stay => {
                         eprintln!("atomflake serve: minting has ended for good: draining, then exiting with code 1");
                         let _ = stopped.set(reason);
@@ -130,9 +132,19 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
                 }
             }
         };
-        atomflake_serve::serve(listener, service, shutdown, Duration::from_secs(args.drain))
-            .await
-            .map_err(|err| Failure::Other(format!("serving failed: {err}")))?;
+        let drain = Duration::from_secs(args.drain);
+        let drained = atomflake_serve::serve(listener, service, shutdown, || async move {
+            tokio::select! {
+                () = tokio::time::sleep(drain) => {
+                    eprintln!("atomflake serve: requests still under way after the drain time of {drain:?}: closing");
+                }
+                () = next_signal() => {
+                    eprintln!("atomflake serve: a second signal: closing the connections now");
+                }
+            }
+        })
+        .await;
+        drained.map_err(|err| Failure::Other(format!("serving failed: {err}")))?;
         match stopped.get() {
             Some(reason) => Err(Failure::Other(format!("serve stopped: {reason}"))),
             None => Ok(()),
@@ -244,8 +256,8 @@ fn generator(
     Ok((generator, None))
 }
 
-/// Completes at the first SIGTERM or SIGINT.
-async fn shutdown_signal() {
+/// Completes at the next SIGTERM or SIGINT.
+async fn next_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
     else {
@@ -256,5 +268,4 @@ async fn shutdown_signal() {
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
-    eprintln!("atomflake serve: shutting down: refusing new requests, finishing those under way");
 }
