@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-/// Waits of at most this long for a spent tick yield to the runtime between clock reads;
-/// longer ones sleep on its timer (whose resolution is 1 ms).
+/// Waits of at most this long for a spent tick yield to the runtime between clock reads
+/// until the tick begins (counted once); longer ones sleep on its timer (whose resolution
+/// is 1 ms).
 const YIELD_BELOW: Duration = Duration::from_millis(2);
 
 /// How often [`Service::stopped`] looks at the state.
@@ -268,7 +269,12 @@ impl Service {
                 MintError::SequenceExhausted { retry_after, .. } => {
                     self.metrics.count_spent_tick_wait();
                     if retry_after <= YIELD_BELOW {
-                        tokio::task::yield_now().await;
+                        // Until the next tick, only the clock is read: a mint before it would
+                        // be refused the same way, after checking the process and the state.
+                        let next_tick = Instant::now() + retry_after;
+                        while Instant::now() < next_tick {
+                            tokio::task::yield_now().await;
+                        }
                     } else {
                         tokio::time::sleep(retry_after).await;
                     }
