@@ -15,6 +15,7 @@ import jsonschema
 import requests
 from openapi_spec_validator import validate as validate_openapi
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
@@ -83,6 +84,40 @@ health = health_pb2_grpc.HealthStub(channel).Check(
     health_pb2.HealthCheckRequest(service="atomflake.v1.Ids")
 )
 assert health.status == health_pb2.HealthCheckResponse.SERVING, health
+# Request messages are capped at 1 KiB in every service, health and reflection included
+# (tonic refuses a larger one with OUT_OF_RANGE).
+def exhausted(call, what):
+    try:
+        call()
+    except grpc.RpcError as error:
+        assert error.code() == grpc.StatusCode.OUT_OF_RANGE, (what, error)
+        assert error.details().endswith("the limit is: 1024 bytes"), (what, error)
+        return
+    raise AssertionError(f"{what} was read")
+
+
+exhausted(
+    lambda: health_pb2_grpc.HealthStub(channel).Check(
+        health_pb2.HealthCheckRequest(service="x" * 2048)
+    ),
+    "a 2 KiB health check",
+)
+
+
+def reflect(symbol):
+    request = reflection_pb2.ServerReflectionRequest(file_containing_symbol=symbol)
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    return list(stub.ServerReflectionInfo(iter([request])))
+
+
+# A reflection stream whose request is over the cap ends with no answer; one under it is
+# read (here: the symbol is not found).
+try:
+    reflect("x" * 512)
+    raise AssertionError("a symbol of 512 x found")
+except grpc.RpcError as error:
+    assert error.code() == grpc.StatusCode.NOT_FOUND, error
+assert reflect("x" * 2048) == [], "a 2 KiB reflection request was answered"
 services = ProtoReflectionDescriptorDatabase(channel).get_services()
 assert "atomflake.v1.Ids" in services, services
 

@@ -21,6 +21,11 @@ const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ids.bin"));
 /// The most runs one `StreamIdsResponse` holds: 64 Twitter ticks' worth of IDs.
 const RUNS_PER_MESSAGE: usize = 64;
 
+/// The largest request message of every gRPC service served (`Ids`, health,
+/// reflection): larger ones are refused before they are read (`OUT_OF_RANGE`, tonic's
+/// code for a message over its limit).
+const MAX_REQUEST_BYTES: usize = 1024;
+
 /// How often health is brought up to date with the service's state.
 const HEALTH_EVERY: Duration = Duration::from_millis(250);
 
@@ -57,11 +62,12 @@ pub(crate) fn router(service: &Arc<Service>) -> (axum::Router, tokio::task::Join
         .register_encoded_file_descriptor_set(DESCRIPTORS)
         .build_v1alpha()
         .expect("the descriptors compiled from ids.proto are valid");
-    let ids = IdsServer::new(GrpcIds(Arc::clone(service))).max_decoding_message_size(1024);
+    // Every request message is small: a count, an ID, a service or symbol name.
+    let ids = IdsServer::new(GrpcIds(Arc::clone(service))).max_decoding_message_size(MAX_REQUEST_BYTES);
     let routes = tonic::service::Routes::new(ids)
-        .add_service(health)
-        .add_service(reflection)
-        .add_service(reflection_v1alpha);
+        .add_service(health.max_decoding_message_size(MAX_REQUEST_BYTES))
+        .add_service(reflection.max_decoding_message_size(MAX_REQUEST_BYTES))
+        .add_service(reflection_v1alpha.max_decoding_message_size(MAX_REQUEST_BYTES));
     (routes.into_axum_router(), health_task)
 }
 
