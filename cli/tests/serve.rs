@@ -1361,3 +1361,90 @@ fn readyz_is_red_while_the_clock_is_behind_the_nodes_mark_and_livez_stays_green(
     assert_eq!(get_ids(&second, 1).len(), 1);
     println!("ready {ready:?} after the restart with the clock 8 s behind");
 }
+
+/// A gRPC `GetIds(count)` sent by curl over HTTP/2 with `grpc-timeout: timeout` (curl
+/// keeps no deadline of its own): the answer's `grpc-status` and `grpc-message` and how
+/// long it took (`grpc-message` empty when there is none); `None` without curl.
+fn get_ids_with_grpc_timeout(
+    server: &Server,
+    count: u32,
+    timeout: &str,
+) -> Option<(String, String, Duration)> {
+    // The message: field 1 (count) as a varint, in gRPC's frame (uncompressed, length).
+    let mut message = vec![0x08];
+    let mut rest = count;
+    while rest >= 0x80 {
+        message.push(u8::try_from(rest & 0x7f).unwrap() | 0x80);
+        rest >>= 7;
+    }
+    message.push(u8::try_from(rest).unwrap());
+    let mut frame = vec![0];
+    frame.extend(u32::try_from(message.len()).unwrap().to_be_bytes());
+    frame.extend(message);
+    let dir = tempdir(&format!("grpc-timeout-{count}-{timeout}"));
+    let body = dir.join("request");
+    std::fs::write(&body, frame).unwrap();
+    let start = Instant::now();
+    let output = Command::new("curl")
+        .args([
+            "-s",
+            "--http2-prior-knowledge",
+            "--max-time",
+            "20",
+            "-D",
+            "-",
+            "-o",
+            "/dev/null",
+        ])
+        .args(["-H", "content-type: application/grpc", "-H", "te: trailers"])
+        .args(["-H", &format!("grpc-timeout: {timeout}")])
+        .arg("--data-binary")
+        .arg(format!("@{}", body.display()))
+        .arg(server.url("/atomflake.v1.Ids/GetIds"))
+        .output()
+        .ok()?;
+    let took = start.elapsed();
+    let _ = std::fs::remove_dir_all(dir);
+    let headers = String::from_utf8_lossy(&output.stdout).into_owned();
+    let header = |name: &str| {
+        headers
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(": "))
+            .map(|value| value.trim_end().to_owned())
+    };
+    let status = header("grpc-status").unwrap_or_else(|| panic!("no grpc-status in {headers:?}"));
+    Some((status, header("grpc-message").unwrap_or_default(), took))
+}
+
+#[test]
+fn a_grpc_call_past_its_grpc_timeout_is_ended_by_the_server() {
+    // A million Sonyflake IDs take 39 s on one node (256 a 10 ms tick).
+    let server = Server::start(&["--layout", "sonyflake", "--node", "3", "--max-count", "1048576"]);
+    let Some((status, message, took)) = get_ids_with_grpc_timeout(&server, 1_000_000, "300m") else {
+        return;
+    };
+    // DEADLINE_EXCEEDED, from the server: curl keeps no deadline.
+    assert_eq!(
+        (status.as_str(), message.as_str()),
+        ("4", "the call's deadline (grpc-timeout) passed before its answer")
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert_eq!(
+        metric(
+            &server,
+            "atomflake_requests_total{api=\"grpc\",outcome=\"deadline_exceeded\"}"
+        ),
+        1
+    );
+    let (status, message, _) = get_ids_with_grpc_timeout(&server, 1, "soon").unwrap();
+    assert_eq!(
+        (status.as_str(), message.as_str()),
+        (
+            "3",
+            "grpc-timeout \"soon\" is invalid: allowed 1 to 8 digits and a unit of H, M, S, m, u or n"
+        )
+    );
+    // Within its deadline, a call is answered.
+    let (status, _, _) = get_ids_with_grpc_timeout(&server, 100, "10S").unwrap();
+    assert_eq!(status, "0");
+}

@@ -28,14 +28,17 @@ pub(crate) enum Outcome {
     Unavailable,
     /// Over the connection's request rate.
     Limited,
+    /// Its deadline (gRPC's `grpc-timeout`) passed before its answer.
+    DeadlineExceeded,
 }
 
 const APIS: [(Api, &str); 2] = [(Api::Http, "http"), (Api::Grpc, "grpc")];
-const OUTCOMES: [(Outcome, &str); 4] = [
+const OUTCOMES: [(Outcome, &str); 5] = [
     (Outcome::Ok, "ok"),
     (Outcome::Invalid, "invalid"),
     (Outcome::Unavailable, "unavailable"),
     (Outcome::Limited, "limited"),
+    (Outcome::DeadlineExceeded, "deadline_exceeded"),
 ];
 
 /// One API's counters.

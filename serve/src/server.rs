@@ -1,6 +1,7 @@
 //! [`serve`]: the accept loop, the per-connection limits and the drain at shutdown.
 
 use crate::connections::{self, Activity, Slots, Timeouts, Tracked};
+use crate::deadline;
 use crate::metrics::{Api, Outcome};
 use crate::service::{Limits, Service};
 use crate::{grpc, http};
@@ -160,12 +161,44 @@ fn per_connection(
         let service = Arc::clone(&service);
         async move {
             let grpc = is_grpc(&request);
+            let deadline = if grpc {
+                deadline::of(request.headers())
+            } else {
+                None
+            };
             let response = if health_only && !connections::is_health_check(request.uri().path()) {
                 at_capacity(grpc, service.limits().max_connections)
+            } else if let Some(Err(invalid)) = deadline {
+                service
+                    .metrics
+                    .count(Api::Grpc, Outcome::Invalid, 0, Duration::ZERO);
+                refusal(
+                    true,
+                    tonic::Code::InvalidArgument,
+                    StatusCode::BAD_REQUEST,
+                    &invalid,
+                )
             } else if allowed {
-                match router.oneshot(request).await {
-                    Ok(response) => response,
-                    Err(never) => match never {},
+                let answer = router.oneshot(request);
+                let answer = match deadline {
+                    Some(Ok(timeout)) => tokio::time::timeout(timeout, answer).await,
+                    _ => Ok(answer.await),
+                };
+                match answer {
+                    Ok(Ok(response)) => response,
+                    Ok(Err(never)) => match never {},
+                    Err(_elapsed) => {
+                        service
+                            .metrics
+                            .count(Api::Grpc, Outcome::DeadlineExceeded, 0, Duration::ZERO);
+                        let message = "the call's deadline (grpc-timeout) passed before its answer";
+                        refusal(
+                            true,
+                            tonic::Code::DeadlineExceeded,
+                            StatusCode::GATEWAY_TIMEOUT,
+                            message,
+                        )
+                    }
                 }
             } else {
                 let api = if grpc { Api::Grpc } else { Api::Http };
