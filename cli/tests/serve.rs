@@ -1362,14 +1362,10 @@ fn readyz_is_red_while_the_clock_is_behind_the_nodes_mark_and_livez_stays_green(
     println!("ready {ready:?} after the restart with the clock 8 s behind");
 }
 
-/// A gRPC `GetIds(count)` sent by curl over HTTP/2 with `grpc-timeout: timeout` (curl
-/// keeps no deadline of its own): the answer's `grpc-status` and `grpc-message` and how
-/// long it took (`grpc-message` empty when there is none); `None` without curl.
-fn get_ids_with_grpc_timeout(
-    server: &Server,
-    count: u32,
-    timeout: &str,
-) -> Option<(String, String, Duration)> {
+/// A gRPC call of `method` (`GetIds`, `StreamIds`: a request of one field, `count`) sent by
+/// curl over HTTP/2, with `grpc-timeout: timeout` when given (curl keeps no deadline of its
+/// own), its answer discarded.
+fn grpc_over_curl(server: &Server, method: &str, count: u64, timeout: Option<&str>) -> Command {
     // The message: field 1 (count) as a varint, in gRPC's frame (uncompressed, length).
     let mut message = vec![0x08];
     let mut rest = count;
@@ -1381,11 +1377,10 @@ fn get_ids_with_grpc_timeout(
     let mut frame = vec![0];
     frame.extend(u32::try_from(message.len()).unwrap().to_be_bytes());
     frame.extend(message);
-    let dir = tempdir(&format!("grpc-timeout-{count}-{timeout}"));
-    let body = dir.join("request");
+    let body = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("grpc-{method}-{count}.bin"));
     std::fs::write(&body, frame).unwrap();
-    let start = Instant::now();
-    let output = Command::new("curl")
+    let mut command = Command::new("curl");
+    command
         .args([
             "-s",
             "--http2-prior-knowledge",
@@ -1397,14 +1392,21 @@ fn get_ids_with_grpc_timeout(
             "/dev/null",
         ])
         .args(["-H", "content-type: application/grpc", "-H", "te: trailers"])
-        .args(["-H", &format!("grpc-timeout: {timeout}")])
         .arg("--data-binary")
         .arg(format!("@{}", body.display()))
-        .arg(server.url("/atomflake.v1.Ids/GetIds"))
-        .output()
-        .ok()?;
+        .arg(server.url(&format!("/atomflake.v1.Ids/{method}")));
+    if let Some(timeout) = timeout {
+        command.args(["-H", &format!("grpc-timeout: {timeout}")]);
+    }
+    command
+}
+
+/// Runs a [`grpc_over_curl`] call: its `grpc-status` and `grpc-message` (empty when there
+/// is none) and how long it took; `None` without curl.
+fn grpc_status(mut call: Command) -> Option<(String, String, Duration)> {
+    let start = Instant::now();
+    let output = call.output().ok()?;
     let took = start.elapsed();
-    let _ = std::fs::remove_dir_all(dir);
     let headers = String::from_utf8_lossy(&output.stdout).into_owned();
     let header = |name: &str| {
         headers
@@ -1413,7 +1415,43 @@ fn get_ids_with_grpc_timeout(
             .map(|value| value.trim_end().to_owned())
     };
     let status = header("grpc-status").unwrap_or_else(|| panic!("no grpc-status in {headers:?}"));
-    Some((status, header("grpc-message").unwrap_or_default(), took))
+    Some((
+        status,
+        percent_decoded(&header("grpc-message").unwrap_or_default()),
+        took,
+    ))
+}
+
+/// `text` with its `%XX` escapes decoded (gRPC's `grpc-message`).
+fn percent_decoded(text: &str) -> String {
+    let mut bytes = Vec::new();
+    let mut rest = text.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        let escaped = (byte == b'%')
+            .then(|| tail.get(..2))
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
+        match escaped {
+            Some(decoded) => {
+                bytes.push(decoded);
+                rest = &tail[2..];
+            }
+            None => {
+                bytes.push(byte);
+                rest = tail;
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// `GetIds(count)` with `grpc-timeout: timeout`, as [`grpc_status`] says it ended.
+fn get_ids_with_grpc_timeout(
+    server: &Server,
+    count: u32,
+    timeout: &str,
+) -> Option<(String, String, Duration)> {
+    grpc_status(grpc_over_curl(server, "GetIds", count.into(), Some(timeout)))
 }
 
 #[test]
@@ -1447,4 +1485,41 @@ fn a_grpc_call_past_its_grpc_timeout_is_ended_by_the_server() {
     // Within its deadline, a call is answered.
     let (status, _, _) = get_ids_with_grpc_timeout(&server, 100, "10S").unwrap();
     assert_eq!(status, "0");
+}
+
+#[test]
+fn a_stream_past_the_servers_most_is_refused_until_one_ends() {
+    let server = Server::start(&["--node", "3", "--max-streams", "1"]);
+    // One stream that would take 17 minutes holds the only place.
+    let Ok(mut first) = grpc_over_curl(&server, "StreamIds", 1 << 32, None)
+        .stdout(Stdio::null())
+        .spawn()
+    else {
+        return;
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric(&server, "atomflake_ids_served_total{api=\"grpc\"}") == 0 {
+        assert!(Instant::now() < deadline, "the first stream never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, message, _) = grpc_status(grpc_over_curl(&server, "StreamIds", 10, None)).unwrap();
+    assert_eq!(
+        (status.as_str(), message.as_str()),
+        (
+            "8",
+            "the server has its most streams under way (1): try again once one ends"
+        )
+    );
+    // The first client goes away: its stream stops, and the place is free again.
+    let _ = first.kill();
+    let _ = first.wait();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, message, _) = grpc_status(grpc_over_curl(&server, "StreamIds", 10, None)).unwrap();
+        if status == "0" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still refused: {status} {message}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -131,16 +131,27 @@ impl Ids for GrpcIds {
         if let Err(refusal) = self.0.admit() {
             return self.answer(start, Err(refusal));
         }
+        let permit = match self.0.admit_stream() {
+            Ok(permit) => permit,
+            Err(message) => {
+                self.0
+                    .metrics
+                    .count(Api::Grpc, Outcome::Limited, 0, start.elapsed());
+                return Err(Status::resource_exhausted(message));
+            }
+        };
         let service = Arc::clone(&self.0);
         let (sender, receiver) = tokio::sync::mpsc::channel(4);
         tokio::spawn(async move {
+            let _permit = permit;
             let mut left = count;
             let mut outcome = Outcome::Ok;
             while left > 0 {
                 let mut runs = Vec::with_capacity(RUNS_PER_MESSAGE);
                 let mut in_message = 0;
                 let mut refusal = None;
-                while left > 0 && runs.len() < RUNS_PER_MESSAGE {
+                // A client that went away (a cancel) stops the minting within one run.
+                while left > 0 && runs.len() < RUNS_PER_MESSAGE && !sender.is_closed() {
                     match service.next_run(left.min(u64::from(u32::MAX))).await {
                         Ok(run) => {
                             left -= run.len();

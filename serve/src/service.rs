@@ -26,6 +26,9 @@ pub struct Limits {
     pub requests_per_second: u32,
     /// The most gRPC calls one HTTP/2 connection may have open at once.
     pub streams_per_connection: u32,
+    /// The most `StreamIds` calls the whole server serves at once: one more is refused
+    /// (`RESOURCE_EXHAUSTED`) until one ends.
+    pub max_streams: u32,
     /// How long a request waits for minting to resume (a mark being stored, a lease being
     /// renewed) before it is refused as unavailable.
     pub patience: Duration,
@@ -54,6 +57,7 @@ impl Default for Limits {
             max_count: 4096,
             requests_per_second: 100_000,
             streams_per_connection: 64,
+            max_streams: 1024,
             patience: Duration::from_secs(2),
             max_connections: 4096,
             header_timeout: Duration::from_secs(10),
@@ -106,6 +110,8 @@ pub struct Service {
     /// Why the service stopped; set before `phase` becomes [`STOPPED`].
     stopped: OnceLock<String>,
     store: Option<Arc<StoreWatch>>,
+    /// A permit for each `StreamIds` under way, of [`Limits::max_streams`].
+    streams: Arc<tokio::sync::Semaphore>,
     pub(crate) metrics: Metrics,
 }
 
@@ -122,6 +128,7 @@ impl Service {
             phase: AtomicU8::new(SERVING),
             stopped: OnceLock::new(),
             store,
+            streams: Arc::new(tokio::sync::Semaphore::new(limits.max_streams as usize)),
             metrics: Metrics::default(),
         }
     }
@@ -241,6 +248,16 @@ impl Service {
                 "count {count} is out of range: allowed 1..={max}"
             )))
         }
+    }
+
+    /// A place for one more `StreamIds`, held until it ends, or a refusal naming the cap.
+    pub(crate) fn admit_stream(&self) -> Result<tokio::sync::OwnedSemaphorePermit, String> {
+        Arc::clone(&self.streams).try_acquire_owned().map_err(|_| {
+            format!(
+                "the server has its most streams under way ({}): try again once one ends",
+                self.limits.max_streams
+            )
+        })
     }
 
     /// Takes a new request, or refuses it: while draining, and once stopped.

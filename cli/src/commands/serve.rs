@@ -57,6 +57,10 @@ pub(crate) struct ServeArgs {
     /// The most gRPC calls one connection may have open at once.
     #[arg(long, default_value_t = Limits::default().streams_per_connection, value_name = "N")]
     streams: u32,
+    /// The most `StreamIds` calls the whole server serves at once; one more is refused
+    /// (`RESOURCE_EXHAUSTED`) until one ends.
+    #[arg(long, default_value_t = Limits::default().max_streams, value_name = "N")]
+    max_streams: u32,
     /// The most connections open at once (4096 unless set, and never more than the
     /// open-file limit leaves, which is raised to its hard limit at start). Past it new
     /// connections wait in the listener's backlog, but for 16 more that answer health
@@ -161,6 +165,10 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
     result
 }
 
+/// The most `--max-streams` (tokio's semaphores hold at most 2^61 permits; a million
+/// streams is far past any server's memory).
+const MAX_STREAMS: u32 = 1 << 20;
+
 /// The longest header and idle timeouts, in seconds.
 const MAX_TIMEOUT_S: u64 = 3600;
 
@@ -204,6 +212,7 @@ fn limits(args: &ServeArgs, file_limit: u64) -> Result<Limits, Failure> {
         max_count: check("max-count", args.max_count, 1, Limits::MAX_COUNT)?,
         requests_per_second: check("rate", args.rate, 1, u32::MAX)?,
         streams_per_connection: check("streams", args.streams, 1, u32::MAX)?,
+        max_streams: check("max-streams", args.max_streams, 1, MAX_STREAMS)?,
         max_connections,
         header_timeout: seconds("header-timeout", args.header_timeout)?,
         idle_timeout: seconds("idle-timeout", args.idle_timeout)?,
