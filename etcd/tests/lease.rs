@@ -502,3 +502,39 @@ fn a_holder_waits_out_its_whole_cluster_restarting_and_keeps_its_claim() {
         "the same claim throughout"
     );
 }
+
+/// A lease of 42 nodes claims, stores and releases in single transactions; 43 would pass
+/// etcd's default of 128 operations in one, and is refused before anything is sent.
+#[test]
+fn a_lease_holds_at_most_the_nodes_one_etcd_transaction_fits() {
+    let unreachable = endpoints("etcd://127.0.0.1:9");
+    assert_eq!(
+        Lease::acquire(
+            &unreachable,
+            &atomflake::Layout::TWITTER,
+            &LeaseOptions::new("wide").nodes(43)
+        )
+        .unwrap_err(),
+        LeaseError::Nodes(atomflake::mark::NodesError::CountOutOfRange { count: 43, max: 42 })
+    );
+    let Some(cluster) = Cluster::start("etcd-wide", 1) else {
+        return;
+    };
+    let url = endpoints(&cluster.url());
+    let mut lease = Lease::acquire(
+        &url,
+        &atomflake::Layout::TWITTER,
+        &LeaseOptions::new("wide").ttl(TTL).nodes(42),
+    )
+    .unwrap();
+    assert_eq!(lease.nodes(), (0..42).collect::<Vec<_>>());
+    let mark = now_ms() + 5_000;
+    lease.store(mark).unwrap();
+    let rows = lease::list(&url, "wide").unwrap();
+    assert!(
+        rows.len() == 42 && rows.iter().all(|row| row.live && row.high_water_ms == mark),
+        "{rows:?}"
+    );
+    lease.release().unwrap();
+    assert!(lease::list(&url, "wide").unwrap().iter().all(|row| !row.live));
+}

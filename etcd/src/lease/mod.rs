@@ -124,6 +124,11 @@ impl Engine for Etcd {
     /// is the create revision of its claim key: the token, with the etcd lease.
     type Fence = i64;
 
+    /// A store compares three things per node (the claim key's create revision and etcd
+    /// lease, the mark's mod revision) in one transaction, and etcd refuses a transaction of
+    /// more than 128 compares (its default `--max-txn-ops`).
+    const MAX_NODES: u64 = 42;
+
     fn connect(
         endpoints: &Endpoints,
         options: &LeaseOptions,

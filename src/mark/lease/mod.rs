@@ -83,6 +83,10 @@ pub trait Engine: Sized + Send + fmt::Debug + 'static {
     /// token, and what a store compares the mark with.
     type Fence: Send + fmt::Debug;
 
+    /// The most nodes one lease may hold: its claim, stores and release are each one
+    /// transaction of the engine's, which may cap the operations in one (etcd).
+    const MAX_NODES: u64 = u64::MAX;
+
     /// Connects for a lease as `options` say (already checked: their namespace and lease
     /// time), by `deadline`.
     ///
@@ -386,6 +390,12 @@ impl<E: Engine> Lease<E> {
             return Err(LeaseError::TtlOutOfRange { ttl: options.ttl });
         }
         let nodes = options.claimable(layout).map_err(LeaseError::Nodes)?;
+        if options.count > E::MAX_NODES {
+            return Err(LeaseError::Nodes(NodesError::CountOutOfRange {
+                count: options.count,
+                max: E::MAX_NODES,
+            }));
+        }
         off_runtime(|| {
             let deadline = Instant::now() + CLAIM_TIMEOUT;
             let mut engine = E::connect(config, options, deadline)?;
