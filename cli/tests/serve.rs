@@ -1431,15 +1431,12 @@ fn percent_decoded(text: &str) -> String {
             .then(|| tail.get(..2))
             .flatten()
             .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
-        match escaped {
-            Some(decoded) => {
-                bytes.push(decoded);
-                rest = &tail[2..];
-            }
-            None => {
-                bytes.push(byte);
-                rest = tail;
-            }
+        if let Some(decoded) = escaped {
+            bytes.push(decoded);
+            rest = &tail[2..];
+        } else {
+            bytes.push(byte);
+            rest = tail;
         }
     }
     String::from_utf8_lossy(&bytes).into_owned()

@@ -3,7 +3,7 @@
 
 use crate::now_ms;
 use atomflake::mark::lease::{Engine, Lease, LeaseError};
-use atomflake::mark::{LeaseOptions, StoreErrorKind};
+use atomflake::mark::{LeaseOptions, MarkStore, StoreError, StoreErrorKind, Tenure};
 use atomflake::{Builder, Clock, FieldOrder, Generator, Layout, MintError, MonotonicClock, PreciseClock};
 use std::fmt::Debug;
 use std::io::Write;
@@ -123,15 +123,81 @@ where
         "mint" => {
             let count = std::env::var(COUNT).map_or(usize::MAX, |count| count.parse().unwrap());
             if std::env::var(CLOCK).as_deref() == Ok("precise") {
-                let builder = Builder::with_clock(layout, PreciseClock::new()).mark_store(lease);
-                mint(&builder.build(node).unwrap(), count);
+                let builder = Builder::with_clock(layout, PreciseClock::new()).mark_store(Told(lease));
+                if let Some(generator) = built(builder.build(node)) {
+                    mint(&generator, count);
+                }
             } else {
-                let builder = Builder::with_clock(layout, MonotonicClock::new()).mark_store(lease);
-                mint(&builder.build(node).unwrap(), count);
+                let builder = Builder::with_clock(layout, MonotonicClock::new()).mark_store(Told(lease));
+                if let Some(generator) = built(builder.build(node)) {
+                    mint(&generator, count);
+                }
             }
         }
         other => panic!("unknown mode {other}"),
     }
+}
+
+/// A holder's lease, whose failed and slow stores are said on stderr (a minting holder
+/// sees only that its deadline passed): what a test that fails on a holder shows.
+#[derive(Debug)]
+struct Told<S>(S);
+
+/// A store slower than this is said even when it succeeds.
+const SLOW_STORE: Duration = Duration::from_secs(1);
+
+impl<S: MarkStore> MarkStore for Told<S> {
+    fn mark(&self) -> u64 {
+        self.0.mark()
+    }
+
+    fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
+        let start = Instant::now();
+        let result = self.0.store(unix_ms);
+        let took = start.elapsed();
+        match &result {
+            Err(error) => eprintln!(
+                "holder {}: at {} ms a store of {unix_ms} failed after {took:?}: {error}",
+                std::process::id(),
+                now_ms()
+            ),
+            Ok(()) if took > SLOW_STORE => eprintln!(
+                "holder {}: at {} ms a store of {unix_ms} took {took:?}",
+                std::process::id(),
+                now_ms()
+            ),
+            Ok(()) => {}
+        }
+        result
+    }
+
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+
+    fn nodes(&self) -> &[u64] {
+        self.0.nodes()
+    }
+
+    fn tenure(&self) -> Tenure {
+        self.0.tenure()
+    }
+
+    fn lapsed(&self) -> StoreError {
+        self.0.lapsed()
+    }
+
+    fn finish(&mut self, unix_ms: u64) {
+        self.0.finish(unix_ms);
+    }
+}
+
+/// The generator built, or none when the lease was lost between the claim and the build:
+/// said as a lost lease is while minting.
+fn built<C: Clock>(generator: Result<Generator<C>, atomflake::BuildError>) -> Option<Generator<C>> {
+    generator
+        .map_err(|error| println!("lease {} {error}", now_ms()))
+        .ok()
 }
 
 /// Mints `count` IDs, one a millisecond, printing each; stops when the lease is lost.

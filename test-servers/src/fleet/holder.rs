@@ -194,9 +194,10 @@ impl Holder {
     ///
     /// # Panics
     ///
-    /// When it was refused, or said neither in 20 s.
+    /// When it was refused, or said neither in 45 s (a holder told to
+    /// [`wait`](Spawn::wait) tries for 30 s).
     pub fn node(&mut self) -> u64 {
-        self.wait_for(Duration::from_secs(20), |seen| {
+        self.wait_for(Duration::from_secs(45), |seen| {
             seen.iter()
                 .any(|l| l.starts_with("node ") || l.starts_with("refused "))
         });

@@ -25,10 +25,13 @@ pub fn sixteen_holders<E: Engine>(holders: &Holders, config: &E::Config) -> Vec<
 where
     E::Error: Debug,
 {
-    let mut sixteen: Vec<Holder> = (0..16).map(|_| holders.hold("fleet").spawn()).collect();
+    // A holder that only holds does not renew: a lease time that outlasts the test, however
+    // slowly a loaded machine starts sixteen processes.
+    let holding = || holders.hold("fleet").ttl(Duration::from_secs(30));
+    let mut sixteen: Vec<Holder> = (0..16).map(|_| holding().spawn()).collect();
     let nodes: HashSet<u64> = sixteen.iter_mut().map(Holder::node).collect();
     assert_eq!(nodes, (0..16).collect());
-    let seventeenth = holders.hold("fleet").spawn().close();
+    let seventeenth = holding().spawn().close();
     let refusal = LeaseError::<E::Error>::NoFreeNode {
         namespace: "fleet".to_owned(),
         max: 15,
