@@ -1402,10 +1402,13 @@ fn grpc_over_curl(server: &Server, method: &str, count: u64, timeout: Option<&st
 }
 
 /// Runs a [`grpc_over_curl`] call: its `grpc-status` and `grpc-message` (empty when there
-/// is none) and how long it took; `None` without curl.
-fn grpc_status(mut call: Command) -> Option<(String, String, Duration)> {
+/// is none) and how long it took; `None` after a skip (no curl).
+fn grpc_status(test: &str, mut call: Command) -> Option<(String, String, Duration)> {
     let start = Instant::now();
-    let output = call.output().ok()?;
+    let Ok(output) = call.output() else {
+        skip(test, "no curl");
+        return None;
+    };
     let took = start.elapsed();
     let headers = String::from_utf8_lossy(&output.stdout).into_owned();
     let header = |name: &str| {
@@ -1444,18 +1447,23 @@ fn percent_decoded(text: &str) -> String {
 
 /// `GetIds(count)` with `grpc-timeout: timeout`, as [`grpc_status`] says it ended.
 fn get_ids_with_grpc_timeout(
+    test: &str,
     server: &Server,
     count: u32,
     timeout: &str,
 ) -> Option<(String, String, Duration)> {
-    grpc_status(grpc_over_curl(server, "GetIds", count.into(), Some(timeout)))
+    grpc_status(
+        test,
+        grpc_over_curl(server, "GetIds", count.into(), Some(timeout)),
+    )
 }
 
 #[test]
 fn a_grpc_call_past_its_grpc_timeout_is_ended_by_the_server() {
+    let test = "a_grpc_call_past_its_grpc_timeout_is_ended_by_the_server";
     // A million Sonyflake IDs take 39 s on one node (256 a 10 ms tick).
     let server = Server::start(&["--layout", "sonyflake", "--node", "3", "--max-count", "1048576"]);
-    let Some((status, message, took)) = get_ids_with_grpc_timeout(&server, 1_000_000, "300m") else {
+    let Some((status, message, took)) = get_ids_with_grpc_timeout(test, &server, 1_000_000, "300m") else {
         return;
     };
     // DEADLINE_EXCEEDED, from the server: curl keeps no deadline.
@@ -1471,7 +1479,7 @@ fn a_grpc_call_past_its_grpc_timeout_is_ended_by_the_server() {
         ),
         1
     );
-    let (status, message, _) = get_ids_with_grpc_timeout(&server, 1, "soon").unwrap();
+    let (status, message, _) = get_ids_with_grpc_timeout(test, &server, 1, "soon").unwrap();
     assert_eq!(
         (status.as_str(), message.as_str()),
         (
@@ -1480,18 +1488,20 @@ fn a_grpc_call_past_its_grpc_timeout_is_ended_by_the_server() {
         )
     );
     // Within its deadline, a call is answered.
-    let (status, _, _) = get_ids_with_grpc_timeout(&server, 100, "10S").unwrap();
+    let (status, _, _) = get_ids_with_grpc_timeout(test, &server, 100, "10S").unwrap();
     assert_eq!(status, "0");
 }
 
 #[test]
 fn a_stream_past_the_servers_most_is_refused_until_one_ends() {
+    let test = "a_stream_past_the_servers_most_is_refused_until_one_ends";
     let server = Server::start(&["--node", "3", "--max-streams", "1"]);
     // One stream that would take 17 minutes holds the only place.
     let Ok(mut first) = grpc_over_curl(&server, "StreamIds", 1 << 32, None)
         .stdout(Stdio::null())
         .spawn()
     else {
+        skip(test, "no curl");
         return;
     };
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -1499,7 +1509,7 @@ fn a_stream_past_the_servers_most_is_refused_until_one_ends() {
         assert!(Instant::now() < deadline, "the first stream never started");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let (status, message, _) = grpc_status(grpc_over_curl(&server, "StreamIds", 10, None)).unwrap();
+    let (status, message, _) = grpc_status(test, grpc_over_curl(&server, "StreamIds", 10, None)).unwrap();
     assert_eq!(
         (status.as_str(), message.as_str()),
         (
@@ -1512,7 +1522,7 @@ fn a_stream_past_the_servers_most_is_refused_until_one_ends() {
     let _ = first.wait();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let (status, message, _) = grpc_status(grpc_over_curl(&server, "StreamIds", 10, None)).unwrap();
+        let (status, message, _) = grpc_status(test, grpc_over_curl(&server, "StreamIds", 10, None)).unwrap();
         if status == "0" {
             break;
         }
