@@ -397,6 +397,10 @@ fn a_server_without_one_node_source_is_refused() {
             "atomflake: --max-connections 0 is out of range: allowed 1..=",
         ),
         (
+            &["--node", "1", "--cors-origin", "app.example.com"][..],
+            "atomflake: CORS origin \"app.example.com\" is invalid: allowed * or SCHEME://HOST[:PORT] (http or https, no path)\n",
+        ),
+        (
             &["--node", "1", "--layout", "nope"][..],
             "atomflake: unknown layout \"nope\": the presets are twitter, discord, instagram, sonyflake, mastodon\n",
         ),
@@ -1529,4 +1533,47 @@ fn a_stream_past_the_servers_most_is_refused_until_one_ends() {
         assert!(Instant::now() < deadline, "still refused: {status} {message}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+#[test]
+fn a_browser_page_of_an_allowed_origin_may_call_the_http_api() {
+    let test = "a_browser_page_of_an_allowed_origin_may_call_the_http_api";
+    let server = Server::start(&["--node", "1", "--cors-origin", "https://app.example.com"]);
+    let headers_of = |args: &[&str]| -> Option<String> {
+        let output = Command::new("curl")
+            .args(["-s", "--max-time", "10", "-D", "-", "-o", "/dev/null"])
+            .args(args)
+            .arg(server.url("/v1/ids?count=2"))
+            .output()
+            .ok()?;
+        Some(String::from_utf8_lossy(&output.stdout).to_ascii_lowercase())
+    };
+    let preflight = ["-X", "OPTIONS", "-H", "access-control-request-method: GET", "-H"];
+    let Some(allowed) = headers_of(&[&preflight[..], &["origin: https://app.example.com"]].concat()) else {
+        skip(test, "no curl");
+        return;
+    };
+    assert!(allowed.starts_with("http/1.1 204"), "{allowed}");
+    assert!(
+        allowed.contains("access-control-allow-origin: https://app.example.com\r\n"),
+        "{allowed}"
+    );
+    assert!(
+        allowed.contains("access-control-allow-methods: get\r\n"),
+        "{allowed}"
+    );
+    let get = headers_of(&["-H", "origin: https://app.example.com"]).unwrap();
+    assert!(get.starts_with("http/1.1 200"), "{get}");
+    assert!(
+        get.contains("access-control-allow-origin: https://app.example.com\r\n"),
+        "{get}"
+    );
+    // Another origin's page is not let read the answer, nor is a preflight answered.
+    let other = headers_of(&["-H", "origin: https://other.example.com"]).unwrap();
+    assert!(
+        other.starts_with("http/1.1 200") && !other.contains("access-control-allow-origin"),
+        "{other}"
+    );
+    let other = headers_of(&[&preflight[..], &["origin: https://other.example.com"]].concat()).unwrap();
+    assert!(!other.contains("access-control-allow-origin"), "{other}");
 }

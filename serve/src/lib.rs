@@ -15,6 +15,7 @@
 //! range (HTTP 400 with `{"error": "..."}`, gRPC `INVALID_ARGUMENT`).
 
 mod connections;
+mod cors;
 mod deadline;
 mod grpc;
 mod http;

@@ -1,6 +1,7 @@
 //! [`serve`]: the accept loop, the per-connection limits and the drain at shutdown.
 
 use crate::connections::{self, Activity, Slots, Timeouts, Tracked};
+use crate::cors::Cors;
 use crate::deadline;
 use crate::metrics::{Api, Outcome};
 use crate::service::{Limits, Service};
@@ -166,7 +167,11 @@ fn per_connection(
             } else {
                 None
             };
-            let response = if health_only && !connections::is_health_check(request.uri().path()) {
+            let origin = service.cors.origin_of(&request);
+            let preflight = service.cors.preflight(&request);
+            let mut response = if let Some(preflight) = preflight {
+                preflight
+            } else if health_only && !connections::is_health_check(request.uri().path()) {
                 at_capacity(grpc, service.limits().max_connections)
             } else if let Some(Err(invalid)) = deadline {
                 service
@@ -205,6 +210,7 @@ fn per_connection(
                 service.metrics.count(api, Outcome::Limited, 0, Duration::ZERO);
                 limited(grpc, service.limits().requests_per_second)
             };
+            Cors::allow(origin, &mut response);
             Ok::<_, Infallible>(response.map(|body| Tracked::body(body, in_flight)))
         }
     })

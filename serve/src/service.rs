@@ -112,6 +112,7 @@ pub struct Service {
     store: Option<Arc<StoreWatch>>,
     /// A permit for each `StreamIds` under way, of [`Limits::max_streams`].
     streams: Arc<tokio::sync::Semaphore>,
+    pub(crate) cors: crate::cors::Cors,
     pub(crate) metrics: Metrics,
 }
 
@@ -129,8 +130,21 @@ impl Service {
             stopped: OnceLock::new(),
             store,
             streams: Arc::new(tokio::sync::Semaphore::new(limits.max_streams as usize)),
+            cors: crate::cors::Cors::default(),
             metrics: Metrics::default(),
         }
+    }
+
+    /// Lets pages of `origins` (`https://app.example.com`, or `*` for any) call the HTTP
+    /// API from a browser (CORS): preflights are answered and answers carry
+    /// `Access-Control-Allow-Origin`.
+    ///
+    /// # Errors
+    ///
+    /// An origin that is neither `*` nor `http(s)://HOST[:PORT]`, named.
+    pub fn allow_origins(mut self, origins: &[String]) -> Result<Service, String> {
+        self.cors = crate::cors::Cors::new(origins)?;
+        Ok(self)
     }
 
     /// The layout IDs are minted in.

@@ -81,6 +81,10 @@ pub(crate) struct ServeArgs {
     /// How long, in seconds, shutdown (SIGTERM, SIGINT) waits for the requests under way.
     #[arg(long, default_value_t = 10, value_name = "S")]
     drain: u64,
+    /// Let pages of this origin (`https://app.example.com`; `*` for any; repeat or separate
+    /// with commas for several) call the HTTP API from a browser (CORS).
+    #[arg(long, value_name = "ORIGIN", value_delimiter = ',')]
+    cors_origin: Vec<String>,
     /// When minting ends for good (the lease lost to another server, the layout's span
     /// spent), stay up with health red rather than drain and exit with code 1 (so that a
     /// supervisor restarts the server and it claims a node again).
@@ -106,7 +110,10 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
     } else {
         args.high_water.describe()
     };
-    let service = Arc::new(Service::new(generator, limits, store));
+    let service = Service::new(generator, limits, store)
+        .allow_origins(&args.cors_origin)
+        .map_err(Failure::Usage)?;
+    let service = Arc::new(service);
     let result = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
