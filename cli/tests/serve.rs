@@ -106,19 +106,26 @@ impl Server {
         self.exit()
     }
 
-    /// Waits for the exit: its status and the rest of its stderr. Panics (after killing
-    /// it) if it is still running 30 s after its last line.
+    /// Waits for the exit: its status and the rest of its stderr. Panics (and the drop
+    /// kills it) if it is still running 30 s after its last line.
     fn exit(mut self) -> (ExitStatus, String) {
         let mut rest = Vec::new();
         while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(30)) {
             rest.push(line);
         }
-        let status = self.child.try_wait().unwrap();
         let rest = rest.join("\n");
-        (
-            status.unwrap_or_else(|| panic!("still running 30 s after its last line: {rest}")),
-            rest,
-        )
+        // Its stderr closes as it exits, a moment before it can be waited for.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, rest);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still running 30 s after its last line: {rest}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }
 
@@ -1576,4 +1583,42 @@ fn a_browser_page_of_an_allowed_origin_may_call_the_http_api() {
     );
     let other = headers_of(&[&preflight[..], &["origin: https://other.example.com"]].concat()).unwrap();
     assert!(!other.contains("access-control-allow-origin"), "{other}");
+}
+
+#[test]
+fn a_connection_is_held_to_its_id_rate_over_http_and_in_a_stream() {
+    let test = "a_connection_is_held_to_its_id_rate_over_http_and_in_a_stream";
+    let server = Server::start(&["--node", "2", "--ids-rate", "5000"]);
+    // Two requests of 4,096 IDs on one connection (curl keeps it): the second is over the
+    // 5,000 a second.
+    let url = server.url("/v1/ids?count=4096");
+    let Ok(output) = Command::new("curl")
+        .args(["-s", "--max-time", "10", "-w", "\n%{http_code}\n"])
+        .args([&url, &url])
+        .output()
+    else {
+        skip(test, "no curl");
+        return;
+    };
+    let text = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines[1], "200");
+    assert_eq!(ids_of(lines[0]).len(), 4096);
+    assert_eq!(
+        (lines[3], lines[2]),
+        (
+            "429",
+            "{\"error\":\"over this connection's ID rate: allowed 5000 IDs per second\"}"
+        )
+    );
+    // A stream of 20,000 IDs is slowed to it: a burst of 5,000, then 15,000 over 3 s.
+    let (status, message, took) =
+        grpc_status(test, grpc_over_curl(&server, "StreamIds", 20_000, None)).unwrap();
+    assert_eq!((status.as_str(), message.as_str()), ("0", ""));
+    assert!(took >= Duration::from_millis(2_500), "20,000 IDs in {took:?}");
+    assert_eq!(
+        metric(&server, "atomflake_ids_served_total{api=\"grpc\"}"),
+        20_000
+    );
 }

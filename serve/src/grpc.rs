@@ -7,6 +7,7 @@ use crate::proto::{
     DecodeRequest, DecodeResponse, GetIdsRequest, GetIdsResponse, GetLayoutRequest, GetLayoutResponse,
     Layout, Run, StreamIdsRequest, StreamIdsResponse,
 };
+use crate::rate::IdBudget;
 use crate::service::{Limits, Refusal, Service};
 use atomflake::Id;
 use std::pin::Pin;
@@ -79,6 +80,7 @@ fn status(refusal: &Refusal) -> (Outcome, Status) {
     match refusal {
         Refusal::Invalid(message) => (Outcome::Invalid, Status::invalid_argument(message)),
         Refusal::Unavailable(message) => (Outcome::Unavailable, Status::unavailable(message)),
+        Refusal::Limited(message) => (Outcome::Limited, Status::resource_exhausted(message)),
     }
 }
 
@@ -108,7 +110,10 @@ impl Ids for GrpcIds {
         let start = Instant::now();
         let max = u64::from(self.0.limits().max_count);
         let result = match Service::check_count(u64::from(request.get_ref().count), max) {
-            Ok(count) => self.0.next_ids(count).await,
+            Ok(count) => {
+                let budget = request.extensions().get::<IdBudget>();
+                self.0.next_ids(count, budget).await
+            }
             Err(refusal) => Err(refusal),
         };
         self.answer(
@@ -141,6 +146,7 @@ impl Ids for GrpcIds {
             }
         };
         let service = Arc::clone(&self.0);
+        let budget = request.extensions().get::<IdBudget>().cloned();
         let (sender, receiver) = tokio::sync::mpsc::channel(4);
         tokio::spawn(async move {
             let _permit = permit;
@@ -152,7 +158,12 @@ impl Ids for GrpcIds {
                 let mut refusal = None;
                 // A client that went away (a cancel) stops the minting within one run.
                 while left > 0 && runs.len() < RUNS_PER_MESSAGE && !sender.is_closed() {
-                    match service.next_run(left.min(u64::from(u32::MAX))).await {
+                    let mut most = left.min(u64::from(u32::MAX));
+                    if let Some(budget) = &budget {
+                        // Slowed to the connection's ID rate.
+                        most = budget.take_up_to(most).await;
+                    }
+                    match service.next_run(most).await {
                         Ok(run) => {
                             left -= run.len();
                             in_message += run.len();

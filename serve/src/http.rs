@@ -2,13 +2,14 @@
 //! `GET /readyz`, `GET /livez`, `GET /metrics` and `GET /v1/openapi.json`.
 
 use crate::metrics::{Api, Outcome};
+use crate::rate::IdBudget;
 use crate::service::{Refusal, Service, State};
 use atomflake::Id;
-use axum::Router;
 use axum::extract::{Path, Query, State as With};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Extension, Router};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -30,11 +31,19 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
 
 /// `GET /v1/ids?count=N`: `{"ids": ["<decimal>", ...]}`, IDs as strings (JavaScript's
 /// numbers hold 53 bits).
-async fn ids(With(service): With<Arc<Service>>, Query(query): Query<HashMap<String, String>>) -> Response {
+async fn ids(
+    With(service): With<Arc<Service>>,
+    budget: Option<Extension<IdBudget>>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
     let start = Instant::now();
     let max = u64::from(service.limits().max_count);
     let result = match count_of(&query, max) {
-        Ok(count) => service.next_ids(count).await,
+        Ok(count) => {
+            service
+                .next_ids(count, budget.as_ref().map(|budget| &budget.0))
+                .await
+        }
         Err(refusal) => Err(refusal),
     };
     let (outcome, served, response) = match result {
@@ -171,6 +180,7 @@ pub(crate) fn refused(refusal: &Refusal) -> (Outcome, Response) {
     let (outcome, status) = match refusal {
         Refusal::Invalid(_) => (Outcome::Invalid, StatusCode::BAD_REQUEST),
         Refusal::Unavailable(_) => (Outcome::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
+        Refusal::Limited(_) => (Outcome::Limited, StatusCode::TOO_MANY_REQUESTS),
     };
     let body = serde_json::json!({ "error": refusal.to_string() });
     (outcome, json(status, body.to_string()))

@@ -21,6 +21,7 @@ mod grpc;
 mod http;
 mod metrics;
 mod openapi;
+mod rate;
 mod server;
 mod service;
 mod watch;

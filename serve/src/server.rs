@@ -4,6 +4,7 @@ use crate::connections::{self, Activity, Slots, Timeouts, Tracked};
 use crate::cors::Cors;
 use crate::deadline;
 use crate::metrics::{Api, Outcome};
+use crate::rate::{Bucket, IdBudget};
 use crate::service::{Limits, Service};
 use crate::{grpc, http};
 use axum::body::Body;
@@ -16,7 +17,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -153,11 +154,17 @@ fn per_connection(
 > + Clone
 + Send
 + 'static {
-    let bucket = Arc::new(Mutex::new(Bucket::new(service.limits().requests_per_second)));
+    let bucket = Arc::new(Mutex::new(Bucket::new(f64::from(
+        service.limits().requests_per_second,
+    ))));
+    let ids = service.limits().ids_per_second.map(IdBudget::new);
     let (router, service, activity) = (router.clone(), Arc::clone(service), Arc::clone(activity));
-    tower::service_fn(move |request: Request<Incoming>| {
+    tower::service_fn(move |mut request: Request<Incoming>| {
         let in_flight = activity.begin();
-        let allowed = bucket.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let allowed = bucket.lock().unwrap_or_else(PoisonError::into_inner).take(1.0);
+        if let Some(ids) = &ids {
+            request.extensions_mut().insert(ids.clone());
+        }
         let router = router.clone();
         let service = Arc::clone(&service);
         async move {
@@ -317,37 +324,5 @@ fn refusal(grpc: bool, code: tonic::Code, status: StatusCode, message: &str) -> 
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         response
-    }
-}
-
-/// A token bucket: `rate` requests a second on average, bursts of `rate`.
-#[derive(Debug)]
-struct Bucket {
-    rate: f64,
-    tokens: f64,
-    last: Instant,
-}
-
-impl Bucket {
-    fn new(rate: u32) -> Bucket {
-        Bucket {
-            rate: f64::from(rate),
-            tokens: f64::from(rate),
-            last: Instant::now(),
-        }
-    }
-
-    /// Whether a request may start now (and takes its token).
-    fn take(&mut self) -> bool {
-        let now = Instant::now();
-        let refill = now.duration_since(self.last).as_secs_f64() * self.rate;
-        self.tokens = (self.tokens + refill).min(self.rate);
-        self.last = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
     }
 }

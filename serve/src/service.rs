@@ -1,6 +1,7 @@
 //! [`Service`]: one ID space's generator, how requests wait on it, and whether it serves.
 
 use crate::metrics::Metrics;
+use crate::rate::IdBudget;
 use crate::watch::StoreWatch;
 use atomflake::{Layout, MintError, Run, ShardedGenerator};
 use std::fmt;
@@ -24,6 +25,9 @@ pub struct Limits {
     /// The most requests (HTTP requests and gRPC calls) one connection may start per
     /// second, on average; bursts of as many are let through.
     pub requests_per_second: u32,
+    /// The most IDs one connection may take per second, on average, when set: a request for
+    /// more than are left now is refused, and a stream is slowed to it.
+    pub ids_per_second: Option<u64>,
     /// The most gRPC calls one HTTP/2 connection may have open at once.
     pub streams_per_connection: u32,
     /// The most `StreamIds` calls the whole server serves at once: one more is refused
@@ -56,6 +60,7 @@ impl Default for Limits {
         Limits {
             max_count: 4096,
             requests_per_second: 100_000,
+            ids_per_second: None,
             streams_per_connection: 64,
             max_streams: 1024,
             patience: Duration::from_secs(2),
@@ -74,12 +79,16 @@ pub enum Refusal {
     /// Minting cannot go on now (a lease being renewed, a mark not yet stored), or the
     /// server is draining or has stopped for good.
     Unavailable(String),
+    /// Over a limit of the connection's (its ID rate): try again later.
+    Limited(String),
 }
 
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Refusal::Invalid(message) | Refusal::Unavailable(message) => f.write_str(message),
+            Refusal::Invalid(message) | Refusal::Unavailable(message) | Refusal::Limited(message) => {
+                f.write_str(message)
+            }
         }
     }
 }
@@ -326,9 +335,18 @@ impl Service {
         }
     }
 
-    /// `count` IDs (`count` ≥ 1), in increasing order.
-    pub(crate) async fn next_ids(&self, count: u64) -> Result<Vec<u64>, Refusal> {
+    /// `count` IDs (`count` ≥ 1), in increasing order, within the connection's ID
+    /// `budget` when it has one.
+    pub(crate) async fn next_ids(&self, count: u64, budget: Option<&IdBudget>) -> Result<Vec<u64>, Refusal> {
         self.admit()?;
+        if let Some(budget) = budget
+            && !budget.take(count)
+        {
+            return Err(Refusal::Limited(format!(
+                "over this connection's ID rate: allowed {} IDs per second",
+                budget.rate()
+            )));
+        }
         let mut ids = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
         while (ids.len() as u64) < count {
             let run = self.next_run(count - ids.len() as u64).await?;
