@@ -1600,9 +1600,9 @@ fn a_connection_is_held_to_its_id_rate_over_http_and_in_a_stream() {
         skip(test, "no curl");
         return;
     };
-    let text = String::from_utf8(output.stdout).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 4, "{text}");
+    let answers = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = answers.lines().collect();
+    assert_eq!(lines.len(), 4, "{answers}");
     assert_eq!(lines[1], "200");
     assert_eq!(ids_of(lines[0]).len(), 4096);
     assert_eq!(
