@@ -404,6 +404,10 @@ fn a_server_without_one_node_source_is_refused() {
             "atomflake: --max-connections 0 is out of range: allowed 1..=",
         ),
         (
+            &["--node", "1", "--ids-rate", "100"][..],
+            "atomflake: --ids-rate 100 is out of range: allowed 4096..=9007199254740992\n",
+        ),
+        (
             &["--node", "1", "--cors-origin", "app.example.com"][..],
             "atomflake: CORS origin \"app.example.com\" is invalid: allowed * or SCHEME://HOST[:PORT] (http or https, no path)\n",
         ),

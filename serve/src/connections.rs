@@ -126,6 +126,10 @@ pub(crate) struct Timeouts {
     pub(crate) header: Duration,
     /// From the end of its last request to the next one's head, read whole.
     pub(crate) idle: Duration,
+    /// From the accept to the close, requests under way or not: for a connection taken
+    /// past the cap, which must not keep its place (an HTTP/2 client calling again and
+    /// again, a health `Watch`).
+    pub(crate) lifetime: Option<Duration>,
 }
 
 impl Timeouts {
@@ -133,6 +137,7 @@ impl Timeouts {
     pub(crate) const HEALTH: Timeouts = Timeouts {
         header: HEALTH_TIMEOUT,
         idle: HEALTH_TIMEOUT,
+        lifetime: Some(HEALTH_TIMEOUT),
     };
 }
 
@@ -144,6 +149,8 @@ pub(crate) enum Closed {
     Header,
     /// Idle past the idle timeout.
     Idle,
+    /// A connection taken past the cap, at the end of its time.
+    Lifetime,
     /// The server drains.
     Drain,
 }
@@ -179,6 +186,12 @@ impl Activity {
     /// Why the connection is overdue for closing, if it is: no request under way, and
     /// none begun within the timeout that applies.
     fn overdue(&self, timeouts: Timeouts) -> Option<Closed> {
+        if timeouts
+            .lifetime
+            .is_some_and(|lifetime| self.opened.elapsed() >= lifetime)
+        {
+            return Some(Closed::Lifetime);
+        }
         if self.in_flight.load(Ordering::Acquire) > 0 {
             return None;
         }
@@ -288,10 +301,12 @@ mod tests {
     const NOW: Timeouts = Timeouts {
         header: Duration::ZERO,
         idle: Duration::ZERO,
+        lifetime: None,
     };
     const LATER: Timeouts = Timeouts {
         header: Duration::from_secs(3600),
         idle: Duration::from_secs(3600),
+        lifetime: None,
     };
 
     #[test]
@@ -306,6 +321,18 @@ mod tests {
         assert_eq!(activity.overdue(NOW), None, "one still under way");
         drop(second);
         assert_eq!(activity.overdue(NOW), Some(Closed::Idle));
+        assert_eq!(activity.overdue(LATER), None);
+    }
+
+    #[test]
+    fn a_connection_past_its_lifetime_is_overdue_even_with_a_request_under_way() {
+        let activity = Activity::new();
+        let _under_way = activity.begin();
+        let ended = Timeouts {
+            lifetime: Some(Duration::ZERO),
+            ..LATER
+        };
+        assert_eq!(activity.overdue(ended), Some(Closed::Lifetime));
         assert_eq!(activity.overdue(LATER), None);
     }
 

@@ -64,6 +64,7 @@ pub(crate) struct Metrics {
     /// Connections the server closed: no first request head within the header timeout, idle.
     closed_header: AtomicU64,
     closed_idle: AtomicU64,
+    closed_lifetime: AtomicU64,
     accept_errors: AtomicU64,
 }
 
@@ -112,6 +113,7 @@ impl Metrics {
         let counter = match why {
             Closed::Header => &self.closed_header,
             Closed::Idle => &self.closed_idle,
+            Closed::Lifetime => &self.closed_lifetime,
             Closed::Drain => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -242,11 +244,12 @@ impl Metrics {
             out,
             "atomflake_connections_closed_total",
             "counter",
-            "Connections the server closed: no first request head within the header timeout, or idle past the idle timeout.",
+            "Connections the server closed: no first request head within the header timeout, idle past the idle timeout, or taken past the cap for health checks and at the end of their 2 s.",
         );
         for (reason, counter) in [
             ("header_timeout", &self.closed_header),
             ("idle_timeout", &self.closed_idle),
+            ("health_only_lifetime", &self.closed_lifetime),
         ] {
             let _ = writeln!(
                 out,

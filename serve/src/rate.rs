@@ -90,6 +90,14 @@ impl IdBudget {
             .take(count)
     }
 
+    /// Gives back `count` IDs taken and not handed out.
+    pub(crate) fn give_back(&self, count: u64) {
+        let mut bucket = self.bucket.lock().unwrap_or_else(PoisonError::into_inner);
+        #[allow(clippy::cast_precision_loss)]
+        let count = count as f64;
+        bucket.tokens = (bucket.tokens + count).min(bucket.rate);
+    }
+
     /// Takes up to `most` IDs for a stream (at least one), waiting for the first.
     pub(crate) async fn take_up_to(&self, most: u64) -> u64 {
         loop {
@@ -116,6 +124,15 @@ mod tests {
         assert!(budget.take(600));
         assert!(!budget.take(600), "1,200 IDs within a moment at 1,000 a second");
         assert!(budget.take(300));
+    }
+
+    #[test]
+    fn ids_given_back_can_be_taken_again() {
+        let budget = IdBudget::new(1_000);
+        assert!(budget.take(1_000));
+        budget.give_back(400);
+        assert!(budget.take(400));
+        assert!(!budget.take(100));
     }
 
     #[tokio::test]

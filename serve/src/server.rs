@@ -93,13 +93,11 @@ pub async fn serve<D: Future<Output = ()>>(
         let connection = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(per_connection))
             .into_owned();
-        let service = Arc::clone(&service);
+        let open = OpenConnection::new(Arc::clone(&service), health_only, slot);
         let closed = closed.clone();
-        service.metrics.connection_opened(health_only);
         connections.spawn(async move {
-            connections::keep(connection, &activity, timeouts, closed, &service.metrics).await;
-            service.metrics.connection_closed();
-            drop(slot);
+            connections::keep(connection, &activity, timeouts, closed, &open.service.metrics).await;
+            drop(open);
         });
     }
     service.drain();
@@ -120,11 +118,15 @@ pub async fn serve<D: Future<Output = ()>>(
 /// connections pinged; for `health_only` connections, one request each.
 fn builder(limits: &Limits, health_only: bool) -> Builder<TokioExecutor> {
     let mut builder = Builder::new(TokioExecutor::new());
-    let header_timeout = if health_only {
-        Timeouts::HEALTH.header
+    // Each connection's watch closes it at its header or idle timeout. hyper's own timer
+    // is a backstop a second past the longer: it also runs while a connection waits idle
+    // for its next request.
+    let timeouts = if health_only {
+        Timeouts::HEALTH
     } else {
-        limits.header_timeout
+        Timeouts::of(limits)
     };
+    let header_timeout = timeouts.header.max(timeouts.idle) + Duration::from_secs(1);
     builder
         .http1()
         .timer(TokioTimer::new())
@@ -223,6 +225,26 @@ fn per_connection(
     })
 }
 
+/// A connection counted open, holding its slot, until dropped (with its task, also when
+/// the drain's end aborts it).
+struct OpenConnection {
+    service: Arc<Service>,
+    _slot: connections::Slot,
+}
+
+impl OpenConnection {
+    fn new(service: Arc<Service>, health_only: bool, slot: connections::Slot) -> OpenConnection {
+        service.metrics.connection_opened(health_only);
+        OpenConnection { service, _slot: slot }
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.service.metrics.connection_closed();
+    }
+}
+
 /// Accepts connections, pausing after failures (out of open files: the pause lets
 /// connections close), and says so once for each run of failures.
 #[derive(Debug, Default)]
@@ -264,6 +286,7 @@ impl Timeouts {
         Timeouts {
             header: limits.header_timeout,
             idle: limits.idle_timeout,
+            lifetime: None,
         }
     }
 }

@@ -55,9 +55,9 @@ pub(crate) struct ServeArgs {
     /// The most requests one connection may start per second, on average.
     #[arg(long, default_value_t = Limits::default().requests_per_second, value_name = "N")]
     rate: u32,
-    /// The most IDs one connection may take per second, on average (bursts of as many): a
-    /// request for more than are left is refused (429, `RESOURCE_EXHAUSTED`), and a stream
-    /// is slowed to it. No limit unless set.
+    /// The most IDs one connection may take per second, on average (bursts of as many; at
+    /// least --max-count): a request for more than are left is refused (429,
+    /// `RESOURCE_EXHAUSTED`), and a stream is slowed to it. No limit unless set.
     #[arg(long, value_name = "N")]
     ids_rate: Option<u64>,
     /// The most gRPC calls one connection may have open at once.
@@ -229,9 +229,10 @@ fn limits(args: &ServeArgs, file_limit: u64) -> Result<Limits, Failure> {
         requests_per_second: check("rate", args.rate, 1, u32::MAX)?,
         streams_per_connection: check("streams", args.streams, 1, u32::MAX)?,
         max_streams: check("max-streams", args.max_streams, 1, MAX_STREAMS)?,
+        // At least --max-count: a request of as many IDs must be able to pass.
         ids_per_second: args
             .ids_rate
-            .map(|rate| check("ids-rate", rate, 1, MAX_IDS_RATE))
+            .map(|rate| check("ids-rate", rate, u64::from(args.max_count).max(1), MAX_IDS_RATE))
             .transpose()?,
         max_connections,
         header_timeout: seconds("header-timeout", args.header_timeout)?,
