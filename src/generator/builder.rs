@@ -163,8 +163,9 @@ impl<C: Clock> Builder<C> {
     ///   ([`MintError::KeeperPanicked`](crate::MintError::KeeperPanicked)).
     /// - Dropping the generator stops that thread, which writes the mark that covers
     ///   exactly the IDs minted (so a process started again at once does not wait out the
-    ///   lead), and waits for it for at most 200 ms; a slower write finishes on its own,
-    ///   and the file stays locked until it has.
+    ///   lead), and waits for that write and the unlock, so the file is free to build on
+    ///   again once the drop returns. A write still unfinished after 10 s (a hung disk) is
+    ///   left to finish on its own, and the file stays locked until it has.
     ///
     /// Give each generator (each node ID, or each
     /// [`ShardedGenerator`](crate::ShardedGenerator)) a file of its own.

@@ -29,10 +29,11 @@
 //! no keeper thread at all: it is refused before it could wait for one, see [`fork`](super::fork).)
 //!
 //! Dropping the mark stops the keeper and waits for it to finish a store in progress and
-//! [`MarkStore::finish`] and drop the store (a lease's release), for at most the store's
-//! patience ([`Fence::patience`], [`PATIENCE`] without a fence). Past that the thread is
-//! left to finish on its own: a store blocked for good (a server stopped with `SIGSTOP`,
-//! on a Unix socket, where no TCP timeout applies) does not block the drop.
+//! [`MarkStore::finish`] and drop the store (a lease's release, a file's lock), for at most
+//! the lease's patience ([`Fence::patience`]), or [`RELEASE_PATIENCE`] for a store held for
+//! good. Past that the thread is left to finish on its own: a store blocked for good (a
+//! server stopped with `SIGSTOP`, on a Unix socket, where no TCP timeout applies; a hung
+//! disk) does not block the drop for good.
 
 use super::state::StateWord;
 use super::{BuildError, MintError};
@@ -51,9 +52,14 @@ pub(crate) const WINDOW_MS: u64 = 1_000;
 /// How long the keeper waits before it tries a failed store again.
 const RETRY: Duration = Duration::from_millis(100);
 
-/// How long `next_id` waits for a failing store with no [`Fence`] (about one more
-/// attempt), and a drop for the keeper to finish.
+/// How long `next_id` waits for a failing store with no [`Fence`]: about one more attempt.
 const PATIENCE: Duration = Duration::from_millis(200);
+
+/// How long a drop waits for the keeper of a store with no [`Fence`] (a high-water file)
+/// to finish its store, the last mark and the store's drop. Long enough for a slow disk's
+/// sync: a generator built again on the same file right after the drop finds it unlocked,
+/// not [`HighWaterError::Locked`](crate::mark::HighWaterError::Locked).
+const RELEASE_PATIENCE: Duration = Duration::from_secs(10);
 
 /// A store whose hold ends ([`Tenure::Leased`]): how the keeper reads time, what to report
 /// past the hold, and how often to store again.
@@ -185,6 +191,7 @@ impl Mark {
             requested: ProcessAtomicU64::new(first),
             lapsed: fence.as_ref().map(|fence| fence.lapsed.clone()),
             patience: fence.as_ref().map_or(PATIENCE, |fence| fence.patience),
+            release_patience: fence.as_ref().map_or(RELEASE_PATIENCE, |fence| fence.patience),
             pid: std::process::id(),
             state: Mutex::new(KeeperState {
                 wanted: first,
@@ -372,7 +379,8 @@ struct Keeper {
 
 impl Drop for Keeper {
     /// Stops the keeper, and waits for it to finish (its store in progress, the store's
-    /// `finish` and drop) for at most the patience; then leaves it to finish on its own.
+    /// `finish` and drop) for at most the release patience; then leaves it to finish on its
+    /// own.
     fn drop(&mut self) {
         let Some(thread) = self.thread.take() else {
             return;
@@ -383,7 +391,7 @@ impl Drop for Keeper {
             std::mem::forget(thread);
             return;
         }
-        let deadline = Instant::now() + self.shared.patience;
+        let deadline = Instant::now() + self.shared.release_patience;
         let mut state = self.shared.lock();
         state.stop = true;
         self.shared.asked.notify_one();
@@ -392,7 +400,7 @@ impl Drop for Keeper {
             if left.is_zero() {
                 break;
             }
-            // Woken by `exit`; the timeout measures the patience.
+            // Woken by `exit`; the timeout measures the release patience.
             state = self
                 .shared
                 .moved
@@ -428,8 +436,10 @@ struct Shared {
     requested: ProcessAtomicU64,
     /// What a slot past the fence reports while the store has not ended.
     lapsed: Option<MintError>,
-    /// How long `next_id` waits for failing stores, and a drop for the keeper to finish.
+    /// How long `next_id` waits for failing stores.
     patience: Duration,
+    /// How long a drop waits for the keeper to finish.
+    release_patience: Duration,
     /// The process the keeper thread runs in.
     pid: u32,
     state: Mutex<KeeperState>,

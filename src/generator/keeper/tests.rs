@@ -366,6 +366,56 @@ impl MarkStore for Frozen {
     }
 }
 
+/// A store held for good whose stores take [`Slow::TAKES`], as a disk's sync can on a busy
+/// machine; `released` is set when it is dropped (a file's lock).
+struct Slow {
+    released: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Slow {
+    const TAKES: Duration = Duration::from_millis(700);
+}
+
+impl MarkStore for Slow {
+    fn mark(&self) -> u64 {
+        0
+    }
+
+    fn store(&mut self, _unix_ms: u64) -> Result<(), StoreError> {
+        std::thread::sleep(Slow::TAKES);
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        "the slow disk".into()
+    }
+}
+
+impl Drop for Slow {
+    fn drop(&mut self) {
+        self.released.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn dropping_a_mark_held_for_good_waits_for_a_slow_store_and_the_release() {
+    let released = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let store = Slow {
+        released: Arc::clone(&released),
+    };
+    let mark = Mark::kept(store, ms_slots(), T0, None).unwrap();
+    // Past the early limit: the keeper stores a new mark, slowly.
+    assert!(mark.check(slot_at(T0 + 1_200)).is_ok());
+    std::thread::sleep(Duration::from_millis(50));
+    let start = Instant::now();
+    drop(mark);
+    assert!(
+        released.load(std::sync::atomic::Ordering::SeqCst),
+        "the store was still held when the drop returned, after {:?}",
+        start.elapsed()
+    );
+}
+
 #[test]
 fn dropping_the_mark_waits_for_a_store_that_never_returns_at_most_the_patience() {
     let (entered, blocked) = mpsc::channel();
