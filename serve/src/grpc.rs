@@ -251,6 +251,47 @@ impl Ids for GrpcIds {
 mod tests {
     use super::*;
     use atomflake::{Layout, ShardedGenerator};
+    use tokio_stream::StreamExt;
+
+    /// One stream on four nodes draws on all four: a tick spent on one node goes on with
+    /// the next, so the stream is not held to one node's cap.
+    #[test]
+    fn one_stream_draws_on_every_node() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let generator = ShardedGenerator::new(Layout::TWITTER, [1, 2, 3, 4]).unwrap();
+        let service = Arc::new(Service::new(generator, Limits::default(), None));
+        let ids = GrpcIds(service);
+        let count = 1 << 20;
+        let runs: Vec<Run> = runtime.block_on(async {
+            let mut stream = ids
+                .stream_ids(Request::new(StreamIdsRequest { count }))
+                .await
+                .unwrap()
+                .into_inner();
+            let mut runs = Vec::new();
+            while let Some(message) = stream.next().await {
+                runs.extend(message.unwrap().runs);
+            }
+            runs
+        });
+        let layout = Layout::TWITTER;
+        let mut nodes = std::collections::BTreeSet::new();
+        let mut ticks = std::collections::BTreeMap::<u64, u64>::new();
+        let mut minted = std::collections::BTreeSet::new();
+        for run in &runs {
+            let parts = layout.decode(Id::new(run.first));
+            nodes.insert(parts.node);
+            *ticks.entry(parts.unix_ms).or_default() += u64::from(run.count);
+            minted.extend((0..u64::from(run.count)).map(|i| run.first + i * run.step));
+        }
+        assert_eq!(minted.len() as u64, count, "every ID once");
+        assert_eq!(nodes.into_iter().collect::<Vec<_>>(), [1, 2, 3, 4]);
+        let most = ticks.values().max().copied().unwrap_or(0);
+        assert_eq!(most, 4 * 4096, "a tick with every node's sequence spent");
+    }
 
     /// A stream whose client is gone before its minting starts ends at once, giving back its
     /// place among the server's streams. (On a runtime left behind, not waited for: a

@@ -198,7 +198,7 @@ impl Service {
             State::Draining => return Err("draining".into()),
             State::Stopped(reason) => return Err(format!("stopped: {reason}")),
         }
-        match self.generator.try_next_run(1) {
+        match self.generator.try_next_run_any(1) {
             Ok(_) => Ok(()),
             Err(MintError::SequenceExhausted { retry_after, .. }) if retry_after <= self.limits.patience => {
                 Ok(())
@@ -292,16 +292,18 @@ impl Service {
         }
     }
 
-    /// Up to `max` IDs (`max` ≥ 1) of one tick for a request already admitted, waiting
-    /// out a spent tick and, for at most the limits' patience, a mark being stored. A
-    /// drain lets it finish; a stop ends it.
+    /// Up to `max` IDs (`max` ≥ 1) of one tick and node for a request already admitted:
+    /// from the worker thread's node or, when its tick is spent, from any other node with
+    /// IDs left in the tick, so one request or stream draws on every node. Waits out a
+    /// tick spent on every node and, for at most the limits' patience, a mark being
+    /// stored. A drain lets it finish; a stop ends it.
     pub(crate) async fn next_run(&self, max: u64) -> Result<Run, Refusal> {
         let mut unavailable_since = None;
         loop {
             if let State::Stopped(reason) = self.state() {
                 return Err(Refusal::Unavailable(format!("the server has stopped: {reason}")));
             }
-            let error = match self.generator.try_next_run(max) {
+            let error = match self.generator.try_next_run_any(max) {
                 Ok(run) => return Ok(run),
                 Err(error) => error,
             };

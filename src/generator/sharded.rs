@@ -39,10 +39,12 @@ fn thread_number() -> usize {
 /// Each thread is given a shard on its first mint, round robin (thread `k`, counted across
 /// the process, uses shard `k % shards`). More threads than shards share shards safely: a
 /// shard is the same lock-free CAS loop as [`Generator`](crate::Generator)'s. IDs are unique
-/// across all shards (distinct node IDs) and strictly increasing per shard, so also per
-/// thread. Every minting method mints from the calling thread's shard; an async call takes
-/// the shard of the thread it starts on and keeps it across its awaits, so the IDs of one
-/// call strictly increase even when the task moves between threads.
+/// across all shards (distinct node IDs) and strictly increasing per shard. Every minting
+/// method mints from the calling thread's shard, so a thread's IDs strictly increase too;
+/// an async call takes the shard of the thread it starts on and keeps it across its
+/// awaits, so the IDs of one call strictly increase even when the task moves between
+/// threads. [`try_next_run_any`](Self::try_next_run_any) alone moves on to the next shard
+/// when this one's tick is spent, for a caller that wants every node's IDs.
 ///
 /// # Examples
 ///
@@ -143,6 +145,56 @@ impl<C: Clock> ShardedGenerator<C> {
     pub fn nodes(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
         self.home.nodes.iter().map(|shard| shard.id)
     }
+
+    /// Up to `max` IDs of one tick as a [`Run`](crate::Run), as
+    /// [`try_next_run`](Self::try_next_run), from this thread's shard or, when its tick is
+    /// spent, from the next shard in [`nodes`](Self::nodes) order (wrapping) whose tick is
+    /// not. So one caller, one stream of a service, draws on every node: as many IDs per
+    /// tick as the layout's sequence holds, times the number of nodes. Never waits.
+    ///
+    /// Each run's IDs increase, and so do the runs of one node; runs of different nodes
+    /// interleave by node and tick as the layout orders its fields.
+    ///
+    /// # Errors
+    ///
+    /// [`MintError::SequenceExhausted`](crate::MintError::SequenceExhausted) only when
+    /// every shard's tick is spent, with the soonest of their waits; any other error of
+    /// [`try_next_run`](Self::try_next_run) at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{Layout, ShardedGenerator};
+    ///
+    /// let generator = ShardedGenerator::new(Layout::TWITTER, [1, 2])?;
+    /// // One caller, two runs in a row that spend a tick's sequence each: the second comes
+    /// // from the other node when the first spent its tick.
+    /// let first = generator.try_next_run_any(4096)?;
+    /// let second = generator.try_next_run_any(4096)?;
+    /// let [a, b] = [first, second].map(|run| Layout::TWITTER.decode(run.first()));
+    /// assert!(a.node != b.node || a.unix_ms < b.unix_ms);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn try_next_run_any(&self, max: u64) -> Result<crate::Run, crate::MintError> {
+        use crate::MintError::SequenceExhausted;
+        let shards = &self.home.nodes;
+        let own = self.pick.of(thread_number());
+        let mut soonest = match self.home.core.try_run(&shards[own], max) {
+            Err(spent @ SequenceExhausted { retry_after, .. }) => (spent, retry_after),
+            minted => return minted,
+        };
+        for index in (own + 1..shards.len()).chain(0..own) {
+            match self.home.core.try_run(&shards[index], max) {
+                Err(spent @ SequenceExhausted { retry_after, .. }) => {
+                    if retry_after < soonest.1 {
+                        soonest = (spent, retry_after);
+                    }
+                }
+                minted => return minted,
+            }
+        }
+        Err(soonest.0)
+    }
 }
 
 impl<C: Clock> Builder<C> {
@@ -233,6 +285,54 @@ mod tests {
         let parts = [spent[0], spent[1], next, after].map(|id| layout.decode(id));
         let nodes_and_ticks = parts.map(|parts| (parts.node, parts.unix_ms - T0));
         assert_eq!(nodes_and_ticks, [(0, 0), (0, 0), (1, 1), (0, 1)]);
+    }
+
+    #[test]
+    fn one_caller_draws_on_every_shard_before_it_waits_for_the_next_tick() {
+        // 2-bit sequences: four IDs per node and tick.
+        let layout = Layout::builder()
+            .timestamp_bits(41)
+            .node_bits(2)
+            .sequence_bits(2)
+            .build()
+            .unwrap();
+        let clock = ManualClock::new(T0);
+        let generator = ShardedGenerator::with_clock(layout, [3, 1, 2], clock.clone()).unwrap();
+        let own = generator.current_node();
+        let mut runs = Vec::new();
+        let spent = loop {
+            match generator.try_next_run_any(3) {
+                Ok(run) => runs.push(run),
+                Err(error) => break error,
+            }
+        };
+        assert_eq!(
+            spent,
+            crate::MintError::SequenceExhausted {
+                tick: T0 + 1,
+                retry_after: std::time::Duration::from_millis(1)
+            }
+        );
+        let nodes_and_lengths: Vec<(u64, u64)> = runs
+            .iter()
+            .map(|run| (layout.decode(run.first()).node, run.len()))
+            .collect();
+        // This thread's shard first, then the others in order, wrapping: each node's tick
+        // whole, in a run of three and a run of one.
+        let order = [3, 1, 2];
+        let at = order.iter().position(|&node| node == own).unwrap();
+        let expected: Vec<(u64, u64)> = (0..3)
+            .map(|k| order[(at + k) % 3])
+            .flat_map(|node| [(node, 3), (node, 1)])
+            .collect();
+        assert_eq!(nodes_and_lengths, expected);
+        let ids: std::collections::BTreeSet<Id> = runs.iter().copied().flatten().collect();
+        assert_eq!(ids.len(), 12, "every ID of the tick, once");
+        // The next tick starts at this thread's shard again.
+        clock.advance(1);
+        let next = generator.try_next_run_any(3).unwrap();
+        assert_eq!(layout.decode(next.first()).node, own);
+        assert_eq!(layout.decode(next.first()).unix_ms, T0 + 1);
     }
 
     #[test]
