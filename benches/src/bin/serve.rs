@@ -10,12 +10,14 @@
 //! Both servers mint the Twitter layout (41/10/12, 4.096 M IDs/s per node) on one node:
 //! `atomflake serve --node 1` with its default limits, `ferroid-tonic-server --num-workers 1`
 //! with its defaults. ferroid's server is looked for with `--ferroid`, then on `PATH`, then
-//! in `~/.cargo/bin`; without it its rows are left out.
+//! in `~/.cargo/bin`; without it its rows are left out. The bulk rows also run on
+//! `atomflake serve --node 2,3,4,5`, whose every stream draws on all four nodes.
 //!
-//! - **Bulk:** one `StreamIds` call for 10 M IDs, then 4 concurrent calls for 2.5 M each,
-//!   on one connection. The client expands every ID (atomflake's runs, ferroid's packed
-//!   little-endian `u64`s) into one vector, timed from the call to the last ID; after the
-//!   clock stops, each stream must be strictly increasing and all IDs distinct.
+//! - **Bulk:** one `StreamIds` call for 10 M IDs per node, then 4 concurrent calls for a
+//!   quarter each, on one connection. The client expands every ID (atomflake's runs,
+//!   ferroid's packed little-endian `u64`s) into one vector, timed from the call to the
+//!   last ID; after the clock stops, each node's IDs in each stream must be strictly
+//!   increasing and all IDs distinct.
 //! - **Single IDs:** for a fixed time, `concurrency` tasks each ask for one ID, wait for
 //!   it and ask again: gRPC on one connection (atomflake `GetIds`, ferroid `StreamIds` with
 //!   count 1, its only call), and HTTP/1.1 `GET /v1/ids?count=1` on a keep-alive connection
@@ -71,6 +73,8 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 /// A server process under test; killed when dropped.
 struct Server {
     name: &'static str,
+    /// How many nodes it mints on.
+    nodes: u64,
     child: Child,
     address: SocketAddr,
     http: bool,
@@ -84,9 +88,9 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// `atomflake serve --node 1` next to this bench's binary (`target/release/`), its
-    /// high-water file in `target/release/bench-serve-state/`.
-    fn atomflake() -> Result<Server, Error> {
+    /// `atomflake serve --node NODES` (`1`, `2,3,4,5`) next to this bench's binary
+    /// (`target/release/`), its high-water files in `target/release/bench-serve-state/`.
+    fn atomflake(name: &'static str, nodes: &str) -> Result<Server, Error> {
         let binary = std::env::current_exe()?.with_file_name("atomflake");
         if !binary.exists() {
             return Err(format!(
@@ -99,7 +103,7 @@ impl Server {
         // the user's home: what is measured is the default, the mark kept.
         let state = binary.with_file_name("bench-serve-state");
         let mut child = Command::new(&binary)
-            .args(["serve", "--node", "1", "--listen", "127.0.0.1:0", "--high-water"])
+            .args(["serve", "--node", nodes, "--listen", "127.0.0.1:0", "--high-water"])
             .arg(&state)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -120,7 +124,8 @@ impl Server {
         // Keep reading its stderr so that it never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
         Ok(Server {
-            name: "atomflake serve",
+            name,
+            nodes: nodes.split(',').count() as u64,
             child,
             address,
             http: true,
@@ -138,6 +143,7 @@ impl Server {
             .spawn()?;
         let server = Server {
             name: "ferroid-tonic-server",
+            nodes: 1,
             child,
             address,
             http: false,
@@ -226,12 +232,19 @@ async fn stream(server: &Server, channel: Channel, count: u64, into: &mut Vec<u6
     Ok(())
 }
 
-/// Checks that each stream increases and that no ID appears twice across them.
+/// Checks that each node's IDs in each stream increase (one node's are all of them for
+/// one node) and that no ID appears twice across them.
 fn check(streams: &[Vec<u64>], expected: u64) -> Result<(), Error> {
     let mut all = Vec::with_capacity(streams.iter().map(Vec::len).sum());
     for ids in streams {
-        if let Some(at) = ids.windows(2).position(|pair| pair[0] >= pair[1]) {
-            return Err(format!("a stream goes from {} to {}", ids[at], ids[at + 1]).into());
+        let mut last = std::collections::HashMap::new();
+        for &id in ids {
+            let node = Layout::TWITTER.try_decode(Id::new(id))?.node;
+            if let Some(before) = last.insert(node, id)
+                && before >= id
+            {
+                return Err(format!("a stream goes from {before} to {id} on node {node}").into());
+            }
         }
         all.extend_from_slice(ids);
     }
@@ -492,7 +505,7 @@ fn main() -> Result<(), Error> {
         (10_000_000, Duration::from_secs(3))
     };
 
-    let mut servers = vec![Arc::new(Server::atomflake()?)];
+    let mut servers = vec![Arc::new(Server::atomflake("atomflake serve", "1")?)];
     match find_ferroid(ferroid) {
         Some(path) => servers.push(Arc::new(Server::ferroid(&path)?)),
         None => eprintln!(
@@ -500,25 +513,28 @@ fn main() -> Result<(), Error> {
              or --ferroid PATH): its rows are left out"
         ),
     }
+    // Bulk rows alone: one stream on four nodes draws on all four.
+    let four_nodes = [Arc::new(Server::atomflake("atomflake serve", "2,3,4,5")?)];
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     let result = runtime.block_on(async {
-        for server in &servers {
+        for server in servers.iter().chain(&four_nodes) {
             sanity(server).await?;
         }
         println!("## Bulk: {bulk_ids} IDs over StreamIds, one connection\n");
-        println!("| server | streams | IDs/s | share of the 4.096 M/s cap | server CPU ms per M IDs |");
-        println!("|---|---:|---:|---:|---:|");
+        println!("| server | nodes | streams | IDs/s | share of the nodes' cap (4.096 M/s each) | server CPU ms per M IDs |");
+        println!("|---|---:|---:|---:|---:|---:|");
         for streams in [1, 4] {
-            for server in &servers {
-                let row = bulk(server, streams, bulk_ids).await?;
+            for server in servers.iter().chain(&four_nodes) {
+                let row = bulk(server, streams, bulk_ids * server.nodes).await?;
                 println!(
-                    "| {} | {streams} | {:.3} M | {:.1} % | {:.1} |",
+                    "| {} | {} | {streams} | {:.3} M | {:.1} % | {:.1} |",
                     server.name,
+                    server.nodes,
                     row.ids_per_s / 1e6,
-                    row.ids_per_s / 4_096_000.0 * 100.0,
+                    row.ids_per_s / (4_096_000.0 * float(server.nodes)) * 100.0,
                     row.cpu_ms_per_million
                 );
             }
