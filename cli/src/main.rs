@@ -18,11 +18,12 @@
 
 mod commands;
 mod high_water;
+mod log;
 
 use clap::{Parser, Subcommand};
 use commands::{decode, layouts, lease, mint, serve, sql};
 use std::fmt;
-use std::io::{self, Write};
+use std::io;
 use std::process::ExitCode;
 
 // `lease` names these from the crate's root.
@@ -103,6 +104,10 @@ fn write_failed(err: io::Error) -> Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    log::init(match &cli.command {
+        Command::Serve(args) => args.log_format,
+        _ => log::LogFormat::Text,
+    });
     let result = match cli.command {
         Command::Mint(args) => mint::run(&args),
         Command::Lease(command) => lease::run(command),
@@ -125,8 +130,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Writes `atomflake: {message}` as one line on stderr.
+/// Logs `message` as the error the command stopped with: `atomflake: {message}`, one line
+/// on stderr.
 fn report(message: impl fmt::Display) {
-    // Nothing sensible is left to do if stderr itself fails.
-    let _ = writeln!(io::stderr().lock(), "atomflake: {message}");
+    tracing::error!(target: "atomflake", event = "failed", "{message}");
 }

@@ -80,8 +80,9 @@ impl Server {
                 let _ = lines.send(line);
             }
         });
-        let first = stderr
-            .recv_timeout(Duration::from_secs(30))
+        // A leased server says what it claimed first.
+        let first = std::iter::from_fn(|| stderr.recv_timeout(Duration::from_secs(30)).ok())
+            .find(|line| line.contains("listening on"))
             .expect("atomflake serve says where it listens");
         let address = first
             .split_whitespace()
@@ -263,6 +264,69 @@ fn curl_gets_ids_that_decode_to_the_servers_node_and_the_time_of_the_request() {
     let (status, stderr) = server.stop();
     assert!(status.success(), "{status}: {stderr}");
     assert!(stderr.ends_with("atomflake serve: stopped"), "{stderr}");
+}
+
+/// Each log line of `lines` as a JSON object: its `event`, having checked that it has a
+/// timestamp, a level and a message, and that no line is anything else.
+fn json_events(lines: &str) -> Vec<String> {
+    lines
+        .lines()
+        .map(|line| {
+            let object: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|err| panic!("{err}: not JSON: {line}"));
+            for field in ["timestamp", "level", "message", "target"] {
+                assert!(object[field].is_string(), "no {field} in {line}");
+            }
+            object["event"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no event in {line}"))
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn log_format_json_writes_one_object_per_line_for_each_event() {
+    // The first line (where it listens) is read by `start`.
+    let server = Server::start(&["--node", "6", "--log-format", "json"]);
+    let (status, rest) = server.stop();
+    assert!(status.success(), "{status}: {rest}");
+    assert_eq!(json_events(&rest), ["draining", "stopped"]);
+
+    // The first line, and a start that fails: its error is a JSON line too.
+    let state = StateDir::new("serve-json");
+    let output = serve_command(
+        &["--node", "6", "--log-format", "json", "--max-count", "0"],
+        &[],
+        &state,
+    )
+    .output()
+    .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(json_events(&stderr), ["failed"], "{stderr}");
+    assert!(stderr.contains("--max-count 0 is out of range"), "{stderr}");
+
+    let mut child = serve_command(&["--node", "6"], &[("ATOMFLAKE_LOG_FORMAT", "json")], &state)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(json_events(&first), ["listening"]);
+    let object: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(
+        (&object["nodes"], &object["layout"]),
+        (&"6".into(), &"twitter".into())
+    );
+    assert!(
+        object["address"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{first}"
+    );
 }
 
 /// The Python of a venv with the clients' packages from `PyPI`, made once per run of
@@ -461,6 +525,77 @@ fn signal(server: &Server, signal: &str) {
             .unwrap()
             .success()
     );
+}
+
+/// A child process killed when dropped (a test that fails leaves none behind).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether process `pid` catches `SIGTERM` (bit 14 of `SigCgt` in its status).
+fn catches_sigterm(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1 << 14) != 0)
+}
+
+#[test]
+fn a_sigterm_during_the_claim_releases_the_node_once_claimed_and_serves_nothing() {
+    let Some(database) = pg::Server::start("serve-start-term") else {
+        return;
+    };
+    let url = database.url();
+    let lease = ["--lease", url.as_str(), "--namespace", "start", "--ttl", "60"];
+    // The database frozen: the claim waits for it.
+    database.signal_all("-STOP");
+    let state = StateDir::new("serve-start-term");
+    let mut child = Killed(
+        serve_command(&lease, &[], &state)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut child.0;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !catches_sigterm(child.id()) {
+        assert!(Instant::now() < deadline, "SIGTERM never caught");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    database.signal_all("-CONT");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        stderr.contains("atomflake serve: claimed node 0 of lease namespace \"start\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.ends_with(
+            "atomflake serve: a signal during start-up: stopped before serving; node 0 released\n"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening"), "{stderr}");
+    // Released: the next server gets node 0 at once, within a lease time of 60 s.
+    let next = Server::start(&lease);
+    assert_eq!(node_of(&next), 0);
+    let (status, stderr) = next.stop();
+    assert!(status.success(), "{status}: {stderr}");
 }
 
 #[test]

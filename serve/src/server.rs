@@ -258,7 +258,11 @@ impl Accept {
             match listener.accept().await {
                 Ok((stream, _)) => {
                     if self.pause.take().is_some() {
-                        eprintln!("atomflake serve: accepting connections again");
+                        tracing::info!(
+                            target: "atomflake serve",
+                            event = "accepting",
+                            "accepting connections again"
+                        );
                     }
                     return stream;
                 }
@@ -266,8 +270,11 @@ impl Accept {
                     service.metrics.count_accept_error();
                     let pause = match self.pause {
                         None => {
-                            eprintln!(
-                                "atomflake serve: accept failed: {error}; trying again after pauses of up to {MAX_ACCEPT_PAUSE:?}"
+                            tracing::warn!(
+                                target: "atomflake serve",
+                                event = "accept_failed",
+                                %error,
+                                "accept failed: {error}; trying again after pauses of up to {MAX_ACCEPT_PAUSE:?}"
                             );
                             Duration::from_millis(10)
                         }

@@ -252,7 +252,12 @@ impl Service {
 
     fn stop(&self, reason: &str) {
         if self.stopped.set(reason.to_owned()).is_ok() {
-            eprintln!("atomflake serve: stopped serving: {reason}");
+            tracing::error!(
+                target: "atomflake serve",
+                event = "stopped_minting",
+                reason,
+                "stopped serving: {reason}"
+            );
         }
         self.phase.store(STOPPED, Ordering::Release);
     }

@@ -103,7 +103,14 @@ impl Server {
         // the user's home: what is measured is the default, the mark kept.
         let state = binary.with_file_name("bench-serve-state");
         let mut child = Command::new(&binary)
-            .args(["serve", "--node", nodes, "--listen", "127.0.0.1:0", "--high-water"])
+            .args([
+                "serve",
+                "--node",
+                nodes,
+                "--listen",
+                "127.0.0.1:0",
+                "--high-water",
+            ])
             .arg(&state)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -22,7 +22,7 @@ pub(crate) struct LeaseArgs {
     /// The lease namespace: one node space. Every process minting the same IDs uses the
     /// same one.
     #[arg(long, default_value = "atomflake", value_name = "NS")]
-    namespace: String,
+    pub(crate) namespace: String,
     /// The lease time in seconds: how long after its last renewal a silent holder's node
     /// stays taken.
     #[arg(long, default_value_t = 10, value_name = "S")]
@@ -148,8 +148,11 @@ pub(crate) fn acquire(
         ..
     } in passed_over
     {
-        eprintln!(
-            "atomflake: passed over free node {passed} of lease namespace {:?}: its high-water mark {} \
+        tracing::warn!(
+            target: "atomflake",
+            event = "passed_over",
+            node = passed,
+            "passed over free node {passed} of lease namespace {:?}: its high-water mark {} \
              is ahead of this clock by more than a generator waits (a previous holder's clock ran ahead)",
             args.namespace,
             rfc3339_ms(mark),

@@ -95,6 +95,18 @@ pub(crate) struct ServeArgs {
     /// supervisor restarts the server and it claims a node again).
     #[arg(long)]
     stay_stopped: bool,
+    /// How log lines are written on stderr: `text` (`atomflake serve: listening on …`) or
+    /// `json`, one object per line with `timestamp`, `level`, `message`, `event`
+    /// (`listening`, `claimed`, `draining`, `stopped_minting`, `released`, …) and the
+    /// event's fields.
+    #[arg(
+        long,
+        value_enum,
+        default_value_t,
+        env = "ATOMFLAKE_LOG_FORMAT",
+        value_name = "FORMAT"
+    )]
+    pub(crate) log_format: crate::log::LogFormat,
 }
 
 pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
@@ -102,14 +114,32 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
     let file_limit = atomflake_serve::raise_file_limit()
         .map_err(|err| Failure::Other(format!("cannot read the open-file limit: {err}")))?;
     let limits = limits(args, file_limit)?;
-    let (generator, store) = generator(layout, args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("atomflake-serve")
         .build()
         .map_err(|err| Failure::Other(format!("cannot start the runtime: {err}")))?;
+    // Watched before the claim: a signal during start-up is not lost, nor fatal.
+    let signals = {
+        let _context = runtime.enter();
+        count_signals()
+    };
+    let (generator, store) = generator(layout, args)?;
     let nodes: Vec<String> = generator.nodes().map(|node| node.to_string()).collect();
+    let nodes = nodes.join(",");
     let leased = store.is_some();
+    if *signals.borrow() > 0 {
+        // Dropping the generator releases a lease at once, with the mark it started at.
+        drop(generator);
+        tracing::info!(
+            target: "atomflake serve",
+            event = if leased { "released" } else { "stopped" },
+            nodes = %nodes,
+            "a signal during start-up: stopped before serving{}",
+            if leased { format!("; node {nodes} released") } else { String::new() }
+        );
+        return Ok(());
+    }
     let marks = if leased {
         "the mark in the lease".to_owned()
     } else {
@@ -119,63 +149,127 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
         .allow_origins(&args.cors_origin)
         .map_err(Failure::Usage)?;
     let service = Arc::new(service);
-    let result = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .map_err(|err| Failure::Other(format!("cannot listen on {}: {err}", args.listen)))?;
-        let address = listener
-            .local_addr()
-            .map_err(|err| Failure::Other(format!("cannot listen on {}: {err}", args.listen)))?;
-        eprintln!(
-            "atomflake serve: listening on {address} (HTTP and gRPC), layout {}, node {}; {marks}; \
-             at most {} connections (open-file limit {file_limit})",
-            args.layout.layout,
-            nodes.join(","),
-            limits.max_connections
-        );
-        let stopped = Arc::new(std::sync::OnceLock::new());
-        let shutdown = {
-            let (service, stopped) = (Arc::clone(&service), Arc::clone(&stopped));
-            let stay = args.stay_stopped;
-            async move {
-                tokio::select! {
-                    () = next_signal() => {
-                        eprintln!("atomflake serve: shutting down: refusing new requests, finishing those under way");
-                    }
-                    reason = service.stopped(), if !stay => {
-                        eprintln!("atomflake serve: minting has ended for good: draining, then exiting with code 1");
-                        let _ = stopped.set(reason);
-                    }
-                }
-            }
-        };
-        let drain = Duration::from_secs(args.drain);
-        let drained = atomflake_serve::serve(listener, service, shutdown, || async move {
-            tokio::select! {
-                () = tokio::time::sleep(drain) => {
-                    eprintln!("atomflake serve: requests still under way after the drain time of {drain:?}: closing");
-                }
-                () = next_signal() => {
-                    eprintln!("atomflake serve: a second signal: closing the connections now");
-                }
-            }
-        })
-        .await;
-        drained.map_err(|err| Failure::Other(format!("serving failed: {err}")))?;
-        match stopped.get() {
-            Some(reason) => Err(Failure::Other(format!("serve stopped: {reason}"))),
-            None => Ok(()),
-        }
-    });
+    let listening = Listening {
+        nodes: nodes.clone(),
+        marks,
+        file_limit,
+    };
+    let result = runtime.block_on(serve_until_stopped(args, service, signals, listening));
     // Connections still open after the drain hold the service: dropping their tasks drops
     // it, and with it the generator, which releases its nodes.
     runtime.shutdown_timeout(Duration::from_secs(1));
     if leased && result.is_ok() {
-        eprintln!("atomflake serve: stopped; node {} released", nodes.join(","));
+        tracing::info!(
+            target: "atomflake serve",
+            event = "released",
+            nodes = %nodes,
+            "stopped; node {nodes} released"
+        );
     } else {
-        eprintln!("atomflake serve: stopped");
+        tracing::info!(target: "atomflake serve", event = "stopped", "stopped");
     }
     result
+}
+
+/// What the listening line says besides the address.
+struct Listening {
+    nodes: String,
+    marks: String,
+    file_limit: u64,
+}
+
+/// Binds, serves `service` and drains it at the first signal (or once minting ends for
+/// good, unless `--stay-stopped`), for at most the drain time or until a second signal.
+async fn serve_until_stopped(
+    args: &ServeArgs,
+    service: Arc<Service>,
+    signals: tokio::sync::watch::Receiver<u32>,
+    listening: Listening,
+) -> Result<(), Failure> {
+    let Listening {
+        nodes,
+        marks,
+        file_limit,
+    } = listening;
+    let limits = service.limits();
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|err| Failure::Other(format!("cannot listen on {}: {err}", args.listen)))?;
+    let address = listener
+        .local_addr()
+        .map_err(|err| Failure::Other(format!("cannot listen on {}: {err}", args.listen)))?;
+    tracing::info!(
+        target: "atomflake serve",
+        event = "listening",
+        %address,
+        layout = %args.layout.layout,
+        nodes = %nodes,
+        max_connections = limits.max_connections,
+        file_limit,
+        "listening on {address} (HTTP and gRPC), layout {}, node {}; {marks}; \
+         at most {} connections (open-file limit {file_limit})",
+        args.layout.layout,
+        nodes,
+        limits.max_connections
+    );
+    let stopped = Arc::new(std::sync::OnceLock::new());
+    let shutdown = {
+        let (service, stopped) = (Arc::clone(&service), Arc::clone(&stopped));
+        let stay = args.stay_stopped;
+        let mut signals = signals.clone();
+        async move {
+            tokio::select! {
+                () = signal_number(&mut signals, 1) => {
+                    tracing::info!(
+                        target: "atomflake serve",
+                        event = "draining",
+                        "shutting down: refusing new requests, finishing those under way"
+                    );
+                }
+                reason = service.stopped(), if !stay => {
+                    tracing::error!(
+                        target: "atomflake serve",
+                        event = "draining",
+                        "minting has ended for good: draining, then exiting with code 1"
+                    );
+                    let _ = stopped.set(reason);
+                }
+            }
+        }
+    };
+    let drain = Duration::from_secs(args.drain);
+    let mut signals = signals.clone();
+    let ended = Arc::clone(&stopped);
+    let drained = atomflake_serve::serve(listener, service, shutdown, || async move {
+        // The second signal; the next one when the drain began because minting ended.
+        let cut_at = if ended.get().is_some() {
+            *signals.borrow() + 1
+        } else {
+            2
+        };
+        tokio::select! {
+            () = tokio::time::sleep(drain) => {
+                tracing::warn!(
+                    target: "atomflake serve",
+                    event = "drain_cut",
+                    "requests still under way after the drain time of {drain:?}: closing"
+                );
+            }
+            () = signal_number(&mut signals, cut_at) => {
+                tracing::warn!(
+                    target: "atomflake serve",
+                    event = "drain_cut",
+                    "a second signal: closing the connections now"
+                );
+            }
+        }
+    })
+    .await;
+    drained.map_err(|err| Failure::Other(format!("serving failed: {err}")))?;
+    match stopped.get() {
+        Some(reason) => Err(Failure::Other(format!("serve stopped: {reason}"))),
+        None => Ok(()),
+    }
 }
 
 /// The most `--max-streams` (tokio's semaphores hold at most 2^61 permits; a million
@@ -267,6 +361,17 @@ fn generator(
             )));
         }
         let (nodes, store) = lease::acquire(layout, url, &args.lease_options, args.nodes)?;
+        let listed: Vec<String> = nodes.iter().map(u64::to_string).collect();
+        tracing::info!(
+            target: "atomflake serve",
+            event = "claimed",
+            nodes = %listed.join(","),
+            namespace = %args.lease_options.namespace,
+            store = %store.describe(),
+            "claimed node {} of lease namespace {:?}",
+            listed.join(","),
+            args.lease_options.namespace,
+        );
         let (store, watch) = Watched::new(store);
         let generator = Builder::new(layout)
             .mark_store(store)
@@ -286,16 +391,37 @@ fn generator(
     Ok((generator, None))
 }
 
-/// Completes at the next SIGTERM or SIGINT.
-async fn next_signal() {
+/// A count of the SIGTERMs and SIGINTs received from now on, kept by a task of the current
+/// runtime. Without them (they cannot be watched), it stays at 0: the server serves until
+/// killed.
+fn count_signals() -> tokio::sync::watch::Receiver<u32> {
     use tokio::signal::unix::{SignalKind, signal};
+    let (count, counted) = tokio::sync::watch::channel(0);
     let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
     else {
-        eprintln!("atomflake serve: cannot watch for SIGTERM: serving until killed");
-        return std::future::pending().await;
+        tracing::error!(
+            target: "atomflake serve",
+            event = "no_signals",
+            "cannot watch for SIGTERM: serving until killed"
+        );
+        return counted;
     };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            count.send_modify(|count| *count += 1);
+        }
+    });
+    counted
+}
+
+/// Completes once `number` signals have been received.
+async fn signal_number(signals: &mut tokio::sync::watch::Receiver<u32>, number: u32) {
+    if signals.wait_for(|count| *count >= number).await.is_err() {
+        // The counting task is gone with the runtime: no signal will come.
+        std::future::pending::<()>().await;
     }
 }
