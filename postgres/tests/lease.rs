@@ -1302,3 +1302,61 @@ fn a_late_store_or_release_of_an_ended_claim_never_touches_its_successors() {
         successor.release().unwrap();
     }
 }
+
+/// The number of rows `sql` (a `SELECT count(*)`) counts.
+fn count(server: &Server, sql: &str) -> u64 {
+    server.psql(sql).trim().parse().unwrap()
+}
+
+#[test]
+fn a_claimant_frozen_within_its_turn_holds_the_namespace_for_half_a_claim_time_at_most() {
+    let Some(server) = start("lease-frozen-turn") else {
+        return;
+    };
+    let holders = holders(&server);
+    // The table locked by a migration that runs 3 s: the first claimant takes its turn,
+    // then waits for the table inside it.
+    let mut migration = server
+        .client("psql")
+        .args([
+            "-X",
+            "-q",
+            "-c",
+            "BEGIN; LOCK TABLE public.atomflake_lease IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;",
+        ])
+        .spawn()
+        .unwrap();
+    let locked = "SELECT count(*) FROM pg_locks WHERE relation = 'public.atomflake_lease'::regclass \
+                  AND mode = 'AccessExclusiveLock' AND granted";
+    until("the migration's lock", || count(&server, locked) == 1);
+    let mut frozen = holders.hold("turn").spawn();
+    let waiting = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'atomflake-lease' \
+                   AND wait_event_type = 'Lock'";
+    until("the claimant waiting in its turn", || {
+        count(&server, waiting) == 1
+    });
+    // Frozen in its turn: once the migration ends, its session is idle in the claim.
+    assert!(frozen.signal("-STOP"));
+    assert!(migration.wait().unwrap().success());
+    let idle = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'atomflake-lease' \
+                AND state = 'idle in transaction'";
+    until("the frozen claimant idle in its turn", || {
+        count(&server, idle) == 1
+    });
+
+    // Another claimant gets in once the server has ended the frozen one's session, half a
+    // claim's time (5 s) later, and takes the node the frozen one had claimed in its turn.
+    let start = Instant::now();
+    let mut next = holders.hold("turn").wait().spawn();
+    assert_eq!(next.node(), 0, "the frozen claim was rolled back");
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(10), "the turn was held {took:?}");
+    assert_eq!(count(&server, idle), 0, "the frozen session was ended");
+
+    // Woken, the frozen claimant finds its session ended: it holds nothing.
+    assert!(frozen.signal("-CONT"));
+    let lines = frozen.finish(Duration::from_secs(30));
+    assert!(!lines.iter().any(|line| line.starts_with("node ")), "{lines:?}");
+    println!("the turn was free again after {took:?}; the frozen claimant said {lines:?}");
+    next.close();
+}

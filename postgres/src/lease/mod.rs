@@ -10,7 +10,11 @@
 //! - **Claim.** Claimants of one namespace take turns on an advisory lock for the few
 //!   milliseconds a claim takes, so a fleet that starts at once claims one node each
 //!   without colliding, and a claim reads only the namespace's rows, never the whole node
-//!   range. The claim is an `INSERT ... ON CONFLICT DO UPDATE` whose update only takes an
+//!   range. A claimant frozen within its turn (`SIGSTOP`, a paused VM) keeps it for half a
+//!   claim's time ([`CLAIM_TIMEOUT`]) at most: the server ends a session idle that long
+//!   inside the claim's transaction (`idle_in_transaction_session_timeout`), which rolls
+//!   its claims back and frees the turn, and a claimant waiting for the turn waits a
+//!   claim's time. The claim is an `INSERT ... ON CONFLICT DO UPDATE` whose update only takes an
 //!   expired row, so even a claimant that skips the turn serializes on the row and finds
 //!   it live. Every claim draws a **token**, a random UUID that no other claim has: the
 //!   fence. `generation` counts the node's claims, for people. Expiry is decided by the
@@ -177,9 +181,14 @@ impl Engine for Postgres {
         let ttl_ms = to_i64(millis(request.ttl));
         let reach = to_i64(request.reach);
         let mut turn = client.transaction().map_err(failed(action))?;
+        // A claimant frozen (or gone silent) within its turn would hold the namespace's
+        // turn for good: the server ends its session once it has been idle in the claim for
+        // half a claim's time, which rolls its claims back and frees the turn well before a
+        // claimant waiting for it gives up.
         turn.batch_execute(&format!(
-            "SET LOCAL statement_timeout = {}",
-            millis(CLAIM_TIMEOUT)
+            "SET LOCAL statement_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = {}",
+            millis(CLAIM_TIMEOUT),
+            millis(CLAIM_TIMEOUT / 2)
         ))
         .map_err(failed(action))?;
         turn.execute(CLAIM_TURN, &[&namespace]).map_err(failed(action))?;
