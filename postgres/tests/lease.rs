@@ -15,7 +15,7 @@ use atomflake_test_servers::proxy::Proxy;
 
 use atomflake::mark::MarkStore;
 use atomflake::{BuildError, Builder, Clock, Generator, Id, Layout, ManualClock, MintError, PreciseClock};
-use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions, PostgresError};
+use atomflake_postgres::lease::{self, CLAIM_TIMEOUT, Lease, LeaseError, LeaseOptions, PostgresError};
 use pg::Server;
 use std::collections::HashSet;
 use std::sync::mpsc;
@@ -1359,4 +1359,68 @@ fn a_claimant_frozen_within_its_turn_holds_the_namespace_for_half_a_claim_time_a
     assert!(!lines.iter().any(|line| line.starts_with("node ")), "{lines:?}");
     println!("the turn was free again after {took:?}; the frozen claimant said {lines:?}");
     next.close();
+}
+
+/// A lease whose connection the server never answers on (held by the proxy: the server
+/// sees nothing, the client's TCP is acknowledged) gives the call up at its deadline and
+/// renews on a new connection; a claim on a server that answers no connection fails at
+/// the claim's deadline, saying so, instead of waiting for good.
+#[test]
+fn a_call_the_server_never_answers_is_given_up_at_its_deadline_and_made_again() {
+    let Some((server, _late, proxy)) = late_server("lease-unanswered") else {
+        return;
+    };
+    let ttl = Duration::from_secs(4);
+    let options = LeaseOptions::new("unanswered").ttl(ttl).node(0);
+    let lease = Lease::acquire(&through(&proxy, "unanswered"), &layout(), &options).unwrap();
+    let generator = Builder::new(layout()).build_on(lease).unwrap();
+    assert!(generator.try_next_id().is_ok());
+    // The lease's connection goes silent; new connections go through.
+    let held_at = server.psql("SELECT clock_timestamp()");
+    proxy.hold();
+    proxy.restore();
+    let renewed_after = format!(
+        "SELECT count(*) FROM atomflake_lease WHERE namespace = 'unanswered' \
+         AND expires_at > '{}'::timestamptz + interval '{} seconds'",
+        held_at.trim(),
+        ttl.as_secs()
+    );
+    let start = Instant::now();
+    until("a renewal after the connection went silent", || {
+        server.psql(&renewed_after).trim() == "1"
+    });
+    let renewed = start.elapsed();
+    // Given up at half the lease time and a second, then renewed at the next store.
+    assert!(
+        renewed >= Duration::from_secs(2),
+        "renewed in {renewed:?} on a silent connection"
+    );
+    let id = (0..200).find_map(|_| {
+        std::thread::sleep(Duration::from_millis(10));
+        generator.try_next_id().ok()
+    });
+    assert!(id.is_some(), "minting did not resume");
+    drop(generator);
+
+    // Every connection silent: the claim gives up at its deadline.
+    proxy.hold();
+    let start = Instant::now();
+    let error = Lease::acquire(&through(&proxy, "unanswered-claim"), &layout(), &options).unwrap_err();
+    let took = start.elapsed();
+    let text = error.to_string();
+    assert!(
+        text.starts_with("lease database operation \"connect\" failed: no answer from the server within ")
+            && text.ends_with("s: the connection is given up and made again"),
+        "{text}"
+    );
+    assert!(error.is_transient(), "{error:?}");
+    assert!(
+        took >= CLAIM_TIMEOUT && took < CLAIM_TIMEOUT + Duration::from_secs(5),
+        "gave up after {took:?}"
+    );
+    println!(
+        "renewed on a new connection {renewed:?} after the old one went silent; the claim gave up after \
+         {took:?}: {text}"
+    );
+    proxy.deliver();
 }

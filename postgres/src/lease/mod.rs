@@ -43,18 +43,24 @@
 //!
 //! The lease's connection is its own, made from the [`Database`] given, with TLS as its
 //! `sslmode` says ([`database`](crate::database): libpq's modes, `verify-full` included).
-//! A connection that fails is made again by the next renewal.
+//! A connection that fails is made again by the next renewal. It runs on a thread of its
+//! own, so every call has a deadline on the client's side too: a claim its deadline
+//! ([`CLAIM_TIMEOUT`]), a store or release half the lease time, each and a second. A
+//! server that answers nothing (frozen, its host paused with TCP still up, a link that
+//! drops packets one way) costs a call that long, never a holder for good: the call fails
+//! as a broken connection does, and the next one connects afresh.
 //!
 //! # Statements that commit late
 //!
 //! A statement can commit after its holder gave up on it: the connection broke with the
-//! statement sent (a reset link, a TCP user timeout), the lease sent it again on a new
-//! connection, and the server, which had received it and does not notice a closed client
-//! while a statement runs, commits it later: after the statement sent again, after newer
-//! stores, after the release, after a successor's claim. (A statement the server cancels,
-//! at its `statement_timeout` of a quarter of the lease time, commits nothing.) A generator
-//! dropped while a store hangs leaves its keeper to finish that store and the release
-//! whenever the server answers: late too. Every write is safe at any later point:
+//! statement sent (a reset link, a TCP user timeout) or went unanswered past the call's
+//! deadline, the lease sent it again on a new connection, and the server, which had
+//! received it and does not notice a closed client while a statement runs, commits it
+//! later: after the statement sent again, after newer stores, after the release, after a
+//! successor's claim. (A statement the server cancels, at its `statement_timeout` of a
+//! quarter of the lease time, commits nothing.) A generator dropped while a store hangs
+//! leaves its keeper to finish that store and the release whenever the server answers:
+//! late too. Every write is safe at any later point:
 //!
 //! | write | committed late, it |
 //! |---|---|
@@ -104,6 +110,7 @@ mod connection;
 mod error;
 #[cfg(all(test, not(loom)))]
 mod model;
+mod session;
 mod statements;
 
 pub use atomflake::mark::lease::{
@@ -119,8 +126,13 @@ use atomflake::mark::lease::{
 use connection::{
     check_grants, column, connect, create_table, current_user, failed, table_exists, unsigned, with_timeouts,
 };
+use session::{Connection, Session};
 use statements::{CLAIM, CLAIM_TURN, LIST, NOTHING_CLAIMED, PASSED_OVER, RELEASE, RELEASE_FINISHED, RENEW};
 use std::time::{Duration, Instant};
+
+/// How much longer than the server's own bound on a call (a claim's deadline, a quarter of
+/// the lease time per statement) the client waits for its answer.
+const ANSWER_MARGIN: Duration = Duration::from_secs(1);
 
 /// The PostgreSQL client the lease connects with (the `postgres` crate), for its
 /// [`Config`](postgres::Config).
@@ -134,8 +146,9 @@ pub type Lease = atomflake::mark::lease::Lease<Postgres>;
 pub struct Postgres {
     /// The database, with the lease's timeouts.
     database: Database,
-    /// The connection, made again by the next write when it broke.
-    client: Option<postgres::Client>,
+    /// The connection, on a thread of its own: made again by the next write when it broke
+    /// or did not answer in time.
+    session: Session,
     namespace: String,
     ttl: Duration,
 }
@@ -143,9 +156,14 @@ pub struct Postgres {
 impl std::fmt::Debug for Postgres {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Postgres")
-            .field("connected", &self.client.is_some())
+            .field("namespace", &self.namespace)
             .finish_non_exhaustive()
     }
+}
+
+/// How long a call that the server bounds by `deadline` is waited for.
+fn until(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now()) + ANSWER_MARGIN
 }
 
 impl Engine for Postgres {
@@ -156,93 +174,45 @@ impl Engine for Postgres {
     type Fence = String;
 
     /// Connects, and creates the table when missing.
-    fn connect(database: &Database, options: &LeaseOptions, _: Instant) -> Result<Self, Self::Error> {
+    fn connect(database: &Database, options: &LeaseOptions, deadline: Instant) -> Result<Self, Self::Error> {
         let (namespace, ttl) = (options.namespace.as_str(), options.ttl);
         let database = with_timeouts(database, ttl);
-        let mut client = connect(&database, ttl)?;
-        create_table(&mut client)?;
-        check_grants(&mut client, &["SELECT", "INSERT", "UPDATE"])?;
+        let mut session = Session::default();
+        let config = database.clone();
+        session.call("connect", until(deadline), move |connection| {
+            let mut client = connect(&config, ttl)?;
+            create_table(&mut client)?;
+            check_grants(&mut client, &["SELECT", "INSERT", "UPDATE"])?;
+            *connection = Some(client);
+            Ok(())
+        })?;
         Ok(Postgres {
             database,
-            client: Some(client),
+            session,
             namespace: namespace.to_owned(),
             ttl,
         })
     }
 
     fn claim(&mut self, request: &ClaimRequest<'_>) -> Result<Attempt<String>, PostgresError> {
-        let action = "claim a node";
-        let client = match &mut self.client {
-            Some(client) => client,
-            slot => slot.insert(connect(&self.database, self.ttl)?),
+        let (database, ttl) = (self.database.clone(), self.ttl);
+        let asked = Asked {
+            namespace: request.namespace.to_owned(),
+            holder: request.holder.to_owned(),
+            low: to_i64(*request.nodes.start()),
+            high: to_i64(*request.nodes.end()),
+            count: request.count,
+            ttl_ms: to_i64(millis(request.ttl)),
+            reach: request.reach,
         };
-        let namespace = request.namespace;
-        let (low, high) = (to_i64(*request.nodes.start()), to_i64(*request.nodes.end()));
-        let ttl_ms = to_i64(millis(request.ttl));
-        let reach = to_i64(request.reach);
-        let mut turn = client.transaction().map_err(failed(action))?;
-        // A claimant frozen (or gone silent) within its turn would hold the namespace's
-        // turn for good: the server ends its session once it has been idle in the claim for
-        // half a claim's time, which rolls its claims back and frees the turn well before a
-        // claimant waiting for it gives up.
-        turn.batch_execute(&format!(
-            "SET LOCAL statement_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = {}",
-            millis(CLAIM_TIMEOUT),
-            millis(CLAIM_TIMEOUT / 2)
-        ))
-        .map_err(failed(action))?;
-        turn.execute(CLAIM_TURN, &[&namespace]).map_err(failed(action))?;
-        let mut claims = Vec::new();
-        let mut mark = 0;
-        while (claims.len() as u64) < request.count {
-            let params: [&(dyn postgres::types::ToSql + Sync); 6] =
-                [&namespace, &low, &high, &request.holder, &ttl_ms, &reach];
-            let Some(row) = turn.query_opt(CLAIM, &params).map_err(failed(action))? else {
-                break;
-            };
-            mark = mark.max(unsigned(&row, 3, action)?);
-            claims.push(Claim {
-                node: unsigned(&row, 0, action)?,
-                generation: column(&row, 1, action)?,
-                fence: column(&row, 2, action)?,
-            });
-        }
-        if claims.len() as u64 == request.count {
-            // A node asked for is claimed whatever its mark: nothing is passed over.
-            let passed_over = if request.reach == u64::MAX {
-                Vec::new()
-            } else {
-                turn.query(PASSED_OVER, &[&namespace, &low, &high, &reach])
-                    .map_err(failed(action))?
-                    .iter()
-                    .map(|row| {
-                        Ok(PassedOver::new(
-                            unsigned(row, 0, action)?,
-                            unsigned(row, 1, action)?,
-                        ))
-                    })
-                    .collect::<Result<_, PostgresError>>()?
-            };
-            turn.commit().map_err(failed(action))?;
-            return Ok(Attempt::Claimed(Claimed {
-                claims,
-                mark,
-                passed_over,
-            }));
-        }
-        let row = turn
-            .query_one(NOTHING_CLAIMED, &[&namespace, &low, &high, &reach])
-            .map_err(failed(action))?;
-        // All or none: the rollback gives back what this attempt claimed.
-        turn.rollback().map_err(failed(action))?;
-        // The query counted this transaction's claims as live.
-        let held = unsigned(&row, 0, action)?.saturating_sub(claims.len() as u64);
-        let lowest_ahead: Option<i64> = column(&row, 1, action)?;
-        let ahead_mark: Option<i64> = column(&row, 2, action)?;
-        let ahead = lowest_ahead
-            .zip(ahead_mark)
-            .map(|(node, mark)| PassedOver::new(node.unsigned_abs(), mark.unsigned_abs()));
-        Ok(Attempt::Short(Shortfall { held, ahead }))
+        self.session
+            .call("claim a node", until(request.deadline), move |connection| {
+                let client = match connection {
+                    Some(client) => client,
+                    slot => slot.insert(connect(&database, ttl)?),
+                };
+                claim(client, &asked)
+            })
     }
 
     fn store(&mut self, claims: &mut [Claim<String>], mark: u64, _: Instant) -> Written<PostgresError> {
@@ -267,90 +237,194 @@ impl Engine for Postgres {
         let action = "list leases";
         let ttl = LeaseOptions::DEFAULT_TTL;
         let database = with_timeouts(database, ttl);
-        let mut client = connect(&database, ttl)?;
-        if !table_exists(&mut client)? {
-            return Err(PostgresError::NoLeaseTable {
-                role: current_user(&mut client)?,
-            });
-        }
-        check_grants(&mut client, &["SELECT"])?;
-        let rows = client.query(LIST, &[&namespace]).map_err(failed(action))?;
-        rows.iter()
-            .map(|row| {
-                Ok(
-                    LeaseRow::new(unsigned(row, 0, action)?, unsigned(row, 5, action)?)
-                        .held(column(row, 1, action)?, column(row, 2, action)?)
-                        .expires(column(row, 3, action)?, column(row, 4, action)?),
-                )
-            })
-            .collect()
+        let namespace = namespace.to_owned();
+        Session::default().call(action, CLAIM_TIMEOUT, move |_| {
+            let mut client = connect(&database, ttl)?;
+            if !table_exists(&mut client)? {
+                return Err(PostgresError::NoLeaseTable {
+                    role: current_user(&mut client)?,
+                });
+            }
+            check_grants(&mut client, &["SELECT"])?;
+            let rows = client.query(LIST, &[&namespace]).map_err(failed(action))?;
+            rows.iter()
+                .map(|row| {
+                    Ok(
+                        LeaseRow::new(unsigned(row, 0, action)?, unsigned(row, 5, action)?)
+                            .held(column(row, 1, action)?, column(row, 2, action)?)
+                            .expires(column(row, 3, action)?, column(row, 4, action)?),
+                    )
+                })
+                .collect()
+        })
     }
 
-    /// Closes the connection (blocking on the client's runtime: the lease calls this off
-    /// any runtime of the caller's).
+    /// Gives up the connection: its thread closes it once a call under way has ended.
     fn close(&mut self) {
-        self.client = None;
+        self.session.close();
     }
 }
 
 impl Postgres {
-    /// Runs `sql` for every claim: `Err(Lost)` naming the first claim whose row was not
-    /// this lease's any more (the others ran all the same).
+    /// Runs `sql` for every claim, on the session's thread, waiting for at most half the
+    /// lease time (and a margin): `Err(Lost)` naming the first claim whose row was not this
+    /// lease's any more (the others ran all the same).
     fn update_all(
         &mut self,
         claims: &[Claim<String>],
         action: &'static str,
-        sql: &str,
+        sql: &'static str,
         ttl_ms: Option<i64>,
         mark: u64,
     ) -> Written<PostgresError> {
-        let mut lost = None;
-        for (i, claim) in claims.iter().enumerate() {
-            if self.update(claim, action, sql, ttl_ms, mark)? == 0 {
-                lost = lost.or(Some(i));
+        let key = Key {
+            database: self.database.clone(),
+            ttl: self.ttl,
+            namespace: self.namespace.clone(),
+        };
+        let claims = claims.to_vec();
+        let within = self.ttl / 2 + ANSWER_MARGIN;
+        let lost = self.session.call(action, within, move |connection| {
+            let mut lost = None;
+            for (i, claim) in claims.iter().enumerate() {
+                if update(connection, &key, claim, action, sql, ttl_ms, mark)? == 0 {
+                    lost = lost.or(Some(i));
+                }
             }
-        }
+            Ok(lost)
+        })?;
         match lost {
             Some(claim) => Err(WriteError::Lost { claim }),
             None => Ok(()),
         }
     }
+}
 
-    /// Runs `sql` with the key of `claim`, connecting first when there is no connection:
-    /// the number of rows it changed. A connection found broken (the server restarted,
-    /// the connection was killed) is made again once at once: every statement here can
-    /// run twice to the same effect.
-    fn update(
-        &mut self,
-        claim: &Claim<String>,
-        action: &'static str,
-        sql: &str,
-        ttl_ms: Option<i64>,
-        mark: u64,
-    ) -> Result<u64, PostgresError> {
-        let (namespace, node, mark) = (self.namespace.as_str(), to_i64(claim.node), to_i64(mark));
-        let mut fresh = false;
-        loop {
-            let client = match &mut self.client {
-                Some(client) if !client.is_closed() => client,
-                slot => {
-                    fresh = true;
-                    slot.insert(connect(&self.database, self.ttl)?)
-                }
-            };
-            let result = match ttl_ms {
-                Some(ttl_ms) => client.execute(sql, &[&namespace, &node, &claim.fence, &ttl_ms, &mark]),
-                None => client.execute(sql, &[&namespace, &node, &claim.fence, &mark]),
-            };
-            if result.is_err() && client.is_closed() {
-                self.client = None;
-                if !fresh {
-                    continue;
-                }
+/// What a write of the lease's rows needs besides the claim.
+struct Key {
+    database: Database,
+    ttl: Duration,
+    namespace: String,
+}
+
+/// Runs `sql` with the key of `claim`, connecting first when there is no connection: the
+/// number of rows it changed. A connection found broken (the server restarted, the
+/// connection was killed) is made again once at once: every statement here can run twice
+/// to the same effect.
+fn update(
+    connection: &mut Connection,
+    key: &Key,
+    claim: &Claim<String>,
+    action: &'static str,
+    sql: &str,
+    ttl_ms: Option<i64>,
+    mark: u64,
+) -> Result<u64, PostgresError> {
+    let (namespace, node, mark) = (key.namespace.as_str(), to_i64(claim.node), to_i64(mark));
+    let mut fresh = false;
+    loop {
+        let client = match &mut *connection {
+            Some(client) if !client.is_closed() => client,
+            slot => {
+                fresh = true;
+                slot.insert(connect(&key.database, key.ttl)?)
             }
-            return result.map_err(failed(action));
+        };
+        let result = match ttl_ms {
+            Some(ttl_ms) => client.execute(sql, &[&namespace, &node, &claim.fence, &ttl_ms, &mark]),
+            None => client.execute(sql, &[&namespace, &node, &claim.fence, &mark]),
+        };
+        if result.is_err() && client.is_closed() {
+            *connection = None;
+            if !fresh {
+                continue;
+            }
         }
+        return result.map_err(failed(action));
     }
+}
+
+/// A claim asked for, owned, for the session's thread.
+struct Asked {
+    namespace: String,
+    holder: String,
+    low: i64,
+    high: i64,
+    count: u64,
+    ttl_ms: i64,
+    /// Free nodes whose marks are past this (Unix ms) are passed over; `u64::MAX`: none.
+    reach: u64,
+}
+
+/// One claim attempt on `client`: all of `asked.count` nodes in one transaction, or none.
+fn claim(client: &mut postgres::Client, asked: &Asked) -> Result<Attempt<String>, PostgresError> {
+    let action = "claim a node";
+    let namespace = asked.namespace.as_str();
+    let (low, high, ttl_ms) = (asked.low, asked.high, asked.ttl_ms);
+    let reach = to_i64(asked.reach);
+    let mut turn = client.transaction().map_err(failed(action))?;
+    // A claimant frozen (or gone silent) within its turn would hold the namespace's
+    // turn for good: the server ends its session once it has been idle in the claim for
+    // half a claim's time, which rolls its claims back and frees the turn well before a
+    // claimant waiting for it gives up.
+    turn.batch_execute(&format!(
+        "SET LOCAL statement_timeout = {}; SET LOCAL idle_in_transaction_session_timeout = {}",
+        millis(CLAIM_TIMEOUT),
+        millis(CLAIM_TIMEOUT / 2)
+    ))
+    .map_err(failed(action))?;
+    turn.execute(CLAIM_TURN, &[&namespace]).map_err(failed(action))?;
+    let mut claims = Vec::new();
+    let mut mark = 0;
+    while (claims.len() as u64) < asked.count {
+        let params: [&(dyn postgres::types::ToSql + Sync); 6] =
+            [&namespace, &low, &high, &asked.holder, &ttl_ms, &reach];
+        let Some(row) = turn.query_opt(CLAIM, &params).map_err(failed(action))? else {
+            break;
+        };
+        mark = mark.max(unsigned(&row, 3, action)?);
+        claims.push(Claim {
+            node: unsigned(&row, 0, action)?,
+            generation: column(&row, 1, action)?,
+            fence: column(&row, 2, action)?,
+        });
+    }
+    if claims.len() as u64 == asked.count {
+        // A node asked for is claimed whatever its mark: nothing is passed over.
+        let passed_over = if asked.reach == u64::MAX {
+            Vec::new()
+        } else {
+            turn.query(PASSED_OVER, &[&namespace, &low, &high, &reach])
+                .map_err(failed(action))?
+                .iter()
+                .map(|row| {
+                    Ok(PassedOver::new(
+                        unsigned(row, 0, action)?,
+                        unsigned(row, 1, action)?,
+                    ))
+                })
+                .collect::<Result<_, PostgresError>>()?
+        };
+        turn.commit().map_err(failed(action))?;
+        return Ok(Attempt::Claimed(Claimed {
+            claims,
+            mark,
+            passed_over,
+        }));
+    }
+    let row = turn
+        .query_one(NOTHING_CLAIMED, &[&namespace, &low, &high, &reach])
+        .map_err(failed(action))?;
+    // All or none: the rollback gives back what this attempt claimed.
+    turn.rollback().map_err(failed(action))?;
+    // The query counted this transaction's claims as live.
+    let held = unsigned(&row, 0, action)?.saturating_sub(claims.len() as u64);
+    let lowest_ahead: Option<i64> = column(&row, 1, action)?;
+    let ahead_mark: Option<i64> = column(&row, 2, action)?;
+    let ahead = lowest_ahead
+        .zip(ahead_mark)
+        .map(|(node, mark)| PassedOver::new(node.unsigned_abs(), mark.unsigned_abs()));
+    Ok(Attempt::Short(Shortfall { held, ahead }))
 }
 
 /// Every lease row of `namespace`, by node: holder, generation and expiry are kept in the
