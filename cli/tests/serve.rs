@@ -307,16 +307,11 @@ fn log_format_json_writes_one_object_per_line_for_each_event() {
     assert_eq!(json_events(&stderr), ["failed"], "{stderr}");
     assert!(stderr.contains("--max-count 0 is out of range"), "{stderr}");
 
-    let mut child = serve_command(&["--node", "6"], &[("ATOMFLAKE_LOG_FORMAT", "json")], &state)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    let first = first_line(serve_command(
+        &["--node", "6"],
+        &[("ATOMFLAKE_LOG_FORMAT", "json")],
+        &state,
+    ));
     assert_eq!(json_events(&first), ["listening"]);
     let object: serde_json::Value = serde_json::from_str(&first).unwrap();
     assert_eq!(
@@ -535,6 +530,16 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The first line `command` writes on stderr; then it is killed.
+fn first_line(mut command: Command) -> String {
+    let mut child = Killed(command.stderr(Stdio::piped()).spawn().unwrap());
+    let mut first = String::new();
+    BufReader::new(child.0.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    first
 }
 
 /// Whether process `pid` catches `SIGTERM` (bit 14 of `SigCgt` in its status).
@@ -1449,16 +1454,7 @@ fn the_open_file_limit_is_raised_to_the_hard_one_and_bounds_the_connections() {
                 .to_owned()
         )
     );
-    let mut child = serve_under_file_limits(100, 200, &["--node", "1"], &state)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stderr.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    let first = first_line(serve_under_file_limits(100, 200, &["--node", "1"], &state));
     assert!(
         first
             .trim_end()

@@ -1363,8 +1363,8 @@ fn a_claimant_frozen_within_its_turn_holds_the_namespace_for_half_a_claim_time_a
 
 /// A lease whose connection the server never answers on (held by the proxy: the server
 /// sees nothing, the client's TCP is acknowledged) gives the call up at its deadline and
-/// renews on a new connection; a claim on a server that answers no connection fails at
-/// the claim's deadline, saying so, instead of waiting for good.
+/// renews on a new connection; a claim on a server that answers no connection fails a
+/// claim's time past its deadline, saying so, instead of waiting for good.
 #[test]
 fn a_call_the_server_never_answers_is_given_up_at_its_deadline_and_made_again() {
     let Some((server, _late, proxy)) = late_server("lease-unanswered") else {
@@ -1414,8 +1414,10 @@ fn a_call_the_server_never_answers_is_given_up_at_its_deadline_and_made_again() 
         "{text}"
     );
     assert!(error.is_transient(), "{error:?}");
+    // At the claim's deadline and a claim's time more (20 s).
     assert!(
-        took >= CLAIM_TIMEOUT && took < CLAIM_TIMEOUT + Duration::from_secs(5),
+        took + Duration::from_secs(1) >= 2 * CLAIM_TIMEOUT
+            && took < 2 * CLAIM_TIMEOUT + Duration::from_secs(5),
         "gave up after {took:?}"
     );
     println!(

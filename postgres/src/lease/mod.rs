@@ -44,11 +44,11 @@
 //! The lease's connection is its own, made from the [`Database`] given, with TLS as its
 //! `sslmode` says ([`database`](crate::database): libpq's modes, `verify-full` included).
 //! A connection that fails is made again by the next renewal. It runs on a thread of its
-//! own, so every call has a deadline on the client's side too: a claim its deadline
-//! ([`CLAIM_TIMEOUT`]), a store or release half the lease time, each and a second. A
-//! server that answers nothing (frozen, its host paused with TCP still up, a link that
-//! drops packets one way) costs a call that long, never a holder for good: the call fails
-//! as a broken connection does, and the next one connects afresh.
+//! own, so every call has a deadline on the client's side too: a claim (its connection
+//! included) twice its time ([`CLAIM_TIMEOUT`]), a store or a release half the lease time
+//! and a second. A server that answers nothing (frozen, its host paused with TCP still up,
+//! a link that drops packets one way) costs a call that long, never a holder for good: the
+//! call fails as a broken connection does, and the next one connects afresh.
 //!
 //! # Statements that commit late
 //!
@@ -130,8 +130,8 @@ use session::{Connection, Session};
 use statements::{CLAIM, CLAIM_TURN, LIST, NOTHING_CLAIMED, PASSED_OVER, RELEASE, RELEASE_FINISHED, RENEW};
 use std::time::{Duration, Instant};
 
-/// How much longer than the server's own bound on a call (a claim's deadline, a quarter of
-/// the lease time per statement) the client waits for its answer.
+/// How much longer than the server's own bound on a store or a release (a quarter of the
+/// lease time per statement) the client waits for its answer.
 const ANSWER_MARGIN: Duration = Duration::from_secs(1);
 
 /// The PostgreSQL client the lease connects with (the `postgres` crate), for its
@@ -161,9 +161,11 @@ impl std::fmt::Debug for Postgres {
     }
 }
 
-/// How long a call that the server bounds by `deadline` is waited for.
+/// How long the connection and claim of a claim whose deadline is `deadline` are waited
+/// for: a claim's time past it, for a database that load slows to connect and answer. A
+/// server that answers nothing costs a claim twice its time, never the claimant for good.
 fn until(deadline: Instant) -> Duration {
-    deadline.saturating_duration_since(Instant::now()) + ANSWER_MARGIN
+    deadline.saturating_duration_since(Instant::now()) + CLAIM_TIMEOUT
 }
 
 impl Engine for Postgres {
@@ -238,7 +240,7 @@ impl Engine for Postgres {
         let ttl = LeaseOptions::DEFAULT_TTL;
         let database = with_timeouts(database, ttl);
         let namespace = namespace.to_owned();
-        Session::default().call(action, CLAIM_TIMEOUT, move |_| {
+        Session::default().call(action, 2 * CLAIM_TIMEOUT, move |_| {
             let mut client = connect(&database, ttl)?;
             if !table_exists(&mut client)? {
                 return Err(PostgresError::NoLeaseTable {
