@@ -542,6 +542,15 @@ fn first_line(mut command: Command) -> String {
     first
 }
 
+/// A frozen database, thawed (`SIGCONT`) when dropped.
+struct Thawed<'a>(&'a pg::Server);
+
+impl Drop for Thawed<'_> {
+    fn drop(&mut self) {
+        self.0.signal_all("-CONT");
+    }
+}
+
 /// Whether process `pid` catches `SIGTERM` (bit 14 of `SigCgt` in its status).
 fn catches_sigterm(pid: u32) -> bool {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -559,8 +568,10 @@ fn a_sigterm_during_the_claim_releases_the_node_once_claimed_and_serves_nothing(
     };
     let url = database.url();
     let lease = ["--lease", url.as_str(), "--namespace", "start", "--ttl", "60"];
-    // The database frozen: the claim waits for it.
+    // The database frozen: the claim waits for it. Thawed however the test ends, so that
+    // the server's own drop can stop it.
     database.signal_all("-STOP");
+    let thawed = Thawed(&database);
     let state = StateDir::new("serve-start-term");
     let mut child = Killed(
         serve_command(&lease, &[], &state)
@@ -580,7 +591,7 @@ fn a_sigterm_during_the_claim_releases_the_node_once_claimed_and_serves_nothing(
         .status()
         .unwrap();
     assert!(term.success());
-    database.signal_all("-CONT");
+    drop(thawed);
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     let status = child.wait().unwrap();
