@@ -105,13 +105,22 @@ fn sixteen_processes_get_sixteen_nodes_and_a_seventeenth_is_refused() {
 
 /// A holder frozen past its lease time loses its node to a successor, and after
 /// `SIGCONT` mints nothing more.
+/// Panics unless the `successor` claimed `node` after its first holder: the node's second
+/// claim, or a later one where a store that failed for now (a loaded machine) made the
+/// successor claim it again.
+fn assert_second_claim(successor: &[String], node: u64) {
+    let (claimed, generation) = field(successor, "node ").split_once(' ').unwrap();
+    assert_eq!(claimed, node.to_string());
+    assert!(generation.parse::<i64>().unwrap() >= 2, "claim {generation}");
+}
+
 fn frozen_holder(clock: HolderClock) {
     let Some(server) = start(&format!("lease-frozen-{clock:?}")) else {
         return;
     };
     let pause = TTL + Duration::from_millis(500);
     let run = fleet::a_frozen_holder_is_lost::<lease::Postgres>(&holders(&server), clock, pause);
-    assert_eq!(field(&run.successor, "node "), format!("{} 2", run.node));
+    assert_second_claim(&run.successor, run.node);
     // Minted after SIGCONT, by the ID's own time: the freeze lasted past the lease time,
     // so an ID minted after it with a fresh clock reading is seconds past `stopped`. (The
     // stamps, taken after each mint, can fall after SIGCONT for an ID minted before.)
@@ -151,7 +160,7 @@ fn a_killed_holders_successor_with_a_clock_behind_starts_past_the_mark() {
     let mark = row_mark(&server, "killed", node);
     let (successor, behind) =
         fleet::successor_behind(&holders(&server), "killed", node, &server.file("behind"));
-    assert_eq!(field(&successor, "node "), format!("{node} 2"));
+    assert_second_claim(&successor, node);
     let first_time = layout().decode(Id::new(minted(&successor)[0])).unix_ms;
     assert!(
         first_time >= mark,
@@ -179,11 +188,21 @@ fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_d
         .ttl(ttl)
         .spawn();
     holder.wait_for_ids(100);
-    let terminated = server.psql(
-        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-         WHERE application_name = 'atomflake-lease') t",
-    );
-    assert_eq!(terminated.trim(), "1", "the lease's connection");
+    // The lease's one connection, once it has one: a renewal the server answered too late
+    // for (a loaded machine) gives its connection up, and the next renewal makes another.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let terminated = server.psql(
+            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = 'atomflake-lease') t",
+        );
+        if terminated.trim() == "1" {
+            break;
+        }
+        assert_eq!(terminated.trim(), "0", "the lease's connections");
+        assert!(Instant::now() < deadline, "the lease has no connection for 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Past a renewal or two: the holder connects again.
     std::thread::sleep(Duration::from_millis(1_500));
     server.stop("fast");

@@ -4,7 +4,9 @@
 use crate::now_ms;
 use atomflake::mark::lease::{Engine, Lease, LeaseError};
 use atomflake::mark::{LeaseOptions, MarkStore, StoreError, StoreErrorKind, Tenure};
-use atomflake::{Builder, Clock, FieldOrder, Generator, Layout, MintError, MonotonicClock, PreciseClock};
+use atomflake::{
+    BuildError, Builder, Clock, FieldOrder, Generator, Layout, MintError, MonotonicClock, PreciseClock,
+};
 use std::fmt::Debug;
 use std::io::Write;
 use std::str::FromStr;
@@ -28,7 +30,8 @@ pub(super) const COUNT: &str = "ATOMFLAKE_HOLDER_COUNT";
 /// Set: wait (up to 30 s) for a node when none is free or the engine does not answer.
 pub(super) const WAIT: &str = "ATOMFLAKE_HOLDER_WAIT";
 
-/// How long a holder asking for a node waits for its holder's lease to expire.
+/// How long a holder asking for a node waits for its holder's lease to expire, or for an
+/// engine that does not answer.
 const TAKEN_WAIT: Duration = Duration::from_secs(20);
 /// How long a holder told to wait waits for a free node or an engine that answers.
 const BUSY_WAIT: Duration = Duration::from_secs(30);
@@ -40,7 +43,8 @@ enum Refusal {
     /// of the node's holder to expire.
     Taken,
     /// No node is free, or the engine does not answer: a holder told to
-    /// [`wait`](super::Spawn::wait) tries again for 30 s.
+    /// [`wait`](super::Spawn::wait) tries again for 30 s, one asking for a node for 20 s
+    /// (a successor is there to take the node, not to test the engine's refusals).
     Busy,
     /// Any other: the holder prints `refused TEXT` and exits.
     Final,
@@ -93,49 +97,119 @@ where
         options = options.node(node.parse().unwrap());
     }
     let layout = decode_layout(&env(LAYOUT));
-    let wait_for_any = std::env::var(WAIT).is_ok();
     let target: E::Config = env(TARGET).parse().unwrap();
     let start = Instant::now();
-    let lease = loop {
-        match Lease::<E>::acquire(&target, &layout, &options) {
-            Ok(lease) => break lease,
-            // A successor asked for a node, or waits for any: wait for a holder's lease to
-            // expire.
-            Err(error) => match Refusal::of(&error) {
-                Refusal::Taken if start.elapsed() < TAKEN_WAIT => {}
-                Refusal::Busy if wait_for_any && start.elapsed() < BUSY_WAIT => {}
-                _ => {
-                    println!("refused {error}");
-                    return;
-                }
-            },
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let count = std::env::var(COUNT).map_or(usize::MAX, |count| count.parse().unwrap());
+    let asked = Asked {
+        start,
+        wait_for_any: std::env::var(WAIT).is_ok(),
+        for_a_node: std::env::var(NODE).is_ok(),
     };
-    let node = lease.nodes()[0];
-    println!("node {node} {}", lease.generation());
-    println!("claimed in {} ms", start.elapsed().as_millis());
-    match mode.as_str() {
-        "hold" => {
-            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-            drop(lease);
-        }
-        "mint" => {
-            let count = std::env::var(COUNT).map_or(usize::MAX, |count| count.parse().unwrap());
-            if std::env::var(CLOCK).as_deref() == Ok("precise") {
-                let builder = Builder::with_clock(layout, PreciseClock::new()).mark_store(Told(lease));
-                if let Some(generator) = built(builder.build(node)) {
-                    mint(&generator, count);
-                }
-            } else {
-                let builder = Builder::with_clock(layout, MonotonicClock::new()).mark_store(Told(lease));
-                if let Some(generator) = built(builder.build(node)) {
-                    mint(&generator, count);
-                }
+    loop {
+        let Some(lease) = asked.claim::<E>(&target, &layout, &options) else {
+            return;
+        };
+        let node = lease.nodes()[0];
+        let generation = lease.generation();
+        let claimed = || {
+            println!("node {node} {generation}");
+            println!("claimed in {} ms", start.elapsed().as_millis());
+        };
+        let minted = match mode.as_str() {
+            "hold" => {
+                claimed();
+                let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+                drop(lease);
+                return;
+            }
+            "mint" if std::env::var(CLOCK).as_deref() == Ok("precise") => {
+                mint_on(PreciseClock::new(), layout, lease, count, claimed)
+            }
+            "mint" => mint_on(MonotonicClock::new(), layout, lease, count, claimed),
+            other => panic!("unknown mode {other}"),
+        };
+        match minted {
+            Ok(()) => return,
+            // A successor is there to take the node: a store that failed for now (a loaded
+            // machine's server slow to answer) is tried again with a claim of its own.
+            Err(error) if asked.for_a_node && error.is_transient() && start.elapsed() < TAKEN_WAIT => {
+                eprintln!(
+                    "holder {}: no generator on node {node} (claim {generation}), claiming again: {error}",
+                    std::process::id()
+                );
+            }
+            // The lease lost between the claim and the build: said as a lost lease is while
+            // minting.
+            Err(error) => {
+                claimed();
+                println!("lease {} {error}", now_ms());
+                return;
             }
         }
-        other => panic!("unknown mode {other}"),
     }
+}
+
+/// How a holder asks for its node.
+struct Asked {
+    start: Instant,
+    /// Told to [`wait`](super::Spawn::wait).
+    wait_for_any: bool,
+    /// Asking for one node.
+    for_a_node: bool,
+}
+
+impl Asked {
+    /// A claim on engine `E`, tried again as [`Refusal`] says; `None` once refused, said as
+    /// `refused TEXT`.
+    fn claim<E: Engine>(
+        &self,
+        target: &E::Config,
+        layout: &Layout,
+        options: &LeaseOptions,
+    ) -> Option<Lease<E>> {
+        loop {
+            let error = match Lease::<E>::acquire(target, layout, options) {
+                Ok(lease) => return Some(lease),
+                Err(error) => error,
+            };
+            let waited = self.start.elapsed();
+            match Refusal::of(&error) {
+                // A successor asked for a node, or waits for any: wait for a holder's lease
+                // to expire.
+                Refusal::Taken if waited < TAKEN_WAIT => {}
+                Refusal::Busy if self.wait_for_any && waited < BUSY_WAIT => {}
+                Refusal::Busy if self.for_a_node && waited < TAKEN_WAIT => {
+                    eprintln!(
+                        "holder {}: asking for a node, refused; trying again: {error}",
+                        std::process::id()
+                    );
+                }
+                _ => {
+                    println!("refused {error}");
+                    return None;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Builds a generator on `clock` and the node of `lease`, says it `claimed`, and mints
+/// `count` IDs on it; the build's error when there is no generator.
+fn mint_on<C: Clock + Clone + Send + 'static, S: MarkStore>(
+    clock: C,
+    layout: Layout,
+    lease: S,
+    count: usize,
+    claimed: impl FnOnce(),
+) -> Result<(), BuildError> {
+    let node = lease.nodes()[0];
+    let generator = Builder::with_clock(layout, clock)
+        .mark_store(Told(lease))
+        .build(node)?;
+    claimed();
+    mint(&generator, count);
+    Ok(())
 }
 
 /// A holder's lease, whose failed and slow stores are said on stderr (a minting holder
@@ -192,15 +266,13 @@ impl<S: MarkStore> MarkStore for Told<S> {
     }
 }
 
-/// The generator built, or none when the lease was lost between the claim and the build:
-/// said as a lost lease is while minting.
-fn built<C: Clock>(generator: Result<Generator<C>, atomflake::BuildError>) -> Option<Generator<C>> {
-    generator
-        .map_err(|error| println!("lease {} {error}", now_ms()))
-        .ok()
-}
+/// How long a minting holder goes without an ID, refused only with a pending mark or a
+/// spent sequence, before it says so on stderr.
+const STALLED: Duration = Duration::from_secs(2);
 
 /// Mints `count` IDs, one a millisecond, printing each; stops when the lease is lost.
+/// Minting refused only with a pending mark or a spent sequence for [`STALLED`] is said on
+/// stderr, once per stall.
 ///
 /// # Panics
 ///
@@ -210,11 +282,15 @@ pub fn mint<C: Clock>(generator: &Generator<C>, count: usize) {
     let mut out = std::io::stdout().lock();
     let mut minted = 0;
     let mut last_refusal = String::new();
+    let mut last_id = Instant::now();
+    let mut stall_said = false;
     while minted < count {
         match generator.try_next_id() {
             Ok(id) => {
                 writeln!(out, "id {} {}", id.get(), now_ms()).unwrap();
                 minted += 1;
+                last_id = Instant::now();
+                stall_said = false;
             }
             Err(MintError::Store(store)) => {
                 let text = store.to_string();
@@ -226,7 +302,20 @@ pub fn mint<C: Clock>(generator: &Generator<C>, count: usize) {
                     return;
                 }
             }
-            Err(MintError::MarkPending | MintError::SequenceExhausted { .. }) => {}
+            Err(error @ (MintError::MarkPending | MintError::SequenceExhausted { .. })) => {
+                if !stall_said && last_id.elapsed() >= STALLED {
+                    eprintln!(
+                        "holder {}: at {} ms no id for {:?}, its clock at {} ms ({} ms read \
+                         precisely): {error}",
+                        std::process::id(),
+                        now_ms(),
+                        last_id.elapsed(),
+                        generator.clock().unix_ms(),
+                        generator.clock().precise_unix_ms()
+                    );
+                    stall_said = true;
+                }
+            }
             Err(other) => panic!("{other}"),
         }
         out.flush().unwrap();

@@ -4,7 +4,7 @@
 use super::child::HolderClock;
 use super::history::assert_unique;
 use super::holder::{Holder, Holders};
-use super::lines::{claim, field, ids, last_refusal, minted};
+use super::lines::{claim, field, ids, last_refusal, minted, tail};
 use crate::now_ms;
 use atomflake::Id;
 use atomflake::mark::lease::{Engine, LeaseError, LeaseRow, list};
@@ -134,10 +134,17 @@ pub fn freeze_a_holder(holders: &Holders, namespace: &str, clock: HolderClock, p
         .count(300)
         .spawn()
         .finish(Duration::from_secs(30));
+    // Checked before the first is thawed: a successor refused leaves the claim to the
+    // first, which then renews it and mints on.
+    assert_eq!(
+        minted(&successor).len(),
+        300,
+        "the successor: {:?}",
+        tail(&successor)
+    );
     let resumed = now_ms();
     frozen.signal("-CONT");
     let frozen = frozen.finish(Duration::from_secs(20));
-    assert_eq!(minted(&successor).len(), 300);
     assert_successor(&frozen, &successor);
     if clock == HolderClock::Precise {
         assert_eq!(
