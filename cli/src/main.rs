@@ -7,7 +7,7 @@
 //! atomflake sql [--layout NAME] --node N [--prefix P] [--max-wait-ms MS]
 //! atomflake lease list --lease URL [--namespace NS]
 //! atomflake lease ddl
-//! atomflake serve [--layout NAME] ((--node N[,N...] | --statefulset) [--high-water DIR | --no-high-water] | --lease URL [--nodes K]) [--listen ADDR] [--max-connections N] [--header-timeout S] [--idle-timeout S] [--max-streams N] [--ids-rate N] [--cors-origin ORIGIN] [--stay-stopped]
+//! atomflake serve [--layout NAME] ((--node N[,N...] | --statefulset) [--high-water DIR | --no-high-water] | --lease URL [--nodes K]) [--listen ADDR] [--max-connections N] [--header-timeout S] [--idle-timeout S] [--max-streams N] [--ids-rate N] [--cors-origin ORIGIN] [--stay-stopped] [--reclaim]
 //! ```
 //!
 //! Exit codes: 0 on success, 2 for bad input (a usage error, an unknown layout, a node out

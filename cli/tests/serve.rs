@@ -693,6 +693,70 @@ fn servers_on_one_lease_namespace_never_hand_out_an_id_twice_and_a_frozen_one_st
     assert_eq!(row.split_whitespace().nth(2), Some("no"), "{listed}");
 }
 
+#[test]
+fn with_reclaim_a_server_that_lost_its_lease_claims_a_fresh_node_and_serves_on() {
+    let test = "with_reclaim_a_server_that_lost_its_lease_claims_a_fresh_node_and_serves_on";
+    let Some(database) = pg::Server::start("serve-reclaim") else {
+        return;
+    };
+    let url = database.url();
+    let lease = ["--lease", url.as_str(), "--namespace", "reclaim", "--ttl", "2"];
+    let first = Server::start(&[&lease[..], &["--reclaim"]].concat());
+    let lost_node = node_of(&first);
+    let mut all = get_ids(&first, 4096);
+    let before_freeze = *all.last().unwrap();
+
+    // Frozen past its lease time: a successor takes its node, past every ID it minted.
+    signal(&first, "-STOP");
+    std::thread::sleep(Duration::from_millis(4_500));
+    let successor = Server::start(&lease);
+    assert_eq!(
+        node_of(&successor),
+        lost_node,
+        "the lapsed node is the lowest free one"
+    );
+    let taken = get_ids(&successor, 4096);
+    assert!(taken[0] > before_freeze, "the successor started below the mark");
+    all.extend(&taken);
+
+    // Woken, it finds its lease lost at its next renewal and claims a fresh node (the
+    // lowest free one: its own is the successor's), alive all the while.
+    signal(&first, "-CONT");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let fresh = loop {
+        let (status, body) = curl(&first.url("/livez")).unwrap();
+        assert_eq!(status, 200, "{test}: not alive while claiming afresh: {body}");
+        let node = node_of(&first);
+        if node != lost_node {
+            break node;
+        }
+        assert!(Instant::now() < deadline, "{test}: still on node {node}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(fresh, lost_node + 1, "{test}: the lowest free node");
+    wait_serving(test, &first, Duration::from_secs(10));
+    let (from, after, to) = (now_ms(), get_ids(&first, 4096), now_ms());
+    assert_decode(&after, "twitter", fresh, from - CLOCK_LAG_MS, to + CLOCK_LAG_MS);
+    all.extend(&after);
+    all.extend(get_ids(&successor, 10));
+    let distinct: HashSet<u64> = all.iter().copied().collect();
+    assert_eq!(distinct.len(), all.len(), "{test}: an ID was handed out twice");
+    assert_eq!(metric(&first, "atomflake_lease_reclaims_total"), 1);
+
+    // A SIGTERM releases the fresh node; the log says what happened in between.
+    let (status, stderr) = first.stop();
+    assert!(status.success(), "{test}: {status}: {stderr}");
+    assert!(
+        stderr.contains("the lease is lost: claiming fresh nodes")
+            && stderr.contains(&format!("claimed node {fresh} afresh: serving on it")),
+        "{test}: {stderr}"
+    );
+    assert!(
+        stderr.ends_with(&format!("stopped; node {fresh} released")),
+        "{test}: {stderr}"
+    );
+}
+
 /// A fresh directory under the target's temporary directory.
 fn tempdir(name: &str) -> std::path::PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));

@@ -223,7 +223,7 @@ impl Ids for GrpcIds {
                 epoch_unix_ms: layout.epoch_ms(),
                 tick_ms: layout.tick_ms(),
             }),
-            nodes: self.0.nodes().to_vec(),
+            nodes: self.0.nodes(),
         }))
     }
 

@@ -22,6 +22,7 @@ mod http;
 mod metrics;
 mod openapi;
 mod rate;
+mod reclaim;
 mod server;
 mod service;
 mod watch;
@@ -33,6 +34,7 @@ pub mod proto {
 }
 
 pub use connections::{HEALTH_CONNECTIONS, RESERVED_FILES, max_connections_within, raise_file_limit};
+pub use reclaim::reclaim;
 pub use server::{Drained, serve};
 pub use service::{Limits, Refusal, Service, State};
 pub use watch::{StoreWatch, Watched};

@@ -58,6 +58,8 @@ struct PerApi {
 pub(crate) struct Metrics {
     apis: [PerApi; APIS.len()],
     spent_tick_waits: AtomicU64,
+    /// Fresh claims after a lost lease.
+    reclaims: AtomicU64,
     connections_open: AtomicU64,
     /// Connections taken for health checks alone, every other slot being taken.
     health_only_connections: AtomicU64,
@@ -93,6 +95,11 @@ impl Metrics {
 
     pub(crate) fn count_spent_tick_wait(&self) {
         self.spent_tick_waits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Nodes claimed afresh after a lost lease.
+    pub(crate) fn count_reclaim(&self) {
+        self.reclaims.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A connection opened (`health_only`: for health checks alone).
@@ -195,21 +202,8 @@ impl Metrics {
             "Waits for the next tick because the current one's sequence was spent.",
             load(&self.spent_tick_waits),
         );
-        if let Some((stored, failed)) = store {
-            single(
-                &mut out,
-                "atomflake_mark_stores_total",
-                "counter",
-                "High-water mark stores that succeeded (each renews a lease).",
-                stored,
-            );
-            single(
-                &mut out,
-                "atomflake_mark_store_failures_total",
-                "counter",
-                "High-water mark stores that failed.",
-                failed,
-            );
+        if let Some(store) = store {
+            self.render_store(&mut out, store);
         }
         self.render_connections(&mut out);
         single(
@@ -224,6 +218,31 @@ impl Metrics {
 }
 
 impl Metrics {
+    /// The mark store's counts (stores made, failed) and the fresh claims.
+    fn render_store(&self, out: &mut String, (stored, failed): (u64, u64)) {
+        single(
+            out,
+            "atomflake_mark_stores_total",
+            "counter",
+            "High-water mark stores that succeeded (each renews a lease).",
+            stored,
+        );
+        single(
+            out,
+            "atomflake_mark_store_failures_total",
+            "counter",
+            "High-water mark stores that failed.",
+            failed,
+        );
+        single(
+            out,
+            "atomflake_lease_reclaims_total",
+            "counter",
+            "Nodes claimed afresh after the lease was lost (--reclaim).",
+            self.reclaims.load(Ordering::Relaxed),
+        );
+    }
+
     fn render_connections(&self, out: &mut String) {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         single(

@@ -3,10 +3,11 @@
 use crate::metrics::Metrics;
 use crate::rate::IdBudget;
 use crate::watch::StoreWatch;
+use atomflake::mark::StoreErrorKind;
 use atomflake::{Layout, MintError, Run, ShardedGenerator};
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 /// Waits of at most this long for a spent tick yield to the runtime between clock reads
@@ -14,8 +15,11 @@ use std::time::{Duration, Instant};
 /// is 1 ms).
 const YIELD_BELOW: Duration = Duration::from_millis(2);
 
-/// How often [`Service::stopped`] looks at the state.
-const WATCH_EVERY: Duration = Duration::from_millis(250);
+/// How often [`Service::stopped`] and [`reclaim`](crate::reclaim) look at the state.
+pub(crate) const WATCH_EVERY: Duration = Duration::from_millis(250);
+
+/// How often a request waiting for nodes claimed afresh looks again.
+const RECLAIM_POLL: Duration = Duration::from_millis(10);
 
 /// The limits that keep one client from starving the others.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +104,10 @@ pub enum State {
     Serving,
     /// Shutting down: requests under way finish, new ones are refused.
     Draining,
+    /// The lease was lost (the reason) and the service claims nodes afresh
+    /// ([`reclaim`](crate::reclaim)): requests wait for the new nodes, for at most the
+    /// patience.
+    Reclaiming(String),
     /// Minting has ended for good (a lease lost, the layout's span used up): the reason.
     Stopped(String),
 }
@@ -111,14 +119,16 @@ const STOPPED: u8 = 2;
 /// One ID space served: the generator, its nodes, the limits and the metrics.
 #[derive(Debug)]
 pub struct Service {
-    generator: ShardedGenerator,
-    nodes: Vec<u64>,
+    /// Replaced whole when a lost lease is claimed afresh.
+    minting: RwLock<Minting>,
+    /// Whether a lost lease is claimed afresh ([`reclaim`](crate::reclaim)) rather than
+    /// the end of minting.
+    reclaims: bool,
     limits: Limits,
     /// [`SERVING`], [`DRAINING`] or [`STOPPED`]: read by every request, so an atomic.
     phase: AtomicU8,
     /// Why the service stopped; set before `phase` becomes [`STOPPED`].
     stopped: OnceLock<String>,
-    store: Option<Arc<StoreWatch>>,
     /// A permit for each `StreamIds` under way, of [`Limits::max_streams`].
     streams: Arc<tokio::sync::Semaphore>,
     pub(crate) cors: crate::cors::Cors,
@@ -130,14 +140,12 @@ impl Service {
     /// ([`Watched::new`](crate::Watched::new)), when it has one: health goes red when the
     /// store is lost, and the metrics count its stores.
     pub fn new(generator: ShardedGenerator, limits: Limits, store: Option<Arc<StoreWatch>>) -> Service {
-        let nodes = generator.nodes().collect();
         Service {
-            generator,
-            nodes,
+            minting: RwLock::new(Minting::new(generator, store)),
+            reclaims: false,
             limits,
             phase: AtomicU8::new(SERVING),
             stopped: OnceLock::new(),
-            store,
             streams: Arc::new(tokio::sync::Semaphore::new(limits.max_streams as usize)),
             cors: crate::cors::Cors::default(),
             metrics: Metrics::default(),
@@ -156,14 +164,39 @@ impl Service {
         Ok(self)
     }
 
-    /// The layout IDs are minted in.
-    pub fn layout(&self) -> Layout {
-        self.generator.layout()
+    /// Claims nodes afresh when the lease is lost, rather than stop minting for good: the
+    /// state is then [`State::Reclaiming`] until [`reclaim`](crate::reclaim) (which must
+    /// run beside the service) puts a generator on new nodes in.
+    #[must_use]
+    pub fn reclaiming(mut self) -> Service {
+        self.reclaims = true;
+        self
     }
 
-    /// The nodes IDs are minted on.
-    pub fn nodes(&self) -> &[u64] {
-        &self.nodes
+    /// The layout IDs are minted in.
+    pub fn layout(&self) -> Layout {
+        self.minting().generator.layout()
+    }
+
+    /// The nodes IDs are minted on now.
+    pub fn nodes(&self) -> Vec<u64> {
+        self.minting().nodes.clone()
+    }
+
+    fn minting(&self) -> RwLockReadGuard<'_, Minting> {
+        // Poisoned only by a panic while held, which nothing does between updates.
+        self.minting.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Mints on `generator`, whose store `store` watches, from now on: the nodes of a fresh
+    /// claim. Returns the generator before, to be dropped off the runtime (its drop waits
+    /// for its keeper thread).
+    pub(crate) fn replace(&self, generator: ShardedGenerator, store: Arc<StoreWatch>) -> ShardedGenerator {
+        let mut minting = self.minting.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(before) = &minting.store {
+            store.count_on_from(before);
+        }
+        std::mem::replace(&mut *minting, Minting::new(generator, Some(store))).generator
     }
 
     /// The limits requests are held to.
@@ -171,14 +204,19 @@ impl Service {
         self.limits
     }
 
-    /// Whether IDs are handed out now. A lost mark store stops the service for good.
+    /// Whether IDs are handed out now. A lost mark store stops the service for good, or,
+    /// [`reclaiming`](Self::reclaiming), until nodes are claimed afresh.
     pub fn state(&self) -> State {
-        if let Some(lost) = self.store.as_ref().and_then(|store| store.lost()) {
+        let lost = self.minting().lost();
+        if let Some(lost) = &lost
+            && !self.reclaims
+        {
             self.stop(lost);
         }
-        match self.phase.load(Ordering::Acquire) {
-            SERVING => State::Serving,
-            DRAINING => State::Draining,
+        match (self.phase.load(Ordering::Acquire), lost) {
+            (SERVING, Some(lost)) => State::Reclaiming(lost),
+            (SERVING, None) => State::Serving,
+            (DRAINING, _) => State::Draining,
             _ => State::Stopped(self.stopped.get().cloned().unwrap_or_default()),
         }
     }
@@ -196,9 +234,11 @@ impl Service {
         match self.state() {
             State::Serving => {}
             State::Draining => return Err("draining".into()),
+            State::Reclaiming(reason) => return Err(format!("claiming fresh nodes: {reason}")),
             State::Stopped(reason) => return Err(format!("stopped: {reason}")),
         }
-        match self.generator.try_next_run_any(1) {
+        let probe = self.minting().generator.try_next_run_any(1);
+        match probe {
             Ok(_) => Ok(()),
             Err(MintError::SequenceExhausted { retry_after, .. }) if retry_after <= self.limits.patience => {
                 Ok(())
@@ -218,7 +258,8 @@ impl Service {
     }
 
     /// Whether the server is alive: it is unless minting has ended for good (a lost lease,
-    /// the layout's span spent), when only a restart helps. Draining is alive. (`/livez`.)
+    /// the layout's span spent), when only a restart helps. Draining and claiming fresh
+    /// nodes are alive. (`/livez`.)
     ///
     /// # Errors
     ///
@@ -226,7 +267,7 @@ impl Service {
     pub fn liveness(&self) -> Result<(), String> {
         match self.state() {
             State::Stopped(reason) => Err(format!("stopped: {reason}")),
-            State::Serving | State::Draining => Ok(()),
+            State::Serving | State::Draining | State::Reclaiming(_) => Ok(()),
         }
     }
 
@@ -243,14 +284,16 @@ impl Service {
         }
     }
 
-    /// Refuses new requests from now on (health goes red); requests under way finish.
+    /// Refuses new requests from now on (health goes red); requests under way finish, and
+    /// no nodes are claimed afresh.
     pub fn drain(&self) {
         let _ = self
             .phase
             .compare_exchange(SERVING, DRAINING, Ordering::AcqRel, Ordering::Acquire);
     }
 
-    fn stop(&self, reason: &str) {
+    /// Ends minting for good, with `reason`.
+    pub(crate) fn stop(&self, reason: &str) {
         if self.stopped.set(reason.to_owned()).is_ok() {
             tracing::error!(
                 target: "atomflake serve",
@@ -263,8 +306,8 @@ impl Service {
     }
 
     /// The mark store's watch, when the generator has a store.
-    pub(crate) fn store(&self) -> Option<&StoreWatch> {
-        self.store.as_deref()
+    pub(crate) fn store(&self) -> Option<Arc<StoreWatch>> {
+        self.minting().store.clone()
     }
 
     /// Checks `count` against `1..=max`.
@@ -291,7 +334,7 @@ impl Service {
     /// Takes a new request, or refuses it: while draining, and once stopped.
     pub(crate) fn admit(&self) -> Result<(), Refusal> {
         match self.state() {
-            State::Serving => Ok(()),
+            State::Serving | State::Reclaiming(_) => Ok(()),
             State::Draining => Err(Refusal::Unavailable("the server is shutting down".into())),
             State::Stopped(reason) => Err(Refusal::Unavailable(format!("the server has stopped: {reason}"))),
         }
@@ -301,14 +344,28 @@ impl Service {
     /// from the worker thread's node or, when its tick is spent, from any other node with
     /// IDs left in the tick, so one request or stream draws on every node. Waits out a
     /// tick spent on every node and, for at most the limits' patience, a mark being
-    /// stored. A drain lets it finish; a stop ends it.
+    /// stored or nodes being claimed afresh. A drain lets it finish; a stop ends it.
     pub(crate) async fn next_run(&self, max: u64) -> Result<Run, Refusal> {
         let mut unavailable_since = None;
         loop {
-            if let State::Stopped(reason) = self.state() {
-                return Err(Refusal::Unavailable(format!("the server has stopped: {reason}")));
+            match self.state() {
+                State::Stopped(reason) => {
+                    return Err(Refusal::Unavailable(format!("the server has stopped: {reason}")));
+                }
+                State::Reclaiming(reason) => {
+                    let since = *unavailable_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= self.limits.patience {
+                        return Err(Refusal::Unavailable(format!(
+                            "cannot mint now: claiming fresh nodes: {reason}"
+                        )));
+                    }
+                    tokio::time::sleep(RECLAIM_POLL).await;
+                    continue;
+                }
+                State::Serving | State::Draining => {}
             }
-            let error = match self.generator.try_next_run_any(max) {
+            let minted = self.minting().generator.try_next_run_any(max);
+            let error = match minted {
                 Ok(run) => return Ok(run),
                 Err(error) => error,
             };
@@ -324,6 +381,13 @@ impl Service {
                         }
                     } else {
                         tokio::time::sleep(retry_after).await;
+                    }
+                }
+                // Lost, and claimed afresh: the next turn waits for the new nodes (or mints
+                // on them, put in meanwhile). A drain claims nothing.
+                MintError::Store(store) if self.reclaims && store.kind() == StoreErrorKind::Lost => {
+                    if self.state() == State::Draining {
+                        return Err(Refusal::Unavailable(format!("cannot mint: {store}")));
                     }
                 }
                 error if error.is_transient() => {
@@ -359,10 +423,35 @@ impl Service {
             let run = self.next_run(count - ids.len() as u64).await?;
             ids.extend(run.into_iter().map(atomflake::Id::get));
         }
-        // Runs of several nodes interleave; one node's are in order already.
-        if self.nodes.len() > 1 {
+        // Runs of several nodes (or of nodes claimed afresh) interleave; one node's are in
+        // order already.
+        if !ids.is_sorted() {
             ids.sort_unstable();
         }
         Ok(ids)
+    }
+}
+
+/// The generator minted on, its nodes and the watch on its store.
+#[derive(Debug)]
+struct Minting {
+    generator: ShardedGenerator,
+    nodes: Vec<u64>,
+    store: Option<Arc<StoreWatch>>,
+}
+
+impl Minting {
+    fn new(generator: ShardedGenerator, store: Option<Arc<StoreWatch>>) -> Minting {
+        let nodes = generator.nodes().collect();
+        Minting {
+            generator,
+            nodes,
+            store,
+        }
+    }
+
+    /// Why the store was lost, once it was.
+    fn lost(&self) -> Option<String> {
+        self.store.as_ref()?.lost().map(str::to_owned)
     }
 }

@@ -27,6 +27,13 @@ impl StoreWatch {
     pub fn lost(&self) -> Option<&str> {
         self.lost.get().map(String::as_str)
     }
+
+    /// Adds the counts of the watch on the store before (a lease lost, claimed afresh):
+    /// the counts go on from there.
+    pub(crate) fn count_on_from(&self, before: &StoreWatch) {
+        self.stored.fetch_add(before.stored(), Ordering::Relaxed);
+        self.failed.fetch_add(before.failed(), Ordering::Relaxed);
+    }
 }
 
 /// A mark store that reports its stores to a [`StoreWatch`], and is otherwise `S`.

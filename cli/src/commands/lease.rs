@@ -17,7 +17,7 @@ use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
 /// The lease settings of `mint --lease`.
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub(crate) struct LeaseArgs {
     /// The lease namespace: one node space. Every process minting the same IDs uses the
     /// same one.

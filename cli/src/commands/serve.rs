@@ -95,6 +95,12 @@ pub(crate) struct ServeArgs {
     /// supervisor restarts the server and it claims a node again).
     #[arg(long)]
     stay_stopped: bool,
+    /// When the lease is lost (another server took the node after this one went silent
+    /// past the lease time), claim nodes afresh and serve on, rather than stop: requests
+    /// wait up to 2 s for them and readiness is red meanwhile; a claim that fails is tried
+    /// again every second. The new nodes start past their marks, as at start.
+    #[arg(long, requires = "lease")]
+    reclaim: bool,
     /// How log lines are written on stderr: `text` (`atomflake serve: listening on …`) or
     /// `json`, one object per line with `timestamp`, `level`, `message`, `event`
     /// (`listening`, `claimed`, `draining`, `stopped_minting`, `released`, …) and the
@@ -145,9 +151,12 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
     } else {
         args.high_water.describe()
     };
-    let service = Service::new(generator, limits, store)
+    let mut service = Service::new(generator, limits, store)
         .allow_origins(&args.cors_origin)
         .map_err(Failure::Usage)?;
+    if args.reclaim {
+        service = service.reclaiming();
+    }
     let service = Arc::new(service);
     let listening = Listening {
         nodes: nodes.clone(),
@@ -158,7 +167,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
     // Connections still open after the drain hold the service: dropping their tasks drops
     // it, and with it the generator, which releases its nodes.
     runtime.shutdown_timeout(Duration::from_secs(1));
-    if leased && result.is_ok() {
+    if let (true, Ok(nodes)) = (leased, &result) {
         tracing::info!(
             target: "atomflake serve",
             event = "released",
@@ -168,7 +177,7 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
     } else {
         tracing::info!(target: "atomflake serve", event = "stopped", "stopped");
     }
-    result
+    result.map(drop)
 }
 
 /// What the listening line says besides the address.
@@ -180,12 +189,13 @@ struct Listening {
 
 /// Binds, serves `service` and drains it at the first signal (or once minting ends for
 /// good, unless `--stay-stopped`), for at most the drain time or until a second signal.
+/// The nodes it minted on last (other than at start once claimed afresh).
 async fn serve_until_stopped(
     args: &ServeArgs,
     service: Arc<Service>,
     signals: tokio::sync::watch::Receiver<u32>,
     listening: Listening,
-) -> Result<(), Failure> {
+) -> Result<String, Failure> {
     let Listening {
         nodes,
         marks,
@@ -212,6 +222,9 @@ async fn serve_until_stopped(
         nodes,
         limits.max_connections
     );
+    if args.reclaim {
+        spawn_reclaim(args, &service);
+    }
     let stopped = Arc::new(std::sync::OnceLock::new());
     let shutdown = {
         let (service, stopped) = (Arc::clone(&service), Arc::clone(&stopped));
@@ -239,6 +252,7 @@ async fn serve_until_stopped(
     };
     let drain = Duration::from_secs(args.drain);
     let mut signals = signals.clone();
+    let last = Arc::clone(&service);
     let ended = Arc::clone(&stopped);
     let drained = atomflake_serve::serve(listener, service, shutdown, || async move {
         // The second signal; the next one when the drain began because minting ended.
@@ -266,10 +280,32 @@ async fn serve_until_stopped(
     })
     .await;
     drained.map_err(|err| Failure::Other(format!("serving failed: {err}")))?;
+    let nodes: Vec<String> = last.nodes().iter().map(u64::to_string).collect();
     match stopped.get() {
         Some(reason) => Err(Failure::Other(format!("serve stopped: {reason}"))),
-        None => Ok(()),
+        None => Ok(nodes.join(",")),
     }
+}
+
+/// With `--lease`, claims nodes afresh for `service` each time its lease is lost, on a task
+/// of the current runtime (`--reclaim`).
+fn spawn_reclaim(args: &ServeArgs, service: &Arc<Service>) {
+    let Some(url) = &args.lease else {
+        return;
+    };
+    let (layout, url, options, count) = (
+        service.layout(),
+        url.clone(),
+        args.lease_options.clone(),
+        args.nodes,
+    );
+    let claim = move || {
+        leased(layout, &url, &options, count).map_err(|failure| match failure {
+            Failure::Usage(error) | Failure::Other(error) => error,
+            Failure::BadInput | Failure::Closed => "the claim failed".to_owned(),
+        })
+    };
+    tokio::spawn(atomflake_serve::reclaim(Arc::clone(service), claim));
 }
 
 /// The most `--max-streams` (tokio's semaphores hold at most 2^61 permits; a million
@@ -360,23 +396,7 @@ fn generator(
                 layout.max_node() + 1
             )));
         }
-        let (nodes, store) = lease::acquire(layout, url, &args.lease_options, args.nodes)?;
-        let listed: Vec<String> = nodes.iter().map(u64::to_string).collect();
-        tracing::info!(
-            target: "atomflake serve",
-            event = "claimed",
-            nodes = %listed.join(","),
-            namespace = %args.lease_options.namespace,
-            store = %store.describe(),
-            "claimed node {} of lease namespace {:?}",
-            listed.join(","),
-            args.lease_options.namespace,
-        );
-        let (store, watch) = Watched::new(store);
-        let generator = Builder::new(layout)
-            .mark_store(store)
-            .build_sharded(nodes)
-            .map_err(|err| Failure::Other(err.to_string()))?;
+        let (generator, watch) = leased(layout, url, &args.lease_options, args.nodes)?;
         return Ok((generator, Some(watch)));
     }
     let nodes = if args.statefulset {
@@ -389,6 +409,34 @@ fn generator(
     };
     let generator = args.high_water.sharded(layout, &args.layout.layout, nodes)?;
     Ok((generator, None))
+}
+
+/// A generator on `count` nodes claimed from the lease engine of `url`, and the watch on
+/// its lease.
+fn leased(
+    layout: Layout,
+    url: &str,
+    options: &LeaseArgs,
+    count: u64,
+) -> Result<(ShardedGenerator, Arc<atomflake_serve::StoreWatch>), Failure> {
+    let (nodes, store) = lease::acquire(layout, url, options, count)?;
+    let listed: Vec<String> = nodes.iter().map(u64::to_string).collect();
+    tracing::info!(
+        target: "atomflake serve",
+        event = "claimed",
+        nodes = %listed.join(","),
+        namespace = %options.namespace,
+        store = %store.describe(),
+        "claimed node {} of lease namespace {:?}",
+        listed.join(","),
+        options.namespace,
+    );
+    let (store, watch) = Watched::new(store);
+    let generator = Builder::new(layout)
+        .mark_store(store)
+        .build_sharded(nodes)
+        .map_err(|err| Failure::Other(err.to_string()))?;
+    Ok((generator, watch))
 }
 
 /// A count of the SIGTERMs and SIGINTs received from now on, kept by a task of the current
