@@ -6,7 +6,10 @@
 //! - [`sanity`]: the check every generator passes before it is timed.
 //! - [`peers`]: every benched generator, atomflake's and the peers', listed once per group.
 //! - [`report`]: rows, ratios, the Markdown table and the SVG chart of the `report` bin.
+//! - [`clients`]: h2load and wrk run against a server, their reports parsed (the `serve`
+//!   bin).
 
+pub mod clients;
 pub mod measure;
 pub mod peers;
 pub mod report;

@@ -24,6 +24,10 @@
 //!   per task. Requests/s and latency percentiles from an HDR histogram.
 //! - **CPU:** the server's CPU time over each row (the sum of its threads' run time in
 //!   `/proc/PID/task/*/schedstat`), per million IDs streamed and per single-ID request.
+//! - **Outside clients:** when installed, h2load (Debian `nghttp2-client`) makes gRPC calls
+//!   for one ID on one connection, 1, 16 and 64 at once, and wrk gets `/v1/ids?count=1`
+//!   over 1, 16 and 64 keep-alive HTTP/1.1 connections; rates and latencies from their own
+//!   reports (see `atomflake_benches::clients`).
 //! - **Memory:** the server's resident set (`VmRSS`) before, and its peak sampled every
 //!   10 ms while 64 concurrent streams of 200,000 IDs each are read.
 //!
@@ -31,6 +35,7 @@
 //! is the pair's, and the same for both servers.
 
 use atomflake::{Id, Layout};
+use atomflake_benches::clients;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Empty};
@@ -451,6 +456,74 @@ async fn memory(server: &Arc<Server>) -> Result<(u64, u64), Error> {
     Ok((before, peak))
 }
 
+/// The rows of the clients no one here wrote, when they are installed: h2load's gRPC
+/// calls for one ID (atomflake `GetIds`, ferroid `StreamIds`) on one connection, and wrk's
+/// `GET /v1/ids?count=1` over keep-alive connections. Runs of whole seconds, at least one.
+fn outside_clients(servers: &[Arc<Server>], window: Duration) -> Result<(), Error> {
+    let run = Duration::from_secs(window.as_secs().max(1));
+    let (h2load, wrk) = (clients::installed("h2load"), clients::installed("wrk"));
+    if !h2load && !wrk {
+        eprintln!("neither h2load (Debian nghttp2-client) nor wrk is installed: their rows are left out");
+        return Ok(());
+    }
+    let scratch = std::env::temp_dir().join(format!("atomflake-bench-clients-{}", std::process::id()));
+    println!(
+        "\n## Single IDs from outside clients: h2load (gRPC, one connection) and wrk (HTTP/1.1), {run:?} per row\n"
+    );
+    println!(
+        "| server | client | API | concurrency | requests/s | p50 µs | p99 µs | p99.9 µs | server CPU µs per request |"
+    );
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|");
+    let row =
+        |server: &Server, client: &str, api: &str, concurrency: u32, load: clients::Load, cpu: Duration| {
+            println!(
+                "| {} | {client} | {api} | {concurrency} | {:.0} | {:.1} | {:.1} | {} | {:.1} |",
+                server.name,
+                load.per_s,
+                load.p50_us,
+                load.p99_us,
+                load.p999_us
+                    .map_or_else(|| "–".to_owned(), |us| format!("{us:.1}")),
+                cpu.as_secs_f64() * 1e6 / float(load.done.max(1)),
+            );
+        };
+    for concurrency in [1, 16, 64] {
+        for server in servers.iter().filter(|_| h2load) {
+            let call = if server.is_ferroid() {
+                clients::GrpcCall::FERROID_ONE
+            } else {
+                clients::GrpcCall::ATOMFLAKE_ONE
+            };
+            let before = server.cpu();
+            let load = clients::h2load(server.address, call, concurrency, run, &scratch)?;
+            row(
+                server,
+                "h2load",
+                "gRPC",
+                concurrency,
+                load,
+                server.cpu().saturating_sub(before),
+            );
+        }
+    }
+    for connections in [1, 16, 64] {
+        for server in servers.iter().filter(|server| wrk && server.http) {
+            let before = server.cpu();
+            let load = clients::wrk(server.address, "/v1/ids?count=1", connections, run)?;
+            row(
+                server,
+                "wrk",
+                "HTTP/1.1",
+                connections,
+                load,
+                server.cpu().saturating_sub(before),
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
 #[allow(clippy::cast_precision_loss, reason = "counts and sizes far below 2^52")]
 fn float(value: u64) -> f64 {
     value as f64
@@ -566,6 +639,7 @@ fn main() -> Result<(), Error> {
                 }
             }
         }
+        outside_clients(&servers, window)?;
         println!("\n## Memory: 64 concurrent streams of 200,000 IDs\n");
         println!("| server | resident before | peak resident during |");
         println!("|---|---:|---:|");

@@ -1,0 +1,258 @@
+//! Clients no one on the project wrote, run as processes against a server on loopback:
+//! `h2load` (nghttp2, Debian `nghttp2-client`) for gRPC calls over HTTP/2, and `wrk`
+//! (Debian `wrk`) for HTTP/1.1. Each row is one run of the tool for a fixed time; what is
+//! returned is parsed from the tool's own report, latencies included.
+
+use hdrhistogram::Histogram;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// What one run of a client tool measured.
+#[derive(Debug, Clone, Copy)]
+pub struct Load {
+    /// Requests answered with success per second, over the run.
+    pub per_s: f64,
+    /// Requests answered with success.
+    pub done: u64,
+    /// The median latency of a request, µs.
+    pub p50_us: f64,
+    /// The 99th percentile, µs.
+    pub p99_us: f64,
+    /// `None` where the tool does not report it (wrk stops at the 99th percentile).
+    pub p999_us: Option<f64>,
+}
+
+/// A unary gRPC call to ask for, as h2load sends it: the path and the request message
+/// (protobuf, without gRPC's 5-byte frame header).
+#[derive(Debug, Clone, Copy)]
+pub struct GrpcCall {
+    /// `/package.Service/Method`.
+    pub path: &'static str,
+    /// The request message, encoded.
+    pub message: &'static [u8],
+}
+
+impl GrpcCall {
+    /// `atomflake.v1.Ids/GetIds` for one ID: `GetIdsRequest { count: 1 }`.
+    pub const ATOMFLAKE_ONE: GrpcCall = GrpcCall {
+        path: "/atomflake.v1.Ids/GetIds",
+        message: &[0x08, 0x01],
+    };
+
+    /// `ferroid.IdGenerator/StreamIds` for one ID (`StreamIdsRequest { count: 1 }`): the
+    /// only call of `ferroid-tonic-server` 2.0.0, a stream that sends one chunk.
+    pub const FERROID_ONE: GrpcCall = GrpcCall {
+        path: "/ferroid.IdGenerator/StreamIds",
+        message: &[0x08, 0x01],
+    };
+
+    /// The call's body: the gRPC frame (uncompressed flag, big-endian length) and the
+    /// message.
+    fn body(&self) -> Vec<u8> {
+        let length = u32::try_from(self.message.len()).expect("a short message");
+        let mut body = vec![0];
+        body.extend(length.to_be_bytes());
+        body.extend(self.message);
+        body
+    }
+}
+
+/// Whether `tool` runs (`--version`).
+pub fn installed(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success() || !output.stdout.is_empty())
+}
+
+/// `h2load` making `call` on one HTTP/2 connection with `concurrency` calls at once, for
+/// `run`. Latencies come from its per-request log
+/// (`--log-file`), written in `scratch`. Calls the server answered with an HTTP status
+/// other than 200, or that failed, make it an error; so does a gRPC error, which h2load
+/// counts as a success: each call's data must be more than an empty answer's.
+///
+/// # Errors
+///
+/// h2load missing or failing, failed calls, or a report that cannot be read.
+pub fn h2load(
+    address: SocketAddr,
+    call: GrpcCall,
+    concurrency: u32,
+    run: Duration,
+    scratch: &Path,
+) -> Result<Load, Error> {
+    std::fs::create_dir_all(scratch)?;
+    let body = scratch.join("h2load-body");
+    std::fs::write(&body, call.body())?;
+    let log = scratch.join("h2load-log");
+    let _ = std::fs::remove_file(&log);
+    let output = Command::new("h2load")
+        .args(["--clients", "1", "--threads", "1"])
+        .arg(format!("--max-concurrent-streams={concurrency}"))
+        .arg(format!("--duration={}", run.as_secs()))
+        .arg(format!("--data={}", body.display()))
+        .args(["--header", "content-type: application/grpc"])
+        .args(["--header", "te: trailers"])
+        .arg(format!("--log-file={}", log.display()))
+        .arg(format!("http://{address}{}", call.path))
+        .output()?;
+    let report = String::from_utf8_lossy(&output.stdout).into_owned();
+    if !output.status.success() {
+        return Err(format!(
+            "h2load failed: {report}{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    let requests = line_after(&report, "requests: ")?;
+    let number_before = |text: &str, word: &str| -> Result<u64, Error> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let at = words
+            .iter()
+            .position(|w| w.trim_end_matches(',') == word)
+            .ok_or_else(|| format!("no {word:?} in h2load's {text:?}"))?;
+        Ok(words[at.checked_sub(1).ok_or("nothing before")?].parse()?)
+    };
+    let succeeded = number_before(requests, "succeeded")?;
+    let failed = number_before(requests, "failed")?;
+    let errored = number_before(requests, "errored")?;
+    if succeeded == 0 || failed + errored > 0 {
+        return Err(
+            format!("h2load: {succeeded} succeeded, {failed} failed, {errored} errored:\n{report}").into(),
+        );
+    }
+    // An answer with a gRPC error carries no message: 5 bytes of frame at most.
+    let traffic = line_after(&report, "traffic: ")?;
+    let data = traffic
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" data"))
+        .and_then(|part| part.split_whitespace().last())
+        .and_then(|bytes| {
+            bytes
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+                .parse::<u64>()
+                .ok()
+        })
+        .ok_or_else(|| format!("no data bytes in h2load's {traffic:?}"))?;
+    if data <= succeeded * 5 {
+        return Err(format!("h2load: {data} bytes of data for {succeeded} calls: errors, not IDs").into());
+    }
+    let finished = line_after(&report, "finished in ")?;
+    let per_s = finished
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" req/s"))
+        .ok_or_else(|| format!("no req/s in h2load's {finished:?}"))?
+        .parse()?;
+    let mut latencies = Histogram::<u64>::new(3)?;
+    for line in std::fs::read_to_string(&log)?.lines() {
+        let fields: Vec<&str> = line.split('\t').collect();
+        if fields.get(1) != Some(&"200") {
+            return Err(format!("h2load: a call answered {line:?}").into());
+        }
+        latencies.record(fields.get(2).ok_or("a short log line")?.parse()?)?;
+    }
+    Ok(Load {
+        per_s,
+        done: succeeded,
+        p50_us: us(latencies.value_at_quantile(0.5)),
+        p99_us: us(latencies.value_at_quantile(0.99)),
+        p999_us: Some(us(latencies.value_at_quantile(0.999))),
+    })
+}
+
+/// `wrk` getting `path` over `connections` keep-alive HTTP/1.1 connections (on one thread,
+/// two from 16 connections) for `run`. Any answer other than 2xx makes it an error.
+///
+/// # Errors
+///
+/// wrk missing or failing, answers other than 2xx, or a report that cannot be read.
+pub fn wrk(address: SocketAddr, path: &str, connections: u32, run: Duration) -> Result<Load, Error> {
+    let threads = if connections >= 16 { 2 } else { 1 };
+    let output = Command::new("wrk")
+        .arg(format!("--threads={threads}"))
+        .arg(format!("--connections={connections}"))
+        .arg(format!("--duration={}s", run.as_secs()))
+        .arg("--latency")
+        .arg(format!("http://{address}{path}"))
+        .output()?;
+    let report = String::from_utf8_lossy(&output.stdout).into_owned();
+    if !output.status.success() {
+        return Err(format!("wrk failed: {report}{}", String::from_utf8_lossy(&output.stderr)).into());
+    }
+    if report.contains("Non-2xx or 3xx responses") || report.contains("Socket errors") {
+        return Err(format!("wrk saw errors:\n{report}").into());
+    }
+    let per_s: f64 = line_after(&report, "Requests/sec:")?.trim().parse()?;
+    let done = report
+        .lines()
+        .find_map(|line| line.trim().split_once(" requests in "))
+        .ok_or("no request count in wrk's report")?
+        .0
+        .parse()?;
+    let percentile = |label: &str| -> Result<f64, Error> {
+        let value = report
+            .lines()
+            .find_map(|line| line.trim().strip_prefix(label))
+            .ok_or_else(|| format!("no {label} in wrk's report"))?;
+        duration_us(value.trim())
+    };
+    Ok(Load {
+        per_s,
+        done,
+        p50_us: percentile("50%")?,
+        p99_us: percentile("99%")?,
+        p999_us: None,
+    })
+}
+
+/// The rest of the first line of `report` that starts with `prefix` (spaces before it
+/// ignored).
+fn line_after<'a>(report: &'a str, prefix: &str) -> Result<&'a str, Error> {
+    report
+        .lines()
+        .find_map(|line| line.trim_start().strip_prefix(prefix))
+        .ok_or_else(|| format!("no {prefix:?} line in:\n{report}").into())
+}
+
+/// wrk's `123.45us`, `1.23ms`, `2.00s` in µs.
+fn duration_us(text: &str) -> Result<f64, Error> {
+    let (number, scale) = if let Some(number) = text.strip_suffix("us") {
+        (number, 1.0)
+    } else if let Some(number) = text.strip_suffix("ms") {
+        (number, 1e3)
+    } else if let Some(number) = text.strip_suffix('s') {
+        (number, 1e6)
+    } else {
+        return Err(format!("no unit in wrk's {text:?}").into());
+    };
+    Ok(number.parse::<f64>()? * scale)
+}
+
+#[expect(clippy::cast_precision_loss, reason = "µs counts far below 2^52")]
+fn us(value: u64) -> f64 {
+    value as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grpc_body_is_framed_with_its_length() {
+        assert_eq!(GrpcCall::ATOMFLAKE_ONE.body(), [0, 0, 0, 0, 2, 0x08, 0x01]);
+    }
+
+    #[test]
+    fn wrk_durations_are_read_in_their_units() {
+        let close = |text: &str, us: f64| (duration_us(text).unwrap() - us).abs() < 1e-9;
+        assert!(close("123.50us", 123.5));
+        assert!(close("1.25ms", 1250.0));
+        assert!(close("2.00s", 2_000_000.0));
+        assert!(duration_us("12").is_err());
+    }
+}
