@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// is 1 ms).
 const YIELD_BELOW: Duration = Duration::from_millis(2);
 
-/// How often [`Service::stopped`] and [`reclaim`](crate::reclaim) look at the state.
+/// How often [`Service::stopped`] and [`reclaim`](crate::reclaim()) look at the state.
 pub(crate) const WATCH_EVERY: Duration = Duration::from_millis(250);
 
 /// How often a request waiting for nodes claimed afresh looks again.
@@ -105,7 +105,7 @@ pub enum State {
     /// Shutting down: requests under way finish, new ones are refused.
     Draining,
     /// The lease was lost (the reason) and the service claims nodes afresh
-    /// ([`reclaim`](crate::reclaim)): requests wait for the new nodes, for at most the
+    /// ([`reclaim`](crate::reclaim())): requests wait for the new nodes, for at most the
     /// patience.
     Reclaiming(String),
     /// Minting has ended for good (a lease lost, the layout's span used up): the reason.
@@ -121,7 +121,7 @@ const STOPPED: u8 = 2;
 pub struct Service {
     /// Replaced whole when a lost lease is claimed afresh.
     minting: RwLock<Minting>,
-    /// Whether a lost lease is claimed afresh ([`reclaim`](crate::reclaim)) rather than
+    /// Whether a lost lease is claimed afresh ([`reclaim`](crate::reclaim())) rather than
     /// the end of minting.
     reclaims: bool,
     limits: Limits,
@@ -165,7 +165,7 @@ impl Service {
     }
 
     /// Claims nodes afresh when the lease is lost, rather than stop minting for good: the
-    /// state is then [`State::Reclaiming`] until [`reclaim`](crate::reclaim) (which must
+    /// state is then [`State::Reclaiming`] until [`reclaim`](crate::reclaim()) (which must
     /// run beside the service) puts a generator on new nodes in.
     #[must_use]
     pub fn reclaiming(mut self) -> Service {

@@ -271,7 +271,7 @@ impl<S: MarkStore> MarkStore for Told<S> {
 const STALLED: Duration = Duration::from_secs(2);
 
 /// Mints `count` IDs, one a millisecond, printing each; stops when the lease is lost.
-/// Minting refused only with a pending mark or a spent sequence for [`STALLED`] is said on
+/// Minting refused only with a pending mark or a spent sequence for 2 s is said on
 /// stderr, once per stall.
 ///
 /// # Panics
