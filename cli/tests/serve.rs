@@ -1603,7 +1603,7 @@ fn grpc_over_curl(server: &Server, method: &str, count: u64, timeout: Option<&st
     let mut command = Command::new("curl");
     command
         .args([
-            "-s",
+            "-sS",
             "--http2-prior-knowledge",
             "--max-time",
             "20",
@@ -1638,7 +1638,13 @@ fn grpc_status(test: &str, mut call: Command) -> Option<(String, String, Duratio
             .find_map(|line| line.strip_prefix(name)?.strip_prefix(": "))
             .map(|value| value.trim_end().to_owned())
     };
-    let status = header("grpc-status").unwrap_or_else(|| panic!("no grpc-status in {headers:?}"));
+    let status = header("grpc-status").unwrap_or_else(|| {
+        panic!(
+            "no grpc-status in {headers:?} after {took:?}: curl {}, {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
     Some((
         status,
         percent_decoded(&header("grpc-message").unwrap_or_default()),

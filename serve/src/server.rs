@@ -181,8 +181,10 @@ fn per_connection(
             let mut response = if let Some(preflight) = preflight {
                 preflight
             } else if health_only && !connections::is_health_check(request.uri().path()) {
+                drain(request.into_body()).await;
                 at_capacity(grpc, service.limits().max_connections)
             } else if let Some(Err(invalid)) = deadline {
+                drain(request.into_body()).await;
                 service
                     .metrics
                     .count(Api::Grpc, Outcome::Invalid, 0, Duration::ZERO);
@@ -215,6 +217,7 @@ fn per_connection(
                     }
                 }
             } else {
+                drain(request.into_body()).await;
                 let api = if grpc { Api::Grpc } else { Api::Http };
                 service.metrics.count(api, Outcome::Limited, 0, Duration::ZERO);
                 limited(grpc, service.limits().requests_per_second)
@@ -223,6 +226,29 @@ fn per_connection(
             Ok::<_, Infallible>(response.map(|body| Tracked::body(body, in_flight)))
         }
     })
+}
+
+/// The most of a refused request's body [`drain`] reads, and for how long.
+const DRAIN_BYTES: usize = 16 * 1024;
+const DRAIN_TIME: Duration = Duration::from_millis(100);
+
+/// Reads what is left of the body of a request refused from its headers alone, up to
+/// [`DRAIN_BYTES`] and for [`DRAIN_TIME`] at most: over HTTP/2 an answer sent before the
+/// request's end resets the stream, and a client still sending its body (curl) may then
+/// report the reset rather than the answer.
+async fn drain(mut body: Incoming) {
+    use hyper::body::Body as _;
+    let mut read = 0;
+    let _ = tokio::time::timeout(DRAIN_TIME, async {
+        while read <= DRAIN_BYTES {
+            let frame = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await;
+            match frame {
+                Some(Ok(frame)) => read += frame.data_ref().map_or(0, axum::body::Bytes::len),
+                Some(Err(_)) | None => return,
+            }
+        }
+    })
+    .await;
 }
 
 /// A connection counted open, holding its slot, until dropped (with its task, also when
