@@ -614,6 +614,23 @@ fn a_sigterm_during_the_claim_releases_the_node_once_claimed_and_serves_nothing(
     assert!(status.success(), "{status}: {stderr}");
 }
 
+/// Freezes `server` (`SIGSTOP`) past its lease time of 2 s and starts a successor on
+/// `lease`: it gets `node`, the lapsed one, and its first 4096 IDs start past `last`, the
+/// last ID the frozen server handed out (the mark in the lease). The successor and its IDs.
+fn frozen_past_its_lease(server: &Server, lease: &[&str], node: u64, last: u64) -> (Server, Vec<u64>) {
+    signal(server, "-STOP");
+    std::thread::sleep(Duration::from_millis(4_500));
+    let successor = Server::start(lease);
+    assert_eq!(
+        node_of(&successor),
+        node,
+        "the lapsed node is the lowest free one"
+    );
+    let ids = get_ids(&successor, 4096);
+    assert!(ids[0] > last, "the successor started below the mark");
+    (successor, ids)
+}
+
 #[test]
 fn servers_on_one_lease_namespace_never_hand_out_an_id_twice_and_a_frozen_one_stops() {
     let Some(database) = pg::Server::start("serve-lease") else {
@@ -633,19 +650,8 @@ fn servers_on_one_lease_namespace_never_hand_out_an_id_twice_and_a_frozen_one_st
 
     // Frozen past its lease time: its node is free for a third server, which starts past
     // every ID the first minted (the mark in the lease).
-    signal(&first, "-STOP");
-    std::thread::sleep(Duration::from_millis(4_500));
-    let third = Server::start(&lease);
-    assert_eq!(
-        node_of(&third),
-        first_node,
-        "the lapsed node is the lowest free one"
-    );
-    let successor = get_ids(&third, 4096);
-    assert!(
-        successor[0] > *before_freeze.last().unwrap(),
-        "the successor started below the mark"
-    );
+    let (third, successor) =
+        frozen_past_its_lease(&first, &lease, first_node, *before_freeze.last().unwrap());
     all.extend(&successor);
 
     // Woken, the first hands out nothing more: its health is red and requests get 503.
@@ -707,16 +713,7 @@ fn with_reclaim_a_server_that_lost_its_lease_claims_a_fresh_node_and_serves_on()
     let before_freeze = *all.last().unwrap();
 
     // Frozen past its lease time: a successor takes its node, past every ID it minted.
-    signal(&first, "-STOP");
-    std::thread::sleep(Duration::from_millis(4_500));
-    let successor = Server::start(&lease);
-    assert_eq!(
-        node_of(&successor),
-        lost_node,
-        "the lapsed node is the lowest free one"
-    );
-    let taken = get_ids(&successor, 4096);
-    assert!(taken[0] > before_freeze, "the successor started below the mark");
+    let (successor, taken) = frozen_past_its_lease(&first, &lease, lost_node, before_freeze);
     all.extend(&taken);
 
     // Woken, it finds its lease lost at its next renewal and claims a fresh node (the
