@@ -474,6 +474,13 @@ fn a_server_without_one_node_source_is_refused() {
             &["--node", "1", "--layout", "nope"][..],
             "atomflake: unknown layout \"nope\": the presets are twitter, discord, instagram, sonyflake, mastodon\n",
         ),
+        // Only a leased node can be claimed afresh.
+        (
+            &["--node", "1", "--reclaim"][..],
+            "error: the following required arguments were not provided:\n  --lease <URL>\n\n\
+             Usage: atomflake serve --lease <URL> --listen <ADDR> --node <N[,N...]> --reclaim\n\n\
+             For more information, try '--help'.\n",
+        ),
     ] {
         let state = StateDir::new("serve-refused");
         let output = serve_command(args, &[], &state).output().unwrap();
