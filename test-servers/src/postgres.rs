@@ -426,7 +426,19 @@ impl Server {
     /// other instant it may hold the lock on writing the WAL out, and every commit that
     /// flushes (a durable one) would wait for it for good.
     fn stop_wal_writer_asleep(&self) {
-        let pid = self.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
+        // A server that has just started (or started again) may not list its WAL writer yet.
+        let listed = Instant::now();
+        let pid = loop {
+            let pid = self.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
+            if !pid.trim().is_empty() {
+                break pid;
+            }
+            assert!(
+                listed.elapsed() < Duration::from_secs(10),
+                "no WAL writer in pg_stat_activity for 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
         let pid = pid.trim();
         for _ in 0..500 {
             run(Command::new("kill").args(["-STOP", pid]));
