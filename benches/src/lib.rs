@@ -8,8 +8,11 @@
 //! - [`report`]: rows, ratios, the Markdown table and the SVG chart of the `report` bin.
 //! - [`clients`]: h2load and wrk run against a server, their reports parsed (the `serve`
 //!   bin).
+//! - [`floor`]: a hyper server with fixed answers, the floor of the `serve` bin's outside
+//!   clients.
 
 pub mod clients;
+pub mod floor;
 pub mod measure;
 pub mod peers;
 pub mod report;

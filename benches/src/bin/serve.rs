@@ -27,7 +27,10 @@
 //! - **Outside clients:** when installed, h2load (Debian `nghttp2-client`) makes gRPC calls
 //!   for one ID on one connection, 1, 16 and 64 at once, and wrk gets `/v1/ids?count=1`
 //!   over 1, 16 and 64 keep-alive HTTP/1.1 connections; rates and latencies from their own
-//!   reports (see `atomflake_benches::clients`).
+//!   reports (see `atomflake_benches::clients`). The same rows run against the floor
+//!   (`atomflake_benches::floor`): a hyper server on the same runtime and settings that
+//!   answers with fixed bytes, in a process of its own (this binary, `--floor-server`).
+//!   What it reaches is what hyper and the loopback allow on the machine.
 //! - **Memory:** the server's resident set (`VmRSS`) before, and its peak sampled every
 //!   10 ms while 64 concurrent streams of 200,000 IDs each are read.
 //!
@@ -140,6 +143,31 @@ impl Server {
             nodes: nodes.split(',').count() as u64,
             child,
             address,
+            http: true,
+        })
+    }
+
+    /// The floor ([`atomflake_benches::floor`]): this bench's binary with `--floor-server`,
+    /// a hyper server that answers with fixed bytes and mints nothing.
+    fn floor() -> Result<Server, Error> {
+        let mut child = Command::new(std::env::current_exe()?)
+            .args(["--floor-server", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        let Some(address) = line.trim().strip_prefix("listening on ") else {
+            let _ = child.kill();
+            return Err(format!("the floor server did not start: {line:?}").into());
+        };
+        Ok(Server {
+            name: "floor: hyper, fixed answers",
+            nodes: 0,
+            address: address.parse()?,
+            child,
             http: true,
         })
     }
@@ -574,6 +602,10 @@ fn main() -> Result<(), Error> {
         match arg.as_str() {
             "--quick" => quick = true,
             "--ferroid" => ferroid = Some(PathBuf::from(args.next().ok_or("--ferroid needs a path")?)),
+            "--floor-server" => {
+                let address = args.next().ok_or("--floor-server needs an address")?;
+                return Ok(atomflake_benches::floor::serve(address.parse()?)?);
+            }
             other => {
                 return Err(format!("unknown argument {other}: expected --quick or --ferroid PATH").into());
             }
@@ -639,7 +671,9 @@ fn main() -> Result<(), Error> {
                 }
             }
         }
-        outside_clients(&servers, window)?;
+        let floor = Arc::new(Server::floor()?);
+        let outside: Vec<Arc<Server>> = servers.iter().cloned().chain([floor]).collect();
+        outside_clients(&outside, window)?;
         println!("\n## Memory: 64 concurrent streams of 200,000 IDs\n");
         println!("| server | resident before | peak resident during |");
         println!("|---|---:|---:|");
