@@ -183,6 +183,61 @@ fn mint_takes_its_node_from_an_etcd_lease_and_lease_list_shows_it() {
     mint_twice_and_list(&cluster.url());
 }
 
+/// Over TLS with a client certificate and a password, from `ATOMFLAKE_LEASE`: `mint` and
+/// `lease list` work, a wrong password is an error that says so, and neither they nor
+/// `--help` show the password.
+#[test]
+fn mint_and_lease_list_over_etcds_take_the_password_from_the_environment_and_never_show_it() {
+    use atomflake_test_servers::etcd::{NAMESPACE, PASSWORD, secure_with_users};
+    let Some((cluster, pki)) = secure_with_users("cli-etcds", 300) else {
+        return;
+    };
+    let lease = |password: &str| {
+        format!(
+            "etcds://app:{password}@{}?cacert={}&cert={}&key={}",
+            cluster.members(),
+            pki.path("ca.pem").display(),
+            pki.path("client.crt").display(),
+            pki.path("client.key").display()
+        )
+    };
+    let (status, shown) =
+        atomflake_with_lease_env(&["mint", "--namespace", NAMESPACE, "-n", "3"], &lease(PASSWORD));
+    assert_eq!(status, Some(0), "{shown}");
+    let layout = atomflake::Layout::TWITTER;
+    let ids: Vec<u64> = shown.lines().map(|line| line.parse().unwrap()).collect();
+    assert_eq!(ids.len(), 3);
+    assert!(
+        ids.iter()
+            .all(|&id| layout.decode(atomflake::Id::new(id)).node == 0)
+    );
+
+    let (status, shown) =
+        atomflake_with_lease_env(&["lease", "list", "--namespace", NAMESPACE], &lease(PASSWORD));
+    assert_eq!(status, Some(0), "{shown}");
+    assert!(!shown.contains(PASSWORD), "{shown}");
+    assert_eq!(shown.lines().count(), 2, "a header and node 0: {shown}");
+
+    let wrong = format!("{PASSWORD}-wrong");
+    let (status, shown) = atomflake_with_lease_env(&["mint", "--namespace", NAMESPACE], &lease(&wrong));
+    assert_eq!(status, Some(1), "{shown}");
+    assert!(
+        shown.starts_with("atomflake: ")
+            && shown.contains(
+                "authentication failed, invalid user ID or password: check the password of user \"app\""
+            ),
+        "{shown}"
+    );
+    assert!(!shown.contains(PASSWORD), "{shown}");
+
+    let (status, help) = atomflake_with_lease_env(&["mint", "--help"], &lease(PASSWORD));
+    assert_eq!(status, Some(0));
+    assert!(
+        help.contains("[env: ATOMFLAKE_LEASE]") && !help.contains(PASSWORD),
+        "{help}"
+    );
+}
+
 #[test]
 fn mint_takes_its_node_from_a_zookeeper_lease_and_lease_list_shows_it() {
     let Some(servers) = zookeeper::Ensemble::start("cli-zookeeper", 1) else {
@@ -261,8 +316,9 @@ fn a_bad_etcd_or_zookeeper_url_ttl_or_namespace_is_a_usage_error() {
     for (args, expected) in [
         (
             &["mint", "--lease", "etcd://root:pw@h:2379"][..],
-            "atomflake: invalid --lease: invalid etcd URL: found '@': the URL names members only, \
-             etcd://HOST:PORT[,HOST:PORT...] (no user, password, path or query)\n",
+            "atomflake: invalid --lease: invalid etcd URL: found '@': an etcd:// URL names members only, \
+             etcd://HOST:PORT[,HOST:PORT...]; a user, a password and TLS files go in an etcds:// URL, \
+             etcds://[USER:PASSWORD@]HOST:PORT[,...][?cacert=PATH&cert=PATH&key=PATH] (no path or fragment)\n",
         ),
         (
             &["lease", "list", "--lease", "etcd://h:0"][..],

@@ -8,9 +8,9 @@ use atomflake::Builder;
 use atomflake_postgres::Database;
 use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions, PostgresError};
 use atomflake_test_servers::fleet::layout;
+use atomflake_test_servers::pki::{Pki, has_openssl};
 use atomflake_test_servers::postgres::{self as pg, Server};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The password of the roles that log in with one: no error or `Debug` may show it.
 const PASSWORD: &str = "s3cret-Pw0rd";
@@ -27,111 +27,6 @@ fn refused(database: &Database, namespace: &str) -> LeaseError {
     no_password(&error.to_string());
     no_password(&format!("{error:?}"));
     error
-}
-
-/// The `openssl req` options for a new P-256 key, unencrypted.
-const NEW_KEY: [&str; 5] = [
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:prime256v1",
-    "-nodes",
-];
-
-/// Certificates made with `openssl` in a directory of their own.
-struct Pki {
-    dir: PathBuf,
-}
-
-impl Pki {
-    fn new(dir: &Path) -> Pki {
-        std::fs::create_dir_all(dir).unwrap();
-        Pki { dir: dir.to_owned() }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-
-    fn openssl(&self, args: &[&str]) {
-        let output = Command::new("openssl")
-            .args(args)
-            .current_dir(&self.dir)
-            .output()
-            .expect("openssl");
-        assert!(
-            output.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-
-    /// A self-signed CA: `NAME.pem` and `NAME.key`.
-    fn ca(&self, name: &str) -> PathBuf {
-        let (key, pem, subject) = (
-            format!("{name}.key"),
-            format!("{name}.pem"),
-            format!("/CN={name}"),
-        );
-        #[rustfmt::skip]
-        let rest = [
-            "-keyout", &key, "-out", &pem, "-days", "2", "-subj", &subject,
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-        ];
-        self.openssl(&[&["req", "-x509"][..], &NEW_KEY, &rest].concat());
-        self.path(&pem)
-    }
-
-    /// A certificate for `cn` signed by CA `ca`: `NAME.crt` and `NAME.key`. `names` is its
-    /// subjectAltName (empty for a client certificate).
-    fn leaf(&self, name: &str, ca: &str, cn: &str, names: &str) -> (PathBuf, PathBuf) {
-        let (key, csr, subject) = (format!("{name}.key"), format!("{name}.csr"), format!("/CN={cn}"));
-        let rest = ["-keyout", &key, "-out", &csr, "-subj", &subject];
-        self.openssl(&[&["req"][..], &NEW_KEY, &rest].concat());
-        let extensions = if names.is_empty() {
-            "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n".to_owned()
-        } else {
-            format!(
-                "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n\
-                 subjectAltName={names}\n"
-            )
-        };
-        std::fs::write(self.path(&format!("{name}.ext")), extensions).unwrap();
-        self.openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{name}.csr"),
-            "-CA",
-            &format!("{ca}.pem"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-out",
-            &format!("{name}.crt"),
-            "-extfile",
-            &format!("{name}.ext"),
-        ]);
-        (
-            self.path(&format!("{name}.crt")),
-            self.path(&format!("{name}.key")),
-        )
-    }
-}
-
-/// Whether `openssl` runs; says the test is skipped when not (a failure under CI=true).
-fn has_openssl(test: &str) -> bool {
-    let found = Command::new("openssl")
-        .arg("version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if !found {
-        atomflake_test_servers::skip(test, "no openssl command to make the test's certificates");
-    }
-    found
 }
 
 /// Serves TLS with `cert` and `key` (copies the server reads), and checks client

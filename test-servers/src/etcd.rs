@@ -8,6 +8,7 @@
 //! `etcd-server`). Without it, [`Cluster::start`] returns `None` after printing that the
 //! test is skipped; with `CI=true` that is a failure instead.
 
+use crate::pki::{Pki, has_openssl};
 use crate::{free_ports, member, skip};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -22,6 +23,9 @@ struct Member {
     name: String,
     client_port: u16,
     peer_port: u16,
+    /// Where `/health` is served over plain HTTP: the client port, or for a secure
+    /// cluster a metrics port of its own.
+    health_port: u16,
     process: Option<Child>,
 }
 
@@ -32,6 +36,35 @@ pub struct Cluster {
     members: Vec<Member>,
     /// `--initial-cluster`: every member's name and peer URL.
     initial: String,
+    secure: Option<Box<Secure>>,
+}
+
+/// TLS on a cluster's client ports: every client must present a certificate signed by
+/// `client_ca` (`--client-cert-auth`), and the members serve `cert` for 127.0.0.1.
+#[derive(Debug, Clone)]
+pub struct Secure {
+    /// The members' certificate, for 127.0.0.1.
+    pub cert: PathBuf,
+    /// Its key.
+    pub key: PathBuf,
+    /// The CA of the client certificates (`--trusted-ca-file`).
+    pub client_ca: PathBuf,
+    /// The CA that signs `cert`, for `etcdctl`.
+    pub ca: PathBuf,
+    /// A client certificate and key whose common name is `root`: [`Cluster::etcdctl`]
+    /// runs as root with it once authentication is on.
+    pub root_cert: PathBuf,
+    /// Its key.
+    pub root_key: PathBuf,
+    /// Extra `etcd` flags (`--auth-token-ttl`, ...).
+    pub flags: Vec<String>,
+}
+
+/// The `etcdctl` binary (Debian `etcd-client`), if there is one.
+fn etcdctl_binary() -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join("etcdctl"))
+        .find(|path| path.is_file())
 }
 
 /// The `etcd` binary, if there is one.
@@ -74,17 +107,36 @@ fn json_string<'a>(json: &'a str, name: &str) -> Option<&'a str> {
 impl Cluster {
     /// A fresh cluster of `size` members, or `None` (printed as a skip) without etcd.
     pub fn start(test: &str, size: usize) -> Option<Cluster> {
+        Cluster::start_with(test, size, None)
+    }
+
+    /// A fresh one-member cluster whose client port speaks TLS only, or `None` (printed as
+    /// a skip) without etcd or etcdctl.
+    pub fn start_secure(test: &str, secure: Secure) -> Option<Cluster> {
+        if etcdctl_binary().is_none() {
+            skip(test, "no etcdctl: install etcd-client");
+            return None;
+        }
+        Cluster::start_with(test, 1, Some(Box::new(secure)))
+    }
+
+    fn start_with(test: &str, size: usize, secure: Option<Box<Secure>>) -> Option<Cluster> {
         let Some(binary) = binary() else {
             skip(test, "no etcd: install etcd-server or set ATOMFLAKE_ETCD");
             return None;
         };
         let root = crate::fresh_dir(&format!("etcd-{test}"));
-        let ports = free_ports(2 * size);
+        let ports = free_ports(3 * size);
         let members: Vec<Member> = (0..size)
             .map(|i| Member {
                 name: format!("m{i}"),
-                client_port: ports[2 * i],
-                peer_port: ports[2 * i + 1],
+                client_port: ports[3 * i],
+                peer_port: ports[3 * i + 1],
+                health_port: if secure.is_some() {
+                    ports[3 * i + 2]
+                } else {
+                    ports[3 * i]
+                },
                 process: None,
             })
             .collect();
@@ -98,6 +150,7 @@ impl Cluster {
             binary,
             members,
             initial,
+            secure,
         };
         for member in 0..size {
             cluster.start_member(member);
@@ -110,7 +163,8 @@ impl Cluster {
     pub fn start_member(&mut self, i: usize) {
         let member = &self.members[i];
         let data = self.root.join(&member.name);
-        let client = format!("http://127.0.0.1:{}", member.client_port);
+        let scheme = if self.secure.is_some() { "https" } else { "http" };
+        let client = format!("{scheme}://127.0.0.1:{}", member.client_port);
         let peer = format!("http://127.0.0.1:{}", member.peer_port);
         let mut command = Command::new(&self.binary);
         command
@@ -139,6 +193,19 @@ impl Cluster {
                 "--initial-cluster-token",
                 &format!("atomflake-{}", std::process::id()),
             ]);
+        if let Some(secure) = &self.secure {
+            command
+                .arg("--cert-file")
+                .arg(&secure.cert)
+                .arg("--key-file")
+                .arg(&secure.key)
+                .arg("--trusted-ca-file")
+                .arg(&secure.client_ca)
+                .arg("--client-cert-auth")
+                .arg("--listen-metrics-urls")
+                .arg(format!("http://127.0.0.1:{}", member.health_port))
+                .args(&secure.flags);
+        }
         let log = self.root.join(format!("{}.log", member.name));
         self.members[i].process = Some(member::spawn_logged(&mut command, &log));
     }
@@ -165,10 +232,41 @@ impl Cluster {
 
     /// The cluster's URL for a lease: `etcd://` and every member's client address.
     pub fn url(&self) -> String {
-        format!(
-            "etcd://{}",
-            member::loopback(self.members.iter().map(|member| member.client_port))
-        )
+        format!("etcd://{}", self.members())
+    }
+
+    /// Every member's client address, `127.0.0.1:PORT`, comma-separated.
+    pub fn members(&self) -> String {
+        member::loopback(self.members.iter().map(|member| member.client_port))
+    }
+
+    /// Runs `etcdctl` on member 0 of a secure cluster, as root (its client certificate):
+    /// its output.
+    ///
+    /// # Panics
+    ///
+    /// On a cluster that is not secure, or when etcdctl fails.
+    pub fn etcdctl(&self, args: &[&str]) -> String {
+        let secure = self.secure.as_ref().expect("etcdctl runs on a secure cluster");
+        let output = Command::new(etcdctl_binary().expect("etcdctl is installed"))
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints=https://127.0.0.1:{}", self.client_port(0)))
+            .arg("--cacert")
+            .arg(&secure.ca)
+            .arg("--cert")
+            .arg(&secure.root_cert)
+            .arg("--key")
+            .arg(&secure.root_key)
+            .args(args)
+            .output()
+            .expect("etcdctl runs");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "etcdctl {args:?}: {text}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        text
     }
 
     /// Member `i`'s client port.
@@ -208,7 +306,7 @@ impl Cluster {
         let start = Instant::now();
         let healthy = |member: &Member| {
             member.process.is_none()
-                || http(member.client_port, "GET", "/health", "")
+                || http(member.health_port, "GET", "/health", "")
                     .is_some_and(|(status, body)| status == 200 && body.contains("true"))
         };
         while !self.members.iter().all(healthy) {
@@ -395,4 +493,67 @@ impl Drop for Cluster {
         }
         let _ = std::fs::remove_dir_all(&self.root);
     }
+}
+
+/// The password of user `app` of [`secure_with_users`]: no error or `Debug` may show it.
+pub const PASSWORD: &str = "s3cret-Pw0rd";
+
+/// The namespace whose prefix `app`'s role may read and write in [`secure_with_users`].
+pub const NAMESPACE: &str = "fleet";
+
+/// A secure etcd with users `root` (by its client certificate), `app` (role `fleet-rw`:
+/// readwrite on the prefix of [`NAMESPACE`] alone) and `other` (readwrite on another
+/// namespace's prefix), tokens that last `token_ttl_s` unused, and the certificates the
+/// tests use (`ca.pem`, `other-ca.pem`, and `client.crt` and `client.key` of user
+/// `nobody`): `None` (a skip) without etcd, etcdctl or openssl.
+pub fn secure_with_users(test: &str, token_ttl_s: u32) -> Option<(Cluster, Pki)> {
+    if !has_openssl(test) {
+        return None;
+    }
+    let pki = Pki::temporary(test);
+    let ca = pki.ca("ca");
+    pki.ca("other-ca");
+    let (cert, key) = pki.leaf("server", "ca", "127.0.0.1", "IP:127.0.0.1");
+    let (root_cert, root_key) = pki.leaf("root", "ca", "root", "");
+    pki.leaf("client", "ca", "nobody", "");
+    let secure = Secure {
+        cert,
+        key,
+        client_ca: ca.clone(),
+        ca,
+        root_cert,
+        root_key,
+        flags: vec![format!("--auth-token-ttl={token_ttl_s}")],
+    };
+    let cluster = Cluster::start_secure(test, secure)?;
+    let prefix = format!("/atomflake/lease/{NAMESPACE}/");
+    for args in [
+        &["user", "add", "root", "--new-user-password=root-pw"][..],
+        &["user", "add", "app", &format!("--new-user-password={PASSWORD}")],
+        &["user", "add", "other", "--new-user-password=other-pw"],
+        &["role", "add", "fleet-rw"],
+        &[
+            "role",
+            "grant-permission",
+            "fleet-rw",
+            "--prefix=true",
+            "readwrite",
+            &prefix,
+        ],
+        &["role", "add", "other-rw"],
+        &[
+            "role",
+            "grant-permission",
+            "other-rw",
+            "--prefix=true",
+            "readwrite",
+            "/atomflake/lease/other/",
+        ],
+        &["user", "grant-role", "app", "fleet-rw"],
+        &["user", "grant-role", "other", "other-rw"],
+        &["auth", "enable"],
+    ] {
+        cluster.etcdctl(args);
+    }
+    Some((cluster, pki))
 }

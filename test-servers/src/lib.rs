@@ -22,6 +22,7 @@ pub mod etcd;
 pub mod fleet;
 pub mod mariadb;
 mod member;
+pub mod pki;
 pub mod postgres;
 pub mod proxy;
 pub mod python;

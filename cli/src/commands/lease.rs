@@ -43,8 +43,9 @@ pub(crate) enum LeaseCommand {
     /// live, when it expires (PostgreSQL), the node's high-water mark, and the holder.
     List {
         /// Where the leases are: a PostgreSQL database (a URL or `key=value` settings), an
-        /// etcd cluster (`etcd://HOST:PORT[,HOST:PORT...]`) or a ZooKeeper ensemble
-        /// (`zk://HOST:PORT[,HOST:PORT...][/CHROOT]`).
+        /// etcd cluster (`etcd://HOST:PORT[,HOST:PORT...]`, or over TLS
+        /// `etcds://[USER:PASSWORD@]HOST:PORT[,...][?cacert=PATH&cert=PATH&key=PATH]`) or a
+        /// ZooKeeper ensemble (`zk://HOST:PORT[,HOST:PORT...][/CHROOT]`).
         #[arg(long, env = "ATOMFLAKE_LEASE", hide_env_values = true, value_name = "URL")]
         lease: String,
         /// The lease namespace.
@@ -195,11 +196,11 @@ enum Where {
     ZooKeeper(Ensemble),
 }
 
-/// The engine of `--lease`: etcd for `etcd://`, ZooKeeper for `zk://`, else PostgreSQL. The
-/// error never quotes the URL: it can hold a password.
+/// The engine of `--lease`: etcd for `etcd://` and `etcds://`, ZooKeeper for `zk://`, else
+/// PostgreSQL. The error never quotes the URL: it can hold a password.
 fn engine(url: &str) -> Result<Where, Failure> {
     let invalid = |err: &dyn std::fmt::Display| Failure::Usage(format!("invalid --lease: {err}"));
-    if url.starts_with("etcd://") {
+    if url.starts_with("etcd://") || url.starts_with("etcds://") {
         url.parse().map(Where::Etcd).map_err(|err| invalid(&err))
     } else if url.starts_with("zk://") {
         url.parse().map(Where::ZooKeeper).map_err(|err| invalid(&err))

@@ -1,5 +1,6 @@
 //! A small blocking etcd v3 client: the calls a lease makes (range, transaction, lease
-//! grant, keep-alive and revoke), over gRPC (tonic), to any member of a cluster.
+//! grant, keep-alive and revoke), over gRPC (tonic), to any member of a cluster; over TLS
+//! for `etcds://`, logged in with a password where the URL names a user.
 //!
 //! Each call goes to the member that answered last, and on any failure to the next one, until
 //! one answers or the call's time is up: a member that is down, partitioned or without a
@@ -9,20 +10,30 @@
 //! revocations; a claim, checked for having taken effect before it is sent again; and mark
 //! stores and releases, each compared with the mark's revision it replaces, so that a late
 //! one changes nothing.
+//!
+//! A user logs in (`Auth.Authenticate`) on the first call and sends the token etcd gives it
+//! with every call after; when etcd no longer accepts the token (it expired, or the users
+//! and roles changed), the call logs in again and is tried again. A refusal that trying
+//! again cannot change (a wrong password, a missing permission, a certificate not trusted)
+//! ends the call at once, with what to fix.
 
 mod endpoints;
 pub(crate) mod proto;
 
 pub use endpoints::{Endpoints, EndpointsError};
 
+use endpoints::{Tls, User};
 use proto::{
-    LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseRevokeRequest,
-    LeaseRevokeResponse, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
+    AuthenticateRequest, AuthenticateResponse, LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest,
+    LeaseKeepAliveResponse, LeaseRevokeRequest, LeaseRevokeResponse, RangeRequest, RangeResponse, TxnRequest,
+    TxnResponse,
 };
 use std::fmt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use tonic::codegen::http::uri::PathAndQuery;
-use tonic::transport::{Channel, Endpoint};
+use tonic::metadata::{AsciiMetadataValue, MetadataValue};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 /// Why a call failed: the last member's answer, or that none answered in time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +42,9 @@ pub(crate) struct CallError {
     pub endpoint: String,
     /// What it said: a gRPC status code and message.
     pub text: String,
+    /// Whether trying again cannot help: credentials, permissions or certificates that
+    /// etcd or this client refuse, or TLS files that cannot be used.
+    pub refused: bool,
 }
 
 impl fmt::Display for CallError {
@@ -49,37 +63,77 @@ pub(crate) struct Client {
     preferred: usize,
     /// How long one attempt on one member may take.
     attempt: Duration,
+    /// The user to log in as, if any.
+    user: Option<User>,
+    /// The token etcd gave `user`, while it has not refused it.
+    token: Option<AsciiMetadataValue>,
+    /// The prefix of the keys a lease reads and writes, for the message of a refusal.
+    prefix: String,
+}
+
+/// What a failed attempt means for the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// Another attempt, on this member or the next, may succeed.
+    Transient,
+    /// etcd no longer accepts the token: log in again, then try again.
+    StaleToken,
+    /// No attempt will succeed until someone changes the URL, the files or etcd's users.
+    Refused,
 }
 
 impl Client {
     /// A client of `endpoints`'s cluster whose attempts on one member last at most `attempt`
-    /// (connecting included). Connects on the first call.
-    pub(crate) fn new(endpoints: &Endpoints, attempt: Duration) -> Client {
+    /// (connecting included), for keys under `prefix`. Connects on the first call.
+    ///
+    /// # Errors
+    ///
+    /// TLS files that cannot be read or used (refused).
+    pub(crate) fn new(endpoints: &Endpoints, attempt: Duration, prefix: &str) -> Result<Client, CallError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("a current-thread runtime needs no resources that can run out");
+        let tls = endpoints.tls().map(tls_config).transpose();
+        let refused = |text: String| CallError {
+            endpoint: endpoints.to_string(),
+            text,
+            refused: true,
+        };
+        let tls = tls.map_err(refused)?;
         let channels = {
             let _entered = runtime.enter();
             endpoints
                 .iter()
                 .map(|(host, port)| {
-                    Endpoint::from_shared(format!("http://{}", endpoints::join(host, *port)))
-                        .expect("a parsed host and port make a URI")
-                        .connect_timeout(attempt)
-                        .timeout(attempt)
-                        .tcp_nodelay(true)
-                        .connect_lazy()
+                    let scheme = if tls.is_some() { "https" } else { "http" };
+                    let mut endpoint =
+                        Endpoint::from_shared(format!("{scheme}://{}", endpoints::join(host, *port)))
+                            .expect("a parsed host and port make a URI")
+                            .connect_timeout(attempt)
+                            .timeout(attempt)
+                            .tcp_nodelay(true);
+                    if let Some(tls) = &tls {
+                        endpoint = endpoint
+                            .tls_config(tls.clone().domain_name(host))
+                            .map_err(|error| {
+                                refused(format!("cannot use the TLS files: {}", chain(&error)))
+                            })?;
+                    }
+                    Ok(endpoint.connect_lazy())
                 })
-                .collect()
+                .collect::<Result<_, CallError>>()?
         };
-        Client {
+        Ok(Client {
             runtime,
             endpoints: endpoints.clone(),
             channels,
             preferred: 0,
             attempt,
-        }
+            user: endpoints.credentials().cloned(),
+            token: None,
+            prefix: prefix.to_owned(),
+        })
     }
 
     /// `KV.Range`.
@@ -121,12 +175,12 @@ impl Client {
         id: i64,
         within: Duration,
     ) -> Result<LeaseKeepAliveResponse, CallError> {
-        self.call(within, move |mut grpc| async move {
+        self.call(within, move |mut grpc, token| async move {
             let requests = tokio_stream::once(LeaseKeepAliveRequest { id });
             let path = PathAndQuery::from_static("/etcdserverpb.Lease/LeaseKeepAlive");
             let mut answers = grpc
                 .streaming(
-                    tonic::Request::new(requests),
+                    with_token(requests, token),
                     path,
                     tonic_prost::ProstCodec::default(),
                 )
@@ -144,12 +198,12 @@ impl Client {
         Q: prost::Message + Clone + Send + 'static,
         A: prost::Message + Default + Send + 'static,
     {
-        self.call(within, move |mut grpc| {
+        self.call(within, move |mut grpc, token| {
             let request = request.clone();
             async move {
                 let path = PathAndQuery::from_static(path);
                 grpc.unary(
-                    tonic::Request::new(request),
+                    with_token(request, token),
                     path,
                     tonic_prost::ProstCodec::default(),
                 )
@@ -161,10 +215,11 @@ impl Client {
 
     /// Runs `attempt` on the preferred member, then on each next one in turn, until one
     /// answers or `within` has passed (at least one attempt on each member is made when
-    /// it fits).
+    /// it fits), or etcd refuses it for good. With a user, each attempt sends the token,
+    /// logging in first when there is none.
     fn call<A, F, Fut>(&mut self, within: Duration, attempt: F) -> Result<A, CallError>
     where
-        F: Fn(tonic::client::Grpc<Channel>) -> Fut,
+        F: Fn(tonic::client::Grpc<Channel>, Option<AsciiMetadataValue>) -> Fut,
         Fut: Future<Output = Result<A, tonic::Status>>,
     {
         let start = Instant::now();
@@ -174,12 +229,17 @@ impl Client {
             let member = (self.preferred + tries) % members;
             let mut grpc = tonic::client::Grpc::new(self.channels[member].clone());
             let one = self.attempt.min(within.saturating_sub(start.elapsed()));
+            let (user, token) = (self.user.as_ref(), self.token.clone());
             let result = self.runtime.block_on(async {
                 let answer = async {
                     grpc.ready()
                         .await
                         .map_err(|error| tonic::Status::unavailable(error.to_string()))?;
-                    attempt(grpc).await
+                    let token = match (token, user) {
+                        (None, Some(user)) => Some(authenticate(grpc.clone(), user).await?),
+                        (token, _) => token,
+                    };
+                    Ok((attempt(grpc, token.clone()).await?, token))
                 };
                 match tokio::time::timeout(one, answer).await {
                     Ok(result) => result,
@@ -187,18 +247,31 @@ impl Client {
                 }
             });
             match result {
-                Ok(answer) => {
+                Ok((answer, token)) => {
                     self.preferred = member;
+                    self.token = token;
                     return Ok(answer);
                 }
                 Err(status) => {
                     tries += 1;
                     let spent = start.elapsed();
-                    if spent >= within || (tries >= members && spent + self.attempt / 4 >= within) {
+                    let failure = Failure::of(&status);
+                    if failure == Failure::StaleToken {
+                        self.token = None;
+                    }
+                    if failure == Failure::Refused
+                        || spent >= within
+                        || (tries >= members && spent + self.attempt / 4 >= within)
+                    {
                         let (host, port) = self.endpoints.iter().nth(member).expect("a member per channel");
+                        let mut text = describe(&status);
+                        if failure == Failure::Refused {
+                            text.push_str(&self.what_to_fix(&status));
+                        }
                         return Err(CallError {
                             endpoint: endpoints::join(host, *port),
-                            text: describe(&status),
+                            text,
+                            refused: failure == Failure::Refused,
                         });
                     }
                     if tries % members == 0 {
@@ -210,12 +283,143 @@ impl Client {
             }
         }
     }
+
+    /// What to change for a refused call to succeed, as the end of its message.
+    fn what_to_fix(&self, status: &tonic::Status) -> String {
+        let who = match self.user() {
+            Some(user) => format!("user {user:?}"),
+            None => "the user of the client certificate (its common name)".to_owned(),
+        };
+        let prefix = &self.prefix;
+        match status.code() {
+            tonic::Code::PermissionDenied => format!(
+                ": {who} may not read and write the lease's keys: give one of its roles readwrite on \
+                 the prefix {prefix} (etcdctl role grant-permission ROLE --prefix=true readwrite {prefix})"
+            ),
+            tonic::Code::FailedPrecondition => ": etcd has authentication off, so anyone who reaches it \
+                 can rewrite the marks: turn it on (etcdctl auth enable), or drop USER:PASSWORD from the URL"
+                .to_owned(),
+            _ if status.message().contains("user name is empty") => ": etcd requires a user: give \
+                 USER:PASSWORD in an etcds:// URL, or a client certificate (cert=, key=) whose common name \
+                 is a user"
+                .to_owned(),
+            _ if status.message().contains("authentication failed") => {
+                format!(": check the password of {who}")
+            }
+            _ => ": check the certificates in the etcds:// URL (cacert= for the members', cert= and key= \
+                 for this client's)"
+                .to_owned(),
+        }
+    }
+
+    fn user(&self) -> Option<&str> {
+        self.user.as_ref().map(|user| user.name.as_str())
+    }
+}
+
+impl Failure {
+    /// What etcd's answer (or the transport's error) means: etcd's own messages for its
+    /// authentication errors (`api/v3rpc/rpctypes/error.go`), rustls's for a certificate.
+    fn of(status: &tonic::Status) -> Failure {
+        let message = status.message();
+        match status.code() {
+            tonic::Code::PermissionDenied | tonic::Code::FailedPrecondition
+                if message.contains("permission denied")
+                    || message.contains("authentication is not enabled") =>
+            {
+                Failure::Refused
+            }
+            tonic::Code::Unauthenticated if message.contains("invalid auth token") => Failure::StaleToken,
+            tonic::Code::InvalidArgument if message.contains("revision of auth store is old") => {
+                Failure::StaleToken
+            }
+            tonic::Code::InvalidArgument
+                if message.contains("authentication failed") || message.contains("user name is empty") =>
+            {
+                Failure::Refused
+            }
+            _ => {
+                let text = describe(status);
+                if text.contains("invalid peer certificate") || text.contains("received fatal alert") {
+                    Failure::Refused
+                } else {
+                    Failure::Transient
+                }
+            }
+        }
+    }
+}
+
+/// Logs `user` in through `grpc`: the token to send with the calls after.
+async fn authenticate(
+    mut grpc: tonic::client::Grpc<Channel>,
+    user: &User,
+) -> Result<AsciiMetadataValue, tonic::Status> {
+    let request = AuthenticateRequest {
+        name: user.name.clone(),
+        password: user.password.clone(),
+    };
+    let path = PathAndQuery::from_static("/etcdserverpb.Auth/Authenticate");
+    grpc.ready()
+        .await
+        .map_err(|error| tonic::Status::unavailable(error.to_string()))?;
+    let answer: AuthenticateResponse = grpc
+        .unary(
+            tonic::Request::new(request),
+            path,
+            tonic_prost::ProstCodec::default(),
+        )
+        .await?
+        .into_inner();
+    MetadataValue::try_from(answer.token)
+        .map_err(|_| tonic::Status::internal("etcd gave a token that is not ASCII"))
+}
+
+/// `message` as a request, with `token` as its `token` metadata (etcd's name) if any.
+fn with_token<T>(message: T, token: Option<AsciiMetadataValue>) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(token) = token {
+        request.metadata_mut().insert("token", token);
+    }
+    request
+}
+
+/// The TLS settings of an `etcds://` URL, its files read: the CA or the system's roots,
+/// and the client certificate.
+fn tls_config(tls: &Tls) -> Result<ClientTlsConfig, String> {
+    let read = |what: &str, path: &Path| {
+        std::fs::read(path).map_err(|error| format!("cannot read {what} {}: {error}", path.display()))
+    };
+    let mut config = ClientTlsConfig::new();
+    config = match &tls.ca {
+        Some(ca) => config.ca_certificate(Certificate::from_pem(read("the CA certificate (cacert)", ca)?)),
+        None => config.with_native_roots(),
+    };
+    if let Some((cert, key)) = &tls.identity {
+        config = config.identity(Identity::from_pem(
+            read("the client certificate (cert)", cert)?,
+            read("the client key (key)", key)?,
+        ));
+    }
+    Ok(config)
+}
+
+/// An error and its causes, as one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    append_causes(&mut text, error.source());
+    text
 }
 
 /// A status as one line: its code, and its message with the transport's causes.
 fn describe(status: &tonic::Status) -> String {
     let mut text = format!("{:?}: {}", status.code(), status.message());
-    let mut source = std::error::Error::source(status);
+    append_causes(&mut text, std::error::Error::source(status));
+    text
+}
+
+/// Appends each cause from `source` on that `text` does not hold yet.
+fn append_causes(text: &mut String, mut source: Option<&(dyn std::error::Error + 'static)>) {
     while let Some(cause) = source {
         let cause_text = cause.to_string();
         if !text.contains(&cause_text) {
@@ -224,5 +428,4 @@ fn describe(status: &tonic::Status) -> String {
         }
         source = cause.source();
     }
-    text
 }

@@ -260,3 +260,30 @@ mod tests {
         assert_eq!((answer.id, answer.ttl), (5, 0));
     }
 }
+
+/// `etcdserverpb.AuthenticateRequest`: a user's name and password, for a token. Its
+/// `Debug` leaves the password out.
+#[derive(Clone, PartialEq, prost::Message)]
+#[prost(skip_debug)]
+pub(crate) struct AuthenticateRequest {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub password: String,
+}
+
+impl core::fmt::Debug for AuthenticateRequest {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AuthenticateRequest")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `etcdserverpb.AuthenticateResponse`: the token to send as the `token` metadata of every
+/// request.
+#[derive(Clone, PartialEq, prost::Message)]
+pub(crate) struct AuthenticateResponse {
+    #[prost(string, tag = "2")]
+    pub token: String,
+}

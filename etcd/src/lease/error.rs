@@ -14,6 +14,10 @@ pub enum EtcdError {
     /// A call to etcd failed: no member answered in time, or one refused the call; the
     /// cause names the member tried last and what it said. Transient.
     Call(CallFailed),
+    /// etcd or this client refused a call for good: a wrong password, a user whose roles
+    /// lack the namespace's prefix, a certificate not trusted, TLS files that cannot be
+    /// used; the cause says what to fix. Permanent.
+    Refused(CallFailed),
     /// An answer that a lease's own keys cannot give: a key of the namespace was written by
     /// something else. Permanent.
     Corrupt {
@@ -26,7 +30,15 @@ pub enum EtcdError {
 
 impl EtcdError {
     pub(crate) fn call(action: &'static str) -> impl FnOnce(crate::client::CallError) -> EtcdError {
-        move |error| EtcdError::Call(CallFailed::new(action, error))
+        move |error| {
+            let refused = error.refused;
+            let call = CallFailed::new(action, error);
+            if refused {
+                EtcdError::Refused(call)
+            } else {
+                EtcdError::Call(call)
+            }
+        }
     }
 }
 
@@ -41,7 +53,7 @@ impl EngineError for EtcdError {
 impl fmt::Display for EtcdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            EtcdError::Call(call) => write!(f, "etcd {call}"),
+            EtcdError::Call(call) | EtcdError::Refused(call) => write!(f, "etcd {call}"),
             EtcdError::Corrupt { key, problem } => {
                 write!(f, "etcd key {key:?} is not a lease's: {problem}")
             }

@@ -13,10 +13,16 @@ pub(super) struct Keys {
 
 impl Keys {
     pub(super) fn new(namespace: &str) -> Keys {
+        let prefix = Keys::prefix(namespace);
         Keys {
-            holders: format!("/atomflake/lease/{namespace}/holder/"),
-            marks: format!("/atomflake/lease/{namespace}/mark/"),
+            holders: format!("{prefix}holder/"),
+            marks: format!("{prefix}mark/"),
         }
+    }
+
+    /// The prefix of every key of `namespace`: what an etcd role needs readwrite on.
+    pub(super) fn prefix(namespace: &str) -> String {
+        format!("/atomflake/lease/{namespace}/")
     }
 
     pub(super) fn holder(&self, node: u64) -> Vec<u8> {

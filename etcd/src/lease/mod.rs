@@ -136,7 +136,8 @@ impl Engine for Etcd {
     ) -> Result<Self, Self::Error> {
         let (namespace, ttl) = (options.namespace.as_str(), options.ttl);
         let action = "grant an etcd lease";
-        let mut client = Client::new(endpoints, attempt_time(ttl));
+        let mut client = Client::new(endpoints, attempt_time(ttl), &Keys::prefix(namespace))
+            .map_err(EtcdError::call(action))?;
         let ttl_s = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX);
         let grant = client
             .grant(ttl_s, left(deadline))
@@ -254,7 +255,12 @@ impl Engine for Etcd {
     fn list(endpoints: &Endpoints, namespace: &str) -> Result<Vec<LeaseRow>, EtcdError> {
         let action = "list leases";
         let keys = Keys::new(namespace);
-        let mut client = Client::new(endpoints, attempt_time(LeaseOptions::DEFAULT_TTL));
+        let mut client = Client::new(
+            endpoints,
+            attempt_time(LeaseOptions::DEFAULT_TTL),
+            &Keys::prefix(namespace),
+        )
+        .map_err(EtcdError::call(action))?;
         let holders = client
             .range(Keys::under(&keys.holders), CLAIM_TIMEOUT)
             .map_err(EtcdError::call(action))?;
