@@ -57,8 +57,9 @@ enum Command {
     /// HTTP: `GET /v1/ids?count=N` (`{"ids": ["<decimal>", ...]}`), `GET /v1/ids/{id}`
     /// (decoded), `GET /v1/layout`, `GET /healthz` (200 only while serving), `GET
     /// /metrics` (Prometheus). gRPC: `atomflake.v1.Ids` (`proto/atomflake/v1/ids.proto`),
-    /// health and reflection. SIGTERM or SIGINT drains the requests under way, then
-    /// releases the nodes. A fixed node (`--node`, `--statefulset`) keeps a high-water
+    /// health and reflection. Over TLS with `--tls-cert` and `--tls-key` (reloaded on
+    /// SIGHUP), behind bearer tokens with `--token-file`. SIGTERM or SIGINT drains the
+    /// requests under way, then releases the nodes. A fixed node (`--node`, `--statefulset`) keeps a high-water
     /// file (`--high-water`), so that a restart never hands out its IDs again.
     Serve(Box<serve::ServeArgs>),
     /// Node-ID leases kept in PostgreSQL, etcd or ZooKeeper.

@@ -1842,3 +1842,512 @@ fn a_connection_is_held_to_its_id_rate_over_http_and_in_a_stream() {
         20_000
     );
 }
+
+/// Certificates for the TLS tests: CAs `ca` and `other-ca`, the server's for 127.0.0.1
+/// (`server`), and client certificates `client` (signed by `ca`), `stranger` (by
+/// `other-ca`) and `expired` (by `ca`, expired); `None` (a skip) without openssl.
+fn tls_pki(test: &str) -> Option<atomflake_test_servers::pki::Pki> {
+    use atomflake_test_servers::pki::{Pki, has_openssl};
+    if !has_openssl(test) {
+        return None;
+    }
+    let pki = Pki::temporary(test);
+    pki.ca("ca");
+    pki.ca("other-ca");
+    pki.leaf("server", "ca", "127.0.0.1", "IP:127.0.0.1");
+    pki.leaf("client", "ca", "client", "");
+    pki.leaf("stranger", "other-ca", "stranger", "");
+    pki.expired_leaf("expired", "ca", "expired", "");
+    Some(pki)
+}
+
+/// `--tls-cert` and `--tls-key` of `pki`'s `server` certificate.
+fn tls_args(pki: &atomflake_test_servers::pki::Pki) -> Vec<String> {
+    vec![
+        "--tls-cert".to_owned(),
+        pki.path("server.crt").display().to_string(),
+        "--tls-key".to_owned(),
+        pki.path("server.key").display().to_string(),
+    ]
+}
+
+/// curl's answer over HTTPS: its exit code, the HTTP status and version, and the body.
+fn curl_https(server: &Server, path: &str, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "-w", "\n%{http_code} %{http_version}"])
+        .args(args)
+        .arg(format!("https://{}{path}", server.address))
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (
+        output.status.code().unwrap_or(-1),
+        status.to_owned(),
+        format!("{body}{}", String::from_utf8_lossy(&output.stderr)),
+    )
+}
+
+/// One `--tls-cert` port serves HTTP/2 and HTTP/1.1 by ALPN to curl and HTTPS and gRPC to
+/// Python's `requests` and `grpcio`, each verifying the server against its CA; a client
+/// that trusts another CA, or speaks plain HTTP, gets nothing.
+#[test]
+fn over_tls_curl_requests_and_grpcio_get_ids_by_alpn_and_a_wrong_ca_is_refused() {
+    let test = "over_tls_curl_requests_and_grpcio_get_ids_by_alpn_and_a_wrong_ca_is_refused";
+    let Some(pki) = tls_pki(test) else {
+        return;
+    };
+    let token = "python-client-token-0123456789";
+    let tokens = pki.path("tokens");
+    std::fs::write(&tokens, format!("{token}\n")).unwrap();
+    let mut args = tls_args(&pki);
+    args.extend(["--node".to_owned(), "9".to_owned(), "--token-file".to_owned()]);
+    args.push(tokens.display().to_string());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start(&args);
+    let ca = pki.path("ca.pem").display().to_string();
+    let bearer = format!("Authorization: Bearer {token}");
+    let before = now_ms() - CLOCK_LAG_MS;
+    let mut ids = Vec::new();
+    for (version, expected) in [("--http2", "200 2"), ("--http1.1", "200 1.1")] {
+        let (code, status, body) = curl_https(
+            &server,
+            "/v1/ids?count=3",
+            &[version, "--cacert", &ca, "-H", &bearer],
+        );
+        assert_eq!((code, status.as_str()), (0, expected), "{body}");
+        ids.extend(ids_of(&body));
+    }
+    let (code, _, body) = curl_https(
+        &server,
+        "/readyz",
+        &["--cacert", &pki.path("other-ca.pem").display().to_string()],
+    );
+    assert_eq!(
+        code, 60,
+        "curl: the server's certificate cannot be verified: {body}"
+    );
+    let plain = Command::new("curl")
+        .args(["-sS", "--max-time", "10", &server.url("/readyz")])
+        .output()
+        .unwrap();
+    assert!(!plain.status.success(), "plain HTTP on the TLS port: {plain:?}");
+
+    if let Some(client) = PythonClient::new(test, "serve_tls_client.py") {
+        let stubs = tempdir("stubs-tls");
+        let output = client
+            .command(&server, &stubs, &ca)
+            .arg(pki.path("other-ca.pem"))
+            .arg(token)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let python: Vec<u64> = String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| line.parse().unwrap())
+            .collect();
+        assert_eq!(python.len(), 5 + 7);
+        ids.extend(python);
+        let _ = std::fs::remove_dir_all(stubs);
+    }
+    let distinct: HashSet<u64> = ids.iter().copied().collect();
+    assert_eq!(distinct.len(), ids.len(), "an ID twice: {ids:?}");
+    assert_decode(&ids, "twitter", 9, before, now_ms());
+    let (status, stderr) = server.stop();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(!stderr.contains(token), "the token is logged: {stderr}");
+}
+
+/// The serial number of the certificate the server at `address` shows a new connection,
+/// by `openssl s_client`.
+fn served_serial(address: &str, ca: &Path) -> String {
+    let mut client = Command::new("openssl")
+        .args(["s_client", "-connect", address, "-CAfile"])
+        .arg(ca)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut pem = String::new();
+    std::io::Read::read_to_string(client.stdout.as_mut().unwrap(), &mut pem).unwrap();
+    let _ = client.wait();
+    let mut x509 = Command::new("openssl")
+        .args(["x509", "-noout", "-serial"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(x509.stdin.as_mut().unwrap(), pem.as_bytes()).unwrap();
+    let output = x509.wait_with_output().unwrap();
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+/// Waits up to 5 s for new connections to be shown a certificate of serial `serial`.
+fn wait_for_serial(address: &str, ca: &Path, serial: &str) {
+    let start = Instant::now();
+    loop {
+        let served = served_serial(address, ca);
+        if served == serial {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "still {served} after 5 s, not {serial}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The certificate is read again when its file changes and on SIGHUP (here with its
+/// time stamp put back, so that only the signal can tell); new connections get the new
+/// one, and a keep-alive connection opened before goes on with the old.
+#[test]
+fn the_certificate_reloads_on_a_file_change_and_on_sighup_and_open_connections_stay() {
+    let test = "the_certificate_reloads_on_a_file_change_and_on_sighup_and_open_connections_stay";
+    let Some(pki) = tls_pki(test) else {
+        return;
+    };
+    let (cert, key, ca) = (pki.path("live.crt"), pki.path("live.key"), pki.path("ca.pem"));
+    let serial = |name: &str| {
+        let output = Command::new("openssl")
+            .args(["x509", "-noout", "-serial", "-in"])
+            .arg(pki.path(&format!("{name}.crt")))
+            .output()
+            .unwrap();
+        String::from_utf8(output.stdout).unwrap().trim().to_owned()
+    };
+    // Put in place by rename, the key first, as a certificate manager does; with `stamps`,
+    // the files keep those modification times (set before the rename).
+    let install_stamped = |name: &str, stamps: Option<[std::time::SystemTime; 2]>| {
+        for (i, (from, to)) in [(format!("{name}.key"), &key), (format!("{name}.crt"), &cert)]
+            .into_iter()
+            .enumerate()
+        {
+            let staged = pki.path("staged");
+            std::fs::copy(pki.path(&from), &staged).unwrap();
+            if let Some(stamps) = stamps {
+                std::fs::File::options()
+                    .write(true)
+                    .open(&staged)
+                    .unwrap()
+                    .set_modified(stamps[i])
+                    .unwrap();
+            }
+            std::fs::rename(&staged, to).unwrap();
+        }
+    };
+    let install = |name: &str| install_stamped(name, None);
+    install("server");
+    let first = serial("server");
+    let server = Server::start(&[
+        "--node",
+        "2",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(served_serial(&server.address, &ca), first);
+
+    // A keep-alive HTTP/1.1 connection, opened on the first certificate.
+    let script = r#"
+import http.client, ssl, sys
+context = ssl.create_default_context(cafile=sys.argv[2])
+host, port = sys.argv[1].rsplit(":", 1)
+connection = http.client.HTTPSConnection(host, int(port), context=context)
+for line in sys.stdin:
+    connection.request("GET", "/v1/ids?count=1")
+    answer = connection.getresponse()
+    body = answer.read()
+    socket = connection.sock
+    print(answer.status, id(socket), socket.getpeercert()["serialNumber"], flush=True)
+"#;
+    let mut keeper = Command::new("python3")
+        .args(["-c", script, &server.address])
+        .arg(&ca)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut asks = keeper.stdin.take().unwrap();
+    let mut answers = BufReader::new(keeper.stdout.take().unwrap()).lines();
+    let mut ask = || {
+        std::io::Write::write_all(&mut asks, b"go\n").unwrap();
+        answers.next().unwrap().unwrap()
+    };
+    let opened = ask();
+
+    pki.leaf("renewed", "ca", "127.0.0.1", "IP:127.0.0.1");
+    install("renewed");
+    wait_for_serial(&server.address, &ca, &serial("renewed"));
+
+    let stamp = |file: &Path| std::fs::metadata(file).unwrap().modified().unwrap();
+    let stamps = [stamp(&key), stamp(&cert)];
+    pki.leaf("signalled", "ca", "127.0.0.1", "IP:127.0.0.1");
+    install_stamped("signalled", Some(stamps));
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert_eq!(
+        served_serial(&server.address, &ca),
+        serial("renewed"),
+        "reloaded without a change the watch could see"
+    );
+    signal(&server, "-HUP");
+    wait_for_serial(&server.address, &ca, &serial("signalled"));
+
+    // The connection opened first is the same socket, still on the first certificate.
+    let later = ask();
+    assert_eq!(opened, later, "the keep-alive connection was dropped or changed");
+    let first_hex = first.trim_start_matches("serial=").to_ascii_uppercase();
+    assert!(
+        opened.starts_with("200 ") && opened.ends_with(&first_hex),
+        "{opened} vs {first}"
+    );
+    drop(asks);
+    let _ = keeper.wait();
+    let (status, stderr) = server.stop();
+    assert!(status.success(), "{status}: {stderr}");
+    assert_eq!(
+        stderr.matches("TLS certificate reloaded").count(),
+        2,
+        "one reload for the change, one for SIGHUP: {stderr}"
+    );
+}
+
+/// With `--tls-client-ca`, a client without a certificate, with one another CA signed,
+/// or with an expired one is refused in the handshake; one the CA signed is served.
+#[test]
+fn client_certificates_of_the_ca_alone_are_served_and_expired_ones_are_refused() {
+    let test = "client_certificates_of_the_ca_alone_are_served_and_expired_ones_are_refused";
+    let Some(pki) = tls_pki(test) else {
+        return;
+    };
+    let ca = pki.path("ca.pem").display().to_string();
+    let mut args = tls_args(&pki);
+    args.extend([
+        "--node".to_owned(),
+        "3".to_owned(),
+        "--tls-client-ca".to_owned(),
+        ca.clone(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start(&args);
+    let with = |name: &str| {
+        let (cert, key) = (pki.path(&format!("{name}.crt")), pki.path(&format!("{name}.key")));
+        curl_https(
+            &server,
+            "/v1/ids?count=2",
+            &[
+                "--cacert",
+                &ca,
+                "--cert",
+                cert.to_str().unwrap(),
+                "--key",
+                key.to_str().unwrap(),
+            ],
+        )
+    };
+    let (code, status, body) = with("client");
+    assert_eq!((code, status.as_str()), (0, "200 2"), "{body}");
+    assert_eq!(ids_of(&body).len(), 2);
+    for refused in ["stranger", "expired"] {
+        let (code, _, body) = with(refused);
+        assert_ne!(code, 0, "{refused}: {body}");
+    }
+    let (code, _, body) = curl_https(&server, "/v1/ids?count=2", &["--cacert", &ca]);
+    assert_ne!(code, 0, "no client certificate: {body}");
+    let client_cert = pki.path("client.crt").display().to_string();
+    let client_key = pki.path("client.key").display().to_string();
+    let (_, _, metrics) = curl_https(
+        &server,
+        "/metrics",
+        &["--cacert", &ca, "--cert", &client_cert, "--key", &client_key],
+    );
+    assert!(
+        metrics.contains("atomflake_tls_handshake_failures_total 3"),
+        "{metrics}"
+    );
+    let (status, stderr) = server.stop();
+    assert!(status.success(), "{status}: {stderr}");
+}
+
+/// With `--token-file`, the ID endpoints over HTTP and gRPC ask for one of its tokens;
+/// health checks and (unless `--metrics-token`) `/metrics` do not; SIGHUP reads the file
+/// again; no token shows in the log or the metrics.
+#[test]
+fn tokens_guard_the_id_endpoints_reload_on_sighup_and_are_never_shown() {
+    let test = "tokens_guard_the_id_endpoints_reload_on_sighup_and_are_never_shown";
+    let (first, second, third) = (
+        "first-token-0123456789",
+        "second-token-0123456789",
+        "third-token-0123456789",
+    );
+    let state = StateDir::new("tokens");
+    let file = Path::new(state.path()).join("tokens");
+    std::fs::write(&file, format!("# the ops team\n{first}\n{second}\n")).unwrap();
+    let server = Server::start(&["--node", "4", "--token-file", file.to_str().unwrap()]);
+    let get = |path: &str, token: Option<&str>| {
+        let mut command = Command::new("curl");
+        command.args(["-sS", "--max-time", "10", "-D", "-", "-w", "\n%{http_code}"]);
+        if let Some(token) = token {
+            command.args(["-H", &format!("Authorization: Bearer {token}")]);
+        }
+        let output = command.arg(server.url(path)).output().expect("curl runs");
+        let answer = String::from_utf8(output.stdout).unwrap();
+        let (rest, status) = answer.rsplit_once('\n').unwrap();
+        (status.parse::<u16>().unwrap(), rest.to_owned())
+    };
+    for token in [first, second] {
+        assert_eq!(get("/v1/ids?count=1", Some(token)).0, 200, "{token}");
+    }
+    for token in [None, Some("first-token-012345678"), Some(third)] {
+        let (status, answer) = get("/v1/ids?count=1", token);
+        assert_eq!(status, 401, "{token:?}: {answer}");
+        assert!(answer.contains("www-authenticate: Bearer"), "{answer}");
+        assert!(
+            answer.ends_with(
+                r#"{"error":"a bearer token is required: Authorization: Bearer TOKEN, one of the server's --token-file"}"#
+            ),
+            "{answer}"
+        );
+    }
+    for path in ["/healthz", "/livez", "/readyz", "/metrics"] {
+        assert_eq!(get(path, None).0, 200, "{path}");
+    }
+    let Some((status, message, _)) = grpc_status(test, grpc_over_curl(&server, "GetIds", 1, None)) else {
+        return;
+    };
+    assert_eq!(
+        (status.as_str(), message.as_str()),
+        (
+            "16",
+            "a bearer token is required: Authorization: Bearer TOKEN, one of the server's --token-file"
+        )
+    );
+    let mut call = grpc_over_curl(&server, "GetIds", 1, None);
+    call.args(["-H", &format!("authorization: Bearer {second}")]);
+    assert_eq!(grpc_status(test, call).unwrap().0, "0");
+
+    std::fs::write(&file, format!("{third}\n")).unwrap();
+    signal(&server, "-HUP");
+    let start = Instant::now();
+    while get("/v1/ids?count=1", Some(third)).0 != 200 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the new token is not taken"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(get("/v1/ids?count=1", Some(first)).0, 401);
+    let (_, metrics) = get("/metrics", None);
+    assert!(
+        metrics.contains(r#"atomflake_requests_total{api="http",outcome="unauthenticated"} 4"#)
+            && metrics.contains(r#"atomflake_requests_total{api="grpc",outcome="unauthenticated"} 1"#),
+        "{metrics}"
+    );
+    let (status, stderr) = server.stop();
+    assert!(status.success(), "{status}: {stderr}");
+    for token in [first, second, third] {
+        assert!(
+            !stderr.contains(token) && !metrics.contains(token),
+            "{token} shown: {stderr}"
+        );
+    }
+    assert!(stderr.contains("tokens reloaded (SIGHUP): 1"), "{stderr}");
+}
+
+/// With `--metrics-token`, `/metrics` asks for a token too; health checks stay open.
+#[test]
+fn metrics_token_guards_metrics_and_leaves_health_open() {
+    let token = "metrics-token-0123456789";
+    let state = StateDir::new("metrics-token");
+    let file = Path::new(state.path()).join("tokens");
+    std::fs::write(&file, format!("{token}\n")).unwrap();
+    let guarded = Server::start(&[
+        "--node",
+        "4",
+        "--token-file",
+        file.to_str().unwrap(),
+        "--metrics-token",
+    ]);
+    let get = |path: &str, token: Option<&str>| {
+        let mut command = Command::new("curl");
+        command.args(["-s", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}"]);
+        if let Some(token) = token {
+            command.args(["-H", &format!("Authorization: Bearer {token}")]);
+        }
+        let output = command.arg(guarded.url(path)).output().expect("curl runs");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert_eq!(
+        (
+            get("/metrics", None),
+            get("/metrics", Some(token)),
+            get("/readyz", None)
+        ),
+        ("401".to_owned(), "200".to_owned(), "200".to_owned())
+    );
+}
+
+/// TLS and token files that cannot be used are usage errors naming the file, before
+/// anything is bound or claimed.
+#[test]
+fn bad_tls_and_token_files_are_usage_errors_naming_the_file() {
+    let test = "bad_tls_and_token_files_are_usage_errors_naming_the_file";
+    let Some(pki) = tls_pki(test) else {
+        return;
+    };
+    let path = |name: &str| pki.path(name).display().to_string();
+    let (missing, server_crt, server_key, client_key) = (
+        path("missing.crt"),
+        path("server.crt"),
+        path("server.key"),
+        path("client.key"),
+    );
+    let short = pki.path("short-tokens");
+    std::fs::write(&short, "0123456789abcdef\nshort\n").unwrap();
+    let cases = [
+        (
+            vec!["--tls-cert", &missing, "--tls-key", &server_key],
+            format!("--tls-cert {missing}: I/O error: No such file or directory (os error 2)"),
+        ),
+        (
+            vec!["--tls-cert", &server_crt, "--tls-key", &client_key],
+            format!("--tls-key {client_key} is not the key of --tls-cert {server_crt}"),
+        ),
+        (
+            vec!["--tls-cert", &server_key, "--tls-key", &server_key],
+            format!("--tls-cert {server_key}: no PEM certificate in it"),
+        ),
+        (
+            vec!["--tls-cert", &server_crt, "--tls-key", &server_crt],
+            format!("--tls-key {server_crt}: no PEM private key in it"),
+        ),
+        (
+            vec!["--token-file", short.to_str().unwrap()],
+            format!(
+                "--token-file {}: the token on line 2 has 5 characters: at least 16",
+                short.display()
+            ),
+        ),
+    ];
+    for (args, expected) in cases {
+        let state = StateDir::new("bad-tls");
+        let output = serve_command(&[&["--node", "1"][..], &args].concat(), &[], &state)
+            .output()
+            .unwrap();
+        assert_eq!(
+            (
+                output.status.code(),
+                String::from_utf8_lossy(&output.stderr).into_owned()
+            ),
+            (Some(2), format!("atomflake: {expected}\n")),
+            "{args:?}"
+        );
+    }
+}

@@ -14,6 +14,7 @@
 //! Requests are held to [`Limits`]; bad input is refused with the value and the allowed
 //! range (HTTP 400 with `{"error": "..."}`, gRPC `INVALID_ARGUMENT`).
 
+mod auth;
 mod connections;
 mod cors;
 mod deadline;
@@ -25,6 +26,7 @@ mod rate;
 mod reclaim;
 mod server;
 mod service;
+mod tls;
 mod watch;
 
 /// The messages and service of `proto/atomflake/v1/ids.proto`, compiled by prost and tonic.
@@ -33,8 +35,10 @@ pub mod proto {
     tonic::include_proto!("atomflake.v1");
 }
 
+pub use auth::{MIN_TOKEN_LEN, Tokens};
 pub use connections::{HEALTH_CONNECTIONS, RESERVED_FILES, max_connections_within, raise_file_limit};
 pub use reclaim::reclaim;
 pub use server::{Drained, serve};
 pub use service::{Limits, Refusal, Service, State};
+pub use tls::{Tls, TlsFiles};
 pub use watch::{StoreWatch, Watched};

@@ -30,15 +30,18 @@ pub(crate) enum Outcome {
     Limited,
     /// Its deadline (gRPC's `grpc-timeout`) passed before its answer.
     DeadlineExceeded,
+    /// Without a valid bearer token (`--token-file`).
+    Unauthenticated,
 }
 
 const APIS: [(Api, &str); 2] = [(Api::Http, "http"), (Api::Grpc, "grpc")];
-const OUTCOMES: [(Outcome, &str); 5] = [
+const OUTCOMES: [(Outcome, &str); 6] = [
     (Outcome::Ok, "ok"),
     (Outcome::Invalid, "invalid"),
     (Outcome::Unavailable, "unavailable"),
     (Outcome::Limited, "limited"),
     (Outcome::DeadlineExceeded, "deadline_exceeded"),
+    (Outcome::Unauthenticated, "unauthenticated"),
 ];
 
 /// One API's counters.
@@ -68,6 +71,8 @@ pub(crate) struct Metrics {
     closed_idle: AtomicU64,
     closed_lifetime: AtomicU64,
     accept_errors: AtomicU64,
+    /// TLS handshakes that failed or did not finish within the header timeout.
+    failed_handshakes: AtomicU64,
 }
 
 impl Metrics {
@@ -128,6 +133,10 @@ impl Metrics {
 
     pub(crate) fn count_accept_error(&self) {
         self.accept_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_failed_handshake(&self) {
+        self.failed_handshakes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The Prometheus text exposition of every counter, with the service's `serving`
@@ -282,6 +291,13 @@ impl Metrics {
             "counter",
             "Failed accepts (out of open files, say), each followed by a pause.",
             load(&self.accept_errors),
+        );
+        single(
+            out,
+            "atomflake_tls_handshake_failures_total",
+            "counter",
+            "TLS handshakes that failed (a certificate refused, not TLS) or did not finish within the header timeout.",
+            load(&self.failed_handshakes),
         );
     }
 }

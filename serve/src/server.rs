@@ -6,6 +6,7 @@ use crate::deadline;
 use crate::metrics::{Api, Outcome};
 use crate::rate::{Bucket, IdBudget};
 use crate::service::{Limits, Service};
+use crate::tls::Tls;
 use crate::{grpc, http};
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
@@ -90,13 +91,29 @@ pub async fn serve<D: Future<Output = ()>>(
         };
         let activity = Activity::new();
         let per_connection = per_connection(&router, &service, &activity, health_only);
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(per_connection))
-            .into_owned();
         let open = OpenConnection::new(Arc::clone(&service), health_only, slot);
-        let closed = closed.clone();
+        let (closed, builder, tls) = (closed.clone(), builder.clone(), service.tls().map(Tls::acceptor));
         connections.spawn(async move {
-            connections::keep(connection, &activity, timeouts, closed, &open.service.metrics).await;
+            let service = TowerToHyperService::new(per_connection);
+            let metrics = &open.service.metrics;
+            match tls {
+                None => {
+                    let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    connections::keep(connection, &activity, timeouts, closed, metrics).await;
+                }
+                // The handshake within the header timeout: a client that never finishes
+                // one holds its slot no longer than one that never sends a head.
+                Some(acceptor) => {
+                    match tokio::time::timeout(timeouts.header, acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => {
+                            let connection =
+                                builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                            connections::keep(connection, &activity, timeouts, closed, metrics).await;
+                        }
+                        Ok(Err(_)) | Err(_) => metrics.count_failed_handshake(),
+                    }
+                }
+            }
             drop(open);
         });
     }
@@ -180,6 +197,19 @@ fn per_connection(
             let preflight = service.cors.preflight(&request);
             let mut response = if let Some(preflight) = preflight {
                 preflight
+            } else if !service.admits(
+                request.uri().path(),
+                request
+                    .headers()
+                    .get(header::AUTHORIZATION)
+                    .map(HeaderValue::as_bytes),
+            ) {
+                drain(request.into_body()).await;
+                let api = if grpc { Api::Grpc } else { Api::Http };
+                service
+                    .metrics
+                    .count(api, Outcome::Unauthenticated, 0, Duration::ZERO);
+                unauthenticated(grpc)
             } else if health_only && !connections::is_health_check(request.uri().path()) {
                 drain(request.into_body()).await;
                 at_capacity(grpc, service.limits().max_connections)
@@ -343,6 +373,24 @@ fn limited(grpc: bool, per_second: u32) -> Response<Body> {
     response
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+/// The answer to a request without a valid bearer token: HTTP 401 with
+/// `WWW-Authenticate: Bearer`, gRPC `UNAUTHENTICATED`.
+fn unauthenticated(grpc: bool) -> Response<Body> {
+    let message = "a bearer token is required: Authorization: Bearer TOKEN, one of the server's --token-file";
+    let mut response = refusal(
+        grpc,
+        tonic::Code::Unauthenticated,
+        StatusCode::UNAUTHORIZED,
+        message,
+    );
+    if !grpc {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    }
     response
 }
 

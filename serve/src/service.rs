@@ -133,6 +133,10 @@ pub struct Service {
     streams: Arc<tokio::sync::Semaphore>,
     pub(crate) cors: crate::cors::Cors,
     pub(crate) metrics: Metrics,
+    /// TLS on the port, when served with it.
+    tls: Option<crate::Tls>,
+    /// The bearer tokens the ID endpoints ask for, if any.
+    tokens: Option<Arc<crate::Tokens>>,
 }
 
 impl Service {
@@ -149,7 +153,41 @@ impl Service {
             streams: Arc::new(tokio::sync::Semaphore::new(limits.max_streams as usize)),
             cors: crate::cors::Cors::default(),
             metrics: Metrics::default(),
+            tls: None,
+            tokens: None,
         }
+    }
+
+    /// Serves over TLS only ([`Tls`](crate::Tls)): HTTP/2 and HTTP/1.1 chosen by ALPN.
+    #[must_use]
+    pub fn with_tls(mut self, tls: crate::Tls) -> Service {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Asks every request but health checks (and `/metrics`, unless
+    /// [`Tokens::guard_metrics`](crate::Tokens::guard_metrics)) for one of `tokens` as
+    /// `Authorization: Bearer TOKEN`: HTTP 401, gRPC `UNAUTHENTICATED` without it.
+    #[must_use]
+    pub fn require_tokens(mut self, tokens: Arc<crate::Tokens>) -> Service {
+        self.tokens = Some(tokens);
+        self
+    }
+
+    /// The TLS it serves with, if any.
+    pub fn tls(&self) -> Option<&crate::Tls> {
+        self.tls.as_ref()
+    }
+
+    /// Whether a request for `path` with this `Authorization` header may be answered.
+    pub(crate) fn admits(&self, path: &str, authorization: Option<&[u8]>) -> bool {
+        let Some(tokens) = &self.tokens else {
+            return true;
+        };
+        if crate::connections::is_health_check(path) || (path == "/metrics" && !tokens.guard_metrics()) {
+            return true;
+        }
+        tokens.admits(authorization)
     }
 
     /// Lets pages of `origins` (`https://app.example.com`, or `*` for any) call the HTTP

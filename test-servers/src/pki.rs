@@ -52,11 +52,11 @@ impl Pki {
     }
 
     fn openssl(&self, args: &[&str]) {
-        let output = Command::new("openssl")
-            .args(args)
-            .current_dir(&self.dir)
-            .output()
-            .expect("openssl");
+        self.run(Command::new("openssl").args(args), args);
+    }
+
+    fn run(&self, command: &mut Command, args: &[&str]) {
+        let output = command.current_dir(&self.dir).output().expect("openssl");
         assert!(
             output.status.success(),
             "openssl {args:?}: {}",
@@ -84,6 +84,23 @@ impl Pki {
     /// A certificate for `cn` signed by CA `ca`: `NAME.crt` and `NAME.key`. `names` is its
     /// subjectAltName (empty for a client certificate).
     pub fn leaf(&self, name: &str, ca: &str, cn: &str, names: &str) -> (PathBuf, PathBuf) {
+        self.leaf_at(name, ca, cn, names, None)
+    }
+
+    /// [`leaf`](Pki::leaf), valid for two days from five days ago: expired. Signed under
+    /// the `faketime` command (Debian `faketime`).
+    pub fn expired_leaf(&self, name: &str, ca: &str, cn: &str, names: &str) -> (PathBuf, PathBuf) {
+        self.leaf_at(name, ca, cn, names, Some("-5d"))
+    }
+
+    fn leaf_at(
+        &self,
+        name: &str,
+        ca: &str,
+        cn: &str,
+        names: &str,
+        offset: Option<&str>,
+    ) -> (PathBuf, PathBuf) {
         let (key, csr, subject) = (format!("{name}.key"), format!("{name}.csr"), format!("/CN={cn}"));
         let rest = ["-keyout", &key, "-out", &csr, "-subj", &subject];
         self.openssl(&[&["req"][..], &NEW_KEY, &rest].concat());
@@ -96,7 +113,7 @@ impl Pki {
             )
         };
         std::fs::write(self.path(&format!("{name}.ext")), extensions).unwrap();
-        self.openssl(&[
+        let sign = [
             "x509",
             "-req",
             "-in",
@@ -112,7 +129,16 @@ impl Pki {
             &format!("{name}.crt"),
             "-extfile",
             &format!("{name}.ext"),
-        ]);
+        ];
+        match offset {
+            None => self.openssl(&sign),
+            Some(offset) => self.run(
+                Command::new("faketime")
+                    .args(["-f", offset, "openssl"])
+                    .args(sign),
+                &sign,
+            ),
+        }
         (
             self.path(&format!("{name}.crt")),
             self.path(&format!("{name}.key")),

@@ -8,6 +8,7 @@ use atomflake::{Builder, Layout, ShardedGenerator};
 use atomflake_serve::{Limits, Service, Watched};
 use clap::Args;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -90,6 +91,8 @@ pub(crate) struct ServeArgs {
     /// with commas for several) call the HTTP API from a browser (CORS).
     #[arg(long, value_name = "ORIGIN", value_delimiter = ',')]
     cors_origin: Vec<String>,
+    #[command(flatten)]
+    access: AccessArgs,
     /// When minting ends for good (the lease lost to another server, the layout's span
     /// spent), stay up with health red rather than drain and exit with code 1 (so that a
     /// supervisor restarts the server and it claims a node again).
@@ -115,11 +118,47 @@ pub(crate) struct ServeArgs {
     pub(crate) log_format: crate::log::LogFormat,
 }
 
+/// Who may reach the port and take IDs: TLS and bearer tokens.
+#[derive(Args)]
+struct AccessArgs {
+    /// Serve TLS only, with this certificate chain (PEM, the server's certificate first):
+    /// HTTPS and gRPC over TLS on the one port, HTTP/2 or HTTP/1.1 chosen by ALPN. Read
+    /// again, for the connections after, on SIGHUP and when the file or its key's changes
+    /// (looked at every second); connections open keep theirs.
+    #[arg(long, requires = "tls_key", value_name = "PEM")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of `--tls-cert` (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, requires = "tls_cert", value_name = "PEM")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM); a client without one is
+    /// refused in the handshake.
+    #[arg(long, requires = "tls_cert", value_name = "PEM")]
+    tls_client_ca: Option<PathBuf>,
+    /// Ask every request but health checks for a bearer token (`Authorization: Bearer
+    /// TOKEN`, over HTTP and as gRPC metadata) from this file: one per line, at least 16
+    /// visible ASCII characters each, blank lines and `#` lines left out; compared in
+    /// constant time. Without one: HTTP 401, gRPC `UNAUTHENTICATED`. Read again on SIGHUP.
+    /// No token is logged or counted by value.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Ask `/metrics` for a token too (it is open by default, as health checks are).
+    #[arg(long, requires = "token_file")]
+    metrics_token: bool,
+}
+
 pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
     let layout = args.layout.preset()?;
     let file_limit = atomflake_serve::raise_file_limit()
         .map_err(|err| Failure::Other(format!("cannot read the open-file limit: {err}")))?;
     let limits = limits(args, file_limit)?;
+    // Read before anything is claimed: a bad file is refused with nothing to release.
+    let tls = tls(&args.access)?;
+    let tokens = match &args.access.token_file {
+        Some(file) => Some(Arc::new(
+            atomflake_serve::Tokens::from_file(file, args.access.metrics_token).map_err(Failure::Usage)?,
+        )),
+        None => None,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("atomflake-serve")
@@ -157,7 +196,20 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
     if args.reclaim {
         service = service.reclaiming();
     }
+    if let Some(tls) = tls {
+        service = service.with_tls(tls);
+    }
+    if let Some(tokens) = &tokens {
+        service = service.require_tokens(Arc::clone(tokens));
+    }
     let service = Arc::new(service);
+    {
+        let _context = runtime.enter();
+        reload_on_sighup(service.tls().cloned(), tokens);
+        if let Some(tls) = service.tls() {
+            tls.watch_files();
+        }
+    }
     let listening = Listening {
         nodes: nodes.clone(),
         marks,
@@ -178,6 +230,59 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
         tracing::info!(target: "atomflake serve", event = "stopped", "stopped");
     }
     result.map(drop)
+}
+
+/// The TLS of `--tls-cert`, `--tls-key` and `--tls-client-ca`, their files read.
+fn tls(args: &AccessArgs) -> Result<Option<atomflake_serve::Tls>, Failure> {
+    let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) else {
+        return Ok(None);
+    };
+    let files = atomflake_serve::TlsFiles {
+        cert: cert.clone(),
+        key: key.clone(),
+        client_ca: args.tls_client_ca.clone(),
+    };
+    atomflake_serve::Tls::new(files).map(Some).map_err(Failure::Usage)
+}
+
+/// On each SIGHUP, reads the TLS certificate and the tokens again, on a task of the
+/// current runtime.
+fn reload_on_sighup(tls: Option<atomflake_serve::Tls>, tokens: Option<Arc<atomflake_serve::Tokens>>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    if tls.is_none() && tokens.is_none() {
+        return;
+    }
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        tracing::error!(
+            target: "atomflake serve",
+            event = "no_signals",
+            "cannot watch for SIGHUP: the certificate and tokens are not reloaded by it"
+        );
+        return;
+    };
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            if let Some(tls) = &tls {
+                tls.reload_logged("SIGHUP");
+            }
+            if let Some(tokens) = &tokens {
+                match tokens.reload() {
+                    Ok(count) => tracing::info!(
+                        target: "atomflake serve",
+                        event = "tokens_reloaded",
+                        count,
+                        "tokens reloaded (SIGHUP): {count}"
+                    ),
+                    Err(error) => tracing::error!(
+                        target: "atomflake serve",
+                        event = "tokens_reload_failed",
+                        %error,
+                        "tokens not reloaded (SIGHUP), those in use stay: {error}"
+                    ),
+                }
+            }
+        }
+    });
 }
 
 /// What the listening line says besides the address.
@@ -216,8 +321,10 @@ async fn serve_until_stopped(
         nodes = %nodes,
         max_connections = limits.max_connections,
         file_limit,
-        "listening on {address} (HTTP and gRPC), layout {}, node {}; {marks}; \
+        tls = service.tls().is_some(),
+        "listening on {address} ({}), layout {}, node {}; {marks}; \
          at most {} connections (open-file limit {file_limit})",
+        if service.tls().is_some() { "HTTPS and gRPC over TLS" } else { "HTTP and gRPC" },
         args.layout.layout,
         nodes,
         limits.max_connections

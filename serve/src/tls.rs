@@ -1,0 +1,199 @@
+//! TLS for the one port ([`Tls`]): rustls with the ring provider, HTTP/2 (gRPC) and
+//! HTTP/1.1 chosen by ALPN, a certificate that is reloaded without dropping connections,
+//! and optional client certificates.
+
+use rustls::RootCertStore;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert, ServerConfig, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, SystemTime};
+
+/// How often [`Tls::watch_files`] looks at the certificate's and key's files.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// Where a server's certificate and key are, and the CA of the client certificates it
+/// requires, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, PEM: the server's certificate first.
+    pub cert: PathBuf,
+    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// The CA whose client certificates are required, PEM; `None`: none are asked for.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// The server side of TLS: the rustls configuration that every new connection uses, with
+/// a certificate that [`reload`](Tls::reload) replaces for the connections after it. A
+/// connection keeps the certificate it was opened with.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    files: TlsFiles,
+    current: Arc<Current>,
+    config: Arc<ServerConfig>,
+}
+
+/// The certificate in use, read at each handshake.
+#[derive(Debug)]
+struct Current {
+    key: RwLock<Arc<CertifiedKey>>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ResolvesServerCert for Current {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(Arc::clone(
+            &self.key.read().unwrap_or_else(PoisonError::into_inner),
+        ))
+    }
+}
+
+impl Tls {
+    /// Reads `files` and makes the configuration: TLS 1.2 and 1.3, ALPN `h2` and
+    /// `http/1.1`, client certificates required and verified against `client_ca` when
+    /// given.
+    ///
+    /// # Errors
+    ///
+    /// A file that cannot be read, holds no certificate or key, or a key that is not the
+    /// certificate's; each names the file.
+    pub fn new(files: TlsFiles) -> Result<Tls, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let key = certified_key(&files, &provider)?;
+        let current = Arc::new(Current {
+            key: RwLock::new(Arc::new(key)),
+            provider: Arc::clone(&provider),
+        });
+        let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|error| format!("cannot set up TLS: {error}"))?;
+        let builder = match &files.client_ca {
+            None => builder.with_no_client_auth(),
+            Some(ca) => {
+                let mut roots = RootCertStore::empty();
+                for cert in certificates(ca, "--tls-client-ca")? {
+                    roots
+                        .add(cert)
+                        .map_err(|error| format!("--tls-client-ca {}: {error}", ca.display()))?;
+                }
+                let verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
+                        .build()
+                        .map_err(|error| format!("--tls-client-ca {}: {error}", ca.display()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut config = builder.with_cert_resolver(Arc::clone(&current) as Arc<dyn ResolvesServerCert>);
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Tls {
+            files,
+            current,
+            config: Arc::new(config),
+        })
+    }
+
+    /// Reads the certificate and key again; the connections opened after use them. On an
+    /// error the certificate in use stays.
+    ///
+    /// # Errors
+    ///
+    /// As [`Tls::new`]'s for the certificate and key.
+    pub fn reload(&self) -> Result<(), String> {
+        let key = certified_key(&self.files, &self.current.provider)?;
+        *self.current.key.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(key);
+        Ok(())
+    }
+
+    /// The files it was made from.
+    pub fn files(&self) -> &TlsFiles {
+        &self.files
+    }
+
+    /// Reloads the certificate whenever its file or its key's changes (looked at every
+    /// second), on a task of the current runtime, and logs each reload or failure.
+    pub fn watch_files(&self) -> tokio::task::JoinHandle<()> {
+        let tls = self.clone();
+        tokio::spawn(async move {
+            let stamp = |tls: &Tls| (modified(&tls.files.cert), modified(&tls.files.key));
+            let mut seen = stamp(&tls);
+            let mut every = tokio::time::interval(WATCH_EVERY);
+            loop {
+                every.tick().await;
+                let now = stamp(&tls);
+                if now != seen {
+                    seen = now;
+                    tls.reload_logged("its file changed");
+                }
+            }
+        })
+    }
+
+    /// [`Tls::reload`], logged with `why`.
+    pub fn reload_logged(&self, why: &str) {
+        match self.reload() {
+            Ok(()) => tracing::info!(
+                target: "atomflake serve",
+                event = "tls_reloaded",
+                cert = %self.files.cert.display(),
+                "TLS certificate reloaded ({why}): {}",
+                self.files.cert.display()
+            ),
+            Err(error) => tracing::error!(
+                target: "atomflake serve",
+                event = "tls_reload_failed",
+                %error,
+                "TLS certificate not reloaded ({why}), the one in use stays: {error}"
+            ),
+        }
+    }
+
+    /// An acceptor for one connection's handshake.
+    pub(crate) fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        tokio_rustls::TlsAcceptor::from(Arc::clone(&self.config))
+    }
+}
+
+/// When `path` was last changed; `None` when it cannot be read.
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|meta| meta.modified()).ok()
+}
+
+/// The PEM certificates in `path`, at least one.
+fn certificates(path: &Path, option: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let shown = path.display();
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .map_err(|error| format!("{option} {shown}: {error}"))?;
+    if certs.is_empty() {
+        return Err(format!("{option} {shown}: no PEM certificate in it"));
+    }
+    Ok(certs)
+}
+
+/// The certificate chain and key of `files`, checked to belong together.
+fn certified_key(files: &TlsFiles, provider: &CryptoProvider) -> Result<CertifiedKey, String> {
+    let chain = certificates(&files.cert, "--tls-cert")?;
+    let key_file = files.key.display();
+    let key = PrivateKeyDer::from_pem_file(&files.key).map_err(|error| match error {
+        rustls::pki_types::pem::Error::NoItemsFound => {
+            format!("--tls-key {key_file}: no PEM private key in it")
+        }
+        error => format!("--tls-key {key_file}: {error}"),
+    })?;
+    let signing = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|error| format!("--tls-key {key_file}: {error}"))?;
+    let certified = CertifiedKey::new(chain, signing);
+    certified.keys_match().map_err(|_| {
+        format!(
+            "--tls-key {key_file} is not the key of --tls-cert {}",
+            files.cert.display()
+        )
+    })?;
+    Ok(certified)
+}
