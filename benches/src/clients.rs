@@ -4,7 +4,6 @@
 //! returned is parsed from the tool's own report, latencies included.
 
 use hdrhistogram::Histogram;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -79,7 +78,7 @@ pub fn installed(tool: &str) -> bool {
 ///
 /// h2load missing or failing, failed calls, or a report that cannot be read.
 pub fn h2load(
-    address: SocketAddr,
+    base: &str,
     call: GrpcCall,
     concurrency: u32,
     run: Duration,
@@ -98,50 +97,11 @@ pub fn h2load(
         .args(["--header", "content-type: application/grpc"])
         .args(["--header", "te: trailers"])
         .arg(format!("--log-file={}", log.display()))
-        .arg(format!("http://{address}{}", call.path))
+        .arg(format!("{base}{}", call.path))
         .output()?;
-    let report = String::from_utf8_lossy(&output.stdout).into_owned();
-    if !output.status.success() {
-        return Err(format!(
-            "h2load failed: {report}{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-        .into());
-    }
-    let requests = line_after(&report, "requests: ")?;
-    let number_before = |text: &str, word: &str| -> Result<u64, Error> {
-        let words: Vec<&str> = text.split_whitespace().collect();
-        let at = words
-            .iter()
-            .position(|w| w.trim_end_matches(',') == word)
-            .ok_or_else(|| format!("no {word:?} in h2load's {text:?}"))?;
-        Ok(words[at.checked_sub(1).ok_or("nothing before")?].parse()?)
-    };
-    let succeeded = number_before(requests, "succeeded")?;
-    let failed = number_before(requests, "failed")?;
-    let errored = number_before(requests, "errored")?;
-    if succeeded == 0 || failed + errored > 0 {
-        return Err(
-            format!("h2load: {succeeded} succeeded, {failed} failed, {errored} errored:\n{report}").into(),
-        );
-    }
-    // An answer with a gRPC error carries no message: 5 bytes of frame at most.
-    let traffic = line_after(&report, "traffic: ")?;
-    let data = traffic
-        .split(", ")
-        .find_map(|part| part.strip_suffix(" data"))
-        .and_then(|part| part.split_whitespace().last())
-        .and_then(|bytes| {
-            bytes
-                .trim_start_matches('(')
-                .trim_end_matches(')')
-                .parse::<u64>()
-                .ok()
-        })
-        .ok_or_else(|| format!("no data bytes in h2load's {traffic:?}"))?;
-    if data <= succeeded * 5 {
-        return Err(format!("h2load: {data} bytes of data for {succeeded} calls: errors, not IDs").into());
-    }
+    let report = report_of("h2load", &output)?;
+    let succeeded = succeeded(&report)?;
+    check_data(&report, succeeded)?;
     let finished = line_after(&report, "finished in ")?;
     let per_s = finished
         .split(", ")
@@ -165,20 +125,134 @@ pub fn h2load(
     })
 }
 
+/// What `clients` new connections measured, each making one call.
+#[derive(Debug, Clone, Copy)]
+pub struct Connections {
+    /// Connections opened and served (one call each) per second, over the run.
+    pub per_s: f64,
+    /// The mean time from the connect to the connection being ready (the TLS handshake
+    /// included), µs, by h2load.
+    pub connect_mean_us: f64,
+    /// The slowest, µs.
+    pub connect_max_us: f64,
+}
+
+/// `h2load` opening `clients` connections at once, each making `call` once: how fast
+/// connections (with their handshakes, over `https://`) are opened and served.
+///
+/// # Errors
+///
+/// h2load missing or failing, failed calls, or a report that cannot be read.
+pub fn h2load_connections(
+    base: &str,
+    call: GrpcCall,
+    clients: u32,
+    scratch: &Path,
+) -> Result<Connections, Error> {
+    std::fs::create_dir_all(scratch)?;
+    let body = scratch.join("h2load-connections-body");
+    std::fs::write(&body, call.body())?;
+    let output = Command::new("h2load")
+        .args(["--threads", "1"])
+        .arg(format!("--clients={clients}"))
+        .arg(format!("--requests={clients}"))
+        .arg(format!("--data={}", body.display()))
+        .args(["--header", "content-type: application/grpc"])
+        .args(["--header", "te: trailers"])
+        .arg(format!("{base}{}", call.path))
+        .output()?;
+    let report = report_of("h2load", &output)?;
+    let succeeded = succeeded(&report)?;
+    check_data(&report, succeeded)?;
+    if succeeded != u64::from(clients) {
+        return Err(format!("h2load: {succeeded} of {clients} calls succeeded:\n{report}").into());
+    }
+    let finished = line_after(&report, "finished in ")?;
+    let seconds = duration_us(finished.split(',').next().unwrap_or_default().trim())? / 1e6;
+    // `time for connect:  MIN  MAX  MEAN  SD  +/- SD`
+    let connect: Vec<&str> = line_after(&report, "time for connect:")?
+        .split_whitespace()
+        .collect();
+    let field =
+        |i: usize| -> Result<f64, Error> { duration_us(connect.get(i).ok_or("a short connect line")?) };
+    Ok(Connections {
+        per_s: f64::from(clients) / seconds,
+        connect_mean_us: field(2)?,
+        connect_max_us: field(1)?,
+    })
+}
+
+/// A tool's report on stdout, or its failure with both outputs.
+fn report_of(tool: &str, output: &std::process::Output) -> Result<String, Error> {
+    let report = String::from_utf8_lossy(&output.stdout).into_owned();
+    if !output.status.success() {
+        return Err(format!(
+            "{tool} failed: {report}{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    Ok(report)
+}
+
+/// The calls h2load reports succeeded; an error if none did or any failed.
+fn succeeded(report: &str) -> Result<u64, Error> {
+    let requests = line_after(report, "requests: ")?;
+    let number_before = |text: &str, word: &str| -> Result<u64, Error> {
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let at = words
+            .iter()
+            .position(|w| w.trim_end_matches(',') == word)
+            .ok_or_else(|| format!("no {word:?} in h2load's {text:?}"))?;
+        Ok(words[at.checked_sub(1).ok_or("nothing before")?].parse()?)
+    };
+    let succeeded = number_before(requests, "succeeded")?;
+    let failed = number_before(requests, "failed")?;
+    let errored = number_before(requests, "errored")?;
+    if succeeded == 0 || failed + errored > 0 {
+        return Err(
+            format!("h2load: {succeeded} succeeded, {failed} failed, {errored} errored:\n{report}").into(),
+        );
+    }
+    Ok(succeeded)
+}
+
+/// Checks that `succeeded` calls carried IDs: an answer with a gRPC error carries no
+/// message, 5 bytes of frame at most.
+fn check_data(report: &str, succeeded: u64) -> Result<(), Error> {
+    let traffic = line_after(report, "traffic: ")?;
+    let data = traffic
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" data"))
+        .and_then(|part| part.split_whitespace().last())
+        .and_then(|bytes| {
+            bytes
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+                .parse::<u64>()
+                .ok()
+        })
+        .ok_or_else(|| format!("no data bytes in h2load's {traffic:?}"))?;
+    if data <= succeeded * 5 {
+        return Err(format!("h2load: {data} bytes of data for {succeeded} calls: errors, not IDs").into());
+    }
+    Ok(())
+}
+
 /// `wrk` getting `path` over `connections` keep-alive HTTP/1.1 connections (on one thread,
 /// two from 16 connections) for `run`. Any answer other than 2xx makes it an error.
 ///
 /// # Errors
 ///
 /// wrk missing or failing, answers other than 2xx, or a report that cannot be read.
-pub fn wrk(address: SocketAddr, path: &str, connections: u32, run: Duration) -> Result<Load, Error> {
+pub fn wrk(base: &str, path: &str, connections: u32, run: Duration) -> Result<Load, Error> {
     let threads = if connections >= 16 { 2 } else { 1 };
     let output = Command::new("wrk")
         .arg(format!("--threads={threads}"))
         .arg(format!("--connections={connections}"))
         .arg(format!("--duration={}s", run.as_secs()))
         .arg("--latency")
-        .arg(format!("http://{address}{path}"))
+        .arg(format!("{base}{path}"))
         .output()?;
     let report = String::from_utf8_lossy(&output.stdout).into_owned();
     if !output.status.success() {

@@ -30,7 +30,12 @@
 //!   reports (see `atomflake_benches::clients`). The same rows run against the floor
 //!   (`atomflake_benches::floor`): a hyper server on the same runtime and settings that
 //!   answers with fixed bytes, in a process of its own (this binary, `--floor-server`).
-//!   What it reaches is what hyper and the loopback allow on the machine.
+//!   What it reaches is what hyper and the loopback allow on the machine. They also run
+//!   against `atomflake serve --tls-cert ... --tls-key ...` (node 6; a P-256 certificate
+//!   made with openssl), over `https://`: the cost of TLS per request.
+//! - **New connections:** h2load opens 100 connections at once, each making one gRPC
+//!   call, with and without TLS: connections per second, h2load's connect time (the
+//!   handshake included) and the server's CPU per connection, the median of 5 rounds.
 //! - **Memory:** the server's resident set (`VmRSS`) before, and its peak sampled every
 //!   10 ms while 64 concurrent streams of 200,000 IDs each are read.
 //!
@@ -39,6 +44,7 @@
 
 use atomflake::{Id, Layout};
 use atomflake_benches::clients;
+use atomflake_test_servers::pki::Pki;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Empty};
@@ -86,6 +92,8 @@ struct Server {
     child: Child,
     address: SocketAddr,
     http: bool,
+    /// Whether it serves TLS (`https://`).
+    tls: bool,
 }
 
 impl Drop for Server {
@@ -99,6 +107,19 @@ impl Server {
     /// `atomflake serve --node NODES` (`1`, `2,3,4,5`) next to this bench's binary
     /// (`target/release/`), its high-water files in `target/release/bench-serve-state/`.
     fn atomflake(name: &'static str, nodes: &str) -> Result<Server, Error> {
+        Server::atomflake_with(name, nodes, &[])
+    }
+
+    /// [`Server::atomflake`] with TLS: `pki`'s certificate `server`, for 127.0.0.1.
+    fn atomflake_tls(name: &'static str, nodes: &str, pki: &Pki) -> Result<Server, Error> {
+        let (cert, key) = (pki.path("server.crt"), pki.path("server.key"));
+        let args = ["--tls-cert", path_str(&cert)?, "--tls-key", path_str(&key)?];
+        let mut server = Server::atomflake_with(name, nodes, &args)?;
+        server.tls = true;
+        Ok(server)
+    }
+
+    fn atomflake_with(name: &'static str, nodes: &str, extra: &[&str]) -> Result<Server, Error> {
         let binary = std::env::current_exe()?.with_file_name("atomflake");
         if !binary.exists() {
             return Err(format!(
@@ -120,6 +141,7 @@ impl Server {
                 "--high-water",
             ])
             .arg(&state)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -144,6 +166,7 @@ impl Server {
             child,
             address,
             http: true,
+            tls: false,
         })
     }
 
@@ -169,6 +192,7 @@ impl Server {
             address: address.parse()?,
             child,
             http: true,
+            tls: false,
         })
     }
 
@@ -187,6 +211,7 @@ impl Server {
             child,
             address,
             http: false,
+            tls: false,
         };
         let until = Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(address).is_err() {
@@ -196,6 +221,12 @@ impl Server {
             std::thread::sleep(Duration::from_millis(20));
         }
         Ok(server)
+    }
+
+    /// `http://ADDRESS` or `https://ADDRESS`.
+    fn base(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.address)
     }
 
     fn pid(&self) -> u32 {
@@ -523,7 +554,7 @@ fn outside_clients(servers: &[Arc<Server>], window: Duration) -> Result<(), Erro
                 clients::GrpcCall::ATOMFLAKE_ONE
             };
             let before = server.cpu();
-            let load = clients::h2load(server.address, call, concurrency, run, &scratch)?;
+            let load = clients::h2load(&server.base(), call, concurrency, run, &scratch)?;
             row(
                 server,
                 "h2load",
@@ -537,7 +568,7 @@ fn outside_clients(servers: &[Arc<Server>], window: Duration) -> Result<(), Erro
     for connections in [1, 16, 64] {
         for server in servers.iter().filter(|server| wrk && server.http) {
             let before = server.cpu();
-            let load = clients::wrk(server.address, "/v1/ids?count=1", connections, run)?;
+            let load = clients::wrk(&server.base(), "/v1/ids?count=1", connections, run)?;
             row(
                 server,
                 "wrk",
@@ -550,6 +581,65 @@ fn outside_clients(servers: &[Arc<Server>], window: Duration) -> Result<(), Erro
     }
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(())
+}
+
+/// New connections, one call each, with and without TLS: what a handshake costs. Each row
+/// is the median of 5 rounds (by connections/s), the server's CPU over all 5.
+fn connections(servers: &[Arc<Server>], clients: u32) -> Result<(), Error> {
+    const ROUNDS: u32 = 5;
+    if !clients::installed("h2load") {
+        return Ok(());
+    }
+    let scratch = std::env::temp_dir().join(format!("atomflake-bench-connections-{}", std::process::id()));
+    println!(
+        "\n## New connections: {clients} at once, one gRPC call each (h2load), median of {ROUNDS} rounds\n"
+    );
+    println!("| server | connections/s | connect mean µs | connect max µs | server CPU µs per connection |");
+    println!("|---|---:|---:|---:|---:|");
+    for server in servers {
+        let before = server.cpu();
+        let mut rounds = (0..ROUNDS)
+            .map(|_| {
+                clients::h2load_connections(
+                    &server.base(),
+                    clients::GrpcCall::ATOMFLAKE_ONE,
+                    clients,
+                    &scratch,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let cpu = server.cpu().saturating_sub(before) / ROUNDS;
+        rounds.sort_by(|a, b| a.per_s.total_cmp(&b.per_s));
+        let load = rounds[rounds.len() / 2];
+        println!(
+            "| {} | {:.0} | {:.0} | {:.0} | {:.1} |",
+            server.name,
+            load.per_s,
+            load.connect_mean_us,
+            load.connect_max_us,
+            cpu.as_secs_f64() * 1e6 / f64::from(clients)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
+/// `path` as UTF-8, for a command line.
+fn path_str(path: &Path) -> Result<&str, Error> {
+    path.to_str()
+        .ok_or_else(|| format!("{} is not UTF-8", path.display()).into())
+}
+
+/// The certificates of the TLS server, made with openssl; `None` without it.
+fn tls_pki() -> Option<Pki> {
+    if !atomflake_test_servers::pki::has_openssl("bench-serve") {
+        eprintln!("no openssl: the TLS rows are left out");
+        return None;
+    }
+    let pki = Pki::temporary("bench-serve");
+    pki.ca("ca");
+    pki.leaf("server", "ca", "127.0.0.1", "IP:127.0.0.1");
+    Some(pki)
 }
 
 #[allow(clippy::cast_precision_loss, reason = "counts and sizes far below 2^52")]
@@ -672,7 +762,12 @@ fn main() -> Result<(), Error> {
             }
         }
         let floor = Arc::new(Server::floor()?);
-        let outside: Vec<Arc<Server>> = servers.iter().cloned().chain([floor]).collect();
+        let pki = tls_pki();
+        let tls = match &pki {
+            Some(pki) => vec![Arc::new(Server::atomflake_tls("atomflake serve, TLS", "6", pki)?)],
+            None => Vec::new(),
+        };
+        let outside: Vec<Arc<Server>> = servers.iter().cloned().chain(tls.iter().cloned()).chain([floor]).collect();
         outside_clients(&outside, window)?;
         println!("\n## Memory: 64 concurrent streams of 200,000 IDs\n");
         println!("| server | resident before | peak resident during |");
@@ -686,6 +781,8 @@ fn main() -> Result<(), Error> {
                 float(peak) / 1_048_576.0
             );
         }
+        let atomflake_only: Vec<Arc<Server>> = servers.iter().take(1).cloned().chain(tls).collect();
+        connections(&atomflake_only, 100)?;
         Ok::<(), Error>(())
     });
     // The tasks are done; the servers are killed as their last references drop.
