@@ -583,6 +583,23 @@ fn outside_clients(servers: &[Arc<Server>], window: Duration) -> Result<(), Erro
     Ok(())
 }
 
+/// The memory section: each server's resident set before and during 64 streams.
+async fn memory_rows(servers: &[Arc<Server>]) -> Result<(), Error> {
+    println!("\n## Memory: 64 concurrent streams of 200,000 IDs\n");
+    println!("| server | resident before | peak resident during |");
+    println!("|---|---:|---:|");
+    for server in servers {
+        let (before, peak) = memory(server).await?;
+        println!(
+            "| {} | {:.1} MiB | {:.1} MiB |",
+            server.name,
+            float(before) / 1_048_576.0,
+            float(peak) / 1_048_576.0
+        );
+    }
+    Ok(())
+}
+
 /// New connections, one call each, with and without TLS: what a handshake costs. Each row
 /// is the median of 5 rounds (by connections/s), the server's CPU over all 5.
 fn connections(servers: &[Arc<Server>], clients: u32) -> Result<(), Error> {
@@ -769,18 +786,7 @@ fn main() -> Result<(), Error> {
         };
         let outside: Vec<Arc<Server>> = servers.iter().cloned().chain(tls.iter().cloned()).chain([floor]).collect();
         outside_clients(&outside, window)?;
-        println!("\n## Memory: 64 concurrent streams of 200,000 IDs\n");
-        println!("| server | resident before | peak resident during |");
-        println!("|---|---:|---:|");
-        for server in &servers {
-            let (before, peak) = memory(server).await?;
-            println!(
-                "| {} | {:.1} MiB | {:.1} MiB |",
-                server.name,
-                float(before) / 1_048_576.0,
-                float(peak) / 1_048_576.0
-            );
-        }
+        memory_rows(&servers).await?;
         let atomflake_only: Vec<Arc<Server>> = servers.iter().take(1).cloned().chain(tls).collect();
         connections(&atomflake_only, 100)?;
         Ok::<(), Error>(())
