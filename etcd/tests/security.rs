@@ -185,6 +185,24 @@ fn refusals_name_what_to_fix_at_once_and_never_show_the_password() {
         "{error}"
     );
 
+    // The member is verified by the name in the URL: its certificate is for 127.0.0.1 alone.
+    let by_name: Endpoints = format!(
+        "etcds://app:{PASSWORD}@localhost:{}?{good}",
+        cluster.client_port(0)
+    )
+    .parse()
+    .unwrap();
+    let error = refused(&by_name, NAMESPACE);
+    assert!(
+        cause(&error).contains("invalid peer certificate: certificate not valid for name \"localhost\""),
+        "{error}"
+    );
+
+    // No client certificate, where etcd requires one.
+    let ca_only = format!("cacert={}", pki.path("ca.pem").display());
+    let error = refused(&url(&cluster, &format!("app:{PASSWORD}@"), &ca_only), NAMESPACE);
+    assert!(cause(&error).contains("received fatal alert"), "{error}");
+
     let missing = pki.path("missing.pem");
     let error = refused(
         &url(
