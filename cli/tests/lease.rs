@@ -48,15 +48,13 @@ fn a_node_and_a_lease_together_are_refused() {
     );
 }
 
-/// A home directory of this test process's own, with nothing in it.
-fn empty_home() -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("atomflake-cli-home-{}", std::process::id()))
-}
-
-/// `atomflake` with `args` and `ATOMFLAKE_LEASE` set to `lease`, in a home without
-/// `~/.postgresql` (libpq's default root certificate): its stdout and stderr.
+/// `atomflake` with `args` and `ATOMFLAKE_LEASE` set to `lease`, in an empty home of its
+/// own (without `~/.postgresql`, libpq's default root certificate), removed after: its
+/// stdout and stderr, the home's path written `HOME`.
 fn atomflake_with_lease_env(args: &[&str], lease: &str) -> (Option<i32>, String) {
-    let home = empty_home();
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let home = std::env::temp_dir().join(format!("atomflake-cli-home-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&home).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_atomflake"))
         .args(args)
@@ -66,7 +64,11 @@ fn atomflake_with_lease_env(args: &[&str], lease: &str) -> (Option<i32>, String)
         .output()
         .expect("the atomflake binary runs");
     let shown = format!("{}{}", text(&output.stdout), text(&output.stderr));
-    (output.status.code(), shown)
+    std::fs::remove_dir_all(&home).unwrap();
+    (
+        output.status.code(),
+        shown.replace(&home.display().to_string(), "HOME"),
+    )
 }
 
 #[test]
@@ -105,7 +107,6 @@ fn no_message_and_no_help_shows_the_password() {
         ),
     ] {
         let (status, shown) = atomflake_with_lease_env(args, &lease);
-        let shown = shown.replace(&empty_home().display().to_string(), "HOME");
         assert_eq!((status, shown.as_str()), (Some(code), expected), "{lease}");
         let help: Vec<&str> = args
             .iter()
