@@ -2120,7 +2120,8 @@ for line in sys.stdin:
 }
 
 /// With `--tls-client-ca`, a client without a certificate, with one another CA signed,
-/// or with an expired one is refused in the handshake; one the CA signed is served.
+/// or with an expired one is refused in the handshake; one the CA signed is served. A new
+/// CA in the file is taken for the connections after.
 #[test]
 fn client_certificates_of_the_ca_alone_are_served_and_expired_ones_are_refused() {
     let test = "client_certificates_of_the_ca_alone_are_served_and_expired_ones_are_refused";
@@ -2128,12 +2129,14 @@ fn client_certificates_of_the_ca_alone_are_served_and_expired_ones_are_refused()
         return;
     };
     let ca = pki.path("ca.pem").display().to_string();
+    let client_ca = pki.path("client-ca.pem");
+    std::fs::copy(pki.path("ca.pem"), &client_ca).unwrap();
     let mut args = tls_args(&pki);
     args.extend([
         "--node".to_owned(),
         "3".to_owned(),
         "--tls-client-ca".to_owned(),
-        ca.clone(),
+        client_ca.display().to_string(),
     ]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let server = Server::start(&args);
@@ -2172,13 +2175,27 @@ fn client_certificates_of_the_ca_alone_are_served_and_expired_ones_are_refused()
         metrics.contains("atomflake_tls_handshake_failures_total 3"),
         "{metrics}"
     );
+
+    // The other CA put in place by rename: its client is served, and the first CA's not.
+    let staged = pki.path("staged-ca.pem");
+    std::fs::copy(pki.path("other-ca.pem"), &staged).unwrap();
+    std::fs::rename(&staged, &client_ca).unwrap();
+    let start = Instant::now();
+    while with("stranger").0 != 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "the new client CA is not taken"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_ne!(with("client").0, 0, "the old client CA is still trusted");
     let (status, stderr) = server.stop();
     assert!(status.success(), "{status}: {stderr}");
 }
 
 /// With `--token-file`, the ID endpoints over HTTP and gRPC ask for one of its tokens;
-/// health checks and (unless `--metrics-token`) `/metrics` do not; SIGHUP reads the file
-/// again; no token shows in the log or the metrics.
+/// health checks and (unless `--metrics-token`) `/metrics` do not; SIGHUP, and a change of
+/// the file, read it again; no token shows in the log or the metrics.
 #[test]
 fn tokens_guard_the_id_endpoints_reload_on_sighup_and_are_never_shown() {
     let test = "tokens_guard_the_id_endpoints_reload_on_sighup_and_are_never_shown";
@@ -2233,21 +2250,47 @@ fn tokens_guard_the_id_endpoints_reload_on_sighup_and_are_never_shown() {
     call.args(["-H", &format!("authorization: Bearer {second}")]);
     assert_eq!(grpc_status(test, call).unwrap().0, "0");
 
-    std::fs::write(&file, format!("{third}\n")).unwrap();
+    // SIGHUP, with the file's time stamp kept so that only the signal can tell.
+    let stamp = std::fs::metadata(&file).unwrap().modified().unwrap();
+    let staged = file.with_extension("staged");
+    std::fs::write(&staged, format!("{third}\n")).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&staged)
+        .unwrap()
+        .set_modified(stamp)
+        .unwrap();
+    std::fs::rename(&staged, &file).unwrap();
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert_eq!(
+        get("/v1/ids?count=1", Some(third)).0,
+        401,
+        "reloaded without SIGHUP"
+    );
+    // Each request refused while waiting for a reload is counted below.
+    let mut refused = 4;
+    let mut wait_for = |token: &str| {
+        let start = Instant::now();
+        while get("/v1/ids?count=1", Some(token)).0 != 200 {
+            refused += 1;
+            assert!(start.elapsed() < Duration::from_secs(5), "{token} is not taken");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
     signal(&server, "-HUP");
-    let start = Instant::now();
-    while get("/v1/ids?count=1", Some(third)).0 != 200 {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "the new token is not taken"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(get("/v1/ids?count=1", Some(first)).0, 401);
+    wait_for(third);
+    // A change of the file is enough.
+    let fourth = "fourth-token-0123456789";
+    std::fs::write(&staged, format!("{fourth}\n")).unwrap();
+    std::fs::rename(&staged, &file).unwrap();
+    wait_for(fourth);
+    let refused = refused + 1;
+    assert_eq!(get("/v1/ids?count=1", Some(third)).0, 401);
     let (_, metrics) = get("/metrics", None);
     assert!(
-        metrics.contains(r#"atomflake_requests_total{api="http",outcome="unauthenticated"} 4"#)
-            && metrics.contains(r#"atomflake_requests_total{api="grpc",outcome="unauthenticated"} 1"#),
+        metrics.contains(&format!(
+            r#"atomflake_requests_total{{api="http",outcome="unauthenticated"}} {refused}"#
+        )) && metrics.contains(r#"atomflake_requests_total{api="grpc",outcome="unauthenticated"} 1"#),
         "{metrics}"
     );
     let (status, stderr) = server.stop();

@@ -55,6 +55,33 @@ impl Tokens {
         Ok(count)
     }
 
+    /// [`Tokens::reload`], logged with `why`.
+    pub fn reload_logged(&self, why: &str) {
+        match self.reload() {
+            Ok(count) => tracing::info!(
+                target: "atomflake serve",
+                event = "tokens_reloaded",
+                count,
+                "tokens reloaded ({why}): {count}"
+            ),
+            Err(error) => tracing::error!(
+                target: "atomflake serve",
+                event = "tokens_reload_failed",
+                %error,
+                "tokens not reloaded ({why}), those in use stay: {error}"
+            ),
+        }
+    }
+
+    /// Reloads whenever the file changes (looked at every second), on a task of the
+    /// current runtime, and logs each reload or failure.
+    pub fn watch_file(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let tokens = Arc::clone(self);
+        crate::reload::watch_files(vec![self.file.clone()], move || {
+            tokens.reload_logged("its file changed");
+        })
+    }
+
     /// Whether `/metrics` asks for a token.
     pub fn guard_metrics(&self) -> bool {
         self.metrics

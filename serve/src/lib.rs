@@ -24,6 +24,7 @@ mod metrics;
 mod openapi;
 mod rate;
 mod reclaim;
+mod reload;
 mod server;
 mod service;
 mod tls;

@@ -10,10 +10,6 @@ use rustls::server::{ClientHello, ResolvesServerCert, ServerConfig, WebPkiClient
 use rustls::sign::CertifiedKey;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{Duration, SystemTime};
-
-/// How often [`Tls::watch_files`] looks at the certificate's and key's files.
-const WATCH_EVERY: Duration = Duration::from_secs(1);
 
 /// Where a server's certificate and key are, and the CA of the client certificates it
 /// requires, if any.
@@ -27,28 +23,22 @@ pub struct TlsFiles {
     pub client_ca: Option<PathBuf>,
 }
 
-/// The server side of TLS: the rustls configuration that every new connection uses, with
-/// a certificate that [`reload`](Tls::reload) replaces for the connections after it. A
-/// connection keeps the certificate it was opened with.
+/// The server side of TLS: the rustls configuration that every new connection uses, which
+/// [`reload`](Tls::reload) makes afresh from the files (the certificate, its key and the
+/// client CA) for the connections after it. A connection keeps what it was opened with.
 #[derive(Debug, Clone)]
 pub struct Tls {
     files: TlsFiles,
-    current: Arc<Current>,
-    config: Arc<ServerConfig>,
+    config: Arc<RwLock<Arc<ServerConfig>>>,
 }
 
-/// The certificate in use, read at each handshake.
+/// One certificate, for every handshake of the configuration that holds it.
 #[derive(Debug)]
-struct Current {
-    key: RwLock<Arc<CertifiedKey>>,
-    provider: Arc<CryptoProvider>,
-}
+struct Fixed(Arc<CertifiedKey>);
 
-impl ResolvesServerCert for Current {
+impl ResolvesServerCert for Fixed {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(Arc::clone(
-            &self.key.read().unwrap_or_else(PoisonError::into_inner),
-        ))
+        Some(Arc::clone(&self.0))
     }
 }
 
@@ -62,49 +52,22 @@ impl Tls {
     /// A file that cannot be read, holds no certificate or key, or a key that is not the
     /// certificate's; each names the file.
     pub fn new(files: TlsFiles) -> Result<Tls, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let key = certified_key(&files, &provider)?;
-        let current = Arc::new(Current {
-            key: RwLock::new(Arc::new(key)),
-            provider: Arc::clone(&provider),
-        });
-        let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
-            .with_safe_default_protocol_versions()
-            .map_err(|error| format!("cannot set up TLS: {error}"))?;
-        let builder = match &files.client_ca {
-            None => builder.with_no_client_auth(),
-            Some(ca) => {
-                let mut roots = RootCertStore::empty();
-                for cert in certificates(ca, "--tls-client-ca")? {
-                    roots
-                        .add(cert)
-                        .map_err(|error| format!("--tls-client-ca {}: {error}", ca.display()))?;
-                }
-                let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider))
-                        .build()
-                        .map_err(|error| format!("--tls-client-ca {}: {error}", ca.display()))?;
-                builder.with_client_cert_verifier(verifier)
-            }
-        };
-        let mut config = builder.with_cert_resolver(Arc::clone(&current) as Arc<dyn ResolvesServerCert>);
-        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let config = server_config(&files)?;
         Ok(Tls {
             files,
-            current,
-            config: Arc::new(config),
+            config: Arc::new(RwLock::new(Arc::new(config))),
         })
     }
 
-    /// Reads the certificate and key again; the connections opened after use them. On an
-    /// error the certificate in use stays.
+    /// Reads the files again (the certificate, its key and the client CA); the
+    /// connections opened after use them. On an error what is in use stays.
     ///
     /// # Errors
     ///
-    /// As [`Tls::new`]'s for the certificate and key.
+    /// As [`Tls::new`]'s.
     pub fn reload(&self) -> Result<(), String> {
-        let key = certified_key(&self.files, &self.current.provider)?;
-        *self.current.key.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(key);
+        let config = server_config(&self.files)?;
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
         Ok(())
     }
 
@@ -113,22 +76,19 @@ impl Tls {
         &self.files
     }
 
-    /// Reloads the certificate whenever its file or its key's changes (looked at every
-    /// second), on a task of the current runtime, and logs each reload or failure.
+    /// Reloads whenever the certificate's, the key's or the client CA's file changes
+    /// (looked at every second), on a task of the current runtime, and logs each reload or
+    /// failure.
     pub fn watch_files(&self) -> tokio::task::JoinHandle<()> {
         let tls = self.clone();
-        tokio::spawn(async move {
-            let stamp = |tls: &Tls| (modified(&tls.files.cert), modified(&tls.files.key));
-            let mut seen = stamp(&tls);
-            let mut every = tokio::time::interval(WATCH_EVERY);
-            loop {
-                every.tick().await;
-                let now = stamp(&tls);
-                if now != seen {
-                    seen = now;
-                    tls.reload_logged("its file changed");
-                }
-            }
+        let files = [
+            Some(&self.files.cert),
+            Some(&self.files.key),
+            self.files.client_ca.as_ref(),
+        ];
+        let files: Vec<PathBuf> = files.into_iter().flatten().cloned().collect();
+        crate::reload::watch_files(files, move || {
+            tls.reload_logged("a file changed");
         })
     }
 
@@ -153,13 +113,37 @@ impl Tls {
 
     /// An acceptor for one connection's handshake.
     pub(crate) fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
-        tokio_rustls::TlsAcceptor::from(Arc::clone(&self.config))
+        tokio_rustls::TlsAcceptor::from(Arc::clone(
+            &self.config.read().unwrap_or_else(PoisonError::into_inner),
+        ))
     }
 }
 
-/// When `path` was last changed; `None` when it cannot be read.
-fn modified(path: &Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|meta| meta.modified()).ok()
+/// The configuration of `files`, each read now.
+fn server_config(files: &TlsFiles) -> Result<ServerConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let key = Arc::new(certified_key(files, &provider)?);
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|error| format!("cannot set up TLS: {error}"))?;
+    let builder = match &files.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            for cert in certificates(ca, "--tls-client-ca")? {
+                roots
+                    .add(cert)
+                    .map_err(|error| format!("--tls-client-ca {}: {error}", ca.display()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|error| format!("--tls-client-ca {}: {error}", ca.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(Fixed(key)));
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
 }
 
 /// The PEM certificates in `path`, at least one.

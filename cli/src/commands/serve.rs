@@ -123,8 +123,8 @@ pub(crate) struct ServeArgs {
 struct AccessArgs {
     /// Serve TLS only, with this certificate chain (PEM, the server's certificate first):
     /// HTTPS and gRPC over TLS on the one port, HTTP/2 or HTTP/1.1 chosen by ALPN. Read
-    /// again, for the connections after, on SIGHUP and when the file or its key's changes
-    /// (looked at every second); connections open keep theirs.
+    /// again with its key and the client CA, for the connections after, on SIGHUP and when
+    /// one of their files changes (looked at every second); connections open keep theirs.
     #[arg(long, requires = "tls_key", value_name = "PEM")]
     tls_cert: Option<PathBuf>,
     /// The private key of `--tls-cert` (PEM: PKCS#8, PKCS#1 or SEC1).
@@ -137,8 +137,8 @@ struct AccessArgs {
     /// Ask every request but health checks for a bearer token (`Authorization: Bearer
     /// TOKEN`, over HTTP and as gRPC metadata) from this file: one per line, at least 16
     /// visible ASCII characters each, blank lines and `#` lines left out; compared in
-    /// constant time. Without one: HTTP 401, gRPC `UNAUTHENTICATED`. Read again on SIGHUP.
-    /// No token is logged or counted by value.
+    /// constant time. Without one: HTTP 401, gRPC `UNAUTHENTICATED`. Read again on SIGHUP
+    /// and when the file changes. No token is logged or counted by value.
     #[arg(long, value_name = "FILE")]
     token_file: Option<PathBuf>,
     /// Ask `/metrics` for a token too (it is open by default, as health checks are).
@@ -205,10 +205,13 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
     let service = Arc::new(service);
     {
         let _context = runtime.enter();
-        reload_on_sighup(service.tls().cloned(), tokens);
         if let Some(tls) = service.tls() {
             tls.watch_files();
         }
+        if let Some(tokens) = &tokens {
+            tokens.watch_file();
+        }
+        reload_on_sighup(service.tls().cloned(), tokens);
     }
     let listening = Listening {
         nodes: nodes.clone(),
@@ -266,20 +269,7 @@ fn reload_on_sighup(tls: Option<atomflake_serve::Tls>, tokens: Option<Arc<atomfl
                 tls.reload_logged("SIGHUP");
             }
             if let Some(tokens) = &tokens {
-                match tokens.reload() {
-                    Ok(count) => tracing::info!(
-                        target: "atomflake serve",
-                        event = "tokens_reloaded",
-                        count,
-                        "tokens reloaded (SIGHUP): {count}"
-                    ),
-                    Err(error) => tracing::error!(
-                        target: "atomflake serve",
-                        event = "tokens_reload_failed",
-                        %error,
-                        "tokens not reloaded (SIGHUP), those in use stay: {error}"
-                    ),
-                }
+                tokens.reload_logged("SIGHUP");
             }
         }
     });
