@@ -379,6 +379,22 @@ impl PythonClient {
             .arg(arg);
         command
     }
+
+    /// Runs `command` (of [`PythonClient::command`]): the IDs it printed, one per line.
+    /// Panics with `what` and its stderr if it fails.
+    fn ids(mut command: Command, what: &str) -> Vec<u64> {
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| line.parse().unwrap())
+            .collect()
+    }
 }
 
 #[test]
@@ -392,18 +408,8 @@ fn python_clients_over_http_and_grpc_get_distinct_ids_of_the_servers_nodes() {
         let server = Server::start(&["--layout", layout, "--node", node]);
         let stubs = tempdir(&format!("stubs-{layout}"));
         let before = now_ms() - CLOCK_LAG_MS;
-        let output = client.command(&server, &stubs, "4096").output().unwrap();
+        let ids = PythonClient::ids(client.command(&server, &stubs, "4096"), layout);
         let after = now_ms();
-        assert!(
-            output.status.success(),
-            "{layout}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let ids: Vec<u64> = String::from_utf8(output.stdout)
-            .unwrap()
-            .lines()
-            .map(|line| line.parse().unwrap())
-            .collect();
         assert_eq!(ids.len(), 50 + 7 + 100_000, "{layout}");
         let distinct: HashSet<u64> = ids.iter().copied().collect();
         assert_eq!(distinct.len(), ids.len(), "{layout}: an ID twice");
@@ -1935,22 +1941,9 @@ fn over_tls_curl_requests_and_grpcio_get_ids_by_alpn_and_a_wrong_ca_is_refused()
 
     if let Some(client) = PythonClient::new(test, "serve_tls_client.py") {
         let stubs = tempdir("stubs-tls");
-        let output = client
-            .command(&server, &stubs, &ca)
-            .arg(pki.path("other-ca.pem"))
-            .arg(token)
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let python: Vec<u64> = String::from_utf8(output.stdout)
-            .unwrap()
-            .lines()
-            .map(|line| line.parse().unwrap())
-            .collect();
+        let mut command = client.command(&server, &stubs, &ca);
+        command.arg(pki.path("other-ca.pem")).arg(token);
+        let python = PythonClient::ids(command, "serve_tls_client.py");
         assert_eq!(python.len(), 5 + 7);
         ids.extend(python);
         let _ = std::fs::remove_dir_all(stubs);

@@ -60,21 +60,12 @@ pub struct Secure {
     pub flags: Vec<String>,
 }
 
-/// The `etcdctl` binary (Debian `etcd-client`), if there is one.
-fn etcdctl_binary() -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join("etcdctl"))
-        .find(|path| path.is_file())
-}
-
 /// The `etcd` binary, if there is one.
 fn binary() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("ATOMFLAKE_ETCD") {
         return Some(PathBuf::from(path));
     }
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|dir| dir.join("etcd"))
-        .find(|path| path.is_file())
+    crate::on_path("etcd")
 }
 
 /// One HTTP/1.1 request to a member's client port: the status code and the body, or
@@ -113,7 +104,7 @@ impl Cluster {
     /// A fresh one-member cluster whose client port speaks TLS only, or `None` (printed as
     /// a skip) without etcd or etcdctl.
     pub fn start_secure(test: &str, secure: Secure) -> Option<Cluster> {
-        if etcdctl_binary().is_none() {
+        if crate::on_path("etcdctl").is_none() {
             skip(test, "no etcdctl: install etcd-client");
             return None;
         }
@@ -248,18 +239,19 @@ impl Cluster {
     /// On a cluster that is not secure, or when etcdctl fails.
     pub fn etcdctl(&self, args: &[&str]) -> String {
         let secure = self.secure.as_ref().expect("etcdctl runs on a secure cluster");
-        let output = Command::new(etcdctl_binary().expect("etcdctl is installed"))
-            .env("ETCDCTL_API", "3")
-            .arg(format!("--endpoints=https://127.0.0.1:{}", self.client_port(0)))
-            .arg("--cacert")
-            .arg(&secure.ca)
-            .arg("--cert")
-            .arg(&secure.root_cert)
-            .arg("--key")
-            .arg(&secure.root_key)
-            .args(args)
-            .output()
-            .expect("etcdctl runs");
+        let output =
+            Command::new(crate::on_path("etcdctl").expect("etcdctl (Debian etcd-client) is installed"))
+                .env("ETCDCTL_API", "3")
+                .arg(format!("--endpoints=https://127.0.0.1:{}", self.client_port(0)))
+                .arg("--cacert")
+                .arg(&secure.ca)
+                .arg("--cert")
+                .arg(&secure.root_cert)
+                .arg("--key")
+                .arg(&secure.root_key)
+                .args(args)
+                .output()
+                .expect("etcdctl runs");
         let text = String::from_utf8_lossy(&output.stdout).into_owned();
         assert!(
             output.status.success(),

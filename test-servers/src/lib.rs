@@ -31,6 +31,13 @@ pub mod zookeeper;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// `program` in a directory of `PATH`, if there is one.
+fn on_path(program: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+}
+
 /// This machine's clock, Unix ms.
 ///
 /// # Panics

@@ -81,9 +81,7 @@ pub struct Ensemble {
 fn java_and_classpath() -> Option<(PathBuf, String)> {
     let java = match std::env::var_os("ATOMFLAKE_JAVA") {
         Some(path) => PathBuf::from(path),
-        None => std::env::split_paths(&std::env::var_os("PATH")?)
-            .map(|dir| dir.join("java"))
-            .find(|path| path.is_file())?,
+        None => crate::on_path("java")?,
     };
     let classpath = match std::env::var("ATOMFLAKE_ZOOKEEPER_CLASSPATH") {
         Ok(classpath) => classpath,
