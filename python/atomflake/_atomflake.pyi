@@ -1,0 +1,193 @@
+"""Type stubs of the native module (written by hand, checked by mypy and the tests)."""
+
+import datetime as _datetime
+import os
+from array import array
+from types import TracebackType
+from typing import Literal, Optional, Union, final
+
+from typing_extensions import Self
+
+_Preset = Literal["twitter", "discord", "instagram", "sonyflake", "mastodon"]
+_When = Union[_datetime.datetime, int]
+
+__all__ = [
+    "AtomflakeError",
+    "ClosedError",
+    "ForkedError",
+    "Generator",
+    "LeaseError",
+    "Layout",
+    "MAX_BATCH",
+    "MintError",
+    "Parts",
+    "StartError",
+    "from_base32",
+    "lease",
+    "parse_id",
+    "to_base32",
+]
+
+MAX_BATCH: int
+"""The most IDs one ``next_ids`` or ``next_ids_array`` call returns."""
+
+class AtomflakeError(Exception):
+    """The base of every atomflake error but bad input (``ValueError``)."""
+
+class MintError(AtomflakeError):
+    """No ID can be minted now."""
+
+    transient: bool
+    """Whether the same generator can mint again."""
+    retry_after: Optional[float]
+    """Seconds until it may, or ``None`` when it cannot."""
+
+class ForkedError(MintError):
+    """A generator built in a parent of this process: build a new one, on a node of its own."""
+
+class ClosedError(MintError):
+    """A generator after ``close()``: its mark is stored and its lease released."""
+
+class StartError(AtomflakeError):
+    """A generator cannot start: its high-water file or mark store."""
+
+    transient: bool
+    retry_after: Optional[float]
+
+class LeaseError(AtomflakeError):
+    """No node leased: none is free, or the engine is out of reach or refuses."""
+
+    transient: bool
+    retry_after: Optional[float]
+
+@final
+class Parts:
+    """An ID's parts."""
+
+    @property
+    def unix_ms(self) -> int:
+        """The start of the ID's tick, Unix ms."""
+    @property
+    def node(self) -> int:
+        """The node that minted the ID."""
+    @property
+    def sequence(self) -> int:
+        """The ID's place within its tick on that node."""
+    @property
+    def datetime(self) -> _datetime.datetime:
+        """The start of the ID's tick, an aware ``datetime`` in UTC."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Layout:
+    """How the bits of an ID are spent: timestamp, node and sequence, epoch and tick."""
+
+    TWITTER: Layout
+    DISCORD: Layout
+    INSTAGRAM: Layout
+    SONYFLAKE: Layout
+    MASTODON: Layout
+
+    def __new__(
+        cls,
+        *,
+        timestamp_bits: int,
+        node_bits: int,
+        sequence_bits: int,
+        epoch_ms: int,
+        tick_ms: int = 1,
+    ) -> Self:
+        """A custom layout, checked; a ``ValueError`` says what is wrong."""
+    @staticmethod
+    def preset(name: str) -> Layout:
+        """The preset of that name; a ``ValueError`` lists the presets."""
+    @staticmethod
+    def presets() -> dict[str, Layout]:
+        """Every preset by name."""
+    @property
+    def timestamp_bits(self) -> int: ...
+    @property
+    def node_bits(self) -> int: ...
+    @property
+    def sequence_bits(self) -> int: ...
+    @property
+    def epoch_ms(self) -> int: ...
+    @property
+    def tick_ms(self) -> int: ...
+    @property
+    def max_node(self) -> int: ...
+    @property
+    def ids_per_tick(self) -> int: ...
+    @property
+    def end_unix_ms(self) -> int: ...
+    @property
+    def max_id(self) -> int: ...
+    def decode(self, id: int) -> Parts:
+        """An ID's parts; a ``ValueError`` for an ID with bits outside the layout."""
+    def encode(self, *, unix_ms: _When, node: int, sequence: int = 0) -> int:
+        """The ID of these parts; a ``ValueError`` names a part out of range."""
+    def datetime(self, id: int) -> _datetime.datetime:
+        """The start of an ID's tick, an aware ``datetime`` in UTC."""
+    def first_id_at(self, when: _When) -> int:
+        """The lowest ID of the tick holding ``when``."""
+    def last_id_at(self, when: _When) -> int:
+        """The highest ID of the tick holding ``when``."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Generator:
+    """A Snowflake ID generator on one node: thread-safe, fork-safe, strictly increasing."""
+
+    def __new__(
+        cls,
+        layout: Union[_Preset, Layout, None] = None,
+        node: Optional[int] = None,
+        *,
+        high_water: Union[str, os.PathLike[str], None] = None,
+        borrow_ahead: float = 0.0,
+        patience: float = 10.0,
+    ) -> Self: ...
+    def next_id(self) -> int:
+        """The next ID, waiting with the GIL released for a spent tick."""
+    def next_ids(self, n: int) -> list[int]:
+        """``n`` IDs in increasing order."""
+    def next_ids_array(self, n: int) -> array[int]:
+        """``n`` IDs in increasing order as an ``array('Q')``."""
+    @property
+    def node(self) -> int: ...
+    @property
+    def layout(self) -> Layout: ...
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None:
+        """Stores the exact mark and releases the lease; later mints raise ``ClosedError``."""
+    def __enter__(self) -> Generator: ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> Literal[False]: ...
+
+def lease(
+    url: str,
+    *,
+    namespace: str = "atomflake",
+    ttl: float = 10.0,
+    layout: Union[_Preset, Layout, None] = None,
+    node: Optional[int] = None,
+    borrow_ahead: float = 0.0,
+    patience: Optional[float] = None,
+) -> Generator:
+    """A generator on a node leased from PostgreSQL, etcd or ZooKeeper, chosen by ``url``."""
+
+def to_base32(id: int) -> str:
+    """An ID as 13 characters of sortable Crockford base32."""
+
+def from_base32(text: str) -> int:
+    """The ID of 13 characters of base32."""
+
+def parse_id(text: str) -> int:
+    """The ID of decimal text."""

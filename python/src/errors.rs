@@ -1,0 +1,153 @@
+//! The exceptions, and the Rust errors each becomes. Every message is the Rust error's
+//! `Display`.
+//!
+//! ```text
+//! ValueError                  bad input: a node, layout, ID, text, namespace or lease time
+//! AtomflakeError
+//! ├── MintError               no ID now: .transient, .retry_after (seconds, or None)
+//! │   ├── ForkedError         a generator built in a parent of this process
+//! │   └── ClosedError         a generator after close() (its lease released)
+//! ├── StartError              a generator cannot start: its high-water file or mark store
+//! └── LeaseError              no node leased: none free, the engine out of reach or refusing
+//! ```
+
+use atomflake::mark::lease::{EngineError, LeaseError as RustLeaseError};
+use atomflake::{BuildError, MintError as RustMintError};
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use std::time::Duration;
+
+pyo3::create_exception!(
+    atomflake,
+    AtomflakeError,
+    PyException,
+    "The base of every atomflake error but bad input (ValueError)."
+);
+pyo3::create_exception!(
+    atomflake,
+    MintError,
+    AtomflakeError,
+    "No ID can be minted now. `transient` says whether the same generator can mint again, \
+     `retry_after` how many seconds until it may (None when it cannot)."
+);
+pyo3::create_exception!(
+    atomflake,
+    ForkedError,
+    MintError,
+    "The generator was built in another process and copied into this one by fork(): parent \
+     and child would mint the same IDs. Build a new generator in the child, on a node of its own."
+);
+pyo3::create_exception!(
+    atomflake,
+    ClosedError,
+    MintError,
+    "The generator was closed: its mark is stored and its lease, if any, released."
+);
+pyo3::create_exception!(
+    atomflake,
+    StartError,
+    AtomflakeError,
+    "A generator cannot start: its high-water file is locked or damaged, its clock is too far \
+     behind the stored mark, or its mark store failed. `transient` and `retry_after` as for \
+     MintError."
+);
+pyo3::create_exception!(
+    atomflake,
+    LeaseError,
+    AtomflakeError,
+    "No node could be leased: none is free, or the engine is out of reach or refuses. \
+     `transient` says whether trying again may succeed."
+);
+
+/// Adds the exception types to the module.
+pub(crate) fn register(py: Python<'_>, module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add("AtomflakeError", py.get_type::<AtomflakeError>())?;
+    module.add("MintError", py.get_type::<MintError>())?;
+    module.add("ForkedError", py.get_type::<ForkedError>())?;
+    module.add("ClosedError", py.get_type::<ClosedError>())?;
+    module.add("StartError", py.get_type::<StartError>())?;
+    module.add("LeaseError", py.get_type::<LeaseError>())?;
+    Ok(())
+}
+
+/// `error` with the attributes `transient` and `retry_after` set.
+fn with_retry(error: PyErr, transient: bool, retry_after: Option<Duration>) -> PyErr {
+    Python::attach(|py| {
+        let value = error.value(py);
+        // Setting an attribute on a fresh exception instance cannot fail.
+        let _ = value.setattr("transient", transient);
+        let _ = value.setattr("retry_after", retry_after.map(|wait| wait.as_secs_f64()));
+    });
+    error
+}
+
+/// Why a mint gave no ID.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// The generator refused.
+    Mint(RustMintError),
+    /// The generator was closed.
+    Closed,
+}
+
+/// How long after a transient refusal minting may succeed.
+pub(crate) fn retry_after(error: &RustMintError) -> Option<Duration> {
+    match error {
+        RustMintError::SequenceExhausted { retry_after, .. } => Some(*retry_after),
+        _ if error.is_transient() => Some(Duration::from_millis(10)),
+        _ => None,
+    }
+}
+
+impl From<Refusal> for PyErr {
+    fn from(refusal: Refusal) -> PyErr {
+        match refusal {
+            Refusal::Closed => with_retry(
+                ClosedError::new_err("the generator is closed: its mark is stored and its lease released"),
+                false,
+                None,
+            ),
+            Refusal::Mint(error) => {
+                let message = error.to_string();
+                let raised = match error {
+                    RustMintError::Forked { .. } => ForkedError::new_err(message),
+                    _ => MintError::new_err(message),
+                };
+                with_retry(raised, error.is_transient(), retry_after(&error))
+            }
+        }
+    }
+}
+
+/// A build error: bad input is a `ValueError`, the rest a `StartError`.
+pub(crate) fn build_error(error: &BuildError) -> PyErr {
+    let message = error.to_string();
+    match error {
+        BuildError::NodeOutOfRange { .. }
+        | BuildError::NoNodes
+        | BuildError::DuplicateNode { .. }
+        | BuildError::NodeNotHeld { .. }
+        | BuildError::LeadOutOfRange { .. } => PyValueError::new_err(message),
+        _ => {
+            let retry = match error {
+                BuildError::Ahead {
+                    mark_ms, clock_ms, ..
+                } => Some(Duration::from_millis(mark_ms.saturating_sub(*clock_ms))),
+                _ if error.is_transient() => Some(Duration::from_secs(1)),
+                _ => None,
+            };
+            with_retry(StartError::new_err(message), error.is_transient(), retry)
+        }
+    }
+}
+
+/// A lease error: bad options are a `ValueError`, the rest a `LeaseError`.
+pub(crate) fn lease_error<E: EngineError>(error: &RustLeaseError<E>) -> PyErr {
+    let message = error.to_string();
+    match error {
+        RustLeaseError::InvalidNamespace { .. }
+        | RustLeaseError::TtlOutOfRange { .. }
+        | RustLeaseError::Nodes(_) => PyValueError::new_err(message),
+        _ => with_retry(LeaseError::new_err(message), error.is_transient(), None),
+    }
+}

@@ -1,0 +1,341 @@
+//! `Generator` and `lease()`. A generator is the Rust `Generator` (one `AtomicU64`, fork-safe,
+//! with an optional high-water file or lease as its mark store) behind a read-write lock
+//! that only `close()` takes for writing: closing drops it, which stores the mark that
+//! covers exactly what it minted and releases its lease.
+
+use crate::args;
+use crate::errors::{Refusal, build_error, lease_error};
+use crate::layout::PyLayout;
+use atomflake::mark::MarkStore;
+use atomflake::mark::lease::{Engine, Lease, LeaseOptions};
+use atomflake::{Builder, Generator, Id, Layout, MintError, MonotonicClock};
+use atomflake_etcd::lease::Etcd;
+use atomflake_postgres::lease::Postgres;
+use atomflake_zookeeper::lease::ZooKeeper;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+use std::path::PathBuf;
+use std::sync::{PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+/// The most IDs one `next_ids` call returns: 512 MiB as an `array('Q')`.
+pub(crate) const MAX_BATCH: u64 = 1 << 26;
+
+/// The longest `patience`.
+const MAX_PATIENCE: Duration = Duration::from_secs(3600);
+
+/// A Snowflake ID generator on one node: thread-safe, fork-safe, strictly increasing IDs.
+#[pyclass(frozen, module = "atomflake", name = "Generator")]
+pub(crate) struct PyGenerator {
+    inner: RwLock<Option<Generator<MonotonicClock>>>,
+    layout: Layout,
+    node: u64,
+    /// How long a mint waits out a mark being stored or a lease being renewed.
+    patience: Duration,
+}
+
+/// A layout given as a preset's name or a `Layout`.
+fn layout_of(layout: &Bound<'_, PyAny>) -> PyResult<Layout> {
+    if let Ok(name) = layout.extract::<String>() {
+        return PyLayout::preset_layout(&name);
+    }
+    Ok(layout.cast::<PyLayout>()?.get().0)
+}
+
+/// The node argument, checked against `layout`.
+fn node_of(layout: Layout, node: &Bound<'_, PyAny>) -> PyResult<u64> {
+    args::unsigned(
+        node,
+        "node",
+        layout.max_node(),
+        &format!("the layout allows 0..={}", layout.max_node()),
+    )
+}
+
+impl PyGenerator {
+    fn built(
+        builder: Builder<MonotonicClock>,
+        layout: Layout,
+        node: u64,
+        patience: Duration,
+        py: Python<'_>,
+    ) -> PyResult<PyGenerator> {
+        let generator = py
+            .detach(|| builder.build(node))
+            .map_err(|error| build_error(&error))?;
+        Ok(PyGenerator {
+            inner: RwLock::new(Some(generator)),
+            layout,
+            node,
+            patience,
+        })
+    }
+
+    /// One attempt, never waiting.
+    #[inline]
+    fn try_mint(&self) -> Result<u64, Refusal> {
+        let generator = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        match generator.as_ref() {
+            Some(generator) => generator.try_next_id().map(Id::get).map_err(Refusal::Mint),
+            None => Err(Refusal::Closed),
+        }
+    }
+
+    /// Up to `max` IDs of the current tick, handed to `put` in order, never waiting; how
+    /// many.
+    fn try_run(&self, max: u64, put: impl FnMut(u64)) -> Result<u64, Refusal> {
+        let generator = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        let run = match generator.as_ref() {
+            Some(generator) => generator.try_next_run(max).map_err(Refusal::Mint)?,
+            None => return Err(Refusal::Closed),
+        };
+        let count = run.len();
+        run.into_iter().map(Id::get).for_each(put);
+        Ok(count)
+    }
+
+    /// Waits out `refusal` if it passes (a spent tick at once, anything else transient for
+    /// the patience since `started`); else hands it back.
+    fn wait_out(&self, refusal: Refusal, started: Instant) -> Result<(), Refusal> {
+        let Refusal::Mint(error) = &refusal else {
+            return Err(refusal);
+        };
+        let pause = match error {
+            MintError::SequenceExhausted { retry_after, .. } => *retry_after,
+            _ if error.is_transient() && started.elapsed() < self.patience => Duration::from_millis(1),
+            _ => return Err(refusal),
+        };
+        std::thread::sleep(pause.max(Duration::from_micros(50)));
+        Ok(())
+    }
+
+    /// `n` IDs handed to `put` in order, waiting as `next_id` does; called without the GIL.
+    fn mint_many(&self, n: u64, mut put: impl FnMut(u64)) -> Result<(), Refusal> {
+        let started = Instant::now();
+        let mut minted = 0;
+        while minted < n {
+            match self.try_run(n - minted, &mut put) {
+                Ok(count) => minted += count,
+                Err(refusal) => self.wait_out(refusal, started)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// `n` checked against [`MAX_BATCH`].
+    fn batch(n: &Bound<'_, PyAny>) -> PyResult<u64> {
+        args::unsigned(
+            n,
+            "n",
+            MAX_BATCH,
+            &format!("one call returns 0..={MAX_BATCH} ids"),
+        )
+    }
+}
+
+#[pymethods]
+impl PyGenerator {
+    /// A generator of `layout` (a preset's name or a `Layout`) on `node`. With
+    /// `high_water`, a file that keeps the mark of minted time, so that a restart with the
+    /// clock behind never repeats an ID; `borrow_ahead` (seconds, whole ticks) lets a burst
+    /// mint into later ticks instead of waiting; `patience` (seconds) is how long a mint
+    /// waits for a mark being stored before raising `MintError`.
+    #[new]
+    #[pyo3(signature = (layout = None, node = None, *, high_water = None, borrow_ahead = 0.0, patience = 10.0))]
+    fn new(
+        py: Python<'_>,
+        layout: Option<&Bound<'_, PyAny>>,
+        node: Option<&Bound<'_, PyAny>>,
+        high_water: Option<PathBuf>,
+        borrow_ahead: f64,
+        patience: f64,
+    ) -> PyResult<Self> {
+        let layout = layout.map_or(Ok(Layout::TWITTER), layout_of)?;
+        let Some(node) = node else {
+            return Err(PyValueError::new_err(format!(
+                "a generator needs its node: 0..={} for this layout (or atomflake.lease() for a leased one)",
+                layout.max_node()
+            )));
+        };
+        let node = node_of(layout, node)?;
+        let mut builder = Builder::new(layout).borrow_ahead(args::seconds(
+            borrow_ahead,
+            "borrow_ahead",
+            Builder::<MonotonicClock>::MAX_LEAD,
+        )?);
+        if let Some(path) = high_water {
+            builder = builder.high_water_file(path);
+        }
+        PyGenerator::built(
+            builder,
+            layout,
+            node,
+            args::seconds(patience, "patience", MAX_PATIENCE)?,
+            py,
+        )
+    }
+
+    /// The next ID. Waits, with the GIL released, for a spent tick, and for at most
+    /// `patience` for a mark being stored or a lease being renewed.
+    ///
+    /// Raises `MintError` (`ForkedError` in a child of a `fork()`, `ClosedError` after
+    /// `close()`) when no ID can be minted.
+    fn next_id(&self, py: Python<'_>) -> PyResult<u64> {
+        match self.try_mint() {
+            Ok(id) => Ok(id),
+            Err(refusal) => {
+                let started = Instant::now();
+                py.detach(|| {
+                    let mut refusal = refusal;
+                    loop {
+                        self.wait_out(refusal, started)?;
+                        match self.try_mint() {
+                            Ok(id) => return Ok::<u64, Refusal>(id),
+                            Err(again) => refusal = again,
+                        }
+                    }
+                })
+                .map_err(PyErr::from)
+            }
+        }
+    }
+
+    /// `n` IDs in increasing order as a `list` of `int`, reserved a tick at a time.
+    fn next_ids<'py>(&self, py: Python<'py>, n: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+        let n = Self::batch(n)?;
+        let mut ids = Vec::with_capacity(usize::try_from(n).unwrap_or(0));
+        py.detach(|| self.mint_many(n, |id| ids.push(id)))?;
+        PyList::new(py, ids)
+    }
+
+    /// `n` IDs in increasing order as an `array('Q')`: the fastest way to take many.
+    fn next_ids_array<'py>(&self, py: Python<'py>, n: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let n = Self::batch(n)?;
+        // Minted straight into a new bytes object, which no other code can see yet: so the
+        // GIL can be released while it is written.
+        let length = usize::try_from(n).unwrap_or(usize::MAX).saturating_mul(8);
+        let bytes = PyBytes::new_with(py, length, |buffer| {
+            let mut slots = buffer.chunks_exact_mut(8);
+            py.detach(|| {
+                self.mint_many(n, |id| {
+                    if let Some(slot) = slots.next() {
+                        slot.copy_from_slice(&id.to_ne_bytes());
+                    }
+                })
+            })
+            .map_err(PyErr::from)
+        })?;
+        let array = py.import("array")?.getattr("array")?.call1(("Q",))?;
+        array.call_method1("frombytes", (bytes,))?;
+        Ok(array)
+    }
+
+    /// The node this generator mints on.
+    #[getter]
+    fn node(&self) -> u64 {
+        self.node
+    }
+
+    /// The generator's layout.
+    #[getter]
+    fn layout(&self) -> PyLayout {
+        PyLayout(self.layout)
+    }
+
+    /// Whether `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_none()
+    }
+
+    /// Stops minting: stores the mark that covers exactly the IDs minted and releases the
+    /// lease, if any, so that the node is free at once. Later mints raise `ClosedError`;
+    /// a second close does nothing.
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| {
+            let generator = self.inner.write().unwrap_or_else(PoisonError::into_inner).take();
+            drop(generator);
+        });
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Generator(layout={}, node={}{})",
+            PyLayout(self.layout).describe(),
+            self.node,
+            if self.closed() { ", closed" } else { "" }
+        )
+    }
+}
+
+/// Leases nodes from PostgreSQL, etcd or ZooKeeper, chosen by `url` (`etcd://` or
+/// `etcds://` for etcd, `zk://` for ZooKeeper, else a PostgreSQL URL or `key=value`
+/// settings), and returns a generator on the leased node. Use it as a context manager:
+/// leaving it stores the exact mark and releases the node.
+#[pyfunction]
+#[pyo3(signature = (url, *, namespace = "atomflake", ttl = 10.0, layout = None, node = None, borrow_ahead = 0.0, patience = None))]
+#[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
+pub(crate) fn lease(
+    py: Python<'_>,
+    url: &str,
+    namespace: &str,
+    ttl: f64,
+    layout: Option<&Bound<'_, PyAny>>,
+    node: Option<&Bound<'_, PyAny>>,
+    borrow_ahead: f64,
+    patience: Option<f64>,
+) -> PyResult<PyGenerator> {
+    let layout = layout.map_or(Ok(Layout::TWITTER), layout_of)?;
+    let ttl = args::seconds(ttl, "ttl", atomflake::mark::lease::MAX_TTL)?;
+    let mut options = LeaseOptions::new(namespace).ttl(ttl);
+    if let Some(node) = node {
+        options = options.node(node_of(layout, node)?);
+    }
+    let lead = args::seconds(borrow_ahead, "borrow_ahead", Builder::<MonotonicClock>::MAX_LEAD)?;
+    let patience = patience.map_or(Ok(ttl), |seconds| {
+        args::seconds(seconds, "patience", MAX_PATIENCE)
+    })?;
+    let invalid =
+        |error: &dyn std::fmt::Display| PyValueError::new_err(format!("invalid lease URL: {error}"));
+    let (node, store) = if url.starts_with("etcd://") || url.starts_with("etcds://") {
+        let endpoints = url.parse().map_err(|error| invalid(&error))?;
+        py.detach(|| acquire::<Etcd>(&endpoints, layout, &options))?
+    } else if url.starts_with("zk://") {
+        let ensemble = url.parse().map_err(|error| invalid(&error))?;
+        py.detach(|| acquire::<ZooKeeper>(&ensemble, layout, &options))?
+    } else {
+        let database = url.parse().map_err(|error| invalid(&error))?;
+        py.detach(|| acquire::<Postgres>(&database, layout, &options))?
+    };
+    PyGenerator::built(
+        Builder::new(layout).borrow_ahead(lead).mark_store(store),
+        layout,
+        node,
+        patience,
+        py,
+    )
+}
+
+/// A lease on engine `E`: its node, and the lease as a mark store.
+fn acquire<E: Engine>(
+    config: &E::Config,
+    layout: Layout,
+    options: &LeaseOptions,
+) -> PyResult<(u64, Box<dyn MarkStore>)> {
+    let lease = Lease::<E>::acquire(config, &layout, options).map_err(|error| lease_error(&error))?;
+    Ok((lease.node(), Box::new(lease)))
+}

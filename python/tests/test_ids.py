@@ -1,0 +1,111 @@
+"""IDs: the layouts, decode and encode, text, times, and other packages' decoders."""
+
+import datetime
+from typing import Any
+
+import pytest
+
+import atomflake
+from atomflake import Layout
+
+from conftest import cannot_run
+
+UTC = datetime.timezone.utc
+
+
+def test_a_published_discord_id_decodes_to_its_documented_parts() -> None:
+    # Discord developer docs, API reference, Snowflakes: 175928847299117063 is
+    # 2016-04-30 11:18:25.796 UTC, worker 1, process 0, increment 7.
+    parts = Layout.DISCORD.decode(175928847299117063)
+    assert parts == Layout.DISCORD.decode(175928847299117063)
+    assert (parts.unix_ms, parts.node, parts.sequence) == (1462015105796, 1 << 5, 7)
+    assert parts.datetime == datetime.datetime(2016, 4, 30, 11, 18, 25, 796000, tzinfo=UTC)
+    assert Layout.DISCORD.encode(unix_ms=parts.datetime, node=32, sequence=7) == 175928847299117063
+    assert repr(parts) == "Parts(unix_ms=1462015105796, node=32, sequence=7)"
+
+
+def test_presets_and_custom_layouts_describe_themselves() -> None:
+    assert Layout.preset("twitter") == Layout.TWITTER
+    assert set(Layout.presets()) == {"twitter", "discord", "instagram", "sonyflake", "mastodon"}
+    assert repr(Layout.SONYFLAKE) == "Layout.SONYFLAKE"
+    assert (Layout.TWITTER.timestamp_bits, Layout.TWITTER.node_bits, Layout.TWITTER.sequence_bits) == (41, 10, 12)
+    assert (Layout.TWITTER.epoch_ms, Layout.TWITTER.max_node, Layout.TWITTER.ids_per_tick) == (1288834974657, 1023, 4096)
+    wide = Layout(timestamp_bits=41, node_bits=0, sequence_bits=22, epoch_ms=1288834974657)
+    assert wide.ids_per_tick == 1 << 22 and wide.tick_ms == 1
+    assert repr(wide) == "Layout(timestamp_bits=41, node_bits=0, sequence_bits=22, epoch_ms=1288834974657, tick_ms=1)"
+    assert len({Layout.TWITTER, Layout.preset("twitter"), wide}) == 2
+
+
+def test_every_id_round_trips_through_its_parts_text_and_time() -> None:
+    for name, layout in Layout.presets().items():
+        generator = atomflake.Generator(layout, node=layout.max_node)
+        for id in [generator.next_id(), *generator.next_ids(100)]:
+            parts = layout.decode(id)
+            assert layout.encode(unix_ms=parts.unix_ms, node=parts.node, sequence=parts.sequence) == id, name
+            assert layout.first_id_at(parts.datetime) <= id <= layout.last_id_at(parts.unix_ms), name
+            assert atomflake.from_base32(atomflake.to_base32(id)) == id
+            assert atomflake.parse_id(str(id)) == id
+            assert layout.datetime(id) == parts.datetime
+
+
+def test_base32_sorts_as_the_ids_do() -> None:
+    ids = atomflake.Generator("twitter", node=5).next_ids(1000)
+    texts = [atomflake.to_base32(id) for id in ids]
+    assert all(len(text) == 13 for text in texts)
+    assert texts == sorted(texts)
+    assert atomflake.to_base32(0) == "0000000000000" and atomflake.to_base32(2**64 - 1) == "FZZZZZZZZZZZZ"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: Layout.preset("snowflake"), 'unknown layout "snowflake": the presets are twitter, discord, instagram, sonyflake, mastodon'),
+        (lambda: Layout(timestamp_bits=50, node_bits=10, sequence_bits=10, epoch_ms=0), "layout needs 70 bits (50 timestamp + 10 node + 10 sequence): an id holds at most 64"),
+        (lambda: Layout(timestamp_bits=41, node_bits=10, sequence_bits=12, epoch_ms=0, tick_ms=0), "tick length 0 ms is out of range: a tick is at least 1 ms"),
+        (lambda: Layout(timestamp_bits=-1, node_bits=10, sequence_bits=12, epoch_ms=0), "timestamp_bits -1 is out of range: a field has 0..=64 bits"),
+        (lambda: Layout.TWITTER.decode(-1), "id -1 is out of range: an id is 0..=18446744073709551615"),
+        (lambda: Layout.TWITTER.decode(2**64), "id 18446744073709551616 is out of range: an id is 0..=18446744073709551615"),
+        (lambda: Layout.TWITTER.encode(unix_ms=1288834974657, node=1024), "node 1024 is out of range: the layout allows 0..=1023"),
+        (lambda: Layout.TWITTER.encode(unix_ms=1288834974657, node=0, sequence=4096), "sequence 4096 is out of range: the layout allows 0..=4095"),
+        (lambda: Layout.TWITTER.encode(unix_ms=0, node=0), "time 0 ms is before the layout's epoch: the layout allows 1288834974657 ms and later"),
+        (lambda: Layout.TWITTER.first_id_at(datetime.datetime(2024, 1, 1)), "datetime 2024-01-01 00:00:00 has no time zone: give it a tzinfo (datetime.timezone.utc, say)"),
+        (lambda: atomflake.parse_id("12a"), "invalid character 'a' at byte 2 in id: ids are written with the digits 0-9 only"),
+        (lambda: atomflake.from_base32("ZZZZZZZZZZZZZ"), 'base32 id "ZZZZZZZZZZZZZ" is out of range: ids allow 0000000000000..=FZZZZZZZZZZZZ'),
+        (lambda: atomflake.to_base32(-5), "id -5 is out of range: an id is 0..=18446744073709551615"),
+    ],
+)
+def test_bad_input_is_a_value_error_with_the_rust_message(call: Any, message: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        call()
+    assert str(raised.value) == message
+
+
+def test_sonyflake_ids_agree_with_the_sonyflake_package() -> None:
+    try:
+        from sonyflake import SonyFlake
+    except ImportError:
+        cannot_run("no sonyflake-py (pip install sonyflake-py)")
+    ours = atomflake.Generator("sonyflake", node=0xBEEF).next_ids(300)
+    theirs = SonyFlake(machine_id=lambda: 0xBEEF)
+    start = theirs.start_time  # in 10 ms units since the Unix epoch
+    for id in ours:
+        parts = Layout.SONYFLAKE.decode(id)
+        decomposed = theirs.decompose(id)
+        assert decomposed["machine_id"] == parts.node == 0xBEEF
+        assert decomposed["sequence"] == parts.sequence
+        assert (decomposed["time"] + start) * 10 == parts.unix_ms
+    their_id = theirs.next_id()
+    assert Layout.SONYFLAKE.decode(their_id).node == 0xBEEF
+    assert abs(Layout.SONYFLAKE.decode(their_id).unix_ms - Layout.SONYFLAKE.decode(ours[-1]).unix_ms) < 5000
+
+
+def test_discord_ids_agree_with_discord_py() -> None:
+    try:
+        import discord.utils  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        cannot_run("no discord.py (pip install discord.py)")
+    for id in [175928847299117063, *atomflake.Generator("discord", node=(3 << 5) | 9).next_ids(100)]:
+        assert discord.utils.snowflake_time(id) == Layout.DISCORD.datetime(id)
+    now = datetime.datetime.now(UTC).replace(microsecond=123000)
+    assert discord.utils.time_snowflake(now) == Layout.DISCORD.first_id_at(now)
+    assert discord.utils.time_snowflake(now, high=True) == Layout.DISCORD.last_id_at(now)
