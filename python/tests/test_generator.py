@@ -157,3 +157,19 @@ def test_borrow_ahead_mints_a_burst_past_the_ticks_sequence_without_waiting() ->
     assert time.monotonic() - started < 0.2
     ticks = [SLOW.decode(id).unix_ms for id in ids]
     assert ticks == sorted(set(ticks)) and ticks[-1] - ticks[0] == 9 * 50
+
+
+def test_a_layout_whose_span_has_ended_raises_a_permanent_mint_error() -> None:
+    epoch_ms = int(time.time() * 1000) - 10_000
+    # Two bits of 1 ms ticks: the span ended 4 ms after its epoch, 10 s ago.
+    ended = Layout(timestamp_bits=2, node_bits=0, sequence_bits=10, epoch_ms=epoch_ms)
+    generator = Generator(ended, 0)
+    for mint in (generator.next_id, lambda: generator.next_ids(5), lambda: generator.next_ids_array(5)):
+        with pytest.raises(atomflake.MintError) as raised:
+            mint()
+        message = str(raised.value)
+        assert message.startswith("time ") and message.endswith(
+            f" ms is past the layout's end: the layout allows times before {epoch_ms + 4} ms"
+        ), message
+        assert raised.value.transient is False and raised.value.retry_after is None
+        assert type(raised.value) is atomflake.MintError
