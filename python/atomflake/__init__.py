@@ -14,36 +14,7 @@ True
 7
 """
 
-from ._atomflake import (
-    MAX_BATCH,
-    AtomflakeError,
-    ClosedError,
-    ForkedError,
-    Generator,
-    Layout,
-    LeaseError,
-    MintError,
-    Parts,
-    StartError,
-    from_base32,
-    lease,
-    parse_id,
-    to_base32,
-)
+from . import _atomflake
+from ._atomflake import *  # noqa: F403 (every name of the native module's __all__)
 
-__all__ = [
-    "MAX_BATCH",
-    "AtomflakeError",
-    "ClosedError",
-    "ForkedError",
-    "Generator",
-    "Layout",
-    "LeaseError",
-    "MintError",
-    "Parts",
-    "StartError",
-    "from_base32",
-    "lease",
-    "parse_id",
-    "to_base32",
-]
+__all__ = _atomflake.__all__

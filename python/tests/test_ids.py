@@ -1,6 +1,7 @@
 """IDs: the layouts, decode and encode, text, times, and other packages' decoders."""
 
 import datetime
+import doctest
 from typing import Any
 
 import pytest
@@ -109,3 +110,8 @@ def test_discord_ids_agree_with_discord_py() -> None:
     now = datetime.datetime.now(UTC).replace(microsecond=123000)
     assert discord.utils.time_snowflake(now) == Layout.DISCORD.first_id_at(now)
     assert discord.utils.time_snowflake(now, high=True) == Layout.DISCORD.last_id_at(now)
+
+
+def test_the_packages_docstring_example_runs() -> None:
+    result = doctest.testmod(atomflake)
+    assert result.attempted >= 4 and result.failed == 0
