@@ -22,7 +22,9 @@ def test_ids_increase_and_decode_to_the_node_and_the_time_of_minting() -> None:
     for id in (ids[0], ids[-1]):
         parts = Layout.TWITTER.decode(id)
         assert parts.node == 7
-        assert before - 1 <= parts.unix_ms <= after + 1
+        # The generator's clock is disciplined to the wall clock (it slews, never steps), so
+        # it may differ from time.time() by a few ms; 50 ms leaves room for a busy machine.
+        assert before - 50 <= parts.unix_ms <= after + 50
 
 
 def test_batches_as_a_list_and_as_an_array_continue_the_same_sequence() -> None:
@@ -89,9 +91,10 @@ def test_a_mint_waiting_for_the_next_tick_lets_other_threads_run(batch: bool) ->
     counter.join()
     assert len(set(ids)) == 10
     assert waited >= 0.4
-    # With the GIL released the counter runs through most of the 500 ms wait; held, it runs
-    # only in switches between calls (5 ms each at most), about a tenth of it.
-    assert during > 2.5 * per_100_ms, (during, per_100_ms)
+    # With the GIL released the counter runs through the 500 ms wait: 5 times its 100 ms
+    # pace, 2 times on a machine busy elsewhere. Held, it runs only in switches between
+    # calls (5 ms each at most): 0.1 to 0.5 times.
+    assert during > 1.0 * per_100_ms, (during, per_100_ms)
 
 
 def test_close_stores_the_mark_and_every_later_mint_raises_closed_error() -> None:
