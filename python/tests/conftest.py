@@ -1,8 +1,9 @@
 """What the tests share: how a test that cannot run says so, and the lease servers.
 
-Tests marked ``servers`` need a PostgreSQL database and an etcd cluster, given as
-``ATOMFLAKE_TEST_POSTGRES`` and ``ATOMFLAKE_TEST_ETCD``; ``db-tests/tests/python.rs`` starts
-throwaway ones and runs them. Under ``CI=true`` a test that cannot run fails instead of
+Tests marked ``servers`` need a PostgreSQL database, an etcd cluster and a ZooKeeper
+server, given as ``ATOMFLAKE_TEST_POSTGRES``, ``ATOMFLAKE_TEST_ETCD`` and
+``ATOMFLAKE_TEST_ZOOKEEPER``; ``db-tests/tests/python.rs`` starts throwaway ones and runs
+them. Under ``CI=true`` a test that cannot run fails instead of
 skipping.
 """
 
@@ -37,16 +38,4 @@ def faketime() -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "servers: needs the lease servers (PostgreSQL, etcd)")
-
-
-@pytest.fixture
-def postgres_url() -> str:
-    return server_url("ATOMFLAKE_TEST_POSTGRES")
-
-
-@pytest.fixture
-def etcd_url() -> str:
-    return server_url("ATOMFLAKE_TEST_ETCD")
-
-
+    config.addinivalue_line("markers", "servers: needs the lease servers (PostgreSQL, etcd, ZooKeeper)")

@@ -1,4 +1,4 @@
-"""Leases on real servers (PostgreSQL and etcd, started by db-tests/tests/python.rs): distinct
+"""Leases on real servers (PostgreSQL, etcd and ZooKeeper, started by db-tests/tests/python.rs): distinct
 nodes, a release with the exact mark, a killed holder's successor, and the errors.
 
 Run without the servers, these tests skip (fail under CI=true).
@@ -35,7 +35,11 @@ with atomflake.lease(sys.argv[1], namespace=sys.argv[2], ttl=3, layout=layout, n
 """
 
 
-ENGINES = {"PostgreSQL": "ATOMFLAKE_TEST_POSTGRES", "etcd": "ATOMFLAKE_TEST_ETCD"}
+ENGINES = {
+    "PostgreSQL": "ATOMFLAKE_TEST_POSTGRES",
+    "etcd": "ATOMFLAKE_TEST_ETCD",
+    "ZooKeeper": "ATOMFLAKE_TEST_ZOOKEEPER",
+}
 
 
 @pytest.fixture(params=list(ENGINES))
