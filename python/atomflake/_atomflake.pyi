@@ -151,6 +151,8 @@ class Generator:
     ) -> Self: ...
     def next_id(self) -> int:
         """The next ID, waiting with the GIL released for a spent tick."""
+    def try_next_id(self) -> int:
+        """The next ID, or ``MintError`` at once (``retry_after``: when to ask again)."""
     def next_ids(self, n: int) -> list[int]:
         """``n`` IDs in increasing order."""
     def next_ids_array(self, n: int) -> array[int]:

@@ -201,6 +201,13 @@ impl PyGenerator {
         }
     }
 
+    /// The next ID, or `MintError` at once when none can be minted now: for callers that
+    /// wait in their own way (`await asyncio.sleep(error.retry_after)`). A spent tick is a
+    /// `MintError` with `transient` true and `retry_after` the seconds until the next tick.
+    fn try_next_id(&self) -> PyResult<u64> {
+        Ok(self.try_mint()?)
+    }
+
     /// `n` IDs in increasing order as a `list` of `int`, reserved a tick at a time.
     fn next_ids<'py>(&self, py: Python<'py>, n: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
         let n = Self::batch(n)?;

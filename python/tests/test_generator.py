@@ -1,5 +1,6 @@
 """The generator: order, threads, the GIL while it waits, closing, and every bad argument."""
 
+import re
 import threading
 import time
 from array import array
@@ -176,3 +177,21 @@ def test_a_layout_whose_span_has_ended_raises_a_permanent_mint_error() -> None:
         ), message
         assert raised.value.transient is False and raised.value.retry_after is None
         assert type(raised.value) is atomflake.MintError
+
+
+def test_try_next_id_never_waits_and_says_when_to_ask_again() -> None:
+    generator = Generator(SLOW, node=0)
+    first = generator.try_next_id()
+    started = time.monotonic()
+    with pytest.raises(atomflake.MintError) as raised:
+        generator.try_next_id()
+    assert time.monotonic() - started < 0.01
+    assert raised.value.transient is True
+    retry_after = raised.value.retry_after
+    assert retry_after is not None and 0 <= retry_after <= 0.05
+    tick = SLOW.decode(first).unix_ms // 50 - SLOW.epoch_ms // 50 + 1
+    assert re.fullmatch(
+        rf"sequence exhausted: ids are available again at tick {tick}, in [0-9.]+[mµn]?s", str(raised.value)
+    ), str(raised.value)
+    time.sleep(retry_after + 0.001)
+    assert generator.try_next_id() > first
