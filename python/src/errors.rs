@@ -91,7 +91,7 @@ pub(crate) enum Refusal {
 }
 
 /// How long after a transient refusal minting may succeed.
-pub(crate) fn retry_after(error: &RustMintError) -> Option<Duration> {
+fn retry_after(error: &RustMintError) -> Option<Duration> {
     match error {
         RustMintError::SequenceExhausted { retry_after, .. } => Some(*retry_after),
         _ if error.is_transient() => Some(Duration::from_millis(10)),

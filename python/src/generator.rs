@@ -182,23 +182,13 @@ impl PyGenerator {
     /// Raises `MintError` (`ForkedError` in a child of a `fork()`, `ClosedError` after
     /// `close()`) when no ID can be minted.
     fn next_id(&self, py: Python<'_>) -> PyResult<u64> {
-        match self.try_mint() {
-            Ok(id) => Ok(id),
-            Err(refusal) => {
-                let started = Instant::now();
-                py.detach(|| {
-                    let mut refusal = refusal;
-                    loop {
-                        self.wait_out(refusal, started)?;
-                        match self.try_mint() {
-                            Ok(id) => return Ok::<u64, Refusal>(id),
-                            Err(again) => refusal = again,
-                        }
-                    }
-                })
-                .map_err(PyErr::from)
-            }
+        if let Ok(id) = self.try_mint() {
+            return Ok(id);
         }
+        // Refused: wait, without the GIL, as a batch of one does.
+        let mut id = 0;
+        py.detach(|| self.mint_many(1, |minted| id = minted))?;
+        Ok(id)
     }
 
     /// The next ID, or `MintError` at once when none can be minted now: for callers that
