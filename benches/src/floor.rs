@@ -1,7 +1,8 @@
 //! The floor of the `serve` bench: a hyper server that does no work. It answers every
 //! request with fixed bytes, on the stack `atomflake serve` stands on: tokio's
 //! multi-thread runtime, hyper-util's HTTP/1.1 and HTTP/2 builder with the same timer and
-//! keep-alive, and `TCP_NODELAY`. What a client gets from it is what hyper and the loopback
+//! keep-alive, HTTP/2 calls run on their connection's task ([`atomflake_serve::Streams`]),
+//! and `TCP_NODELAY`. What a client gets from it is what hyper and the loopback
 //! give on this machine. The gap to `atomflake serve` is the cost of the routing, the
 //! limits, the metrics and the mint.
 //!
@@ -11,12 +12,13 @@
 //! - Anything else (`GET /v1/ids?count=1`) gets `{"ids":["…"]}` with 19 digits, as a
 //!   JSON answer for one ID is.
 
+use atomflake_serve::Streams;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -113,7 +115,8 @@ pub fn serve(address: SocketAddr) -> std::io::Result<()> {
             let (stream, _) = listener.accept().await?;
             stream.set_nodelay(true)?;
             tokio::spawn(async move {
-                let mut builder = Builder::new(TokioExecutor::new());
+                let streams = Streams::new();
+                let mut builder = Builder::new(streams.clone());
                 builder
                     .http1()
                     .timer(TokioTimer::new())
@@ -125,7 +128,11 @@ pub fn serve(address: SocketAddr) -> std::io::Result<()> {
                     .keep_alive_timeout(Duration::from_secs(20));
                 let service = hyper::service::service_fn(answer);
                 // A client going away ends its connection; nothing to report.
-                let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                tokio::select! {
+                    biased;
+                    _ = builder.serve_connection(TokioIo::new(stream), service) => {}
+                    never = streams.run() => match never {},
+                }
             });
         }
     })

@@ -3,6 +3,7 @@
 //! they live under.
 
 use crate::metrics::Metrics;
+use crate::streams::Streams;
 use axum::body::{Body, HttpBody};
 use hyper::body::Frame;
 use hyper_util::server::graceful::GracefulConnection;
@@ -255,22 +256,28 @@ impl HttpBody for Tracked {
     }
 }
 
-/// Drives `connection` until it ends, the server drains (`closing` turns true), or it
-/// has no request under way past its `timeouts`: then closes it gracefully, and past a
-/// timeout drops it after [`CLOSE_GRACE`] (a request head still trickling in).
+/// Drives `connection` and its HTTP/2 `streams` until it ends, the server drains
+/// (`closing` turns true), or it has no request under way past its `timeouts`: then
+/// closes it gracefully, and past a timeout drops it after [`CLOSE_GRACE`] (a request
+/// head still trickling in).
 pub(crate) async fn keep<C: GracefulConnection>(
     connection: C,
+    streams: &Streams,
     activity: &Activity,
     timeouts: Timeouts,
     mut closing: watch::Receiver<bool>,
     metrics: &Metrics,
 ) {
     let mut connection = pin!(connection);
+    let mut streams = pin!(streams.run());
     let mut check = tokio::time::interval(CHECK_EVERY);
     let why = loop {
         tokio::select! {
+            // The connection first: the calls it reads are then run in the same pass.
+            biased;
             // A connection that fails (a client that went away) ends alone.
             _ = connection.as_mut() => return,
+            never = streams.as_mut() => match never {},
             _ = closing.wait_for(|closing| *closing) => break Closed::Drain,
             _ = check.tick() => {
                 if let Some(why) = activity.overdue(timeouts) {
@@ -280,12 +287,19 @@ pub(crate) async fn keep<C: GracefulConnection>(
         }
     };
     connection.as_mut().graceful_shutdown();
+    let closed = async {
+        tokio::select! {
+            biased;
+            _ = connection => {}
+            never = streams => match never {},
+        }
+    };
     if why == Closed::Drain {
         // The server bounds the drain.
-        let _ = connection.await;
+        closed.await;
     } else {
         metrics.count_closed(why);
-        let _ = tokio::time::timeout(CLOSE_GRACE, connection).await;
+        let _ = tokio::time::timeout(CLOSE_GRACE, closed).await;
     }
 }
 

@@ -27,6 +27,7 @@ mod reclaim;
 mod reload;
 mod server;
 mod service;
+mod streams;
 mod tls;
 mod watch;
 
@@ -41,5 +42,6 @@ pub use connections::{HEALTH_CONNECTIONS, RESERVED_FILES, max_connections_within
 pub use reclaim::reclaim;
 pub use server::{Drained, serve};
 pub use service::{Limits, Refusal, Service, State};
+pub use streams::Streams;
 pub use tls::{Tls, TlsFiles};
 pub use watch::{StoreWatch, Watched};

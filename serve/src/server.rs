@@ -6,12 +6,13 @@ use crate::deadline;
 use crate::metrics::{Api, Outcome};
 use crate::rate::{Bucket, IdBudget};
 use crate::service::{Limits, Service};
+use crate::streams::Streams;
 use crate::tls::Tls;
 use crate::{grpc, http};
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
 use std::convert::Infallible;
@@ -64,8 +65,6 @@ pub async fn serve<D: Future<Output = ()>>(
     let (grpc, health_task) = grpc::router(&service);
     let router = http::router(Arc::clone(&service)).merge(grpc);
     let limits = service.limits();
-    let full = builder(&limits, false);
-    let health_check = builder(&limits, true);
     let slots = Slots::new(limits.max_connections);
     let (closing, closed) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -84,22 +83,24 @@ pub async fn serve<D: Future<Output = ()>>(
         let _ = stream.set_nodelay(true);
         let slot = slots.upgrade(slot);
         let health_only = slot.health_only;
-        let (builder, timeouts) = if health_only {
-            (&health_check, Timeouts::HEALTH)
+        let timeouts = if health_only {
+            Timeouts::HEALTH
         } else {
-            (&full, Timeouts::of(&limits))
+            Timeouts::of(&limits)
         };
+        let streams = Streams::new();
+        let builder = builder(&limits, health_only, streams.clone());
         let activity = Activity::new();
         let per_connection = per_connection(&router, &service, &activity, health_only);
         let open = OpenConnection::new(Arc::clone(&service), health_only, slot);
-        let (closed, builder, tls) = (closed.clone(), builder.clone(), service.tls().map(Tls::acceptor));
+        let (closed, tls) = (closed.clone(), service.tls().map(Tls::acceptor));
         connections.spawn(async move {
             let service = TowerToHyperService::new(per_connection);
             let metrics = &open.service.metrics;
             match tls {
                 None => {
                     let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                    connections::keep(connection, &activity, timeouts, closed, metrics).await;
+                    connections::keep(connection, &streams, &activity, timeouts, closed, metrics).await;
                 }
                 // The handshake within the header timeout: a client that never finishes
                 // one holds its slot no longer than one that never sends a head.
@@ -108,7 +109,8 @@ pub async fn serve<D: Future<Output = ()>>(
                         Ok(Ok(stream)) => {
                             let connection =
                                 builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                            connections::keep(connection, &activity, timeouts, closed, metrics).await;
+                            connections::keep(connection, &streams, &activity, timeouts, closed, metrics)
+                                .await;
                         }
                         Ok(Err(_)) | Err(_) => metrics.count_failed_handshake(),
                     }
@@ -131,10 +133,11 @@ pub async fn serve<D: Future<Output = ()>>(
     Ok(drained)
 }
 
-/// The connection builder: HTTP/1.1 heads read within the header timeout, HTTP/2
-/// connections pinged; for `health_only` connections, one request each.
-fn builder(limits: &Limits, health_only: bool) -> Builder<TokioExecutor> {
-    let mut builder = Builder::new(TokioExecutor::new());
+/// A connection's builder: HTTP/1.1 heads read within the header timeout, HTTP/2
+/// connections pinged and their calls run by `streams`; for `health_only` connections,
+/// one request each.
+fn builder(limits: &Limits, health_only: bool, streams: Streams) -> Builder<Streams> {
+    let mut builder = Builder::new(streams);
     // Each connection's watch closes it at its header or idle timeout. hyper's own timer
     // is a backstop a second past the longer: it also runs while a connection waits idle
     // for its next request.
