@@ -12,6 +12,8 @@
 //! - Anything else (`GET /v1/ids?count=1`) gets `{"ids":["…"]}` with 19 digits, as a
 //!   JSON answer for one ID is.
 
+pub mod raw;
+
 use atomflake_serve::Streams;
 use bytes::Bytes;
 use http_body_util::BodyExt;

@@ -9,7 +9,7 @@
 //! - [`clients`]: h2load and wrk run against a server, their reports parsed (the `serve`
 //!   bin).
 //! - [`floor`]: a hyper server with fixed answers, the floor of the `serve` bin's outside
-//!   clients.
+//!   clients, and [`floor::raw`], the same answers with no HTTP library.
 
 pub mod clients;
 pub mod floor;

@@ -27,10 +27,12 @@
 //! - **Outside clients:** when installed, h2load (Debian `nghttp2-client`) makes gRPC calls
 //!   for one ID on one connection, 1, 16 and 64 at once, and wrk gets `/v1/ids?count=1`
 //!   over 1, 16 and 64 keep-alive HTTP/1.1 connections; rates and latencies from their own
-//!   reports (see `atomflake_benches::clients`). The same rows run against the floor
-//!   (`atomflake_benches::floor`): a hyper server on the same runtime and settings that
-//!   answers with fixed bytes, in a process of its own (this binary, `--floor-server`).
-//!   What it reaches is what hyper and the loopback allow on the machine. They also run
+//!   reports (see `atomflake_benches::clients`). The same rows run against two floors,
+//!   each in a process of its own (this binary): `atomflake_benches::floor`, a hyper
+//!   server on the same runtime and settings that answers with fixed bytes
+//!   (`--floor-server`), what hyper and the loopback allow on the machine; and
+//!   `atomflake_benches::floor::raw`, the same answers written with no HTTP library
+//!   (`--raw-floor-server`), what any HTTP server and the loopback allow. They also run
 //!   against `atomflake serve --tls-cert ... --tls-key ...` (node 6; a P-256 certificate
 //!   made with openssl), over `https://`: the cost of TLS per request.
 //! - **New connections:** h2load opens 100 connections at once, each making one gRPC
@@ -171,10 +173,17 @@ impl Server {
     }
 
     /// The floor ([`atomflake_benches::floor`]): this bench's binary with `--floor-server`,
-    /// a hyper server that answers with fixed bytes and mints nothing.
-    fn floor() -> Result<Server, Error> {
+    /// a hyper server that answers with fixed bytes and mints nothing; with `raw`, the
+    /// lower floor ([`atomflake_benches::floor::raw`], `--raw-floor-server`) that writes
+    /// them with no HTTP library.
+    fn floor(raw: bool) -> Result<Server, Error> {
+        let (flag, name) = if raw {
+            ("--raw-floor-server", "floor: no HTTP library, fixed answers")
+        } else {
+            ("--floor-server", "floor: hyper, fixed answers")
+        };
         let mut child = Command::new(std::env::current_exe()?)
-            .args(["--floor-server", "127.0.0.1:0"])
+            .args([flag, "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -187,7 +196,7 @@ impl Server {
             return Err(format!("the floor server did not start: {line:?}").into());
         };
         Ok(Server {
-            name: "floor: hyper, fixed answers",
+            name,
             nodes: 0,
             address: address.parse()?,
             child,
@@ -713,6 +722,10 @@ fn main() -> Result<(), Error> {
                 let address = args.next().ok_or("--floor-server needs an address")?;
                 return Ok(atomflake_benches::floor::serve(address.parse()?)?);
             }
+            "--raw-floor-server" => {
+                let address = args.next().ok_or("--raw-floor-server needs an address")?;
+                return Ok(atomflake_benches::floor::raw::serve(address.parse()?)?);
+            }
             other => {
                 return Err(format!("unknown argument {other}: expected --quick or --ferroid PATH").into());
             }
@@ -778,13 +791,13 @@ fn main() -> Result<(), Error> {
                 }
             }
         }
-        let floor = Arc::new(Server::floor()?);
+        let floors = [Arc::new(Server::floor(false)?), Arc::new(Server::floor(true)?)];
         let pki = tls_pki();
         let tls = match &pki {
             Some(pki) => vec![Arc::new(Server::atomflake_tls("atomflake serve, TLS", "6", pki)?)],
             None => Vec::new(),
         };
-        let outside: Vec<Arc<Server>> = servers.iter().cloned().chain(tls.iter().cloned()).chain([floor]).collect();
+        let outside: Vec<Arc<Server>> = servers.iter().cloned().chain(tls.iter().cloned()).chain(floors).collect();
         outside_clients(&outside, window)?;
         memory_rows(&servers).await?;
         let atomflake_only: Vec<Arc<Server>> = servers.iter().take(1).cloned().chain(tls).collect();
