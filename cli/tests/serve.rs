@@ -189,6 +189,31 @@ fn assert_decode(ids: &[u64], layout: &str, node: u64, from: u64, to: u64) {
 }
 
 #[test]
+fn threads_sets_the_runtimes_worker_threads() {
+    let test = "threads_sets_the_runtimes_worker_threads";
+    for threads in [1, 3] {
+        let server = Server::start(&["--node", "5", "--threads", &threads.to_string()]);
+        let Some((status, body)) = curl(&server.url("/v1/ids?count=2")) else {
+            skip(test, "no curl");
+            return;
+        };
+        assert_eq!(status, 200, "{body}");
+        // The workers are named for the server; the other threads have names of their own.
+        let tasks = format!("/proc/{}/task", server.child.id());
+        let workers = std::fs::read_dir(&tasks)
+            .unwrap()
+            .filter(|task| {
+                let comm = std::fs::read_to_string(task.as_ref().unwrap().path().join("comm")).unwrap();
+                comm.trim_end() == "atomflake-serve"
+            })
+            .count();
+        assert_eq!(workers, threads, "worker threads in {tasks}");
+        let (status, _) = server.stop();
+        assert!(status.success());
+    }
+}
+
+#[test]
 fn curl_gets_ids_that_decode_to_the_servers_node_and_the_time_of_the_request() {
     let test = "curl_gets_ids_that_decode_to_the_servers_node_and_the_time_of_the_request";
     let server = Server::start(&["--node", "5", "--max-count", "1000"]);
@@ -467,6 +492,14 @@ fn a_server_without_one_node_source_is_refused() {
         (
             &["--node", "1", "--max-connections", "0"][..],
             "atomflake: --max-connections 0 is out of range: allowed 1..=",
+        ),
+        (
+            &["--node", "1", "--threads", "0"][..],
+            "atomflake: --threads 0 is out of range: allowed 1..=1024\n",
+        ),
+        (
+            &["--node", "1", "--threads", "1025"][..],
+            "atomflake: --threads 1025 is out of range: allowed 1..=1024\n",
         ),
         (
             &["--node", "1", "--ids-rate", "100"][..],

@@ -84,6 +84,12 @@ pub(crate) struct ServeArgs {
     /// goes unanswered for 20 s.
     #[arg(long, default_value_t = Limits::default().idle_timeout.as_secs(), value_name = "S")]
     idle_timeout: u64,
+    /// The runtime's worker threads, which run the connections and the minting: one per
+    /// core unless set (or `TOKIO_WORKER_THREADS`). Where the cores are shared with busy
+    /// neighbours (a sidecar, the clients), fewer threads than cores can serve more
+    /// requests, with a shorter tail.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
     /// How long, in seconds, shutdown (SIGTERM, SIGINT) waits for the requests under way.
     #[arg(long, default_value_t = 10, value_name = "S")]
     drain: u64,
@@ -159,7 +165,16 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
         )),
         None => None,
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = args.threads {
+        if !(1..=MAX_THREADS).contains(&threads) {
+            return Err(Failure::Usage(format!(
+                "--threads {threads} is out of range: allowed 1..={MAX_THREADS}"
+            )));
+        }
+        runtime.worker_threads(threads);
+    }
+    let runtime = runtime
         .enable_all()
         .thread_name("atomflake-serve")
         .build()
@@ -414,6 +429,9 @@ const MAX_IDS_RATE: u64 = 1 << 53;
 
 /// The longest header and idle timeouts, in seconds.
 const MAX_TIMEOUT_S: u64 = 3600;
+
+/// The most `--threads`: far past any machine's cores.
+const MAX_THREADS: usize = 1024;
 
 /// The limits `args` set, the connections within `file_limit` open files.
 fn limits(args: &ServeArgs, file_limit: u64) -> Result<Limits, Failure> {
