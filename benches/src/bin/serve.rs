@@ -32,7 +32,8 @@
 //!   server on the same runtime and settings that answers with fixed bytes
 //!   (`--floor-server`), what hyper and the loopback allow on the machine; and
 //!   `atomflake_benches::floor::raw`, the same answers written with no HTTP library
-//!   (`--raw-floor-server`), what any HTTP server and the loopback allow. They also run
+//!   (`--raw-floor-server`), what any HTTP server and the loopback allow. And against
+//!   `atomflake serve --threads 1` (node 7), which leaves the other core to the client. They also run
 //!   against `atomflake serve --tls-cert ... --tls-key ...` (node 6; a P-256 certificate
 //!   made with openssl), over `https://`: the cost of TLS per request.
 //! - **New connections:** h2load opens 100 connections at once, each making one gRPC
@@ -792,12 +793,14 @@ fn main() -> Result<(), Error> {
             }
         }
         let floors = [Arc::new(Server::floor(false)?), Arc::new(Server::floor(true)?)];
+        // One worker thread leaves the other core to the client.
+        let one_thread = Arc::new(Server::atomflake_with("atomflake serve --threads 1", "7", &["--threads", "1"])?);
         let pki = tls_pki();
         let tls = match &pki {
             Some(pki) => vec![Arc::new(Server::atomflake_tls("atomflake serve, TLS", "6", pki)?)],
             None => Vec::new(),
         };
-        let outside: Vec<Arc<Server>> = servers.iter().cloned().chain(tls.iter().cloned()).chain(floors).collect();
+        let outside: Vec<Arc<Server>> = servers.iter().cloned().chain([one_thread]).chain(tls.iter().cloned()).chain(floors).collect();
         outside_clients(&outside, window)?;
         memory_rows(&servers).await?;
         let atomflake_only: Vec<Arc<Server>> = servers.iter().take(1).cloned().chain(tls).collect();
