@@ -23,10 +23,12 @@ use hyper::{Method, Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::net::TcpStream;
 
 /// A fixed ID, 19 digits as today's Twitter-layout IDs are.
 const ID: u64 = 1_999_999_999_999_999_999;
@@ -109,6 +111,36 @@ async fn answer(request: Request<Incoming>) -> Result<Response<Fixed>, hyper::Er
 ///
 /// The runtime or the bind failing.
 pub fn serve(address: SocketAddr) -> std::io::Result<()> {
+    listen(address, |stream| async move {
+        let streams = Streams::new();
+        let mut builder = Builder::new(streams.clone());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(Duration::from_secs(31));
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(Duration::from_secs(20))
+            .keep_alive_timeout(Duration::from_secs(20));
+        let service = hyper::service::service_fn(answer);
+        // A client going away ends its connection; nothing to report.
+        tokio::select! {
+            biased;
+            _ = builder.serve_connection(TokioIo::new(stream), service) => {}
+            never = streams.run() => match never {},
+        }
+    })
+}
+
+/// A floor's accept loop, on tokio's multi-thread runtime: binds `address`, prints
+/// `listening on ADDR` on stdout, and runs `connection` as a task of its own for each
+/// connection accepted, with `TCP_NODELAY` set, until the process is killed.
+fn listen<F, C>(address: SocketAddr, connection: F) -> std::io::Result<()>
+where
+    F: Fn(TcpStream) -> C,
+    C: Future<Output = ()> + Send + 'static,
+{
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(address).await?;
@@ -116,26 +148,7 @@ pub fn serve(address: SocketAddr) -> std::io::Result<()> {
         loop {
             let (stream, _) = listener.accept().await?;
             stream.set_nodelay(true)?;
-            tokio::spawn(async move {
-                let streams = Streams::new();
-                let mut builder = Builder::new(streams.clone());
-                builder
-                    .http1()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(Duration::from_secs(31));
-                builder
-                    .http2()
-                    .timer(TokioTimer::new())
-                    .keep_alive_interval(Duration::from_secs(20))
-                    .keep_alive_timeout(Duration::from_secs(20));
-                let service = hyper::service::service_fn(answer);
-                // A client going away ends its connection; nothing to report.
-                tokio::select! {
-                    biased;
-                    _ = builder.serve_connection(TokioIo::new(stream), service) => {}
-                    never = streams.run() => match never {},
-                }
-            });
+            tokio::spawn(connection(stream));
         }
     })
 }

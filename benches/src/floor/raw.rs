@@ -68,90 +68,96 @@ const WINDOW_BATCH: u32 = 1 << 14;
 ///
 /// The runtime or the bind failing.
 pub fn serve(address: SocketAddr) -> std::io::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(address).await?;
-        println!("listening on {}", listener.local_addr()?);
-        loop {
-            let (stream, _) = listener.accept().await?;
-            stream.set_nodelay(true)?;
-            // A client going away ends its connection; nothing to report.
-            tokio::spawn(async move {
-                let _ = connection(stream).await;
-            });
-        }
+    super::listen(address, |stream| async move {
+        // A client going away ends its connection; nothing to report.
+        let _ = connection(stream).await;
     })
 }
 
-async fn connection(mut stream: TcpStream) -> std::io::Result<()> {
-    let mut input = Vec::with_capacity(16 * 1024);
-    while input.len() < PREFACE.len() {
-        if stream.read_buf(&mut input).await? == 0 {
-            return Ok(());
-        }
-        if !PREFACE.starts_with(&input[..input.len().min(PREFACE.len())]) {
-            return http1(stream, input).await;
-        }
-    }
-    input.drain(..PREFACE.len());
-    http2(stream, input).await
+/// A connection's bytes: what has come in and not been taken, and the answers to write.
+struct Wire {
+    stream: TcpStream,
+    input: Vec<u8>,
+    output: Vec<u8>,
 }
 
-async fn http1(mut stream: TcpStream, mut input: Vec<u8>) -> std::io::Result<()> {
-    let mut output = Vec::with_capacity(4 * 1024);
+impl Wire {
+    /// Drops the first `consumed` bytes of the input, writes the answers, and reads more:
+    /// false once the client has closed the connection.
+    async fn exchange(&mut self, consumed: usize) -> std::io::Result<bool> {
+        self.input.drain(..consumed);
+        if !self.output.is_empty() {
+            self.stream.write_all(&self.output).await?;
+            self.output.clear();
+        }
+        Ok(self.stream.read_buf(&mut self.input).await? != 0)
+    }
+}
+
+async fn connection(stream: TcpStream) -> std::io::Result<()> {
+    let mut wire = Wire {
+        stream,
+        input: Vec::with_capacity(16 * 1024),
+        output: Vec::with_capacity(4 * 1024),
+    };
+    // The first bytes tell HTTP/2's preface from an HTTP/1.1 request line.
+    while wire.input.len() < PREFACE.len() {
+        if !wire.exchange(0).await? {
+            return Ok(());
+        }
+        let input = &wire.input;
+        if !PREFACE.starts_with(&input[..input.len().min(PREFACE.len())]) {
+            return http1(wire).await;
+        }
+    }
+    wire.input.drain(..PREFACE.len());
+    http2(wire).await
+}
+
+async fn http1(mut wire: Wire) -> std::io::Result<()> {
     loop {
         let mut consumed = 0;
-        while let Some(end) = find(&input[consumed..], b"\r\n\r\n") {
+        while let Some(end) = find(&wire.input[consumed..], b"\r\n\r\n") {
             consumed += end + 4;
-            output.extend_from_slice(HTTP1_ANSWER);
+            wire.output.extend_from_slice(HTTP1_ANSWER);
         }
-        input.drain(..consumed);
-        if !output.is_empty() {
-            stream.write_all(&output).await?;
-            output.clear();
-        }
-        if stream.read_buf(&mut input).await? == 0 {
+        if !wire.exchange(consumed).await? {
             return Ok(());
         }
     }
 }
 
-async fn http2(mut stream: TcpStream, mut input: Vec<u8>) -> std::io::Result<()> {
-    let mut output = Vec::with_capacity(4 * 1024);
-    frame(&mut output, SETTINGS, 0, 0, &[]);
+async fn http2(mut wire: Wire) -> std::io::Result<()> {
+    frame(&mut wire.output, SETTINGS, 0, 0, &[]);
     let mut unacknowledged: u32 = 0;
     loop {
         let mut consumed = 0;
-        while let Some(header) = input.get(consumed..consumed + 9) {
+        while let Some(header) = wire.input.get(consumed..consumed + 9) {
             let length = u32::from_be_bytes([0, header[0], header[1], header[2]]);
             let (kind, flags) = (header[3], header[4]);
             let stream_id = u32::from_be_bytes([header[5], header[6], header[7], header[8]]) & 0x7fff_ffff;
             let end = consumed + 9 + length as usize;
-            let Some(payload) = input.get(consumed + 9..end) else {
+            let Some(payload) = wire.input.get(consumed + 9..end) else {
                 break;
             };
+            let output = &mut wire.output;
             match kind {
-                HEADERS | DATA if flags & END_STREAM != 0 => answer(&mut output, stream_id),
-                SETTINGS if flags & ACK == 0 => frame(&mut output, SETTINGS, ACK, 0, &[]),
-                PING if flags & ACK == 0 => frame(&mut output, PING, ACK, 0, payload),
+                HEADERS | DATA if flags & END_STREAM != 0 => answer(output, stream_id),
+                SETTINGS if flags & ACK == 0 => frame(output, SETTINGS, ACK, 0, &[]),
+                PING if flags & ACK == 0 => frame(output, PING, ACK, 0, payload),
                 GOAWAY => return Ok(()),
                 _ => {}
             }
             if kind == DATA {
                 unacknowledged += length;
                 if unacknowledged >= WINDOW_BATCH {
-                    frame(&mut output, WINDOW_UPDATE, 0, 0, &unacknowledged.to_be_bytes());
+                    frame(output, WINDOW_UPDATE, 0, 0, &unacknowledged.to_be_bytes());
                     unacknowledged = 0;
                 }
             }
             consumed = end;
         }
-        input.drain(..consumed);
-        if !output.is_empty() {
-            stream.write_all(&output).await?;
-            output.clear();
-        }
-        if stream.read_buf(&mut input).await? == 0 {
+        if !wire.exchange(consumed).await? {
             return Ok(());
         }
     }
