@@ -6,7 +6,7 @@
 //! other worker thread, and both contend for the lock on h2's stream store. Run on the
 //! connection's task, a batch of calls that came in one read is answered in one pass and
 //! written out together: one gRPC call for one ID costs less CPU, and its latency varies
-//! less (see `benches/README.md`).
+//! less.
 //!
 //! The work a call starts that may take long (a `StreamIds`' minting) is a task of its
 //! own still, so one connection's calls never wait on each other's minting.

@@ -85,9 +85,9 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = Limits::default().idle_timeout.as_secs(), value_name = "S")]
     idle_timeout: u64,
     /// The runtime's worker threads, which run the connections and the minting: one per
-    /// core unless set (or `TOKIO_WORKER_THREADS`). Where the cores are shared with busy
-    /// neighbours (a sidecar, the clients), fewer threads than cores can serve more
-    /// requests, with a shorter tail.
+    /// core unless set (or `TOKIO_WORKER_THREADS`), at most 1024. Where the cores are
+    /// shared with busy neighbours (a sidecar, the clients), fewer threads than cores can
+    /// serve more requests, with a shorter tail.
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
     /// How long, in seconds, shutdown (SIGTERM, SIGINT) waits for the requests under way.
