@@ -89,7 +89,7 @@ pub async fn serve<D: Future<Output = ()>>(
             Timeouts::of(&limits)
         };
         let streams = Streams::new();
-        let builder = builder(&limits, health_only, streams.clone());
+        let builder = builder(&limits, timeouts, health_only, streams.clone());
         let activity = Activity::new();
         let per_connection = per_connection(&router, &service, &activity, health_only);
         let open = OpenConnection::new(Arc::clone(&service), health_only, slot);
@@ -133,19 +133,14 @@ pub async fn serve<D: Future<Output = ()>>(
     Ok(drained)
 }
 
-/// A connection's builder: HTTP/1.1 heads read within the header timeout, HTTP/2
+/// A connection's builder: HTTP/1.1 heads read within the header timeout (of `timeouts`), HTTP/2
 /// connections pinged and their calls run by `streams`; for `health_only` connections,
 /// one request each.
-fn builder(limits: &Limits, health_only: bool, streams: Streams) -> Builder<Streams> {
+fn builder(limits: &Limits, timeouts: Timeouts, health_only: bool, streams: Streams) -> Builder<Streams> {
     let mut builder = Builder::new(streams);
     // Each connection's watch closes it at its header or idle timeout. hyper's own timer
     // is a backstop a second past the longer: it also runs while a connection waits idle
     // for its next request.
-    let timeouts = if health_only {
-        Timeouts::HEALTH
-    } else {
-        Timeouts::of(limits)
-    };
     let header_timeout = timeouts.header.max(timeouts.idle) + Duration::from_secs(1);
     builder
         .http1()
