@@ -31,10 +31,15 @@ pub enum Ended {
     Hung(Duration),
 }
 
-/// Held from the pipe's creation until the child is reaped.
+/// Held from the pipe's creation until the child is reaped, in the test process.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// Forks. The child runs `child` with a writer to the parent and exits with the code it
+/// The test process: the first process to call [`fork`]. Its children may fork too (a
+/// grandchild), without the lock: a child runs only the thread that forked it, which holds
+/// the child's copy of the lock.
+static TEST_PROCESS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// Forks, in the test process or in a child of it. The child runs `child` with a writer to the parent and exits with the code it
 /// returns (101 when it panics) at once, running no destructor and no exit handler. The
 /// parent runs `parent` with the child's process ID meanwhile, then waits for the child for
 /// at most `limit` from the fork, and kills it after that.
@@ -48,9 +53,11 @@ pub fn fork<T>(
     parent: impl FnOnce(u32) -> T,
     limit: Duration,
 ) -> (T, Child) {
-    let _one = ONE_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = (*TEST_PROCESS.get_or_init(std::process::id) == std::process::id()).then(|| {
+        ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    });
     let (mut reader, mut writer) = std::io::pipe().expect("a pipe");
     let started = Instant::now();
     // SAFETY: `fork` has no preconditions. The child runs only this thread; it goes on

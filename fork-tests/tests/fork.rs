@@ -1,6 +1,7 @@
 //! A generator built before a `fork()` and used on both sides of it: the child is refused
 //! with the exact error, never waits for threads it does not have, mints no ID its parent
-//! mints, and can drop the generator.
+//! mints, and can drop the generator. A generator the child builds itself mints at the
+//! wall clock's time, in a grandchild too.
 
 use atomflake::{
     Builder, Clock, Generator, Id, Layout, LocalGenerator, ManualClock, MintError, PreciseClock,
@@ -335,4 +336,80 @@ fn a_next_ids_iterator_reserved_before_a_fork_hands_out_only_its_current_block_i
     expected.push(format!("panic atomflake: cannot mint an id: {forked}"));
     let lines: Vec<&str> = child.output.lines().collect();
     assert_eq!(lines, expected);
+}
+
+/// How far `generator`'s IDs lag the wall clock after minting for `run`, in ms: the
+/// least lag of the mints in the last half second (one every 5 ms), as a line `lag N`. The
+/// least, because the default clock's time is what its thread stored, late by however long
+/// a busy machine keeps that thread waiting; a clock that runs slow lags at every mint.
+fn lag_after(generator: &Generator, run: Duration) -> String {
+    let wall_ms = || {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        i64::try_from(now.expect("after 1970").as_millis()).expect("ms fit an i64")
+    };
+    let started = std::time::Instant::now();
+    let mut least = i64::MAX;
+    while started.elapsed() < run {
+        std::thread::sleep(Duration::from_millis(5));
+        let before = wall_ms();
+        let minted = Layout::TWITTER.decode(generator.next_id()).unix_ms;
+        let after = wall_ms();
+        let minted = i64::try_from(minted).expect("ms fit an i64");
+        if started.elapsed() + Duration::from_millis(500) >= run {
+            // Behind the wall clock read before, or ahead of the one read after.
+            least = least.min((before - minted).max(minted - after).max(0));
+        }
+    }
+    format!("lag {least}")
+}
+
+#[test]
+fn a_generator_built_in_a_child_or_a_grandchild_mints_at_the_wall_clocks_time() {
+    let _one = one_test_at_a_time();
+    let generator = Generator::new(Layout::TWITTER, 13).unwrap();
+    let _ = generator.next_id();
+    // A child's default clock runs on the piece its parent's thread published last, which
+    // runs at the calibrated rate for a second at most and then 1% slow: 3 s after the
+    // fork, a child without a thread of its own lags the wall clock by 20 ms or more.
+    let run = Duration::from_secs(3);
+    let ((), child) = fork(
+        |out| {
+            let own = Generator::new(Layout::TWITTER, 14).unwrap();
+            // The child measures its own lag while the grandchild measures its.
+            let (lag, grandchild) = fork(
+                |out| {
+                    write_lines(
+                        out,
+                        &[lag_after(&Generator::new(Layout::TWITTER, 15).unwrap(), run)],
+                    )
+                },
+                |_| lag_after(&own, run),
+                LIMIT,
+            );
+            let mut lines = vec![lag];
+            // The child's clock has a thread again: the parent's generator is still refused.
+            lines.push(tried(generator.try_next_id()));
+            lines.push(format!("grandchild {:?}", grandchild.ended));
+            lines.extend(grandchild.output.lines().map(str::to_owned));
+            write_lines(out, &lines)
+        },
+        |_| (),
+        LIMIT,
+    );
+    assert_eq!(child.ended, Ended::Exited(0), "{}", child.output);
+    let lines: Vec<&str> = child.output.lines().collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    let forked = MintError::Forked {
+        parent: std::process::id(),
+        child: child.pid,
+    };
+    assert_eq!(lines[1], format!("error {forked:?}"));
+    assert_eq!(lines[2], "grandchild Exited(0)");
+    for (who, line) in [("child", lines[0]), ("grandchild", lines[3])] {
+        let lag: i64 = line
+            .strip_prefix("lag ")
+            .and_then(|n| n.parse().ok())
+            .expect(line);
+        assert!(lag <= 5, "the {who}'s ids lag the wall clock by {lag} ms");
+    }
 }

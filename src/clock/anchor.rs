@@ -29,10 +29,18 @@ pub(super) struct Anchor {
     discipline: Discipline,
     timeline: Timeline,
     /// Whether the discipline thread runs, and so keeps [`RECENT_UNIX_MS`] fresh: set once
-    /// the thread is started, cleared in a child of a fork ([`stop_heartbeat`]), which has
-    /// no such thread.
+    /// the thread is started, cleared in a child of a fork ([`after_fork_in_child`]), which
+    /// has no such thread until it starts its own.
     pub(super) ticking: ProcessAtomicBool,
+    /// Set in a child of a fork whose parent ran the discipline thread: the child's next
+    /// [`Anchor::get`] (a clock being made) starts the child's own thread.
+    orphaned: ProcessAtomicBool,
 }
+
+/// How many forks lie between this process and the first one of its line that ran the
+/// crate's fork handler: the child handler adds one ([`after_fork_in_child`]). A generator
+/// records it when built, and trusts the heartbeat only in the same line ([`heartbeat`]).
+static LINEAGE: ProcessAtomicU64 = ProcessAtomicU64::new(0);
 
 /// The clock's time, Unix ms, as the discipline thread read it just after the start of
 /// each of the clock's milliseconds: what [`MonotonicClock::unix_ms`] returns. On a cache
@@ -59,37 +67,75 @@ pub(super) type Hook = std::sync::Arc<dyn Fn(ClockStep) + Send + Sync>;
 static STEP_HOOK: Mutex<Option<(Duration, Hook)>> = Mutex::new(None);
 
 impl Anchor {
+    /// The process's anchor, made on first use; in a child of a fork whose parent ran the
+    /// discipline thread, the child's own thread is started first ([`Anchor::adopt`]).
+    /// Called where a clock is made, never on the minting path.
     pub(super) fn get() -> &'static Anchor {
-        ANCHOR.get_or_init(|| {
+        let anchor = ANCHOR.get_or_init(|| {
             let anchor = Anchor::capture(quanta::Clock::new());
-            anchor.refresh_recent();
             // Not under loom: the thread would outlive the model. The thread's own
             // `Anchor::get` waits for this initialisation to finish.
             #[cfg(not(loom))]
-            {
-                let started = std::thread::Builder::new()
-                    .name("atomflake-discipline".into())
-                    .spawn(Anchor::discipline_thread)
-                    .is_ok();
-                // Relaxed: published with the anchor itself, by the `OnceLock`.
-                anchor.ticking.store(started, Ordering::Relaxed);
-            }
-            #[cfg(not(loom))]
-            if !anchor.ticking.load(Ordering::Relaxed) {
-                // No thread will ever renew the first piece: give it no horizon, so that
-                // the clock runs on at the calibrated rate, undisciplined, rather than 1%
-                // slow after a second. No other writer exists, so no reading can go back.
-                let first = anchor.timeline.read(|| 0).0;
-                anchor.timeline.publish(Segment::new(
-                    first.start,
-                    first.at,
-                    first.scale,
-                    u64::MAX,
-                    first.slow,
-                ));
-            }
+            anchor.start_discipline();
+            #[cfg(loom)]
+            anchor.refresh_recent();
             anchor
-        })
+        });
+        // Relaxed: set in a child by the fork handler on the child's only thread, before
+        // any other thread of the child exists; `adopt` settles who starts the thread.
+        #[cfg(not(loom))]
+        if anchor.orphaned.load(Ordering::Relaxed) {
+            anchor.adopt();
+        }
+        anchor
+    }
+
+    /// Starts the discipline thread: once when the anchor is made, and again in each child
+    /// of a fork that makes a clock ([`Anchor::adopt`]). The stored time is fresh before
+    /// the thread exists, so no store of this thread's can land after one of the
+    /// discipline thread's and set the time back.
+    #[cfg(not(loom))]
+    fn start_discipline(&self) {
+        self.refresh_recent();
+        // A child of a fork gets the handler's care only if it is registered before the
+        // fork: a process that makes a clock but no generator forks too.
+        #[cfg(unix)]
+        crate::generator::atfork::install();
+        let started = std::thread::Builder::new()
+            .name("atomflake-discipline".into())
+            .spawn(Anchor::discipline_thread)
+            .is_ok();
+        if started {
+            // Relaxed: when the anchor is made, published with it by the `OnceLock`; in a
+            // child, a clock that reads it unset only reads precisely.
+            self.ticking.store(true, Ordering::Relaxed);
+        } else {
+            // No thread will renew the current piece: give it no horizon, so that the
+            // clock runs on at the calibrated rate, undisciplined, rather than 1% slow
+            // after a second. No other writer exists, so no reading can go back (a piece
+            // past its horizon runs slower than this one, never faster).
+            let current = self.timeline.read(|| 0).0;
+            self.timeline.publish(Segment::new(
+                current.start,
+                current.at,
+                current.scale,
+                u64::MAX,
+                current.slow,
+            ));
+        }
+    }
+
+    /// In a child of a fork whose parent ran the discipline thread: starts the child's
+    /// own, once, however many threads of the child make clocks at the same time. Without
+    /// it, the child's clock would reach its current piece's horizon within a second and
+    /// run 1% slow for good.
+    #[cfg(not(loom))]
+    #[cold]
+    fn adopt(&self) {
+        // Relaxed: the flag is the only thing handed over; the winner starts the thread.
+        if self.orphaned.swap(false, Ordering::Relaxed) {
+            self.start_discipline();
+        }
     }
 
     fn capture(clock: quanta::Clock) -> Anchor {
@@ -106,6 +152,7 @@ impl Anchor {
             discipline,
             timeline: Timeline::new(discipline.anchor(raw, wall)),
             ticking: ProcessAtomicBool::new(false),
+            orphaned: ProcessAtomicBool::new(false),
         }
     }
 
@@ -194,16 +241,30 @@ impl Anchor {
     }
 }
 
+/// The current [`LINEAGE`]: what a generator records when it is built, for [`heartbeat`].
+pub(crate) fn lineage() -> u64 {
+    // Relaxed: changed only by the fork handler, in a child, before the child has a second
+    // thread.
+    LINEAGE.load(Ordering::Relaxed)
+}
+
 /// The time the default clock's thread last stored for [`MonotonicClock::unix_ms`], then
-/// the clock's precise time (Unix ms); `None` while no thread stores it (no default clock
-/// in this process yet, or its thread did not start).
+/// the clock's precise time (Unix ms), for a generator built in `lineage` ([`lineage`]);
+/// `None` while no thread stores it (no default clock in this process yet, or its thread
+/// did not start, or not yet in a child of a fork) and in any other line.
 ///
-/// The stored time is the process's heartbeat: a child of a fork has no discipline thread,
-/// so its copy stands at the last time stored before the fork, while its precise clock
-/// goes on ([`Birth`](crate::generator::fork::Birth)).
-pub(crate) fn heartbeat() -> Option<(u64, u64)> {
-    // Relaxed: a flag that only goes from set to clear, in a child (`stop_heartbeat`), on
-    // the one thread the child has.
+/// The stored time is the process's heartbeat: a child of a fork has no discipline thread
+/// until it makes a clock, so its copy stands at the last time stored before the fork,
+/// while its precise clock goes on ([`Birth`](crate::generator::fork::Birth)). Once the
+/// child has started its own thread, the heartbeat beats again, but only for the
+/// generators built in the child: the line tells them from the ones copied from the
+/// parent, which must check the process.
+pub(crate) fn heartbeat(lineage: u64) -> Option<(u64, u64)> {
+    if self::lineage() != lineage {
+        return None;
+    }
+    // Relaxed: cleared only in a child (`after_fork_in_child`), on the one thread the child
+    // has, and set again by `Anchor::start_discipline` after a fresh time is stored.
     let anchor = ANCHOR
         .get()
         .filter(|anchor| anchor.ticking.load(Ordering::Relaxed))?;
@@ -212,14 +273,20 @@ pub(crate) fn heartbeat() -> Option<(u64, u64)> {
     Some((stored, anchor.precise_unix_ms()))
 }
 
-/// Tells [`heartbeat`], and the default clocks made from now on, that no discipline thread
-/// stores the time any more: called in a child of a fork, whose copy of the stored time
-/// stands still ([`atfork`](crate::generator::atfork)). Takes no lock and allocates nothing.
+/// Called in a child of a fork ([`atfork`](crate::generator::atfork)), whose copy of the
+/// stored time stands still: starts a new [`LINEAGE`], tells [`heartbeat`] and the default
+/// clocks made from now on that no discipline thread stores the time, and leaves the
+/// child's first clock to start its own ([`Anchor::adopt`]). Takes no lock and allocates
+/// nothing.
 #[cfg_attr(any(loom, not(unix)), allow(dead_code))]
-pub(crate) fn stop_heartbeat() {
+pub(crate) fn after_fork_in_child() {
+    // Relaxed: see `lineage`.
+    LINEAGE.fetch_add(1, Ordering::Relaxed);
     if let Some(anchor) = ANCHOR.get() {
-        // Relaxed: see `heartbeat`.
-        anchor.ticking.store(false, Ordering::Relaxed);
+        // Relaxed: see `heartbeat` and `Anchor::get`.
+        if anchor.ticking.swap(false, Ordering::Relaxed) {
+            anchor.orphaned.store(true, Ordering::Relaxed);
+        }
     }
 }
 

@@ -16,10 +16,10 @@ mod manual;
 mod monotonic;
 mod precise;
 
-pub(crate) use anchor::heartbeat;
+pub(crate) use anchor::{heartbeat, lineage};
 // For the child-of-a-fork handler, which exists on Unix and not under loom.
 #[cfg_attr(any(loom, not(unix)), allow(unused_imports))]
-pub(crate) use anchor::stop_heartbeat;
+pub(crate) use anchor::after_fork_in_child;
 pub use manual::ManualClock;
 pub use monotonic::MonotonicClock;
 pub use precise::PreciseClock;

@@ -15,9 +15,11 @@
 //!   them when it is dropped, before that memory is freed;
 //! - a `pthread_atfork` child handler, registered once when the first generator is built,
 //!   stores 0 in every limit registered, and stops the default clock's heartbeat (see
-//!   [`stop_heartbeat`](crate::clock::stop_heartbeat)), whose copy in the child stands still in the tick of the
-//!   fork and would otherwise spare the check there. The child's first mint on any
-//!   generator then takes the cold path, checks the process, and is refused.
+//!   [`after_fork_in_child`](crate::clock::after_fork_in_child)), whose copy in the child
+//!   stands still in the tick of the fork and would otherwise spare the check there. The
+//!   child's first mint on any generator then takes the cold path, checks the process, and
+//!   is refused. The child's first clock starts the child's own discipline thread, whose
+//!   heartbeat spares the check only for generators built in the child.
 //!
 //! The fast path reads what it read before; what a generator pays is one load more per
 //! mint, of its [`Home`]'s address (`benches/README.md` has the count).
@@ -131,9 +133,10 @@ fn claim(limit: *mut u64) -> &'static AtomicPtr<u64> {
     unreachable!("2^38 limits registered at once")
 }
 
-/// Registers [`in_a_child`] with `pthread_atfork`, once per process.
+/// Registers [`in_a_child`] with `pthread_atfork`, once per process: when the first
+/// generator is built, and when the default clock starts its thread.
 #[cfg(all(unix, not(loom)))]
-fn install() {
+pub(crate) fn install() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
         // SAFETY: `in_a_child` is an `extern "C" fn()` that stays valid for the process's
@@ -164,5 +167,5 @@ extern "C" fn in_a_child() {
             }
         }
     }
-    crate::clock::stop_heartbeat();
+    crate::clock::after_fork_in_child();
 }

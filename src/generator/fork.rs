@@ -16,9 +16,9 @@
 //! - **at a child's first mint**: the ticks a child copied as checked are not checked for
 //!   it. A `pthread_atfork` handler ([`atfork`](super::atfork)) sets, in every child, the
 //!   limits of every generator alive at the fork to 0 (its state words' windows, its
-//!   minter's limit, its ticks checked) and stops the heartbeat (below), so the child's
-//!   first mint on any of them takes the cold path and checks the process with the system
-//!   call.
+//!   minter's limit, its ticks checked) and starts a new line of the heartbeat (below), so
+//!   the child's first mint on any of them takes the cold path and checks the process with
+//!   the system call.
 //!
 //! A child is refused with [`MintError::Forked`] (`next_id` panics with it).
 //!
@@ -29,7 +29,11 @@
 //! precise clock is still in it ([`spares`]): then a thread of this process's clock ran
 //! during the tick being minted. A child's copy of the stored time stands still at the
 //! last time stored before the fork, so the child handler stops the heartbeat
-//! ([`clock::stop_heartbeat`]): a child never skips the system call. Everywhere else too
+//! ([`clock::after_fork_in_child`]). The child's first clock starts a discipline thread
+//! of the child's own, and the heartbeat beats again, but only for the generators built
+//! in the child: a generator records the fork line it is built in ([`clock::lineage`]),
+//! and one copied from a parent is of an older line, so its mints in the child never skip
+//! the system call, however long the child runs. Everywhere else too
 //! (no default clock in the process, a clock whose ticks are not the wall clock's, a
 //! borrowed tick, a thread late by a tick) the check makes the system call. So a
 //! generator that mints once a tick or less takes the cold path at every mint, but makes
@@ -58,6 +62,9 @@ use std::ops::Range;
 #[derive(Debug)]
 pub(crate) struct Birth {
     pid: u32,
+    /// The fork line the generator is built in ([`clock::lineage`]): the heartbeat spares
+    /// the system call only in it.
+    lineage: u64,
     /// The first slot of the tick after the latest one a mint checked the process in:
     /// slots before it need no check. Only grows.
     checked: ProcessAtomicU64,
@@ -74,6 +81,7 @@ impl Birth {
     pub(crate) fn checked_until(next: u64) -> Birth {
         Birth {
             pid: std::process::id(),
+            lineage: clock::lineage(),
             checked: ProcessAtomicU64::new(next),
         }
     }
@@ -102,7 +110,7 @@ impl Birth {
     /// [`MintError::Forked`] in a child of a fork.
     #[cold]
     pub(crate) fn check_tick(&self, tick: Range<u64>, next: u64) -> Result<(), MintError> {
-        if !spares(&tick, clock::heartbeat()) {
+        if !spares(&tick, clock::heartbeat(self.lineage)) {
             self.check()?;
         }
         // Relaxed: see `limit`.
