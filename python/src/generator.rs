@@ -2,6 +2,12 @@
 //! with an optional high-water file or lease as its mark store) behind a read-write lock
 //! that only `close()` takes for writing: closing drops it, which stores the mark that
 //! covers exactly what it minted and releases its lease.
+//!
+//! In a child of a `fork()` the lock may be held for good: by a thread of the parent's that
+//! was minting (the GIL is released while a call waits) or closing at the fork, which the
+//! child does not have. So in the process the generator was not built in, no call waits for
+//! the lock: a mint that cannot take it at once is refused as the Rust generator refuses it
+//! there (`ForkedError`), and `close()` leaves the parent's generator alone.
 
 use crate::args;
 use crate::errors::{Refusal, build_error, lease_error};
@@ -16,7 +22,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use std::path::PathBuf;
-use std::sync::{PoisonError, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 /// The most IDs one `next_ids` call returns: 512 MiB as an `array('Q')`.
@@ -29,6 +36,10 @@ const MAX_PATIENCE: Duration = Duration::from_secs(3600);
 #[pyclass(frozen, module = "atomflake", name = "Generator")]
 pub(crate) struct PyGenerator {
     inner: RwLock<Option<Generator<MonotonicClock>>>,
+    /// The process the generator was built in.
+    born: u32,
+    /// Set by `close()` in a child of a fork, which leaves `inner` as it is.
+    closed_in_child: AtomicBool,
     layout: Layout,
     node: u64,
     /// How long a mint waits out a mark being stored or a lease being renewed.
@@ -66,16 +77,48 @@ impl PyGenerator {
             .map_err(|error| build_error(&error))?;
         Ok(PyGenerator {
             inner: RwLock::new(Some(generator)),
+            born: std::process::id(),
+            closed_in_child: AtomicBool::new(false),
             layout,
             node,
             patience,
         })
     }
 
+    /// The generator, read-locked: at once where no `close()` holds or waits for the lock.
+    #[inline]
+    fn reading(&self) -> Result<RwLockReadGuard<'_, Option<Generator<MonotonicClock>>>, Refusal> {
+        match self.inner.try_read() {
+            Ok(generator) => Ok(generator),
+            Err(TryLockError::Poisoned(poisoned)) => Ok(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => self.reading_slowly(),
+        }
+    }
+
+    /// The generator, read-locked after waiting for a `close()` under way; in a child of a
+    /// fork, where the holder may be a thread the child does not have, the refusal instead.
+    #[cold]
+    fn reading_slowly(&self) -> Result<RwLockReadGuard<'_, Option<Generator<MonotonicClock>>>, Refusal> {
+        self.in_the_parent()?;
+        Ok(self.inner.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// `Ok` in the process the generator was built in, else the Rust generator's refusal.
+    fn in_the_parent(&self) -> Result<(), Refusal> {
+        let here = std::process::id();
+        if here == self.born {
+            return Ok(());
+        }
+        Err(Refusal::Mint(MintError::Forked {
+            parent: self.born,
+            child: here,
+        }))
+    }
+
     /// One attempt, never waiting.
     #[inline]
     fn try_mint(&self) -> Result<u64, Refusal> {
-        let generator = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        let generator = self.reading()?;
         match generator.as_ref() {
             Some(generator) => generator.try_next_id().map(Id::get).map_err(Refusal::Mint),
             None => Err(Refusal::Closed),
@@ -85,7 +128,7 @@ impl PyGenerator {
     /// Up to `max` IDs of the current tick, handed to `put` in order, never waiting; how
     /// many.
     fn try_run(&self, max: u64, put: impl FnMut(u64)) -> Result<u64, Refusal> {
-        let generator = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        let generator = self.reading()?;
         let run = match generator.as_ref() {
             Some(generator) => generator.try_next_run(max).map_err(Refusal::Mint)?,
             None => return Err(Refusal::Closed),
@@ -243,17 +286,22 @@ impl PyGenerator {
     /// Whether `close()` was called.
     #[getter]
     fn closed(&self) -> bool {
-        self.inner
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_none()
+        // Relaxed: a flag of this process's alone, read for its own sake.
+        self.closed_in_child.load(Ordering::Relaxed)
+            || self.reading().is_ok_and(|generator| generator.is_none())
     }
 
     /// Stops minting: stores the mark that covers exactly the IDs minted and releases the
     /// lease, if any, so that the node is free at once. Later mints raise `ClosedError`;
-    /// a second close does nothing.
+    /// a second close does nothing. In a child of a `fork()` the mark and the lease are
+    /// the parent's: closing there never waits, and later mints raise `ForkedError`.
     fn close(&self, py: Python<'_>) {
         py.detach(|| {
+            if self.in_the_parent().is_err() {
+                // Relaxed: see `closed`.
+                self.closed_in_child.store(true, Ordering::Relaxed);
+                return;
+            }
             let generator = self.inner.write().unwrap_or_else(PoisonError::into_inner).take();
             drop(generator);
         });
