@@ -48,9 +48,15 @@
 //! Under the first two, two generators never mint the same ID on one node: a successor
 //! starts past the stored mark (2), which covers every ID the predecessor minted (1). That
 //! rests on the store's writes alone, never on a clock or on when a hold ends. The third
-//! keeps a node to one minting holder at a time: the predecessor has stopped before the
-//! successor starts, so a node's IDs stay in time order from holder to holder. A store
-//! that breaks it (a lease its server ends early) costs its holder the node, never an ID.
+//! keeps a node to one minting holder at a time, all but one tick: the predecessor takes
+//! no new tick once its hold has passed, which is before the successor can start. A mint
+//! already under way may still finish after that: a thread preempted, or a process stopped
+//! (`SIGSTOP`, a frozen VM), between its clock read and the compare-and-swap that takes a
+//! slot hands out, when it resumes, an ID of the tick it read, and a batch reserved
+//! before then the rest of its tick. Those IDs are below the stored mark, so the successor
+//! never mints them, but they may sort before IDs the successor has already handed out. A
+//! store that breaks the third promise (a lease its server ends early) costs its holder the
+//! node, never an ID.
 //!
 //! # Examples
 //!

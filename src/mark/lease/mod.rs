@@ -34,7 +34,9 @@
 //! nothing. Two holders of a node never mint the same ID, whenever and however the engine
 //! ends a claim: a claim ended early costs its holder the node, never an ID. The holder's
 //! own stop a fifth of the lease time early keeps a node to one minting holder at a time
-//! while the engine ends claims on time.
+//! while the engine ends claims on time, but for a mint already under way at the stop,
+//! which may finish later with an ID of the tick it read (see [`mark`](crate::mark)'s
+//! third promise): below the mark, never a duplicate.
 //!
 //! Each engine crate ([`Engine`]'s implementors) shows its own example.
 
