@@ -260,10 +260,11 @@ impl Holder {
             if start.elapsed() >= timeout {
                 self.seen.extend(self.lines.try_iter());
                 panic!(
-                    "holder did not exit in {timeout:?}: {} lines, {} ids, the last {:?}",
+                    "holder did not exit in {timeout:?}: {} lines, {} ids, the last {:?}; its threads:\n{}",
                     self.seen.len(),
                     count_ids(&self.seen),
-                    tail(&self.seen)
+                    tail(&self.seen),
+                    threads(self.child.id())
                 );
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -293,5 +294,69 @@ impl Drop for Holder {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// What each thread of process `pid` is doing, a line each, from `/proc/PID/task/*`: its
+/// name, its state, the kernel function it waits in (`wchan`) and its system call
+/// (`syscall`: the number and its arguments, or `running`); for a holder that hangs.
+fn threads(pid: u32) -> String {
+    let read = |path: &Path| {
+        std::fs::read_to_string(path).map_or_else(|error| format!("({error})"), |text| text.trim().to_owned())
+    };
+    let tasks = Path::new("/proc").join(pid.to_string()).join("task");
+    let Ok(entries) = std::fs::read_dir(&tasks) else {
+        return format!("  (no {}: the process has gone)", tasks.display());
+    };
+    let mut lines: Vec<String> = entries
+        .filter_map(Result::ok)
+        .map(|task| {
+            let dir = task.path();
+            let status = read(&dir.join("status"));
+            let state = status
+                .lines()
+                .find_map(|line| line.strip_prefix("State:"))
+                .unwrap_or("?")
+                .trim()
+                .to_owned();
+            format!(
+                "  {} {}: state {state}, wchan {}, syscall {}",
+                task.file_name().to_string_lossy(),
+                read(&dir.join("comm")),
+                read(&dir.join("wchan")),
+                read(&dir.join("syscall")),
+            )
+        })
+        .collect();
+    lines.sort();
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::threads;
+
+    #[test]
+    fn threads_names_each_thread_with_its_state_and_system_call() {
+        let spawned = std::thread::Builder::new()
+            .name("parked-thread".into())
+            .spawn(std::thread::park)
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let text = threads(std::process::id());
+        let parked = text
+            .lines()
+            .find(|line| line.contains(" parked-thread: "))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(parked.contains("state S (sleeping)"), "{parked}");
+        // futex(2) is system call 202 on x86_64.
+        #[cfg(target_arch = "x86_64")]
+        assert!(parked.contains("syscall 202 "), "{parked}");
+        spawned.thread().unpark();
+        spawned.join().unwrap();
+        assert_eq!(
+            threads(u32::MAX),
+            "  (no /proc/4294967295/task: the process has gone)"
+        );
     }
 }
