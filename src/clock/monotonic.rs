@@ -15,7 +15,9 @@ use std::time::Duration;
 /// `SystemTime` once and starts the process's discipline thread (`atomflake-discipline`,
 /// awake for a few µs every millisecond; `benches/README.md` has its cost); later ones
 /// share all of that, so creating one is cheap and every generator in the process agrees
-/// on the time.
+/// on the time. A child of `fork()` has none of its parent's threads: the first
+/// `MonotonicClock` made there (or [`PreciseClock`], or the first generator) starts the
+/// child's own thread, from the time its parent's clock had reached.
 ///
 /// - [`unix_ms`](Clock::unix_ms), what a mint reads, is one `Relaxed` load of the time the
 ///   discipline thread stored just after the clock's current millisecond started (it wakes
