@@ -28,7 +28,7 @@ impl StateDir {
 
 /// A state directory named for `test`, or `None` after a skip where libfaketime is missing.
 fn faked_state(test: &str) -> Option<StateDir> {
-    pg::has_libfaketime(test).then(|| StateDir::new(test))
+    pg::can_move_clocks(test).then(|| StateDir::new(test))
 }
 
 impl Drop for StateDir {

@@ -1244,7 +1244,7 @@ fn clock_behind(offset: &str) -> [(&'static str, &str); 3] {
 #[test]
 fn a_server_restarted_on_its_node_with_its_clock_3_s_behind_hands_out_no_id_twice() {
     let test = "a_server_restarted_on_its_node_with_its_clock_3_s_behind_hands_out_no_id_twice";
-    if !pg::has_libfaketime(test) {
+    if !pg::can_move_clocks(test) {
         return;
     }
     let state = StateDir::new("serve-restart");
@@ -1584,7 +1584,7 @@ fn the_open_file_limit_is_raised_to_the_hard_one_and_bounds_the_connections() {
 #[test]
 fn readyz_is_red_while_the_clock_is_behind_the_nodes_mark_and_livez_stays_green() {
     let test = "readyz_is_red_while_the_clock_is_behind_the_nodes_mark_and_livez_stays_green";
-    if !pg::has_libfaketime(test) {
+    if !pg::can_move_clocks(test) {
         return;
     }
     let state = StateDir::new("serve-ready");

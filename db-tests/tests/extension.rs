@@ -282,7 +282,7 @@ fn pgbench_sessions_and_64_shards_mint_no_duplicate() {
 
 fn faked(test: &str) -> (pg::Options, std::path::PathBuf) {
     let file = std::env::temp_dir().join(format!("atomflake-faketime-{test}-{}", std::process::id()));
-    std::fs::write(&file, "+0\n").unwrap();
+    pg::step_clock(&file, "+0");
     let options = pg::Options {
         faketime_file: Some(file.clone()),
         ..pg::Options::default()

@@ -9,13 +9,14 @@ use atomflake::mark::{LeaseOptions, MarkStore};
 use atomflake::{Builder, Id};
 use atomflake_etcd::Endpoints;
 use atomflake_etcd::lease::{self, Lease, LeaseError};
+use atomflake_test_servers::clock::step_clock;
 use atomflake_test_servers::etcd::{Change, Cluster};
 use atomflake_test_servers::fleet::{
     self, Holder, HolderClock, Holders, assert_in_order, assert_successor, count_ids, count_ids_after, field,
     four_nodes, ids, last_refusal, layout, lease_lines,
 };
 use atomflake_test_servers::now_ms;
-use atomflake_test_servers::postgres::has_libfaketime;
+use atomflake_test_servers::postgres::can_move_clocks;
 use atomflake_test_servers::proxy::Proxy;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -36,7 +37,7 @@ fn holders(url: &str) -> Holders {
 /// without etcd or libfaketime.
 fn cluster_with_faketime(test: &str, size: usize) -> Option<Cluster> {
     let cluster = Cluster::start(test, size)?;
-    has_libfaketime(test).then_some(cluster)
+    can_move_clocks(test).then_some(cluster)
 }
 
 /// A holder minting in `namespace` on the precise clock, on a lease time of 5 s, once it
@@ -432,7 +433,7 @@ fn a_free_node_with_a_mark_far_ahead_is_passed_over() {
     };
     let url = cluster.url();
     let ahead = cluster.file("ahead");
-    std::fs::write(&ahead, "+60s").unwrap();
+    step_clock(&ahead, "+60");
     let ran_ahead = holders(&url)
         .mint("ahead")
         .count(10)

@@ -18,6 +18,7 @@
     reason = "a test harness: each failure is a panic, said once in the crate docs"
 )]
 
+pub mod clock;
 pub mod etcd;
 pub mod fleet;
 pub mod mariadb;

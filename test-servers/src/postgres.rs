@@ -74,9 +74,8 @@ $$;";
 /// How a test server is started.
 #[derive(Default)]
 pub struct Options {
-    /// Preload libfaketime into the server with this `FAKETIME_TIMESTAMP_FILE`, read again
-    /// on every clock read (`FAKETIME_NO_CACHE=1`): writing `-2s` to it steps the server's
-    /// clock back by 2 s, and nothing else's.
+    /// Run the server on the stepped clock in this file ([`crate::clock`]):
+    /// [`step_clock`]`(file, "-2")` steps the server's clock back by 2 s, and nothing else's.
     pub faketime_file: Option<PathBuf>,
     /// Extra `-c name=value` settings.
     pub settings: Vec<(&'static str, String)>,
@@ -127,14 +126,7 @@ fn bin_dir() -> Option<PathBuf> {
     dir.join("pg_ctl").exists().then_some(dir)
 }
 
-/// Steps the clock of a server started with `faketime_file` = `file` to `offset`
-/// (libfaketime's syntax: `-2` is 2 s behind, `+0` the real time). Atomically: a reader of a
-/// half-written (empty) file would stop faking.
-pub fn step_clock(file: &Path, offset: &str) {
-    let next = file.with_extension("next");
-    std::fs::write(&next, format!("{offset}\n")).unwrap();
-    std::fs::rename(&next, file).unwrap();
-}
+pub use crate::clock::step_clock;
 
 /// Whether the server's library directory holds the shared library `name` (an extension
 /// installed with `cargo pgrx install`); says it is skipping `test` when not.
@@ -150,15 +142,20 @@ pub fn has_library(test: &str, name: &str) -> bool {
     installed
 }
 
-/// Whether libfaketime is installed; says it is skipping `test` when not (under
-/// `CI=true` that is a failure).
-pub fn has_libfaketime(test: &str) -> bool {
+/// Whether a test can move a process's clock: libfaketime installed (for a fixed offset in
+/// its environment, `FAKETIME=-3s`) and the stepped clock built ([`crate::clock`]); says it
+/// is skipping `test` when not (under `CI=true` that is a failure).
+pub fn can_move_clocks(test: &str) -> bool {
     remove_stale_faketime_files();
-    let installed = Path::new(LIBFAKETIME).exists();
-    if !installed {
+    if !Path::new(LIBFAKETIME).exists() {
         skip(test, "libfaketime is not installed (Debian package faketime)");
+        return false;
     }
-    installed
+    if let Err(why) = crate::clock::library() {
+        skip(test, why);
+        return false;
+    }
+    true
 }
 
 /// Runs `command`, panicking with its output if it fails.
@@ -199,8 +196,10 @@ impl Server {
             );
             return None;
         };
-        if options.faketime_file.is_some() && !Path::new(LIBFAKETIME).exists() {
-            skip(test, "libfaketime is not installed (Debian package faketime)");
+        if options.faketime_file.is_some()
+            && let Err(why) = crate::clock::library()
+        {
+            skip(test, why);
             return None;
         }
         let serial = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -353,14 +352,9 @@ impl Server {
         }
         let mut command = self.server_command("pg_ctl");
         if let Some(file) = &self.options.faketime_file {
-            remove_stale_faketime_files();
-            // pg_ctl passes its environment on to `postgres` (runuser keeps it too).
-            command
-                .env("LD_PRELOAD", LIBFAKETIME)
-                .env("FAKETIME_TIMESTAMP_FILE", file)
-                .env("FAKETIME_NO_CACHE", "1")
-                // Only the wall clock moves: timeouts and sleeps keep real time.
-                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+            // pg_ctl passes its environment on to `postgres` (runuser keeps it too). Only
+            // the wall clock moves: timeouts and sleeps keep real time.
+            command.envs(crate::clock::environment(file));
         }
         let log = self.root.join("log");
         run_or_explain(

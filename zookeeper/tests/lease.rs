@@ -9,7 +9,7 @@ use atomflake::mark::{LeaseOptions, MarkStore, StoreErrorKind};
 use atomflake::{Builder, Id, MintError};
 use atomflake_test_servers::fleet::{self, HolderClock, Holders, layout};
 use atomflake_test_servers::now_ms;
-use atomflake_test_servers::postgres::has_libfaketime;
+use atomflake_test_servers::postgres::can_move_clocks;
 use atomflake_test_servers::zookeeper::Ensemble as Servers;
 use atomflake_zookeeper::Ensemble;
 use atomflake_zookeeper::lease::{self, Lease, LeaseError, ZooKeeperError};
@@ -96,7 +96,7 @@ fn a_killed_zookeeper_holders_successor_with_a_clock_behind_starts_past_the_mark
     let Some(servers) = Servers::start(test, 1) else {
         return;
     };
-    if !has_libfaketime(test) {
+    if !can_move_clocks(test) {
         return;
     }
     let (url, behind) = (url(&servers), servers.file("behind"));
@@ -235,7 +235,7 @@ fn a_zookeeper_fleet_under_a_seeded_nemesis_never_mints_an_id_twice() {
     let Some(mut servers) = Servers::start(test, 3) else {
         return;
     };
-    if !has_libfaketime(test) {
+    if !can_move_clocks(test) {
         return;
     }
     fleet::quorum_nemesis("ZooKeeper", "zk", &mut servers, "zookeeper_child", TTL);

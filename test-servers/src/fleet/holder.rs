@@ -3,7 +3,6 @@
 
 use super::child::{self, HolderClock};
 use super::lines::{count_ids, tail};
-use crate::postgres::LIBFAKETIME;
 use atomflake::Layout;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -110,13 +109,11 @@ impl Spawn {
         self.env(child::WAIT, "1".to_owned())
     }
 
-    /// Runs on the clock in `file` (libfaketime: `+0`, `-3s`; see
-    /// [`step_clock`](crate::postgres::step_clock)), read at every call.
+    /// Runs on the stepped clock in `file` ([`crate::clock`]: `+0`, `-3`; see
+    /// [`step_clock`](crate::clock::step_clock)), read at every call.
     pub fn faketime(self, file: &Path) -> Spawn {
-        self.env("LD_PRELOAD", LIBFAKETIME.to_owned())
-            .env("FAKETIME_TIMESTAMP_FILE", file.display().to_string())
-            .env("FAKETIME_NO_CACHE", "1".to_owned())
-            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_owned())
+        let [preload, clock] = crate::clock::environment(file);
+        self.env(preload.0, preload.1).env(clock.0, clock.1)
     }
 
     fn env(mut self, name: &'static str, value: String) -> Spawn {

@@ -146,7 +146,7 @@ impl Fleet<'_> {
     fn start(&mut self) -> usize {
         let serial = self.members.len();
         let clock = self.dir.join(format!("clock-{serial}"));
-        std::fs::write(&clock, "+0\n").unwrap();
+        step_clock(&clock, "+0");
         let kind = if self.dice.below(2) == 0 {
             HolderClock::Precise
         } else {

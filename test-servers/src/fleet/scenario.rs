@@ -186,7 +186,7 @@ pub fn kill_a_holder(holders: &Holders, namespace: &str) -> (u64, Vec<String>) {
 /// libfaketime clock `file`). Every line it printed, and how far behind its clock read at
 /// start (more than 2.5 s).
 pub fn successor_behind(holders: &Holders, namespace: &str, node: u64, file: &Path) -> (Vec<String>, u64) {
-    std::fs::write(file, "-3s").unwrap();
+    crate::clock::step_clock(file, "-3");
     let mut successor = holders
         .mint(namespace)
         .node(node)
