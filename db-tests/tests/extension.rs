@@ -12,7 +12,10 @@
 //! - a wait for the clock ends on a cancel or a statement timeout, and a clock far behind
 //!   is an error at once;
 //! - the settings are fixed at server start and checked, and a library that was not
-//!   preloaded refuses to create the extension.
+//!   preloaded refuses to create the extension;
+//! - a role with no grants is refused (SQLSTATE 42501) the functions that move the node
+//!   ahead of the clock or mint on another node, and mints at the clock alone; a role with
+//!   the grants the README lists calls them.
 //!
 //! Without the extension installed the tests print `SKIPPED` (a failure under `CI=true`).
 use atomflake_test_servers::now_ms;
@@ -738,6 +741,119 @@ fn without_shared_preload_libraries_create_extension_is_a_clear_error() {
          in postgresql.conf and restart the server"
     );
     assert_eq!(server.psql("SELECT 1").trim(), "1", "the server is still up");
+}
+
+/// Every function the extension creates, and whether a role with no grants may call it:
+/// a function added later must be placed here, on purpose.
+const PUBLIC_MAY_EXECUTE: [(&str, bool); 9] = [
+    ("atomflake_first_id_at(timestamp with time zone)", true),
+    ("atomflake_last_id_at(timestamp with time zone)", true),
+    ("atomflake_next_id()", true),
+    ("atomflake_next_id(bigint)", false),
+    ("atomflake_next_id_at(bigint)", false),
+    ("atomflake_node(bigint)", true),
+    ("atomflake_sequence(bigint)", true),
+    ("atomflake_time(bigint)", true),
+    ("atomflake_unix_ms(bigint)", true),
+];
+
+#[test]
+fn a_role_with_no_grants_mints_at_the_clock_alone_and_the_documented_grants_allow_the_rest() {
+    let Some(server) = server("ext-privileges", "twitter", Some(7), pg::Options::default()) else {
+        return;
+    };
+    // `app` has the grants the README lists; `stranger` has none.
+    server.psql(
+        "CREATE ROLE stranger LOGIN; CREATE ROLE app LOGIN; \
+         CREATE TABLE message (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), body text); \
+         GRANT SELECT, INSERT ON message TO app; \
+         GRANT EXECUTE ON FUNCTION atomflake_next_id(bigint), atomflake_next_id_at(bigint) TO app",
+    );
+    let mut owner = connect(&server);
+    let functions: Vec<(String, bool)> = owner
+        .query(
+            "SELECT p.oid::regprocedure::text, has_function_privilege('stranger', p.oid, 'EXECUTE') \
+             FROM pg_depend d JOIN pg_proc p ON p.oid = d.objid \
+             WHERE d.classid = 'pg_proc'::regclass AND d.deptype = 'e' \
+             AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'atomflake') \
+             ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    let expected: Vec<(String, bool)> = PUBLIC_MAY_EXECUTE
+        .iter()
+        .map(|(function, public)| ((*function).to_owned(), *public))
+        .collect();
+    assert_eq!(
+        functions, expected,
+        "the extension's functions and who may call them"
+    );
+
+    let mut stranger = postgres::Client::connect(&server.conninfo_as("stranger"), postgres::NoTls).unwrap();
+    let ahead = now_ms() + 4_900;
+    for (sql, function) in [
+        (
+            format!("SELECT atomflake_next_id_at({ahead})"),
+            "atomflake_next_id_at",
+        ),
+        ("SELECT atomflake_next_id(8)".to_owned(), "atomflake_next_id"),
+        ("SELECT atomflake_next_id(7)".to_owned(), "atomflake_next_id"),
+    ] {
+        assert_eq!(
+            refusal(&mut stranger, &sql),
+            (
+                "42501".to_owned(),
+                format!("permission denied for function {function}")
+            ),
+            "{sql} as a role with no grants"
+        );
+    }
+    // What the stranger may do: mint for the server's node at the clock, and decode.
+    let minted = ids(
+        &mut stranger,
+        "SELECT atomflake_next_id() FROM generate_series(1, 10000)",
+    );
+    assert_eq!(minted.len(), 10_000);
+    let node: i64 = stranger
+        .query_one("SELECT atomflake_node(atomflake_next_id())", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(node, 7);
+    // The node is no further than the clock: the owner's next ID is of a tick the clock
+    // has reached.
+    let owners = ids(&mut owner, "SELECT atomflake_next_id()")[0];
+    let clock: i64 = owner
+        .query_one(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let owners_ms = Layout::TWITTER.decode(Id::new(owners)).unix_ms;
+    assert!(
+        owners_ms <= u64::try_from(clock).unwrap(),
+        "the owner's id {owners} is at {owners_ms} ms, ahead of the clock at {clock} ms"
+    );
+
+    let mut app = postgres::Client::connect(&server.conninfo_as("app"), postgres::NoTls).unwrap();
+    let on_8 = ids(&mut app, "SELECT atomflake_next_id(8)")[0];
+    assert_eq!(Layout::TWITTER.decode(Id::new(on_8)).node, 8);
+    let at = now_ms();
+    let parts = Layout::TWITTER.decode(Id::new(
+        ids(&mut app, &format!("SELECT atomflake_next_id_at({at})"))[0],
+    ));
+    assert_eq!((parts.node, parts.unix_ms), (7, at));
+    let row = ids(
+        &mut app,
+        "INSERT INTO message (body) VALUES ('hello') RETURNING id",
+    )[0];
+    assert!(
+        row > owners,
+        "the row's id {row} is not past the owner's {owners}"
+    );
 }
 
 /// Rows per second through pgbench, the same table shape for each: the extension's

@@ -10,6 +10,8 @@
 //! - `atomflake.layout` (a preset name) and `atomflake.node` are fixed at server start.
 //! - The library must be in `shared_preload_libraries`; loaded any other way (`CREATE
 //!   EXTENSION`, the first call) it raises an error and mints nothing.
+//! - `atomflake_next_id(node)` and `atomflake_next_id_at` are not PUBLIC's: the install
+//!   script revokes them, and a role needs `GRANT EXECUTE` for each.
 //! - A server in recovery (a hot standby) mints nothing: every minting function raises
 //!   SQLSTATE 25006 (`read_only_sql_transaction`, as `nextval` does there).
 //! - The wall clock is read on every call. A clock that moved back continues the last
@@ -328,6 +330,24 @@ fn next_id_at(unix_ms: i64) -> i64 {
     }
     mint(own_minter(), Some(ms))
 }
+
+// Who may call what, set by the install script once the functions exist. `CREATE FUNCTION`
+// grants EXECUTE to PUBLIC, so without this every role that can connect could move this
+// server's node up to `MAX_AHEAD_MS` ahead of the clock (once that tick's IDs are spent,
+// every call of every role waits for the clock to reach it), or mint on the nodes of
+// other servers.
+// `atomflake_next_id()` stays PUBLIC's: it mints at the clock for this server's node and
+// leaves nothing behind once its caller stops; the decode functions read only their
+// argument. Privileges set here are recorded in `pg_init_privs`: `pg_dump` dumps only
+// the grants made since.
+extension_sql!(
+    r"
+REVOKE EXECUTE ON FUNCTION @extschema@.atomflake_next_id(bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.atomflake_next_id_at(bigint) FROM PUBLIC;
+",
+    name = "privileges",
+    requires = [next_id_for, next_id_at],
+);
 
 fn node_not_set() -> ! {
     raise(
