@@ -1626,6 +1626,108 @@ fn readyz_is_red_while_the_clock_is_behind_the_nodes_mark_and_livez_stays_green(
     println!("ready {ready:?} after the restart with the clock 8 s behind");
 }
 
+/// `curl` sending the requests of `urls` one after another over one keep-alive
+/// connection (a config read from its stdin), each answer's body and status on a line of
+/// its own; `headers` go with every request.
+fn curl_sequence(urls: &[String], headers: &[&str]) -> Option<Child> {
+    let mut command = Command::new("curl");
+    command.args([
+        "-sS",
+        "--max-time",
+        "60",
+        "-w",
+        "\n%{http_code}\n",
+        "--config",
+        "-",
+    ]);
+    for header in headers {
+        command.args(["-H", header]);
+    }
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .ok()?;
+    let config: String = urls.iter().flat_map(|url| ["url = \"", url, "\"\n"]).collect();
+    let mut stdin = child.stdin.take().unwrap();
+    std::thread::spawn(move || std::io::Write::write_all(&mut stdin, config.as_bytes()));
+    Some(child)
+}
+
+/// Health checks need no token and take no ID: a flood of them, unauthenticated, beside a
+/// client with a token minting one ID a request, takes none of its IDs. Only that client
+/// mints, so each tick's IDs are sequences 0, 1, 2, ... with none missing; a probe that
+/// took an ID would leave a hole (or a tick not starting at 0). Sonyflake: 256 IDs a
+/// 10 ms tick, the layout where a probe's ID costs most.
+#[test]
+fn health_checks_take_no_id_from_the_clients_that_mint() {
+    let test = "health_checks_take_no_id_from_the_clients_that_mint";
+    let token = "minting-client-token-0123456789";
+    let state = StateDir::new("health-probes");
+    let tokens = Path::new(state.path()).join("tokens");
+    std::fs::write(&tokens, format!("{token}\n")).unwrap();
+    let server = Server::start(&[
+        "--layout",
+        "sonyflake",
+        "--node",
+        "7",
+        "--token-file",
+        tokens.to_str().unwrap(),
+    ]);
+    let health_urls: Vec<String> = (0..20_000)
+        .map(|n| server.url(if n % 2 == 0 { "/readyz" } else { "/healthz" }))
+        .collect();
+    let Some(mut prober) = curl_sequence(&health_urls, &[]) else {
+        skip(test, "no curl");
+        return;
+    };
+    // The flood is under way before the minting starts.
+    let mut health_lines = BufReader::new(prober.stdout.take().unwrap()).lines();
+    assert_eq!(health_lines.next().unwrap().unwrap(), "serving");
+    let mints = vec![server.url("/v1/ids?count=1"); 3_000];
+    let bearer = format!("Authorization: Bearer {token}");
+    let minter = curl_sequence(&mints, &[&bearer]).unwrap();
+    let output = minter.wait_with_output().unwrap();
+    let _ = prober.kill();
+    let answers: Vec<String> = health_lines.map_while(Result::ok).collect();
+    let _ = prober.wait();
+    let bodies = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = bodies.lines().collect();
+    let mut ids = Vec::new();
+    for answer in lines.chunks(2) {
+        assert_eq!(answer.get(1), Some(&"200"), "{answer:?}");
+        ids.extend(ids_of(answer[0]));
+    }
+    assert_eq!(ids.len(), 3_000);
+    // Every probe answered while the minting went on was a ready one ("serving\n", then
+    // the status line curl adds); the last line may be cut by the kill.
+    let answered = answers.len().saturating_sub(1);
+    let unready: Vec<&String> = answers[..answered]
+        .iter()
+        .filter(|line| !matches!(line.as_str(), "serving" | "" | "200"))
+        .collect();
+    assert!(unready.is_empty(), "{unready:?}");
+    let answered_ready = answers[..answered].iter().filter(|line| *line == "200").count();
+    let mut ticks = std::collections::BTreeMap::<u64, Vec<u64>>::new();
+    for &id in &ids {
+        let parts = Layout::SONYFLAKE.decode(Id::new(id));
+        assert_eq!(parts.node, 7);
+        ticks.entry(parts.unix_ms).or_default().push(parts.sequence);
+    }
+    for (tick, sequences) in &ticks {
+        let expected: Vec<u64> = (0..sequences.len() as u64).collect();
+        assert_eq!(
+            sequences, &expected,
+            "the IDs of the tick at {tick} ms: sequences taken by someone else"
+        );
+    }
+    println!(
+        "{} IDs in {} ticks beside {answered_ready} probes, none taken",
+        ids.len(),
+        ticks.len(),
+    );
+}
+
 /// A gRPC call of `method` (`GetIds`, `StreamIds`: a request of one field, `count`) sent by
 /// curl over HTTP/2, with `grpc-timeout: timeout` when given (curl keeps no deadline of its
 /// own), its answer discarded.

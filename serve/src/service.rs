@@ -260,9 +260,11 @@ impl Service {
     }
 
     /// Whether IDs can be handed out now, within the patience, or why not: the state, then
-    /// a probe that mints one ID (a gap, never a duplicate) to learn what minting would
-    /// answer. A lease whose renewal is overdue, a mark not stored, a clock further behind
-    /// the node's mark than the patience: not ready. (`/readyz`, `/healthz`, gRPC health.)
+    /// what minting would answer, asked of the generator without taking an ID
+    /// ([`probe_any`](atomflake::ShardedGenerator::probe_any)), so that health checks,
+    /// which need no token, never spend the IDs of the clients that hold one. A lease
+    /// whose renewal is overdue, a mark not stored, a clock further behind the node's mark
+    /// than the patience: not ready. (`/readyz`, `/healthz`, gRPC health.)
     ///
     /// # Errors
     ///
@@ -275,9 +277,9 @@ impl Service {
             State::Reclaiming(reason) => return Err(format!("claiming fresh nodes: {reason}")),
             State::Stopped(reason) => return Err(format!("stopped: {reason}")),
         }
-        let probe = self.minting().generator.try_next_run_any(1);
+        let probe = self.minting().generator.probe_any();
         match probe {
-            Ok(_) => Ok(()),
+            Ok(()) => Ok(()),
             Err(MintError::SequenceExhausted { retry_after, .. }) if retry_after <= self.limits.patience => {
                 Ok(())
             }
@@ -310,7 +312,7 @@ impl Service {
     }
 
     /// Completes once minting has ended for good, with the reason: looked at every 250 ms
-    /// (with a probe that mints one ID, as [`health`](Self::health)).
+    /// (with [`health`](Self::health)'s probe, which takes no ID).
     pub async fn stopped(&self) -> String {
         loop {
             if let State::Stopped(reason) = self.state() {
