@@ -490,6 +490,14 @@ fn a_server_without_one_node_source_is_refused() {
             "atomflake: --idle-timeout 3601 is out of range: allowed 1..=3600\n",
         ),
         (
+            &["--node", "1", "--stall-timeout", "0"][..],
+            "atomflake: --stall-timeout 0 is out of range: allowed 1..=3600\n",
+        ),
+        (
+            &["--node", "1", "--stall-timeout", "3601"][..],
+            "atomflake: --stall-timeout 3601 is out of range: allowed 1..=3600\n",
+        ),
+        (
             &["--node", "1", "--max-connections", "0"][..],
             "atomflake: --max-connections 0 is out of range: allowed 1..=",
         ),
@@ -1901,6 +1909,79 @@ fn a_stream_past_the_servers_most_is_refused_until_one_ends() {
         assert!(Instant::now() < deadline, "still refused: {status} {message}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A `StreamIds` whose client (grpcio) stops reading without cancelling holds its place
+/// among the server's streams for the stall timeout at most: then the stream ends, and
+/// another is admitted. The client, reading again, gets the IDs sent before, then
+/// `DEADLINE_EXCEEDED`.
+#[test]
+fn a_stream_whose_client_stops_reading_ends_at_the_stall_timeout_and_frees_its_place() {
+    let test = "a_stream_whose_client_stops_reading_ends_at_the_stall_timeout_and_frees_its_place";
+    let Some(client) = PythonClient::new(test, "serve_stall.py") else {
+        return;
+    };
+    let server = Server::start(&["--node", "3", "--max-streams", "1", "--stall-timeout", "3"]);
+    let stubs = tempdir("stubs-stall");
+    let mut reader = client
+        .command(&server, &stubs, &(1u64 << 32).to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut resume = reader.stdin.take().unwrap();
+    let mut said = BufReader::new(reader.stdout.take().unwrap()).lines();
+    assert_eq!(said.next().unwrap().unwrap(), "streaming");
+    // Its stream holds the only place: for the stall timeout (3 s) at least, as it
+    // cannot be waited out before the buffers fill.
+    let (status, message, _) = grpc_status(test, grpc_over_curl(&server, "StreamIds", 10, None)).unwrap();
+    assert_eq!(
+        (status.as_str(), message.as_str()),
+        (
+            "8",
+            "the server has its most streams under way (1): try again once one ends"
+        )
+    );
+    // Reading nothing, it loses the place: a new stream is served.
+    let start = Instant::now();
+    loop {
+        let (status, message, _) = grpc_status(test, grpc_over_curl(&server, "StreamIds", 10, None)).unwrap();
+        if status == "0" {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the stream that is not read still holds its place: {status} {message}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    println!(
+        "a new stream served {:?} after the first one's client stopped reading",
+        start.elapsed()
+    );
+    std::io::Write::write_all(&mut resume, b"go\n").unwrap();
+    let ended = said.next().unwrap().unwrap();
+    let _ = reader.wait();
+    let received: u64 = ended
+        .strip_prefix("ended DEADLINE_EXCEEDED after ")
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{ended}"));
+    assert!(
+        ended.ends_with(
+            ": this stream's client read nothing for 3s: the stream ended after the IDs it sent, freeing its place"
+        ),
+        "{ended}"
+    );
+    assert!(received > 0, "{ended}");
+    assert_eq!(
+        metric(
+            &server,
+            "atomflake_requests_total{api=\"grpc\",outcome=\"deadline_exceeded\"}"
+        ),
+        1
+    );
+    let _ = std::fs::remove_dir_all(stubs);
 }
 
 #[test]

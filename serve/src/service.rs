@@ -50,6 +50,10 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// How long a connection with no request under way stays open after its last one.
     pub idle_timeout: Duration,
+    /// How long a `StreamIds` waits for its client to take its next message (the stream's
+    /// buffer and flow-control window full: a client that stopped reading) before it ends
+    /// with `DEADLINE_EXCEEDED` and frees its place among the server's streams.
+    pub stall_timeout: Duration,
 }
 
 impl Limits {
@@ -57,6 +61,10 @@ impl Limits {
     pub const MAX_COUNT: u32 = 1 << 20;
     /// The most IDs one `StreamIds` call may ask for.
     pub const MAX_STREAM_COUNT: u64 = 1 << 32;
+    /// The [`stall_timeout`](Self::stall_timeout) unless set: far past a client's pause to
+    /// collect garbage or a congested link's, short enough that clients that stop reading
+    /// cannot keep every place among the streams for long.
+    pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
 }
 
 impl Default for Limits {
@@ -71,6 +79,7 @@ impl Default for Limits {
             max_connections: 4096,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            stall_timeout: Limits::DEFAULT_STALL_TIMEOUT,
         }
     }
 }
