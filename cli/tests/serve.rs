@@ -2402,6 +2402,85 @@ fn client_certificates_of_the_ca_alone_are_served_and_expired_ones_are_refused()
     assert!(status.success(), "{status}: {stderr}");
 }
 
+/// A client whose CA is taken out of `--tls-client-ca` stops minting on the connection it
+/// holds open: the reload closes that connection, and the next call on the same grpcio
+/// channel fails (its new handshake is refused). A client of the CA still trusted keeps its
+/// connection and mints on.
+#[test]
+fn a_client_ca_taken_out_of_trust_closes_its_clients_open_connections() {
+    let test = "a_client_ca_taken_out_of_trust_closes_its_clients_open_connections";
+    let Some(pki) = tls_pki(test) else {
+        return;
+    };
+    let Some(client) = PythonClient::new(test, "serve_mtls_client.py") else {
+        return;
+    };
+    // Both CAs trusted at first.
+    let client_ca = pki.path("client-ca.pem");
+    let both = [pki.path("ca.pem"), pki.path("other-ca.pem")].map(|ca| std::fs::read_to_string(ca).unwrap());
+    std::fs::write(&client_ca, both.concat()).unwrap();
+    let mut args = tls_args(&pki);
+    args.extend([
+        "--node".to_owned(),
+        "6".to_owned(),
+        "--tls-client-ca".to_owned(),
+        client_ca.display().to_string(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start(&args);
+    let stubs = tempdir("stubs-mtls");
+    let mut clients = client.command(&server, &stubs, pki.path("ca.pem").to_str().unwrap());
+    for name in ["client.crt", "client.key", "stranger.crt", "stranger.key"] {
+        clients.arg(pki.path(name));
+    }
+    let mut clients = clients
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut go = clients.stdin.take().unwrap();
+    let mut said = BufReader::new(clients.stdout.take().unwrap()).lines();
+    assert_eq!(said.next().unwrap().unwrap(), "minted 12");
+
+    // The first CA taken out (the file replaced by rename), and the reload seen.
+    let staged = pki.path("staged-ca.pem");
+    std::fs::copy(pki.path("other-ca.pem"), &staged).unwrap();
+    std::fs::rename(&staged, &client_ca).unwrap();
+    let reloaded = std::iter::from_fn(|| server.stderr.recv_timeout(Duration::from_secs(10)).ok())
+        .find(|line| line.contains("TLS certificate reloaded"));
+    assert!(reloaded.is_some(), "no reload of the client CA");
+    std::io::Write::write_all(&mut go, b"go\n").unwrap();
+    let first = said.next().unwrap().unwrap();
+    let second = said.next().unwrap().unwrap();
+    let _ = clients.wait();
+    assert_eq!(
+        (first.as_str(), second.as_str()),
+        ("first: closed UNAVAILABLE", "second: open ok")
+    );
+    let (code, _, metrics) = curl_https(
+        &server,
+        "/metrics",
+        &[
+            "--cacert",
+            pki.path("ca.pem").to_str().unwrap(),
+            "--cert",
+            pki.path("stranger.crt").to_str().unwrap(),
+            "--key",
+            pki.path("stranger.key").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{metrics}");
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line == "atomflake_connections_closed_total{reason=\"client_untrusted\"} 1"),
+        "{metrics}"
+    );
+    let (status, stderr) = server.stop();
+    assert!(status.success(), "{status}: {stderr}");
+    let _ = std::fs::remove_dir_all(stubs);
+}
+
 /// With `--token-file`, the ID endpoints over HTTP and gRPC ask for one of its tokens;
 /// health checks and (unless `--metrics-token`) `/metrics` do not; SIGHUP, and a change of
 /// the file, read it again; no token shows in the log or the metrics.

@@ -143,7 +143,8 @@ struct AccessArgs {
     #[arg(long, requires = "tls_cert", value_name = "PEM")]
     tls_key: Option<PathBuf>,
     /// Require client certificates signed by this CA (PEM); a client without one is
-    /// refused in the handshake.
+    /// refused in the handshake. When the file is read again, an open connection whose
+    /// client certificate it no longer trusts (or that has expired) is closed.
     #[arg(long, requires = "tls_cert", value_name = "PEM")]
     tls_client_ca: Option<PathBuf>,
     /// Ask every request but health checks for a bearer token (`Authorization: Bearer
