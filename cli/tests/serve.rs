@@ -490,6 +490,14 @@ fn a_server_without_one_node_source_is_refused() {
             "atomflake: --idle-timeout 3601 is out of range: allowed 1..=3600\n",
         ),
         (
+            &["--node", "1", "--stall-timeout", "0"][..],
+            "atomflake: --stall-timeout 0 is out of range: allowed 1..=3600\n",
+        ),
+        (
+            &["--node", "1", "--stall-timeout", "3601"][..],
+            "atomflake: --stall-timeout 3601 is out of range: allowed 1..=3600\n",
+        ),
+        (
             &["--node", "1", "--max-connections", "0"][..],
             "atomflake: --max-connections 0 is out of range: allowed 1..=",
         ),
@@ -1626,6 +1634,108 @@ fn readyz_is_red_while_the_clock_is_behind_the_nodes_mark_and_livez_stays_green(
     println!("ready {ready:?} after the restart with the clock 8 s behind");
 }
 
+/// `curl` sending the requests of `urls` one after another over one keep-alive
+/// connection (a config read from its stdin), each answer's body and status on a line of
+/// its own; `headers` go with every request.
+fn curl_sequence(urls: &[String], headers: &[&str]) -> Option<Child> {
+    let mut command = Command::new("curl");
+    command.args([
+        "-sS",
+        "--max-time",
+        "60",
+        "-w",
+        "\n%{http_code}\n",
+        "--config",
+        "-",
+    ]);
+    for header in headers {
+        command.args(["-H", header]);
+    }
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .ok()?;
+    let config: String = urls.iter().flat_map(|url| ["url = \"", url, "\"\n"]).collect();
+    let mut stdin = child.stdin.take().unwrap();
+    std::thread::spawn(move || std::io::Write::write_all(&mut stdin, config.as_bytes()));
+    Some(child)
+}
+
+/// Health checks need no token and take no ID: a flood of them, unauthenticated, beside a
+/// client with a token minting one ID a request, takes none of its IDs. Only that client
+/// mints, so each tick's IDs are sequences 0, 1, 2, ... with none missing; a probe that
+/// took an ID would leave a hole (or a tick not starting at 0). Sonyflake: 256 IDs a
+/// 10 ms tick, the layout where a probe's ID costs most.
+#[test]
+fn health_checks_take_no_id_from_the_clients_that_mint() {
+    let test = "health_checks_take_no_id_from_the_clients_that_mint";
+    let token = "minting-client-token-0123456789";
+    let state = StateDir::new("health-probes");
+    let tokens = Path::new(state.path()).join("tokens");
+    std::fs::write(&tokens, format!("{token}\n")).unwrap();
+    let server = Server::start(&[
+        "--layout",
+        "sonyflake",
+        "--node",
+        "7",
+        "--token-file",
+        tokens.to_str().unwrap(),
+    ]);
+    let health_urls: Vec<String> = (0..20_000)
+        .map(|n| server.url(if n % 2 == 0 { "/readyz" } else { "/healthz" }))
+        .collect();
+    let Some(mut prober) = curl_sequence(&health_urls, &[]) else {
+        skip(test, "no curl");
+        return;
+    };
+    // The flood is under way before the minting starts.
+    let mut health_lines = BufReader::new(prober.stdout.take().unwrap()).lines();
+    assert_eq!(health_lines.next().unwrap().unwrap(), "serving");
+    let mints = vec![server.url("/v1/ids?count=1"); 3_000];
+    let bearer = format!("Authorization: Bearer {token}");
+    let minter = curl_sequence(&mints, &[&bearer]).unwrap();
+    let output = minter.wait_with_output().unwrap();
+    let _ = prober.kill();
+    let answers: Vec<String> = health_lines.map_while(Result::ok).collect();
+    let _ = prober.wait();
+    let bodies = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = bodies.lines().collect();
+    let mut ids = Vec::new();
+    for answer in lines.chunks(2) {
+        assert_eq!(answer.get(1), Some(&"200"), "{answer:?}");
+        ids.extend(ids_of(answer[0]));
+    }
+    assert_eq!(ids.len(), 3_000);
+    // Every probe answered while the minting went on was a ready one ("serving\n", then
+    // the status line curl adds); the last line may be cut by the kill.
+    let answered = answers.len().saturating_sub(1);
+    let unready: Vec<&String> = answers[..answered]
+        .iter()
+        .filter(|line| !matches!(line.as_str(), "serving" | "" | "200"))
+        .collect();
+    assert!(unready.is_empty(), "{unready:?}");
+    let answered_ready = answers[..answered].iter().filter(|line| *line == "200").count();
+    let mut ticks = std::collections::BTreeMap::<u64, Vec<u64>>::new();
+    for &id in &ids {
+        let parts = Layout::SONYFLAKE.decode(Id::new(id));
+        assert_eq!(parts.node, 7);
+        ticks.entry(parts.unix_ms).or_default().push(parts.sequence);
+    }
+    for (tick, sequences) in &ticks {
+        let expected: Vec<u64> = (0..sequences.len() as u64).collect();
+        assert_eq!(
+            sequences, &expected,
+            "the IDs of the tick at {tick} ms: sequences taken by someone else"
+        );
+    }
+    println!(
+        "{} IDs in {} ticks beside {answered_ready} probes, none taken",
+        ids.len(),
+        ticks.len(),
+    );
+}
+
 /// A gRPC call of `method` (`GetIds`, `StreamIds`: a request of one field, `count`) sent by
 /// curl over HTTP/2, with `grpc-timeout: timeout` when given (curl keeps no deadline of its
 /// own), its answer discarded.
@@ -1799,6 +1909,79 @@ fn a_stream_past_the_servers_most_is_refused_until_one_ends() {
         assert!(Instant::now() < deadline, "still refused: {status} {message}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A `StreamIds` whose client (grpcio) stops reading without cancelling holds its place
+/// among the server's streams for the stall timeout at most: then the stream ends, and
+/// another is admitted. The client, reading again, gets the IDs sent before, then
+/// `DEADLINE_EXCEEDED`.
+#[test]
+fn a_stream_whose_client_stops_reading_ends_at_the_stall_timeout_and_frees_its_place() {
+    let test = "a_stream_whose_client_stops_reading_ends_at_the_stall_timeout_and_frees_its_place";
+    let Some(client) = PythonClient::new(test, "serve_stall.py") else {
+        return;
+    };
+    let server = Server::start(&["--node", "3", "--max-streams", "1", "--stall-timeout", "3"]);
+    let stubs = tempdir("stubs-stall");
+    let mut reader = client
+        .command(&server, &stubs, &(1u64 << 32).to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut resume = reader.stdin.take().unwrap();
+    let mut said = BufReader::new(reader.stdout.take().unwrap()).lines();
+    assert_eq!(said.next().unwrap().unwrap(), "streaming");
+    // Its stream holds the only place: for the stall timeout (3 s) at least, as it
+    // cannot be waited out before the buffers fill.
+    let (status, message, _) = grpc_status(test, grpc_over_curl(&server, "StreamIds", 10, None)).unwrap();
+    assert_eq!(
+        (status.as_str(), message.as_str()),
+        (
+            "8",
+            "the server has its most streams under way (1): try again once one ends"
+        )
+    );
+    // Reading nothing, it loses the place: a new stream is served.
+    let start = Instant::now();
+    loop {
+        let (status, message, _) = grpc_status(test, grpc_over_curl(&server, "StreamIds", 10, None)).unwrap();
+        if status == "0" {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the stream that is not read still holds its place: {status} {message}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    println!(
+        "a new stream served {:?} after the first one's client stopped reading",
+        start.elapsed()
+    );
+    std::io::Write::write_all(&mut resume, b"go\n").unwrap();
+    let ended = said.next().unwrap().unwrap();
+    let _ = reader.wait();
+    let received: u64 = ended
+        .strip_prefix("ended DEADLINE_EXCEEDED after ")
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{ended}"));
+    assert!(
+        ended.ends_with(
+            ": this stream's client read nothing for 3s: the stream ended after the IDs it sent, freeing its place"
+        ),
+        "{ended}"
+    );
+    assert!(received > 0, "{ended}");
+    assert_eq!(
+        metric(
+            &server,
+            "atomflake_requests_total{api=\"grpc\",outcome=\"deadline_exceeded\"}"
+        ),
+        1
+    );
+    let _ = std::fs::remove_dir_all(stubs);
 }
 
 #[test]
@@ -2217,6 +2400,85 @@ fn client_certificates_of_the_ca_alone_are_served_and_expired_ones_are_refused()
     assert_ne!(with("client").0, 0, "the old client CA is still trusted");
     let (status, stderr) = server.stop();
     assert!(status.success(), "{status}: {stderr}");
+}
+
+/// A client whose CA is taken out of `--tls-client-ca` stops minting on the connection it
+/// holds open: the reload closes that connection, and the next call on the same grpcio
+/// channel fails (its new handshake is refused). A client of the CA still trusted keeps its
+/// connection and mints on.
+#[test]
+fn a_client_ca_taken_out_of_trust_closes_its_clients_open_connections() {
+    let test = "a_client_ca_taken_out_of_trust_closes_its_clients_open_connections";
+    let Some(pki) = tls_pki(test) else {
+        return;
+    };
+    let Some(client) = PythonClient::new(test, "serve_mtls_client.py") else {
+        return;
+    };
+    // Both CAs trusted at first.
+    let client_ca = pki.path("client-ca.pem");
+    let both = [pki.path("ca.pem"), pki.path("other-ca.pem")].map(|ca| std::fs::read_to_string(ca).unwrap());
+    std::fs::write(&client_ca, both.concat()).unwrap();
+    let mut args = tls_args(&pki);
+    args.extend([
+        "--node".to_owned(),
+        "6".to_owned(),
+        "--tls-client-ca".to_owned(),
+        client_ca.display().to_string(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::start(&args);
+    let stubs = tempdir("stubs-mtls");
+    let mut clients = client.command(&server, &stubs, pki.path("ca.pem").to_str().unwrap());
+    for name in ["client.crt", "client.key", "stranger.crt", "stranger.key"] {
+        clients.arg(pki.path(name));
+    }
+    let mut clients = clients
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut go = clients.stdin.take().unwrap();
+    let mut said = BufReader::new(clients.stdout.take().unwrap()).lines();
+    assert_eq!(said.next().unwrap().unwrap(), "minted 12");
+
+    // The first CA taken out (the file replaced by rename), and the reload seen.
+    let staged = pki.path("staged-ca.pem");
+    std::fs::copy(pki.path("other-ca.pem"), &staged).unwrap();
+    std::fs::rename(&staged, &client_ca).unwrap();
+    let reloaded = std::iter::from_fn(|| server.stderr.recv_timeout(Duration::from_secs(10)).ok())
+        .find(|line| line.contains("TLS certificate reloaded"));
+    assert!(reloaded.is_some(), "no reload of the client CA");
+    std::io::Write::write_all(&mut go, b"go\n").unwrap();
+    let first = said.next().unwrap().unwrap();
+    let second = said.next().unwrap().unwrap();
+    let _ = clients.wait();
+    assert_eq!(
+        (first.as_str(), second.as_str()),
+        ("first: closed UNAVAILABLE", "second: open ok")
+    );
+    let (code, _, metrics) = curl_https(
+        &server,
+        "/metrics",
+        &[
+            "--cacert",
+            pki.path("ca.pem").to_str().unwrap(),
+            "--cert",
+            pki.path("stranger.crt").to_str().unwrap(),
+            "--key",
+            pki.path("stranger.key").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{metrics}");
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line == "atomflake_connections_closed_total{reason=\"client_untrusted\"} 1"),
+        "{metrics}"
+    );
+    let (status, stderr) = server.stop();
+    assert!(status.success(), "{status}: {stderr}");
+    let _ = std::fs::remove_dir_all(stubs);
 }
 
 /// With `--token-file`, the ID endpoints over HTTP and gRPC ask for one of its tokens;

@@ -7,6 +7,7 @@ use crate::streams::Streams;
 use axum::body::{Body, HttpBody};
 use hyper::body::Frame;
 use hyper_util::server::graceful::GracefulConnection;
+use std::future::Future;
 use std::io;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
@@ -152,6 +153,8 @@ pub(crate) enum Closed {
     Idle,
     /// A connection taken past the cap, at the end of its time.
     Lifetime,
+    /// Its client's certificate is not trusted by the client CA reloaded since it opened.
+    Untrusted,
     /// The server drains.
     Drain,
 }
@@ -257,19 +260,22 @@ impl HttpBody for Tracked {
 }
 
 /// Drives `connection` and its HTTP/2 `streams` until it ends, the server drains
-/// (`closing` turns true), or it has no request under way past its `timeouts`: then
-/// closes it gracefully, and past a timeout drops it after [`CLOSE_GRACE`] (a request
-/// head still trickling in).
+/// (`closing` turns true), `untrusted` completes (its client's certificate is no longer
+/// trusted), or it has no request under way past its `timeouts`: then closes it
+/// gracefully, and but for a drain drops it after [`CLOSE_GRACE`] (a request head still
+/// trickling in, a stream under way).
 pub(crate) async fn keep<C: GracefulConnection>(
     connection: C,
     streams: &Streams,
     activity: &Activity,
     timeouts: Timeouts,
     mut closing: watch::Receiver<bool>,
+    untrusted: impl Future<Output = ()>,
     metrics: &Metrics,
 ) {
     let mut connection = pin!(connection);
     let mut streams = pin!(streams.run());
+    let mut untrusted = pin!(untrusted);
     let mut check = tokio::time::interval(CHECK_EVERY);
     let why = loop {
         tokio::select! {
@@ -279,6 +285,7 @@ pub(crate) async fn keep<C: GracefulConnection>(
             _ = connection.as_mut() => return,
             never = streams.as_mut() => match never {},
             _ = closing.wait_for(|closing| *closing) => break Closed::Drain,
+            () = untrusted.as_mut() => break Closed::Untrusted,
             _ = check.tick() => {
                 if let Some(why) = activity.overdue(timeouts) {
                     break why;

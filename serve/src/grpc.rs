@@ -13,7 +13,7 @@ use atomflake::Id;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_stream::Stream;
+use tokio_stream::{Stream, StreamExt as _};
 use tonic::{Request, Response, Status};
 
 /// The encoded descriptors of `ids.proto`, for reflection.
@@ -104,6 +104,82 @@ impl GrpcIds {
 
 type RunStream = Pin<Box<dyn Stream<Item = Result<StreamIdsResponse, Status>> + Send>>;
 
+/// Mints `count` IDs for one `StreamIds` (within the connection's ID `budget`, when it has
+/// one) and sends them as runs to `sender`, until they are all sent, the client goes away
+/// (a gap, never a repeat), minting is refused, or the client takes no message for the
+/// stall timeout. A stream that ends with an error puts its status in `ending`, to follow
+/// the messages sent. Returns how it ended.
+async fn stream_runs(
+    service: &Service,
+    count: u64,
+    budget: Option<&IdBudget>,
+    sender: &tokio::sync::mpsc::Sender<Result<StreamIdsResponse, Status>>,
+    ending: tokio::sync::oneshot::Sender<Status>,
+) -> Outcome {
+    let stall = service.limits().stall_timeout;
+    let mut left = count;
+    // A run holds at most one tick of one node.
+    let per_tick = 1u64 << service.layout().sequence_bits();
+    // A client that went away (a cancel) stops the minting within one run.
+    while left > 0 && !sender.is_closed() {
+        let mut runs = Vec::with_capacity(RUNS_PER_MESSAGE);
+        let mut in_message = 0;
+        let mut refusal = None;
+        while left > 0 && runs.len() < RUNS_PER_MESSAGE && !sender.is_closed() {
+            let mut most = left.min(per_tick);
+            if let Some(budget) = budget {
+                // Slowed to the connection's ID rate.
+                most = budget.take_up_to(most).await;
+            }
+            let minted = service.next_run(most).await;
+            if let Some(budget) = budget {
+                // What the run did not hold is not charged.
+                let ran = minted.as_ref().map_or(0, atomflake::Run::len);
+                budget.give_back(most - ran);
+            }
+            match minted {
+                Ok(run) => {
+                    left -= run.len();
+                    in_message += run.len();
+                    runs.push(Run {
+                        first: run.first().get(),
+                        count: u32::try_from(run.len())
+                            .expect("a run holds at most the u32::MAX IDs asked for"),
+                        step: run.step(),
+                    });
+                }
+                Err(error) => {
+                    refusal = Some(error);
+                    break;
+                }
+            }
+        }
+        // IDs reserved are sent even when minting stops midway: they are unique. A send
+        // waits only while the client reads nothing (its flow-control window spent, the
+        // buffer full): for the stall timeout at most.
+        if !runs.is_empty() {
+            match tokio::time::timeout(stall, sender.send(Ok(StreamIdsResponse { runs }))).await {
+                Ok(Ok(())) => service.metrics.count_ids(Api::Grpc, in_message),
+                // The client went away: what it did not receive is a gap.
+                Ok(Err(_)) => break,
+                Err(_) => {
+                    let _ = ending.send(Status::deadline_exceeded(format!(
+                        "this stream's client read nothing for {stall:?}: the stream ended after the \
+                         IDs it sent, freeing its place"
+                    )));
+                    return Outcome::DeadlineExceeded;
+                }
+            }
+        }
+        if let Some(refusal) = refusal {
+            let (outcome, status) = status(&refusal);
+            let _ = ending.send(status);
+            return outcome;
+        }
+    }
+    Outcome::Ok
+}
+
 #[tonic::async_trait]
 impl Ids for GrpcIds {
     async fn get_ids(&self, request: Request<GetIdsRequest>) -> Result<Response<GetIdsResponse>, Status> {
@@ -148,65 +224,16 @@ impl Ids for GrpcIds {
         let service = Arc::clone(&self.0);
         let budget = request.extensions().get::<IdBudget>().cloned();
         let (sender, receiver) = tokio::sync::mpsc::channel(4);
+        let (ending, ended) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             let _permit = permit;
-            let mut left = count;
-            let mut outcome = Outcome::Ok;
-            // A run holds at most one tick of one node.
-            let per_tick = 1u64 << service.layout().sequence_bits();
-            // A client that went away (a cancel) stops the minting within one run.
-            while left > 0 && !sender.is_closed() {
-                let mut runs = Vec::with_capacity(RUNS_PER_MESSAGE);
-                let mut in_message = 0;
-                let mut refusal = None;
-                while left > 0 && runs.len() < RUNS_PER_MESSAGE && !sender.is_closed() {
-                    let mut most = left.min(per_tick);
-                    if let Some(budget) = &budget {
-                        // Slowed to the connection's ID rate.
-                        most = budget.take_up_to(most).await;
-                    }
-                    let minted = service.next_run(most).await;
-                    if let Some(budget) = &budget {
-                        // What the run did not hold is not charged.
-                        let ran = minted.as_ref().map_or(0, atomflake::Run::len);
-                        budget.give_back(most - ran);
-                    }
-                    match minted {
-                        Ok(run) => {
-                            left -= run.len();
-                            in_message += run.len();
-                            runs.push(Run {
-                                first: run.first().get(),
-                                count: u32::try_from(run.len())
-                                    .expect("a run holds at most the u32::MAX IDs asked for"),
-                                step: run.step(),
-                            });
-                        }
-                        Err(error) => {
-                            refusal = Some(error);
-                            break;
-                        }
-                    }
-                }
-                // IDs reserved are sent even when minting stops midway: they are unique.
-                if !runs.is_empty() {
-                    if sender.send(Ok(StreamIdsResponse { runs })).await.is_err() {
-                        // The client went away: what it did not receive is a gap.
-                        break;
-                    }
-                    service.metrics.count_ids(Api::Grpc, in_message);
-                }
-                if let Some(refusal) = refusal {
-                    let (ended, status) = status(&refusal);
-                    outcome = ended;
-                    let _ = sender.send(Err(status)).await;
-                    break;
-                }
-            }
+            let outcome = stream_runs(&service, count, budget.as_ref(), &sender, ending).await;
             service.metrics.count(Api::Grpc, outcome, 0, start.elapsed());
         });
+        // The messages sent, then the status the stream ended with, if not OK.
+        let last = futures_util::stream::once(ended).filter_map(|status| status.ok().map(Err));
         Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(receiver),
+            tokio_stream::wrappers::ReceiverStream::new(receiver).chain(last),
         )))
     }
 
@@ -291,6 +318,71 @@ mod tests {
         assert_eq!(nodes.into_iter().collect::<Vec<_>>(), [1, 2, 3, 4]);
         let most = ticks.values().max().copied().unwrap_or(0);
         assert_eq!(most, 4 * 4096, "a tick with every node's sequence spent");
+    }
+
+    /// A stream whose client stops reading ends once it has waited the stall timeout to
+    /// send, freeing its place among the server's streams; when the client reads again, it
+    /// gets the messages sent before (the buffer's 4), then `DEADLINE_EXCEEDED`.
+    #[test]
+    fn a_stream_not_read_for_the_stall_timeout_ends_and_frees_its_place() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let generator = ShardedGenerator::new(Layout::TWITTER, [1]).unwrap();
+        let limits = Limits {
+            max_streams: 1,
+            stall_timeout: Duration::from_millis(200),
+            ..Limits::default()
+        };
+        let service = Arc::new(Service::new(generator, limits, None));
+        let ids = GrpcIds(Arc::clone(&service));
+        let (freed, messages, status, end) = runtime.block_on(async {
+            let mut stream = ids
+                .stream_ids(Request::new(StreamIdsRequest { count: 1 << 32 }))
+                .await
+                .unwrap()
+                .into_inner();
+            // One message read, then none for a while.
+            stream.next().await.unwrap().unwrap();
+            let start = Instant::now();
+            let freed = loop {
+                if service.admit_stream().is_ok() {
+                    break true;
+                }
+                if start.elapsed() > Duration::from_secs(10) {
+                    break false;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            };
+            if !freed {
+                // Read on, the stream would run its 2^32 IDs.
+                return (false, 0, None, false);
+            }
+            let mut messages = 0;
+            let status = loop {
+                match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
+                    Ok(Some(Ok(_))) => messages += 1,
+                    Ok(Some(Err(status))) => break Some(status),
+                    Ok(None) | Err(_) => break None,
+                }
+            };
+            (freed, messages, status, stream.next().await.is_none())
+        });
+        runtime.shutdown_background();
+        assert!(freed, "the stream kept its place");
+        assert_eq!(messages, 4);
+        let status = status.expect("the stream ended without an error");
+        assert_eq!(
+            (status.code(), status.message()),
+            (
+                tonic::Code::DeadlineExceeded,
+                "this stream's client read nothing for 200ms: the stream ended after the IDs it \
+                 sent, freeing its place"
+            )
+        );
+        assert!(end);
     }
 
     /// A stream whose client is gone before its minting starts ends at once, giving back its

@@ -70,6 +70,7 @@ pub(crate) struct Metrics {
     closed_header: AtomicU64,
     closed_idle: AtomicU64,
     closed_lifetime: AtomicU64,
+    closed_untrusted: AtomicU64,
     accept_errors: AtomicU64,
     /// TLS handshakes that failed or did not finish within the header timeout.
     failed_handshakes: AtomicU64,
@@ -126,6 +127,7 @@ impl Metrics {
             Closed::Header => &self.closed_header,
             Closed::Idle => &self.closed_idle,
             Closed::Lifetime => &self.closed_lifetime,
+            Closed::Untrusted => &self.closed_untrusted,
             Closed::Drain => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -272,12 +274,13 @@ impl Metrics {
             out,
             "atomflake_connections_closed_total",
             "counter",
-            "Connections the server closed: no first request head within the header timeout, idle past the idle timeout, or taken past the cap for health checks and at the end of their 2 s.",
+            "Connections the server closed: no first request head within the header timeout, idle past the idle timeout, taken past the cap for health checks and at the end of their 2 s, or a client certificate the client CA reloaded no longer trusts.",
         );
         for (reason, counter) in [
             ("header_timeout", &self.closed_header),
             ("idle_timeout", &self.closed_idle),
             ("health_only_lifetime", &self.closed_lifetime),
+            ("client_untrusted", &self.closed_untrusted),
         ] {
             let _ = writeln!(
                 out,

@@ -100,17 +100,28 @@ pub async fn serve<D: Future<Output = ()>>(
             match tls {
                 None => {
                     let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                    connections::keep(connection, &streams, &activity, timeouts, closed, metrics).await;
+                    let untrusted = std::future::pending();
+                    connections::keep(
+                        connection, &streams, &activity, timeouts, closed, untrusted, metrics,
+                    )
+                    .await;
                 }
                 // The handshake within the header timeout: a client that never finishes
                 // one holds its slot no longer than one that never sends a head.
-                Some(acceptor) => {
+                Some((acceptor, trust)) => {
                     match tokio::time::timeout(timeouts.header, acceptor.accept(stream)).await {
                         Ok(Ok(stream)) => {
+                            let chain =
+                                stream.get_ref().1.peer_certificates().map(|chain| {
+                                    chain.iter().map(|cert| cert.clone().into_owned()).collect()
+                                });
                             let connection =
                                 builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                            connections::keep(connection, &streams, &activity, timeouts, closed, metrics)
-                                .await;
+                            let untrusted = trust.lost(chain);
+                            connections::keep(
+                                connection, &streams, &activity, timeouts, closed, untrusted, metrics,
+                            )
+                            .await;
                         }
                         Ok(Err(_)) | Err(_) => metrics.count_failed_handshake(),
                     }

@@ -50,6 +50,10 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// How long a connection with no request under way stays open after its last one.
     pub idle_timeout: Duration,
+    /// How long a `StreamIds` waits for its client to take its next message (the stream's
+    /// buffer and flow-control window full: a client that stopped reading) before it ends
+    /// with `DEADLINE_EXCEEDED` and frees its place among the server's streams.
+    pub stall_timeout: Duration,
 }
 
 impl Limits {
@@ -57,6 +61,10 @@ impl Limits {
     pub const MAX_COUNT: u32 = 1 << 20;
     /// The most IDs one `StreamIds` call may ask for.
     pub const MAX_STREAM_COUNT: u64 = 1 << 32;
+    /// The [`stall_timeout`](Self::stall_timeout) unless set: far past a client's pause to
+    /// collect garbage or a congested link's, short enough that clients that stop reading
+    /// cannot keep every place among the streams for long.
+    pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
 }
 
 impl Default for Limits {
@@ -71,6 +79,7 @@ impl Default for Limits {
             max_connections: 4096,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            stall_timeout: Limits::DEFAULT_STALL_TIMEOUT,
         }
     }
 }
@@ -260,9 +269,11 @@ impl Service {
     }
 
     /// Whether IDs can be handed out now, within the patience, or why not: the state, then
-    /// a probe that mints one ID (a gap, never a duplicate) to learn what minting would
-    /// answer. A lease whose renewal is overdue, a mark not stored, a clock further behind
-    /// the node's mark than the patience: not ready. (`/readyz`, `/healthz`, gRPC health.)
+    /// what minting would answer, asked of the generator without taking an ID
+    /// ([`probe_any`](atomflake::ShardedGenerator::probe_any)), so that health checks,
+    /// which need no token, never spend the IDs of the clients that hold one. A lease
+    /// whose renewal is overdue, a mark not stored, a clock further behind the node's mark
+    /// than the patience: not ready. (`/readyz`, `/healthz`, gRPC health.)
     ///
     /// # Errors
     ///
@@ -275,9 +286,9 @@ impl Service {
             State::Reclaiming(reason) => return Err(format!("claiming fresh nodes: {reason}")),
             State::Stopped(reason) => return Err(format!("stopped: {reason}")),
         }
-        let probe = self.minting().generator.try_next_run_any(1);
+        let probe = self.minting().generator.probe_any();
         match probe {
-            Ok(_) => Ok(()),
+            Ok(()) => Ok(()),
             Err(MintError::SequenceExhausted { retry_after, .. }) if retry_after <= self.limits.patience => {
                 Ok(())
             }
@@ -310,7 +321,7 @@ impl Service {
     }
 
     /// Completes once minting has ended for good, with the reason: looked at every 250 ms
-    /// (with a probe that mints one ID, as [`health`](Self::health)).
+    /// (with [`health`](Self::health)'s probe, which takes no ID).
     pub async fn stopped(&self) -> String {
         loop {
             if let State::Stopped(reason) = self.state() {

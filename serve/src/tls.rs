@@ -1,15 +1,17 @@
 //! TLS for the one port ([`Tls`]): rustls with the ring provider, HTTP/2 (gRPC) and
 //! HTTP/1.1 chosen by ALPN, a certificate that is reloaded without dropping connections,
-//! and optional client certificates.
+//! and optional client certificates, checked again on open connections at each reload.
 
 use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::{ClientHello, ResolvesServerCert, ServerConfig, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
+use tokio::sync::watch;
 
 /// Where a server's certificate and key are, and the CA of the client certificates it
 /// requires, if any.
@@ -25,11 +27,50 @@ pub struct TlsFiles {
 
 /// The server side of TLS: the rustls configuration that every new connection uses, which
 /// [`reload`](Tls::reload) makes afresh from the files (the certificate, its key and the
-/// client CA) for the connections after it. A connection keeps what it was opened with.
+/// client CA) for the connections after it. A connection keeps the certificate it was
+/// opened with; its client's certificate, when the server asks for one, is checked again
+/// against the client CA of each reload, and the connection is closed once that CA no
+/// longer trusts it (or it has expired).
 #[derive(Debug, Clone)]
 pub struct Tls {
     files: TlsFiles,
-    config: Arc<RwLock<Arc<ServerConfig>>>,
+    /// What the files held at the last reload: read by each handshake, watched by each
+    /// connection that presented a client certificate.
+    config: Arc<watch::Sender<Config>>,
+}
+
+/// The configuration of one reading of the files.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    server: Arc<ServerConfig>,
+    /// The verifier of client certificates made from the client CA, if one is asked for.
+    clients: Option<Arc<dyn ClientCertVerifier>>,
+}
+
+/// A connection's watch on the client CA: made before its handshake, so that no reload
+/// after the configuration it was opened with goes unseen.
+#[derive(Debug)]
+pub(crate) struct Trust(watch::Receiver<Config>);
+
+impl Trust {
+    /// Completes once a reload brings a client CA that does not trust `chain` now (the
+    /// certificates the connection's client presented, its own first); never when there
+    /// is no chain (no client certificate asked for) or no reload to come.
+    pub(crate) async fn lost(mut self, chain: Option<Vec<CertificateDer<'static>>>) {
+        if let Some((own, intermediates)) = chain.as_deref().and_then(<[_]>::split_first) {
+            while self.0.changed().await.is_ok() {
+                let clients = self.0.borrow_and_update().clients.clone();
+                if let Some(clients) = clients
+                    && clients
+                        .verify_client_cert(own, intermediates, UnixTime::now())
+                        .is_err()
+                {
+                    return;
+                }
+            }
+        }
+        std::future::pending::<()>().await;
+    }
 }
 
 /// One certificate, for every handshake of the configuration that holds it.
@@ -55,19 +96,21 @@ impl Tls {
         let config = server_config(&files)?;
         Ok(Tls {
             files,
-            config: Arc::new(RwLock::new(Arc::new(config))),
+            config: Arc::new(watch::Sender::new(config)),
         })
     }
 
     /// Reads the files again (the certificate, its key and the client CA); the
-    /// connections opened after use them. On an error what is in use stays.
+    /// connections opened after use them, and the open connections whose client
+    /// certificate the client CA read no longer trusts are closed (gracefully: the
+    /// requests under way get a second to finish). On an error what is in use stays.
     ///
     /// # Errors
     ///
     /// As [`Tls::new`]'s.
     pub fn reload(&self) -> Result<(), String> {
         let config = server_config(&self.files)?;
-        *self.config.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
+        self.config.send_replace(config);
         Ok(())
     }
 
@@ -111,21 +154,23 @@ impl Tls {
         }
     }
 
-    /// An acceptor for one connection's handshake.
-    pub(crate) fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
-        tokio_rustls::TlsAcceptor::from(Arc::clone(
-            &self.config.read().unwrap_or_else(PoisonError::into_inner),
-        ))
+    /// An acceptor for one connection's handshake, and the connection's watch on the
+    /// client CA of the reloads after it.
+    pub(crate) fn acceptor(&self) -> (tokio_rustls::TlsAcceptor, Trust) {
+        let trust = Trust(self.config.subscribe());
+        let server = Arc::clone(&trust.0.borrow().server);
+        (tokio_rustls::TlsAcceptor::from(server), trust)
     }
 }
 
 /// The configuration of `files`, each read now.
-fn server_config(files: &TlsFiles) -> Result<ServerConfig, String> {
+fn server_config(files: &TlsFiles) -> Result<Config, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let key = Arc::new(certified_key(files, &provider)?);
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
         .map_err(|error| format!("cannot set up TLS: {error}"))?;
+    let mut clients = None;
     let builder = match &files.client_ca {
         None => builder.with_no_client_auth(),
         Some(ca) => {
@@ -138,12 +183,16 @@ fn server_config(files: &TlsFiles) -> Result<ServerConfig, String> {
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
                 .map_err(|error| format!("--tls-client-ca {}: {error}", ca.display()))?;
+            clients = Some(Arc::clone(&verifier));
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let mut config = builder.with_cert_resolver(Arc::new(Fixed(key)));
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(config)
+    let mut server = builder.with_cert_resolver(Arc::new(Fixed(key)));
+    server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Config {
+        server: Arc::new(server),
+        clients,
+    })
 }
 
 /// The PEM certificates in `path`, at least one.

@@ -155,6 +155,11 @@ impl<C: Clock> Core<C> {
         Ok(Run::new(node.packer.id(slot), count, self.minter.unit()))
     }
 
+    /// What [`try_run`](Self::try_run) would answer now, without taking an ID.
+    pub(crate) fn probe<W: Windowed>(&self, node: &Shard<W>) -> Result<(), MintError> {
+        self.minter.probe(&node.state, &self.clock)
+    }
+
     /// `n` IDs as blocks; the first block is reserved now.
     pub(crate) fn blocks<'a, W: Windowed>(&'a self, node: &'a Shard<W>, n: u64) -> Blocks<'a, C, W> {
         let (slot, count) = if n == 0 {

@@ -478,18 +478,61 @@ impl Minter {
             },
             other => other,
         };
+        Err(self.error_of(refusal))
+    }
+
+    /// The error `try_next_id` reports for `refusal`.
+    fn error_of(&self, refusal: Blocked) -> MintError {
         // A child of a fork is told so rather than asked to retry.
-        if !matches!(refusal, Blocked::Fatal(_)) {
-            self.birth.check()?;
+        if !matches!(refusal, Blocked::Fatal(_))
+            && let Err(error) = self.birth.check()
+        {
+            return error;
         }
-        Err(match refusal {
+        match refusal {
             Blocked::Spent { tick, unix_ms } => MintError::SequenceExhausted {
                 tick,
                 retry_after: Duration::from_millis(self.layout.unix_ms_of_tick(tick).saturating_sub(unix_ms)),
             },
             Blocked::Uncovered { failure, .. } => failure.unwrap_or(MintError::MarkPending),
             Blocked::Fatal(error) => error,
-        })
+        }
+    }
+
+    /// What [`try_reserve`](Self::try_reserve) would answer now, without reserving a slot:
+    /// `Ok` when a slot is free, else the error it would report. The state word is read,
+    /// never advanced. A free slot at or past the limit is passed as a mint passes it (the
+    /// process checked, the keeper asked to move the mark past it), which takes no slot.
+    #[cold]
+    pub(crate) fn probe<W: Word, C: Clock>(&self, state: &W, clock: &C) -> Result<(), MintError> {
+        let refusal = match self.probe_at(state, clock.unix_ms()) {
+            Ok(()) => return Ok(()),
+            Err(refusal) => refusal,
+        };
+        // As `try_reserve_slow`: a lagging clock is read precisely before a spent tick is
+        // reported.
+        let refusal = match refusal {
+            Blocked::Spent { .. } => match self.probe_at(state, clock.precise_unix_ms()) {
+                Ok(()) => return Ok(()),
+                Err(refusal) => refusal,
+            },
+            other => other,
+        };
+        Err(self.error_of(refusal))
+    }
+
+    /// [`probe`](Self::probe) at the time `unix_ms`: the step the CAS loop would take from
+    /// the state as it is, without the CAS.
+    fn probe_at<W: Word>(&self, state_word: &W, unix_ms: u64) -> Result<(), Blocked> {
+        let now_tick = self.tick_at(unix_ms)?;
+        match self.word.step(state_word.load(), now_tick) {
+            Step::Mint { slot } if slot < self.limit() => Ok(()),
+            Step::Mint { slot } => self.pass(slot),
+            Step::Wait { tick } => Err(Blocked::Spent { tick, unix_ms }),
+            Step::End => Err(Blocked::Fatal(MintError::SpanSpent {
+                end_ms: self.layout.end_unix_ms(),
+            })),
+        }
     }
 
     /// Reserves `1..=want` slots, waiting while the current tick is spent: the first slot

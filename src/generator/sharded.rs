@@ -195,6 +195,54 @@ impl<C: Clock> ShardedGenerator<C> {
         }
         Err(soonest.0)
     }
+
+    /// What [`try_next_run_any`](Self::try_next_run_any) would answer now, without taking
+    /// an ID: `Ok` when some node has an ID free in the current tick, else the error it
+    /// would report. For a readiness check, which must not spend the IDs it asks about.
+    /// Never waits.
+    ///
+    /// The answer is of the moment it was asked: a mint right after may find the tick
+    /// spent by others, or a new tick begun.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_next_run_any`](Self::try_next_run_any).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{Layout, ManualClock, MintError, ShardedGenerator};
+    ///
+    /// // Sonyflake: 256 IDs a tick on each node; the clock stands still.
+    /// let generator = ShardedGenerator::with_clock(Layout::SONYFLAKE, [1], ManualClock::new(1_700_000_000_000))?;
+    /// for _ in 0..1000 {
+    ///     generator.probe_any()?;
+    /// }
+    /// // The probes took nothing: the whole tick is left.
+    /// assert_eq!(generator.try_next_run_any(1000)?.len(), 256);
+    /// assert!(matches!(generator.probe_any(), Err(MintError::SequenceExhausted { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn probe_any(&self) -> Result<(), crate::MintError> {
+        use crate::MintError::SequenceExhausted;
+        let shards = &self.home.nodes;
+        let own = self.pick.of(thread_number());
+        let mut soonest = match self.home.core.probe(&shards[own]) {
+            Err(spent @ SequenceExhausted { retry_after, .. }) => (spent, retry_after),
+            answer => return answer,
+        };
+        for index in (own + 1..shards.len()).chain(0..own) {
+            match self.home.core.probe(&shards[index]) {
+                Err(spent @ SequenceExhausted { retry_after, .. }) => {
+                    if retry_after < soonest.1 {
+                        soonest = (spent, retry_after);
+                    }
+                }
+                answer => return answer,
+            }
+        }
+        Err(soonest.0)
+    }
 }
 
 impl<C: Clock> Builder<C> {
@@ -333,6 +381,44 @@ mod tests {
         let next = generator.try_next_run_any(3).unwrap();
         assert_eq!(layout.decode(next.first()).node, own);
         assert_eq!(layout.decode(next.first()).unix_ms, T0 + 1);
+    }
+
+    #[test]
+    fn a_probe_answers_as_a_mint_would_and_takes_no_id() {
+        // 2-bit sequences: four IDs per node and tick.
+        let layout = Layout::builder()
+            .timestamp_bits(41)
+            .node_bits(2)
+            .sequence_bits(2)
+            .build()
+            .unwrap();
+        let clock = ManualClock::new(T0);
+        let generator = ShardedGenerator::with_clock(layout, [3, 1], clock.clone()).unwrap();
+        for _ in 0..100 {
+            assert_eq!(generator.probe_any(), Ok(()));
+        }
+        // A probe before each mint answers as the mint does; both nodes' ticks are left
+        // whole for the mints: four IDs each, sequences 0 to 3.
+        let mut sequences = std::collections::BTreeMap::<u64, Vec<u64>>::new();
+        loop {
+            let probed = generator.probe_any();
+            match generator.try_next_run_any(1) {
+                Ok(run) => {
+                    assert_eq!(probed, Ok(()));
+                    let parts = layout.decode(run.first());
+                    sequences.entry(parts.node).or_default().push(parts.sequence);
+                }
+                Err(spent) => {
+                    assert_eq!(probed, Err(spent));
+                    break;
+                }
+            }
+        }
+        let whole = vec![0, 1, 2, 3];
+        assert_eq!(sequences, [(1, whole.clone()), (3, whole)].into());
+        clock.advance(1);
+        assert_eq!(generator.probe_any(), Ok(()));
+        assert_eq!(layout.decode(generator.try_next_id().unwrap()).sequence, 0);
     }
 
     #[test]

@@ -84,6 +84,12 @@ pub(crate) struct ServeArgs {
     /// goes unanswered for 20 s.
     #[arg(long, default_value_t = Limits::default().idle_timeout.as_secs(), value_name = "S")]
     idle_timeout: u64,
+    /// How long, in seconds, a `StreamIds` waits for its client to read its next message
+    /// (the client's flow-control window and the stream's buffer full) before it ends with
+    /// `DEADLINE_EXCEEDED`, after the IDs it sent, and frees its place among the
+    /// `--max-streams`.
+    #[arg(long, default_value_t = Limits::DEFAULT_STALL_TIMEOUT.as_secs(), value_name = "S")]
+    stall_timeout: u64,
     /// The runtime's worker threads, which run the connections and the minting: one per
     /// core unless set (or `TOKIO_WORKER_THREADS`), at most 1024. Where the cores are
     /// shared with busy neighbours (a sidecar, the clients), fewer threads than cores can
@@ -137,7 +143,8 @@ struct AccessArgs {
     #[arg(long, requires = "tls_cert", value_name = "PEM")]
     tls_key: Option<PathBuf>,
     /// Require client certificates signed by this CA (PEM); a client without one is
-    /// refused in the handshake.
+    /// refused in the handshake. When the file is read again, an open connection whose
+    /// client certificate it no longer trusts (or that has expired) is closed.
     #[arg(long, requires = "tls_cert", value_name = "PEM")]
     tls_client_ca: Option<PathBuf>,
     /// Ask every request but health checks for a bearer token (`Authorization: Bearer
@@ -427,7 +434,7 @@ const MAX_STREAMS: u32 = 1 << 20;
 /// The most `--ids-rate`: 2^53, which the rate's bucket counts exactly.
 const MAX_IDS_RATE: u64 = 1 << 53;
 
-/// The longest header and idle timeouts, in seconds.
+/// The longest header, idle and stall timeouts, in seconds.
 const MAX_TIMEOUT_S: u64 = 3600;
 
 /// The most `--threads`: far past any machine's cores.
@@ -482,6 +489,7 @@ fn limits(args: &ServeArgs, file_limit: u64) -> Result<Limits, Failure> {
         max_connections,
         header_timeout: seconds("header-timeout", args.header_timeout)?,
         idle_timeout: seconds("idle-timeout", args.idle_timeout)?,
+        stall_timeout: seconds("stall-timeout", args.stall_timeout)?,
         ..Limits::default()
     })
 }
