@@ -320,16 +320,21 @@ mod tests {
         assert_eq!(most, 4 * 4096, "a tick with every node's sequence spent");
     }
 
+    /// A runtime of two worker threads, for a stream's tasks.
+    fn two_workers() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     /// A stream whose client stops reading ends once it has waited the stall timeout to
     /// send, freeing its place among the server's streams; when the client reads again, it
     /// gets the messages sent before (the buffer's 4), then `DEADLINE_EXCEEDED`.
     #[test]
     fn a_stream_not_read_for_the_stall_timeout_ends_and_frees_its_place() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = two_workers();
         let generator = ShardedGenerator::new(Layout::TWITTER, [1]).unwrap();
         let limits = Limits {
             max_streams: 1,
@@ -390,11 +395,7 @@ mod tests {
     /// stream that spins would hold its worker for good.)
     #[test]
     fn a_stream_cancelled_before_it_starts_ends_and_frees_its_place() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = two_workers();
         let generator = ShardedGenerator::new(Layout::TWITTER, [1]).unwrap();
         let limits = Limits {
             max_streams: 1,

@@ -335,15 +335,19 @@ mod tests {
         assert_eq!(nodes_and_ticks, [(0, 0), (0, 0), (1, 1), (0, 1)]);
     }
 
-    #[test]
-    fn one_caller_draws_on_every_shard_before_it_waits_for_the_next_tick() {
-        // 2-bit sequences: four IDs per node and tick.
-        let layout = Layout::builder()
+    /// 2-bit sequences: four IDs per node and tick, on nodes 0..=3.
+    fn four_ids_a_tick() -> Layout {
+        Layout::builder()
             .timestamp_bits(41)
             .node_bits(2)
             .sequence_bits(2)
             .build()
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn one_caller_draws_on_every_shard_before_it_waits_for_the_next_tick() {
+        let layout = four_ids_a_tick();
         let clock = ManualClock::new(T0);
         let generator = ShardedGenerator::with_clock(layout, [3, 1, 2], clock.clone()).unwrap();
         let own = generator.current_node();
@@ -385,13 +389,7 @@ mod tests {
 
     #[test]
     fn a_probe_answers_as_a_mint_would_and_takes_no_id() {
-        // 2-bit sequences: four IDs per node and tick.
-        let layout = Layout::builder()
-            .timestamp_bits(41)
-            .node_bits(2)
-            .sequence_bits(2)
-            .build()
-            .unwrap();
+        let layout = four_ids_a_tick();
         let clock = ManualClock::new(T0);
         let generator = ShardedGenerator::with_clock(layout, [3, 1], clock.clone()).unwrap();
         for _ in 0..100 {
