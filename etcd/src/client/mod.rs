@@ -19,21 +19,22 @@
 
 mod endpoints;
 pub(crate) mod proto;
+mod tls;
 
 pub use endpoints::{Endpoints, EndpointsError};
 
-use endpoints::{Tls, User};
+use endpoints::User;
 use proto::{
     AuthenticateRequest, AuthenticateResponse, LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest,
     LeaseKeepAliveResponse, LeaseRevokeRequest, LeaseRevokeResponse, RangeRequest, RangeResponse, TxnRequest,
     TxnResponse,
 };
 use std::fmt;
-use std::path::Path;
 use std::time::{Duration, Instant};
+use tls::{Connector, Verdict};
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::metadata::{AsciiMetadataValue, MetadataValue};
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::{Channel, Endpoint};
 
 /// Why a call failed: the last member's answer, or that none answered in time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,6 +60,8 @@ pub(crate) struct Client {
     endpoints: Endpoints,
     /// One lazily connected channel per member, in the order given.
     channels: Vec<Channel>,
+    /// Per member, a refusal of this client's certificate its connections met (TLS only).
+    verdicts: Vec<Verdict>,
     /// The member that answered last: tried first.
     preferred: usize,
     /// How long one attempt on one member may take.
@@ -94,33 +97,34 @@ impl Client {
             .enable_all()
             .build()
             .expect("a current-thread runtime needs no resources that can run out");
-        let tls = endpoints.tls().map(tls_config).transpose();
+        let tls = endpoints.tls().map(tls::config).transpose();
         let refused = |text: String| CallError {
             endpoint: endpoints.to_string(),
             text,
             refused: true,
         };
         let tls = tls.map_err(refused)?;
+        let verdicts: Vec<Verdict> = endpoints.iter().map(|_| Verdict::default()).collect();
         let channels = {
             let _entered = runtime.enter();
             endpoints
                 .iter()
-                .map(|(host, port)| {
+                .zip(&verdicts)
+                .map(|((host, port), verdict)| {
+                    let address = endpoints::join(host, *port);
                     let scheme = if tls.is_some() { "https" } else { "http" };
-                    let mut endpoint =
-                        Endpoint::from_shared(format!("{scheme}://{}", endpoints::join(host, *port)))
-                            .expect("a parsed host and port make a URI")
-                            .connect_timeout(attempt)
-                            .timeout(attempt)
-                            .tcp_nodelay(true);
-                    if let Some(tls) = &tls {
-                        endpoint = endpoint
-                            .tls_config(tls.clone().domain_name(host))
-                            .map_err(|error| {
-                                refused(format!("cannot use the TLS files: {}", chain(&error)))
-                            })?;
-                    }
-                    Ok(endpoint.connect_lazy())
+                    let endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
+                        .expect("a parsed host and port make a URI")
+                        .connect_timeout(attempt)
+                        .timeout(attempt)
+                        .tcp_nodelay(true);
+                    Ok(match &tls {
+                        Some(config) => endpoint.connect_with_connector_lazy(
+                            Connector::new(config.clone(), host, address, verdict.clone())
+                                .map_err(|error| refused(format!("cannot connect over TLS: {error}")))?,
+                        ),
+                        None => endpoint.connect_lazy(),
+                    })
                 })
                 .collect::<Result<_, CallError>>()?
         };
@@ -128,6 +132,7 @@ impl Client {
             runtime,
             endpoints: endpoints.clone(),
             channels,
+            verdicts,
             preferred: 0,
             attempt,
             user: endpoints.credentials().cloned(),
@@ -255,7 +260,11 @@ impl Client {
                 Err(status) => {
                     tries += 1;
                     let spent = start.elapsed();
-                    let failure = Failure::of(&status);
+                    let refusal = self.verdicts[member].take();
+                    let failure = match refusal {
+                        Some(_) => Failure::Refused,
+                        None => Failure::of(&status),
+                    };
                     if failure == Failure::StaleToken {
                         self.token = None;
                     }
@@ -265,8 +274,10 @@ impl Client {
                     {
                         let (host, port) = self.endpoints.iter().nth(member).expect("a member per channel");
                         let mut text = describe(&status);
-                        if failure == Failure::Refused {
-                            text.push_str(&self.what_to_fix(&status));
+                        match refusal {
+                            Some(refusal) => text.push_str(refusal.what_to_fix()),
+                            None if failure == Failure::Refused => text.push_str(&self.what_to_fix(&status)),
+                            None => {}
                         }
                         return Err(CallError {
                             endpoint: endpoints::join(host, *port),
@@ -382,33 +393,6 @@ fn with_token<T>(message: T, token: Option<AsciiMetadataValue>) -> tonic::Reques
         request.metadata_mut().insert("token", token);
     }
     request
-}
-
-/// The TLS settings of an `etcds://` URL, its files read: the CA or the system's roots,
-/// and the client certificate.
-fn tls_config(tls: &Tls) -> Result<ClientTlsConfig, String> {
-    let read = |what: &str, path: &Path| {
-        std::fs::read(path).map_err(|error| format!("cannot read {what} {}: {error}", path.display()))
-    };
-    let mut config = ClientTlsConfig::new();
-    config = match &tls.ca {
-        Some(ca) => config.ca_certificate(Certificate::from_pem(read("the CA certificate (cacert)", ca)?)),
-        None => config.with_native_roots(),
-    };
-    if let Some((cert, key)) = &tls.identity {
-        config = config.identity(Identity::from_pem(
-            read("the client certificate (cert)", cert)?,
-            read("the client key (key)", key)?,
-        ));
-    }
-    Ok(config)
-}
-
-/// An error and its causes, as one line.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    append_causes(&mut text, error.source());
-    text
 }
 
 /// A status as one line: its code, and its message with the transport's causes.
