@@ -11,6 +11,7 @@ use atomflake_test_servers::fleet::layout;
 use atomflake_test_servers::pki::{Pki, has_openssl};
 use atomflake_test_servers::postgres::{self as pg, Server};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// The password of the roles that log in with one: no error or `Debug` may show it.
 const PASSWORD: &str = "s3cret-Pw0rd";
@@ -258,6 +259,35 @@ fn logins_over_tls(server: &Server, pki: &Pki) {
     .unwrap();
     let error = refused(&no_cert, "no-cert");
     assert!(error.to_string().contains("(28000)"), "{error}");
+
+    // A client certificate the server does not trust: the server's TLS 1.3 handshake fails
+    // after the client's is done. The client has written its startup message by then and
+    // only reads after it, so it reads the server's alert (the kernel hands over the bytes
+    // received before a reset), and a lease never tries a failed connect again: refused at
+    // once, named by the alert.
+    let (cert, key) = pki.leaf("stranger", "rogue", "certapp", "");
+    let stranger: Database = format!(
+        "host=localhost port={port} user=certapp dbname=postgres sslmode=verify-full \
+         sslrootcert={ca} sslcert={} sslkey={}",
+        cert.display(),
+        key.display()
+    )
+    .parse()
+    .unwrap();
+    let start = Instant::now();
+    let error = refused(&stranger, "stranger");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "took {:?}: {error}",
+        start.elapsed()
+    );
+    assert!(
+        error.to_string().ends_with(&format!(
+            "certapp@localhost:{port}/postgres (sslmode=verify-full): error communicating with the \
+             server: received fatal alert: UnknownCA"
+        )),
+        "{error}"
+    );
 }
 
 #[test]
