@@ -220,7 +220,8 @@ fn leases_over_tls_verify_the_server_and_never_fall_back_to_plain_text() {
     logins_over_tls(&server, &pki);
 }
 
-/// Over TLS with verify-full: a wrong password, and a client certificate.
+/// Over TLS with verify-full: a wrong password, a client certificate, none, and one the
+/// server does not trust.
 fn logins_over_tls(server: &Server, pki: &Pki) {
     let port = server.port();
     let ca = pki.path("ca.pem");
@@ -243,20 +244,20 @@ fn logins_over_tls(server: &Server, pki: &Pki) {
     );
 
     // A client certificate logs `certapp` in without a password; without it, no way in.
-    let by_cert: Database = format!(
-        "host=localhost port={port} user=certapp dbname=postgres sslmode=verify-full \
-         sslrootcert={ca} sslcert={} sslkey={}",
-        client_cert.display(),
-        client_key.display()
-    )
-    .parse()
-    .unwrap();
+    let as_certapp = |files: &str| -> Database {
+        format!(
+            "host=localhost port={port} user=certapp dbname=postgres sslmode=verify-full \
+             sslrootcert={ca}{files}"
+        )
+        .parse()
+        .unwrap()
+    };
+    let with_cert = |(cert, key): (PathBuf, PathBuf)| {
+        as_certapp(&format!(" sslcert={} sslkey={}", cert.display(), key.display()))
+    };
+    let by_cert = with_cert((client_cert, client_key));
     assert_eq!(lease_and_mint(server, &by_cert, "cert"), ["true certapp"]);
-    let no_cert: Database = format!(
-        "host=localhost port={port} user=certapp dbname=postgres sslmode=verify-full sslrootcert={ca}"
-    )
-    .parse()
-    .unwrap();
+    let no_cert = as_certapp("");
     let error = refused(&no_cert, "no-cert");
     assert!(error.to_string().contains("(28000)"), "{error}");
 
@@ -265,15 +266,7 @@ fn logins_over_tls(server: &Server, pki: &Pki) {
     // only reads after it, so it reads the server's alert (the kernel hands over the bytes
     // received before a reset), and a lease never tries a failed connect again: refused at
     // once, named by the alert.
-    let (cert, key) = pki.leaf("stranger", "rogue", "certapp", "");
-    let stranger: Database = format!(
-        "host=localhost port={port} user=certapp dbname=postgres sslmode=verify-full \
-         sslrootcert={ca} sslcert={} sslkey={}",
-        cert.display(),
-        key.display()
-    )
-    .parse()
-    .unwrap();
+    let stranger = with_cert(pki.leaf("stranger", "rogue", "certapp", ""));
     let start = Instant::now();
     let error = refused(&stranger, "stranger");
     assert!(
