@@ -112,6 +112,9 @@ impl Client {
                 .zip(&verdicts)
                 .map(|((host, port), verdict)| {
                     let address = endpoints::join(host, *port);
+                    // Over TLS the connector makes the TLS connection itself; tonic's
+                    // own TLS features stay off (with them, tonic refuses an https URI
+                    // that it does not connect itself).
                     let scheme = if tls.is_some() { "https" } else { "http" };
                     let endpoint = Endpoint::from_shared(format!("{scheme}://{address}"))
                         .expect("a parsed host and port make a URI")
