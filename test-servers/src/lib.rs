@@ -30,6 +30,7 @@ pub mod python;
 pub mod zookeeper;
 
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `program` in a directory of `PATH`, if there is one.
@@ -61,12 +62,46 @@ pub fn skip(test: &str, why: &str) {
     eprintln!("SKIPPED {test}: {why}");
 }
 
-/// `count` distinct loopback ports that are free now: all held open while they are
-/// chosen, so that none is handed out twice.
+/// `count` distinct loopback ports that are free now, all held open while they are chosen
+/// so that none is handed out twice, and all below the kernel's range of ephemeral ports
+/// (`net.ipv4.ip_local_port_range`). A server stopped and started again on its ports (a
+/// member restarted in a fault test) then finds them free: a port from the ephemeral range
+/// may meanwhile have become the local end of any outgoing connection, another member's
+/// connection to a peer say, and the server would fail to bind it.
+///
+/// # Panics
+///
+/// When no `count` such ports are free.
 fn free_ports(count: usize) -> Vec<u16> {
-    let held: Vec<std::net::TcpListener> = (0..count)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
+    const LOWEST: u16 = 10_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768)
+        .max(LOWEST + 1_000);
+    // Each test process, and each call in it, starts its search elsewhere, so that two
+    // rarely try the same ports in the instant between one choosing and its server binding.
+    let span = u32::from(ephemeral - LOWEST);
+    let mut at = std::process::id()
+        .wrapping_mul(7_919)
+        .wrapping_add(NEXT.fetch_add(1_009, Ordering::Relaxed));
+    let mut held = Vec::with_capacity(count);
+    for _ in 0..span {
+        if held.len() == count {
+            break;
+        }
+        at = at.wrapping_add(1);
+        let port = LOWEST + u16::try_from(at % span).expect("the span is below 65,536");
+        if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            held.push(listener);
+        }
+    }
+    assert_eq!(
+        held.len(),
+        count,
+        "no {count} free loopback ports in {LOWEST}..{ephemeral}"
+    );
     held.iter()
         .map(|listener| listener.local_addr().unwrap().port())
         .collect()
@@ -92,4 +127,27 @@ fn is_root() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|out| out.stdout.trim_ascii() == b"0")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::free_ports;
+    use std::collections::HashSet;
+
+    /// The ports are distinct, below the ephemeral range (where no outgoing connection takes
+    /// them), and free: each can be bound once chosen.
+    #[test]
+    fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
+        let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+        let ephemeral: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
+        let ports: Vec<u16> = (0..20).flat_map(|_| free_ports(15)).collect();
+        assert!(ports.iter().all(|&port| (10_000..ephemeral).contains(&port)), "{ports:?}");
+        for call in ports.chunks(15) {
+            assert_eq!(call.iter().collect::<HashSet<_>>().len(), 15, "{call:?}");
+            let _held: Vec<_> = call
+                .iter()
+                .map(|&port| std::net::TcpListener::bind(("127.0.0.1", port)).unwrap())
+                .collect();
+        }
+    }
 }

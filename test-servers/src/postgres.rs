@@ -205,14 +205,11 @@ impl Server {
         let serial = NEXT.fetch_add(1, Ordering::Relaxed);
         // Port numbers only name the socket file inside `root`, but PostgreSQL also
         // derives its System V key from the port: keep them apart across test processes.
-        // A server on TCP takes a port that is free on loopback now.
+        // A server on TCP takes a port that is free on loopback now, outside the ephemeral
+        // range, so that it finds the port free again when it restarts.
         let spread = (std::process::id() * 16 + u32::from(serial)) % 20_000;
         let port = if options.tcp {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port()
+            crate::free_ports(1)[0]
         } else {
             20_000 + u16::try_from(spread).unwrap()
         };
