@@ -141,7 +141,10 @@ mod tests {
         let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
         let ephemeral: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
         let ports: Vec<u16> = (0..20).flat_map(|_| free_ports(15)).collect();
-        assert!(ports.iter().all(|&port| (10_000..ephemeral).contains(&port)), "{ports:?}");
+        assert!(
+            ports.iter().all(|&port| (10_000..ephemeral).contains(&port)),
+            "{ports:?}"
+        );
         for call in ports.chunks(15) {
             assert_eq!(call.iter().collect::<HashSet<_>>().len(), 15, "{call:?}");
             let _held: Vec<_> = call
