@@ -212,21 +212,19 @@ impl tonic::codegen::Service<Uri> for Connector {
                 inner: config.client_auth_cert_resolver.clone(),
                 asked: asked.clone(),
             });
-            let mut watch = Watch {
-                inner: None,
-                asked,
-                heard: false,
-                verdict,
-            };
             match TlsConnector::from(Arc::new(config)).connect(host, tcp).await {
                 Ok(stream) => {
                     if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
                         return Err(io::Error::other("the member did not agree to HTTP/2 (by ALPN)"));
                     }
-                    watch.inner = Some(stream);
-                    Ok(hyper_util::rt::TokioIo::new(watch))
+                    Ok(hyper_util::rt::TokioIo::new(Watch {
+                        stream,
+                        asked,
+                        heard: false,
+                        verdict,
+                    }))
                 }
-                Err(error) => Err(watch.failed(error)),
+                Err(error) => Err(unheard_failure(&asked, &verdict, error)),
             }
         })
     }
@@ -257,11 +255,28 @@ impl ResolvesClientCert for Noting {
     }
 }
 
+/// `error`, from a connection on which the member has not said a word, after recording
+/// in `verdict` a refusal where it is one: the member asked for a certificate (`asked`
+/// holds what went back) and the connection failed by the member's hand (closed, reset,
+/// or an alert), not because this client refused the member's certificate.
+fn unheard_failure(asked: &AtomicU8, verdict: &Verdict, error: io::Error) -> io::Error {
+    let by_the_member = match error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        Some(rustls::Error::AlertReceived(_)) | None => true,
+        Some(_) => false,
+    };
+    if by_the_member && let Some(refusal) = Refusal::from_code(asked.load(Ordering::Acquire)) {
+        verdict.record(refusal);
+    }
+    error
+}
+
 /// A TLS connection to a member that records a refusal of the client's certificate: a
 /// member that asked for one and then failed the connection before it sent a byte.
 pub(super) struct Watch {
-    /// `None` only while the handshake runs.
-    inner: Option<TlsStream<TcpStream>>,
+    stream: TlsStream<TcpStream>,
     /// What the member asked and got back, as a [`Refusal`]'s code.
     asked: Arc<AtomicU8>,
     /// Whether the member has said anything over the connection.
@@ -270,29 +285,17 @@ pub(super) struct Watch {
 }
 
 impl Watch {
-    /// `error` from the handshake or the connection, after recording a refusal where it
-    /// is one: the member asked for a certificate, has not said a word since, and the
-    /// connection failed by the member's hand (closed, reset, or an alert), not because
-    /// this client refused the member's certificate.
-    fn failed(&mut self, error: io::Error) -> io::Error {
-        let by_the_member = match error
-            .get_ref()
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        {
-            Some(rustls::Error::AlertReceived(_)) | None => true,
-            Some(_) => false,
-        };
-        if !self.heard
-            && by_the_member
-            && let Some(refusal) = Refusal::from_code(self.asked.load(Ordering::Acquire))
-        {
-            self.verdict.record(refusal);
+    /// `error` from the connection, a refusal recorded where it is one.
+    fn failed(&self, error: io::Error) -> io::Error {
+        if self.heard {
+            error
+        } else {
+            unheard_failure(&self.asked, &self.verdict, error)
         }
-        error
     }
 
     fn stream(&mut self) -> Pin<&mut TlsStream<TcpStream>> {
-        Pin::new(self.inner.as_mut().expect("a watch is made with its stream"))
+        Pin::new(&mut self.stream)
     }
 }
 
