@@ -141,8 +141,12 @@ pub(super) fn config(tls: &Tls) -> Result<Arc<ClientConfig>, String> {
         Some((cert, key)) => {
             let chain = certificates("the client certificate (cert)", cert)?;
             let what = "the client key (key)";
-            let key = PrivateKeyDer::from_pem_slice(&read(what, key)?)
-                .map_err(|error| unusable(what, key, &error))?;
+            let key = PrivateKeyDer::from_pem_slice(&read(what, key)?).map_err(|error| match error {
+                rustls::pki_types::pem::Error::NoItemsFound => {
+                    unusable(what, key, &"it holds no PEM private key")
+                }
+                error => unusable(what, key, &error),
+            })?;
             builder
                 .with_client_auth_cert(chain, key)
                 .map_err(|error| format!("cannot use the TLS files: cert= and key=: {error}"))?
@@ -474,6 +478,40 @@ mod tests {
     fn assert_transient((error, took): (CallError, Duration)) {
         assert!(!error.refused, "taken as a refusal: {error}");
         assert!(took >= Duration::from_secs(2), "given up after {took:?}: {error}");
+    }
+
+    /// Files that hold no certificate or no key are refused, named with their option.
+    #[test]
+    fn tls_files_without_a_certificate_or_a_key_are_named() {
+        if !has_openssl("tls-files") {
+            return;
+        }
+        let pki = Pki::temporary("tls-files");
+        pki.ca("ca");
+        pki.leaf("client", "ca", "app", "");
+        let empty = pki.path("empty.pem");
+        std::fs::write(&empty, "not a PEM file\n").unwrap();
+        let error = |ca: &Path, key: &Path| {
+            let tls = Tls {
+                ca: Some(ca.to_owned()),
+                identity: Some((pki.path("client.crt"), key.to_owned())),
+            };
+            config(&tls).unwrap_err()
+        };
+        assert_eq!(
+            error(&empty, &pki.path("client.key")),
+            format!(
+                "cannot use the TLS files: the CA certificate (cacert) {}: it holds no PEM certificate",
+                empty.display()
+            )
+        );
+        assert_eq!(
+            error(&pki.path("ca.pem"), &empty),
+            format!(
+                "cannot use the TLS files: the client key (key) {}: it holds no PEM private key",
+                empty.display()
+            )
+        );
     }
 
     #[test]
