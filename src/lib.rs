@@ -28,8 +28,11 @@
 //! | integrations | serde, chrono and time, `Id` as a `BIGINT`, behind [features](docs::features); `atomflake::raw` (feature `raw`): minting over a caller's word |
 //! | the reference | [guarantees](docs::guarantees), [formats](docs::formats), [fleets](docs::fleets), [design](docs::design), [features](docs::features) |
 //!
-//! Node-ID leases on PostgreSQL and etcd are the `atomflake-postgres` and `atomflake-etcd`
-//! crates: a lease is a [`mark::MarkStore`], for any generator ([`Builder::mark_store`]).
+//! Node-ID leases are crates of their own over this one's public API: `atomflake-lease`
+//! holds the lease (a [`mark::MarkStore`], for any generator through
+//! [`Builder::mark_store`]), the seam its engines implement and the registry from a lease
+//! URL to its engine; `atomflake-postgres`, `atomflake-etcd` and `atomflake-zookeeper` are
+//! the engines, each only what talks to its server.
 //!
 //! # Choosing a generator
 //!

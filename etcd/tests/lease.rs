@@ -5,10 +5,11 @@
 
 #![cfg(not(loom))]
 
-use atomflake::mark::{LeaseOptions, MarkStore};
+use atomflake::mark::MarkStore;
 use atomflake::{Builder, Id};
 use atomflake_etcd::Endpoints;
 use atomflake_etcd::lease::{self, Lease, LeaseError};
+use atomflake_lease::LeaseOptions;
 use atomflake_test_servers::clock::step_clock;
 use atomflake_test_servers::etcd::{Change, Cluster};
 use atomflake_test_servers::fleet::{
@@ -516,7 +517,7 @@ fn a_lease_holds_at_most_the_nodes_one_etcd_transaction_fits() {
             &LeaseOptions::new("wide").nodes(43)
         )
         .unwrap_err(),
-        LeaseError::Nodes(atomflake::mark::NodesError::CountOutOfRange { count: 43, max: 42 })
+        LeaseError::Nodes(atomflake_lease::NodesError::CountOutOfRange { count: 43, max: 42 })
     );
     let Some(cluster) = Cluster::start("etcd-wide", 1) else {
         return;

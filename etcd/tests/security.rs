@@ -6,11 +6,11 @@
 
 #![cfg(not(loom))]
 
-use atomflake::mark::LeaseOptions;
-use atomflake::mark::lease::CallFailed;
 use atomflake::{Builder, Id};
 use atomflake_etcd::Endpoints;
 use atomflake_etcd::lease::{self, EtcdError, Lease, LeaseError};
+use atomflake_lease::CallFailed;
+use atomflake_lease::LeaseOptions;
 use atomflake_test_servers::etcd::{Cluster, NAMESPACE, PASSWORD, secure_with_users};
 use atomflake_test_servers::fleet::{self, layout};
 use atomflake_test_servers::pki::Pki;

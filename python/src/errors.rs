@@ -11,8 +11,8 @@
 //! └── LeaseError              no node leased: none free, the engine out of reach or refusing
 //! ```
 
-use atomflake::mark::lease::{EngineError, LeaseError as RustLeaseError};
 use atomflake::{BuildError, MintError as RustMintError};
+use atomflake_lease::AnyLeaseError;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use std::time::Duration;
@@ -141,13 +141,13 @@ pub(crate) fn build_error(error: &BuildError) -> PyErr {
     }
 }
 
-/// A lease error: bad options are a `ValueError`, the rest a `LeaseError`.
-pub(crate) fn lease_error<E: EngineError>(error: &RustLeaseError<E>) -> PyErr {
-    let message = error.to_string();
+/// A lease error: a bad URL or bad options are a `ValueError`, the rest a `LeaseError`.
+pub(crate) fn lease_error(error: &AnyLeaseError) -> PyErr {
     match error {
-        RustLeaseError::InvalidNamespace { .. }
-        | RustLeaseError::TtlOutOfRange { .. }
-        | RustLeaseError::Nodes(_) => PyValueError::new_err(message),
-        _ => with_retry(LeaseError::new_err(message), error.is_transient(), None),
+        AnyLeaseError::UnknownScheme { .. } | AnyLeaseError::InvalidUrl(_) => {
+            PyValueError::new_err(format!("invalid lease URL: {error}"))
+        }
+        _ if error.is_invalid_input() => PyValueError::new_err(error.to_string()),
+        _ => with_retry(LeaseError::new_err(error.to_string()), error.is_transient(), None),
     }
 }

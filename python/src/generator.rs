@@ -12,12 +12,8 @@
 use crate::args;
 use crate::errors::{Refusal, build_error, lease_error};
 use crate::layout::PyLayout;
-use atomflake::mark::MarkStore;
-use atomflake::mark::lease::{Engine, Lease, LeaseOptions};
 use atomflake::{Builder, Generator, Id, Layout, MintError, MonotonicClock};
-use atomflake_etcd::lease::Etcd;
-use atomflake_postgres::lease::Postgres;
-use atomflake_zookeeper::lease::ZooKeeper;
+use atomflake_lease::{LeaseOptions, Registry};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
@@ -327,6 +323,13 @@ impl PyGenerator {
     }
 }
 
+/// The lease engines of `lease()`, found by the URL's scheme.
+static LEASES: Registry = Registry::new(&[
+    atomflake_postgres::lease::DRIVER,
+    atomflake_etcd::lease::DRIVER,
+    atomflake_zookeeper::lease::DRIVER,
+]);
+
 /// Leases nodes from PostgreSQL, etcd or ZooKeeper, chosen by `url` (`etcd://` or
 /// `etcds://` for etcd, `zk://` for ZooKeeper, else a PostgreSQL URL or `key=value`
 /// settings), and returns a generator on the leased node. Use it as a context manager:
@@ -345,7 +348,7 @@ pub(crate) fn lease(
     patience: Option<f64>,
 ) -> PyResult<PyGenerator> {
     let layout = layout.map_or(Ok(Layout::TWITTER), layout_of)?;
-    let ttl = args::seconds(ttl, "ttl", atomflake::mark::lease::MAX_TTL)?;
+    let ttl = args::seconds(ttl, "ttl", atomflake_lease::MAX_TTL)?;
     let mut options = LeaseOptions::new(namespace).ttl(ttl);
     if let Some(node) = node {
         options = options.node(node_of(layout, node)?);
@@ -354,33 +357,15 @@ pub(crate) fn lease(
     let patience = patience.map_or(Ok(ttl), |seconds| {
         args::seconds(seconds, "patience", MAX_PATIENCE)
     })?;
-    let invalid =
-        |error: &dyn std::fmt::Display| PyValueError::new_err(format!("invalid lease URL: {error}"));
-    let (node, store) = if url.starts_with("etcd://") || url.starts_with("etcds://") {
-        let endpoints = url.parse().map_err(|error| invalid(&error))?;
-        py.detach(|| acquire::<Etcd>(&endpoints, layout, &options))?
-    } else if url.starts_with("zk://") {
-        let ensemble = url.parse().map_err(|error| invalid(&error))?;
-        py.detach(|| acquire::<ZooKeeper>(&ensemble, layout, &options))?
-    } else {
-        let database = url.parse().map_err(|error| invalid(&error))?;
-        py.detach(|| acquire::<Postgres>(&database, layout, &options))?
-    };
+    let lease = py
+        .detach(|| LEASES.acquire(url, &layout, &options))
+        .map_err(|error| lease_error(&error))?;
+    let node = lease.node();
     PyGenerator::built(
-        Builder::new(layout).borrow_ahead(lead).mark_store(store),
+        Builder::new(layout).borrow_ahead(lead).mark_store(lease),
         layout,
         node,
         patience,
         py,
     )
-}
-
-/// A lease on engine `E`: its node, and the lease as a mark store.
-fn acquire<E: Engine>(
-    config: &E::Config,
-    layout: Layout,
-    options: &LeaseOptions,
-) -> PyResult<(u64, Box<dyn MarkStore>)> {
-    let lease = Lease::<E>::acquire(config, &layout, options).map_err(|error| lease_error(&error))?;
-    Ok((lease.node(), Box::new(lease)))
 }

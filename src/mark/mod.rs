@@ -5,9 +5,9 @@
 //! ID's tick starts before it. A generator that starts past its node's stored mark never
 //! mints an ID its predecessor on the node minted, whatever its clock says. A
 //! [`MarkStore`] keeps one node's mark durably: the high-water file
-//! ([`Builder::high_water_file`](crate::Builder::high_water_file)) is one, a lease row in a
-//! database another (the `atomflake-postgres` crate's `Lease`). Any store puts any
-//! generator type on it: [`Builder::mark_store`](crate::Builder::mark_store).
+//! ([`Builder::high_water_file`](crate::Builder::high_water_file)) is one, a node-ID lease
+//! another (the `atomflake-lease` crate's `Lease`, on PostgreSQL, etcd or ZooKeeper). Any
+//! store puts any generator type on it: [`Builder::mark_store`](crate::Builder::mark_store).
 //!
 //! # What the generator does with a store
 //!
@@ -96,13 +96,11 @@
 //! ```
 
 mod file;
-pub mod lease;
 
 pub(crate) use file::HighWater;
 pub use file::HighWaterError;
 #[cfg(all(feature = "raw", not(loom)))]
 pub(crate) use file::{read, write};
-pub use lease::{LeaseOptions, NodesError};
 
 use crate::io::io_is_transient;
 use std::error::Error;
@@ -181,18 +179,6 @@ impl<S: MarkStore + ?Sized> MarkStore for Box<S> {
     fn finish(&mut self, unix_ms: u64) {
         (**self).finish(unix_ms);
     }
-}
-
-/// The name a lease engine records for its holder unless given one, for people reading the
-/// leases: `HOST:PID`, the host from `HOSTNAME` or else `/etc/hostname`.
-pub fn default_holder() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-        .map(|name| name.trim().to_owned())
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "unknown-host".to_owned());
-    format!("{host}:{}", std::process::id())
 }
 
 /// How long a [`MarkStore`]'s holder may rely on what it stored.

@@ -5,8 +5,9 @@
 
 #![cfg(not(loom))]
 
-use atomflake::mark::{LeaseOptions, MarkStore, StoreErrorKind};
+use atomflake::mark::{MarkStore, StoreErrorKind};
 use atomflake::{Builder, Id, MintError};
+use atomflake_lease::LeaseOptions;
 use atomflake_test_servers::fleet::{self, HolderClock, Holders, layout};
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres::can_move_clocks;

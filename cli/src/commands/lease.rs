@@ -4,14 +4,8 @@
 use crate::mint::write_ids;
 use crate::{Failure, Format, rfc3339_ms, write_failed};
 use atomflake::mark::MarkStore;
-use atomflake::mark::lease::{Engine, EngineError, Lease, LeaseError, LeaseOptions, LeaseRow, PassedOver};
 use atomflake::{Builder, Generator, Id, Layout, MonotonicClock};
-use atomflake_etcd::Endpoints;
-use atomflake_etcd::lease::Etcd;
-use atomflake_postgres::Database;
-use atomflake_postgres::lease::{self, Postgres};
-use atomflake_zookeeper::Ensemble;
-use atomflake_zookeeper::lease::ZooKeeper;
+use atomflake_lease::{AnyLeaseError, LeaseOptions, LeaseRow, PassedOver, Registry};
 use clap::{Args, Subcommand};
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
@@ -57,20 +51,21 @@ pub(crate) enum LeaseCommand {
     Ddl,
 }
 
+/// The lease engines of `--lease`, found by the URL's scheme.
+static LEASES: Registry = Registry::new(&[
+    atomflake_postgres::lease::DRIVER,
+    atomflake_etcd::lease::DRIVER,
+    atomflake_zookeeper::lease::DRIVER,
+]);
+
 pub(crate) fn run(command: LeaseCommand) -> Result<(), Failure> {
     let mut out = io::stdout().lock();
     match command {
-        LeaseCommand::Ddl => out.write_all(lease::DDL.as_bytes()).map_err(write_failed),
+        LeaseCommand::Ddl => out
+            .write_all(atomflake_postgres::lease::DDL.as_bytes())
+            .map_err(write_failed),
         LeaseCommand::List { lease, namespace } => {
-            let rows = match engine(&lease)? {
-                Where::Postgres(database) => lease::list(&database, &namespace).map_err(failure)?,
-                Where::Etcd(endpoints) => {
-                    atomflake_etcd::lease::list(&endpoints, &namespace).map_err(failure)?
-                }
-                Where::ZooKeeper(ensemble) => {
-                    atomflake_zookeeper::lease::list(&ensemble, &namespace).map_err(failure)?
-                }
-            };
+            let rows = LEASES.list(&lease, &namespace).map_err(failure)?;
             print_rows(&mut out, &rows).map_err(write_failed)
         }
     }
@@ -138,16 +133,12 @@ pub(crate) fn acquire(
     count: u64,
 ) -> Result<(Vec<u64>, Box<dyn MarkStore>), Failure> {
     let options = LeaseOptions::new(&args.namespace).ttl(args.ttl()).nodes(count);
-    let (store, passed_over) = match engine(url)? {
-        Where::Postgres(database) => acquire_on::<Postgres>(&database, layout, &options)?,
-        Where::Etcd(endpoints) => acquire_on::<Etcd>(&endpoints, layout, &options)?,
-        Where::ZooKeeper(ensemble) => acquire_on::<ZooKeeper>(&ensemble, layout, &options)?,
-    };
-    for PassedOver {
+    let lease = LEASES.acquire(url, &layout, &options).map_err(failure)?;
+    for &PassedOver {
         node: passed,
         high_water_ms: mark,
         ..
-    } in passed_over
+    } in lease.passed_over()
     {
         tracing::warn!(
             target: "atomflake",
@@ -159,18 +150,7 @@ pub(crate) fn acquire(
             rfc3339_ms(mark),
         );
     }
-    Ok((store.nodes().to_vec(), store))
-}
-
-/// A lease on engine `E`, as a mark store, and the free nodes it passed over.
-fn acquire_on<E: Engine>(
-    config: &E::Config,
-    layout: Layout,
-    options: &LeaseOptions,
-) -> Result<(Box<dyn MarkStore>, Vec<PassedOver>), Failure> {
-    let lease = Lease::<E>::acquire(config, &layout, options).map_err(failure)?;
-    let passed_over = lease.passed_over().to_vec();
-    Ok((Box::new(lease), passed_over))
+    Ok((lease.nodes().to_vec(), Box::new(lease)))
 }
 
 /// The next ID, waiting out what passes (a spent tick, a mark being stored, a lease being
@@ -189,35 +169,15 @@ fn next_id(generator: &Generator<MonotonicClock>, patience: Duration) -> Result<
     }
 }
 
-/// Where `--lease` keeps leases.
-enum Where {
-    Postgres(Box<Database>),
-    Etcd(Endpoints),
-    ZooKeeper(Ensemble),
-}
-
-/// The engine of `--lease`: etcd for `etcd://` and `etcds://`, ZooKeeper for `zk://`, else
-/// PostgreSQL. The error never quotes the URL: it can hold a password.
-fn engine(url: &str) -> Result<Where, Failure> {
-    let invalid = |err: &dyn std::fmt::Display| Failure::Usage(format!("invalid --lease: {err}"));
-    if url.starts_with("etcd://") || url.starts_with("etcds://") {
-        url.parse().map(Where::Etcd).map_err(|err| invalid(&err))
-    } else if url.starts_with("zk://") {
-        url.parse().map(Where::ZooKeeper).map_err(|err| invalid(&err))
-    } else {
-        url.parse()
-            .map(|database| Where::Postgres(Box::new(database)))
-            .map_err(|err| invalid(&err))
-    }
-}
-
-/// Bad options are bad input; the rest (no free node, the engine out of reach) is not.
+/// A bad URL or bad options are bad input; the rest (no free node, the engine out of
+/// reach) is not. The error never quotes the URL: it can hold a password.
 #[expect(clippy::needless_pass_by_value, reason = "called as map_err(failure)")]
-fn failure<E: EngineError>(error: LeaseError<E>) -> Failure {
+fn failure(error: AnyLeaseError) -> Failure {
     match error {
-        LeaseError::InvalidNamespace { .. } | LeaseError::TtlOutOfRange { .. } | LeaseError::Nodes(_) => {
-            Failure::Usage(error.to_string())
+        AnyLeaseError::UnknownScheme { .. } | AnyLeaseError::InvalidUrl(_) => {
+            Failure::Usage(format!("invalid --lease: {error}"))
         }
+        _ if error.is_invalid_input() => Failure::Usage(error.to_string()),
         _ => Failure::Other(error.to_string()),
     }
 }

@@ -1,13 +1,13 @@
 //! What etcd itself reports to a lease.
 
-use atomflake::mark::lease::{CallFailed, EngineError};
+use atomflake_lease::{CallFailed, EngineError};
 use core::fmt;
 
-/// A lease that cannot be taken or kept on etcd ([`atomflake::mark::lease::LeaseError`]
+/// A lease that cannot be taken or kept on etcd ([`atomflake_lease::LeaseError`]
 /// with etcd's own errors).
-pub type LeaseError = atomflake::mark::lease::LeaseError<EtcdError>;
+pub type LeaseError = atomflake_lease::LeaseError<EtcdError>;
 
-/// What etcd reported to a lease: [`LeaseError::Engine`](atomflake::mark::lease::LeaseError::Engine).
+/// What etcd reported to a lease: [`LeaseError::Engine`](atomflake_lease::LeaseError::Engine).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum EtcdError {

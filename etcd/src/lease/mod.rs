@@ -1,7 +1,7 @@
 //! Node-ID leases kept in etcd: one ID space across a fleet of processes, on the
 //! coordination store a Kubernetes cluster already runs.
 //!
-//! A [`Lease`] is the core crate's [`atomflake::mark::lease::Lease`] on the [`Etcd`]
+//! A [`Lease`] is [`atomflake_lease::Lease`] on the [`Etcd`]
 //! engine: how a lease claims, stores, fences and releases, and why two holders never mint
 //! the same ID, is explained there once for every engine. Here is what it is in etcd.
 //!
@@ -65,7 +65,7 @@
 mod error;
 mod keys;
 
-pub use atomflake::mark::lease::{
+pub use atomflake_lease::{
     CLAIM_TIMEOUT, LeaseOptions, LeaseRow, MAX_NAMESPACE_LEN, MAX_TTL, MIN_TTL, PassedOver,
 };
 pub use error::{EtcdError, LeaseError};
@@ -75,7 +75,7 @@ use crate::client::Client;
 use crate::client::proto::{
     Compare, DeleteRangeRequest, PutRequest, RangeRequest, Request, RequestOp, Target, TxnRequest,
 };
-use atomflake::mark::lease::{
+use atomflake_lease::{
     Attempt, CallFailed, Claim, ClaimRequest, Claimed, Engine, Release, Write, WriteError, Written, choose,
 };
 use keys::{Keys, ranges};
@@ -83,7 +83,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// Claimed node IDs on etcd: held until dropped, or kept by the generator built on it.
-pub type Lease = atomflake::mark::lease::Lease<Etcd>;
+pub type Lease = atomflake_lease::Lease<Etcd>;
+
+/// This engine's entry in an [`atomflake_lease::Registry`]: `etcd://` and, over TLS, `etcds://`.
+pub const DRIVER: atomflake_lease::Driver = atomflake_lease::Driver::of::<Etcd>();
+
+impl atomflake_lease::UrlEngine for Etcd {
+    const SCHEMES: &'static [&'static str] = &["etcd", "etcds"];
+
+    fn parse(url: &str) -> Result<Endpoints, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(url.parse::<Endpoints>()?)
+    }
+}
 
 /// The etcd lease engine: a client of the cluster, and the etcd lease every claim key of a
 /// [`Lease`] is attached to.
@@ -453,11 +464,11 @@ fn claim_txn(keys: &Keys, chosen: &[u64], holder: &str, lease_id: i64) -> TxnReq
 ///
 /// # Errors
 ///
-/// [`LeaseError::InvalidNamespace`](atomflake::mark::lease::LeaseError::InvalidNamespace);
+/// [`LeaseError::InvalidNamespace`](atomflake_lease::LeaseError::InvalidNamespace);
 /// [`EtcdError::Call`] when no member answers; [`EtcdError::Corrupt`] for a key of the
 /// namespace that no lease wrote.
 pub fn list(endpoints: &Endpoints, namespace: &str) -> Result<Vec<LeaseRow>, LeaseError> {
-    atomflake::mark::lease::list::<Etcd>(endpoints, namespace)
+    atomflake_lease::list::<Etcd>(endpoints, namespace)
 }
 
 /// The time left until `deadline` (zero once past).

@@ -3,7 +3,7 @@
 use super::error::{DbCause, PostgresError};
 use super::statements::{DDL, DURABLE};
 use crate::database::{ConnectError, Database};
-use atomflake::mark::lease::CLAIM_TIMEOUT;
+use atomflake_lease::CLAIM_TIMEOUT;
 use std::time::Duration;
 
 /// `config` with a connect timeout and a TCP user timeout (a quarter of the lease time)

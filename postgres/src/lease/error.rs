@@ -1,12 +1,12 @@
 //! What PostgreSQL itself reports to a lease.
 
-use atomflake::mark::lease::EngineError;
+use atomflake_lease::EngineError;
 use core::fmt;
 use std::sync::Arc;
 
 /// A lease that cannot be taken or kept on PostgreSQL
-/// ([`atomflake::mark::lease::LeaseError`] with PostgreSQL's own errors).
-pub type LeaseError = atomflake::mark::lease::LeaseError<PostgresError>;
+/// ([`atomflake_lease::LeaseError`] with PostgreSQL's own errors).
+pub type LeaseError = atomflake_lease::LeaseError<PostgresError>;
 
 /// What the database client reported, kept whole: the error's
 /// [`source`](std::error::Error::source) is the client's own `postgres::Error`.
@@ -69,7 +69,7 @@ impl fmt::Display for DbCause {
 }
 
 /// What PostgreSQL reported to a lease:
-/// [`LeaseError::Engine`](atomflake::mark::lease::LeaseError::Engine).
+/// [`LeaseError::Engine`](atomflake_lease::LeaseError::Engine).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PostgresError {

@@ -1,6 +1,6 @@
 //! Node-ID leases kept in PostgreSQL: one ID space across a fleet of processes.
 //!
-//! A [`Lease`] is the core crate's [`atomflake::mark::lease::Lease`] on the [`Postgres`]
+//! A [`Lease`] is [`atomflake_lease::Lease`] on the [`Postgres`]
 //! engine: how a lease claims, stores, fences and releases, and why two holders never mint
 //! the same ID, is explained there once for every engine. Here is what it is in PostgreSQL:
 //! a row per node in one table ([`DDL`]).
@@ -113,14 +113,14 @@ mod model;
 mod session;
 mod statements;
 
-pub use atomflake::mark::lease::{
+pub use atomflake_lease::{
     CLAIM_TIMEOUT, LeaseOptions, LeaseRow, MAX_NAMESPACE_LEN, MAX_TTL, MIN_TTL, PassedOver,
 };
 pub use error::{DbCause, LeaseError, PostgresError};
 pub use statements::DDL;
 
 use crate::database::Database;
-use atomflake::mark::lease::{
+use atomflake_lease::{
     Attempt, Claim, ClaimRequest, Claimed, Engine, Release, Shortfall, WriteError, Written,
 };
 use connection::{
@@ -140,7 +140,19 @@ pub use postgres;
 
 /// Claimed node IDs in PostgreSQL: held until dropped, or kept by the generator built on
 /// it.
-pub type Lease = atomflake::mark::lease::Lease<Postgres>;
+pub type Lease = atomflake_lease::Lease<Postgres>;
+
+/// This engine's entry in an [`atomflake_lease::Registry`]: a PostgreSQL URL (`postgres://`, `postgresql://`) or libpq `key=value` settings.
+pub const DRIVER: atomflake_lease::Driver = atomflake_lease::Driver::of::<Postgres>();
+
+impl atomflake_lease::UrlEngine for Postgres {
+    const SCHEMES: &'static [&'static str] = &["postgres", "postgresql"];
+    const SETTINGS: bool = true;
+
+    fn parse(url: &str) -> Result<Database, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(url.parse::<Database>()?)
+    }
+}
 
 /// The PostgreSQL lease engine: the lease's own connection to the database.
 pub struct Postgres {
@@ -434,11 +446,11 @@ fn claim(client: &mut postgres::Client, asked: &Asked) -> Result<Attempt<String>
 ///
 /// # Errors
 ///
-/// [`LeaseError::InvalidNamespace`](atomflake::mark::lease::LeaseError::InvalidNamespace);
+/// [`LeaseError::InvalidNamespace`](atomflake_lease::LeaseError::InvalidNamespace);
 /// [`PostgresError::Database`] when the server cannot be reached, and
 /// [`PostgresError::NoLeaseTable`] when the table is missing.
 pub fn list(database: &Database, namespace: &str) -> Result<Vec<LeaseRow>, LeaseError> {
-    atomflake::mark::lease::list::<Postgres>(database, namespace)
+    atomflake_lease::list::<Postgres>(database, namespace)
 }
 
 fn millis(duration: Duration) -> u64 {
@@ -454,7 +466,7 @@ fn to_i64(value: u64) -> i64 {
 mod tests {
     use super::*;
     use atomflake::Layout;
-    use atomflake::mark::lease::NodesError;
+    use atomflake_lease::NodesError;
 
     /// A server that is never reached: bad options are refused before connecting.
     fn nowhere() -> Database {

@@ -2,7 +2,7 @@
 
 /// The table every lease lives in, always in schema `public` (never found through the
 /// session's `search_path`, so that every process of a fleet uses one table whatever its
-/// role's settings): created by [`Lease::acquire`](atomflake::mark::lease::Lease::acquire) when missing, and printed by
+/// role's settings): created by [`Lease::acquire`](atomflake_lease::Lease::acquire) when missing, and printed by
 /// `atomflake lease ddl` for migration tools. One row per `(namespace, node)` ever
 /// claimed.
 ///

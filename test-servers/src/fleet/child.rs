@@ -2,11 +2,12 @@
 //! [`Spawn`](super::Spawn)), how it claims through an [`Engine`], and what it prints.
 
 use crate::now_ms;
-use atomflake::mark::lease::{Engine, Lease, LeaseError};
-use atomflake::mark::{LeaseOptions, MarkStore, StoreError, StoreErrorKind, Tenure};
+use atomflake::mark::{MarkStore, StoreError, StoreErrorKind, Tenure};
 use atomflake::{
     BuildError, Builder, Clock, FieldOrder, Generator, Layout, MintError, MonotonicClock, PreciseClock,
 };
+use atomflake_lease::LeaseOptions;
+use atomflake_lease::{Engine, Lease, LeaseError};
 use std::fmt::Debug;
 use std::io::Write;
 use std::str::FromStr;

@@ -4,9 +4,9 @@
 use super::history::assert_unique;
 use super::layout;
 use crate::now_ms;
-use atomflake::mark::lease::{Engine, EngineError, Lease, LeaseError, LeaseOptions, list};
 use atomflake::mark::{MarkStore, StoreErrorKind};
 use atomflake::{Builder, Id};
+use atomflake_lease::{Engine, EngineError, Lease, LeaseError, LeaseOptions, list};
 use std::fmt::Debug;
 use std::time::Duration;
 

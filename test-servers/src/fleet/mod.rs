@@ -3,7 +3,7 @@
 //! checks.
 //!
 //! A holder claims through the core crate's lease kernel on any
-//! [`Engine`](atomflake::mark::lease::Engine) whose config parses from text: what a claim
+//! [`Engine`](atomflake_lease::Engine) whose config parses from text: what a claim
 //! and a refusal mean is the same for every engine. An engine's test file holds only what
 //! talks to its engine:
 //! - one test that calls [`holder()`] with the engine: the holder process, which does

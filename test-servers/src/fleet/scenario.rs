@@ -7,7 +7,7 @@ use super::holder::{Holder, Holders};
 use super::lines::{claim, field, ids, last_refusal, minted, tail};
 use crate::now_ms;
 use atomflake::Id;
-use atomflake::mark::lease::{Engine, LeaseError, LeaseRow, list};
+use atomflake_lease::{Engine, LeaseError, LeaseRow, list};
 use std::collections::HashSet;
 use std::fmt::Debug;
 use std::path::Path;

@@ -1,15 +1,15 @@
 //! What ZooKeeper itself reports to a lease.
 
-use atomflake::mark::lease::{CallFailed, EngineError};
+use atomflake_lease::{CallFailed, EngineError};
 use core::fmt;
 use std::time::Duration;
 
 /// A lease that cannot be taken or kept on ZooKeeper
-/// ([`atomflake::mark::lease::LeaseError`] with ZooKeeper's own errors).
-pub type LeaseError = atomflake::mark::lease::LeaseError<ZooKeeperError>;
+/// ([`atomflake_lease::LeaseError`] with ZooKeeper's own errors).
+pub type LeaseError = atomflake_lease::LeaseError<ZooKeeperError>;
 
 /// What ZooKeeper reported to a lease:
-/// [`LeaseError::Engine`](atomflake::mark::lease::LeaseError::Engine).
+/// [`LeaseError::Engine`](atomflake_lease::LeaseError::Engine).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ZooKeeperError {

@@ -1,7 +1,7 @@
 //! Node-ID leases kept in ZooKeeper: one ID space across a fleet of processes, on the
 //! ensemble Twitter's Snowflake and Meituan's Leaf registered their workers in.
 //!
-//! A [`Lease`] is the core crate's [`atomflake::mark::lease::Lease`] on the [`ZooKeeper`]
+//! A [`Lease`] is [`atomflake_lease::Lease`] on the [`ZooKeeper`]
 //! engine: how a lease claims, stores, fences and releases, and why two holders never mint
 //! the same ID, is explained there once for every engine. Here is what it is in ZooKeeper.
 //!
@@ -59,13 +59,13 @@
 
 mod error;
 
-pub use atomflake::mark::lease::{
+pub use atomflake_lease::{
     CLAIM_TIMEOUT, LeaseOptions, LeaseRow, MAX_NAMESPACE_LEN, MAX_TTL, MIN_TTL, PassedOver,
 };
 pub use error::{LeaseError, ZooKeeperError};
 
 use crate::Ensemble;
-use atomflake::mark::lease::{
+use atomflake_lease::{
     Attempt, CallFailed, Claim, ClaimRequest, Claimed, Engine, Release, Write, WriteError, Written, choose,
 };
 use std::collections::{BTreeMap, BTreeSet};
@@ -74,7 +74,18 @@ use std::time::{Duration, Instant};
 use zookeeper_client::{Acls, Client, CreateMode, Error, Stat};
 
 /// Claimed node IDs on ZooKeeper: held until dropped, or kept by the generator built on it.
-pub type Lease = atomflake::mark::lease::Lease<ZooKeeper>;
+pub type Lease = atomflake_lease::Lease<ZooKeeper>;
+
+/// This engine's entry in an [`atomflake_lease::Registry`]: `zk://`.
+pub const DRIVER: atomflake_lease::Driver = atomflake_lease::Driver::of::<ZooKeeper>();
+
+impl atomflake_lease::UrlEngine for ZooKeeper {
+    const SCHEMES: &'static [&'static str] = &["zk"];
+
+    fn parse(url: &str) -> Result<Ensemble, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(url.parse::<Ensemble>()?)
+    }
+}
 
 /// The ZooKeeper lease engine: a session, and the runtime its client runs on.
 pub struct ZooKeeper {
@@ -556,11 +567,11 @@ impl ZooKeeper {
 ///
 /// # Errors
 ///
-/// [`LeaseError::InvalidNamespace`](atomflake::mark::lease::LeaseError::InvalidNamespace);
+/// [`LeaseError::InvalidNamespace`](atomflake_lease::LeaseError::InvalidNamespace);
 /// [`ZooKeeperError::Call`] when no server answers; [`ZooKeeperError::Corrupt`] for a node
 /// of the namespace that no lease wrote.
 pub fn list(ensemble: &Ensemble, namespace: &str) -> Result<Vec<LeaseRow>, LeaseError> {
-    atomflake::mark::lease::list::<ZooKeeper>(ensemble, namespace)
+    atomflake_lease::list::<ZooKeeper>(ensemble, namespace)
 }
 
 #[cfg(test)]

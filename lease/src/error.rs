@@ -2,7 +2,7 @@
 //! engine's own ([`LeaseError::Engine`]).
 
 use super::{MAX_NAMESPACE_LEN, MAX_TTL, MIN_TTL, NodesError};
-use crate::BuildError;
+use atomflake::BuildError;
 use core::fmt;
 use std::time::Duration;
 
@@ -121,7 +121,7 @@ pub enum LeaseError<E> {
         namespace: String,
         /// The node.
         node: u64,
-        /// The claim's generation ([`Lease::generation`](super::Lease::generation)).
+        /// The claim's generation ([`Lease::generation`](crate::Lease::generation)).
         generation: i64,
     },
     /// The engine no longer holds this claim: its lease expired or was ended (and perhaps
@@ -155,6 +155,17 @@ impl<E: EngineError> LeaseError<E> {
             | LeaseError::Lost { .. } => false,
             LeaseError::Engine(error) => error.is_transient(),
         }
+    }
+}
+
+impl<E> LeaseError<E> {
+    /// Whether the options were bad (the namespace, the lease time, the nodes): the
+    /// caller's input, never the engine's state.
+    pub fn is_invalid_input(&self) -> bool {
+        matches!(
+            self,
+            LeaseError::InvalidNamespace { .. } | LeaseError::TtlOutOfRange { .. } | LeaseError::Nodes(_)
+        )
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! A [`Lease`] claims node IDs from an engine (a table in PostgreSQL, keys in etcd, nodes in
 //! ZooKeeper) and is the [`MarkStore`] of a generator built on it
-//! ([`Builder::mark_store`](crate::Builder::mark_store), any generator type). Everything
+//! ([`Builder::mark_store`](atomflake::Builder::mark_store), any generator type). Everything
 //! here is the same for every engine: the options and their checks, the choice of nodes,
 //! the refusals and their text, the bookkeeping of the claims, the fence and the release.
 //!
@@ -18,7 +18,7 @@
 //!   ([`Lease::passed_over`]), so that a host whose clock ran ahead cannot make every
 //!   claimant take and give back the same node.
 //! - **Store and renewal.** The generator's keeper stores each mark ahead of need
-//!   ([`mark`](crate::mark)). A store writes the node's mark only while the engine still
+//!   ([`mark`](atomflake::mark)). A store writes the node's mark only while the engine still
 //!   holds this claim (compared with the token, never a clock), never lowers the mark
 //!   (compared with the mark it replaces), and renews the claim. Past the hold of
 //!   [`Tenure::lease`] without a successful store, minting pauses
@@ -35,7 +35,7 @@
 //! ends a claim: a claim ended early costs its holder the node, never an ID. The holder's
 //! own stop a fifth of the lease time early keeps a node to one minting holder at a time
 //! while the engine ends claims on time, but for a mint already under way at the stop,
-//! which may finish later with an ID of the tick it read (see [`mark`](crate::mark)'s
+//! which may finish later with an ID of the tick it read (see [`mark`](atomflake::mark)'s
 //! third promise): below the mark, never a duplicate.
 //!
 //! Each engine crate ([`Engine`]'s implementors) shows its own example.
@@ -43,13 +43,15 @@
 mod error;
 mod list;
 mod options;
+mod registry;
 
 pub use error::{CallFailed, EngineError, LeaseError};
 pub use list::{LeaseRow, list};
 pub use options::{LeaseOptions, NodesError};
+pub use registry::{AnyLease, AnyLeaseError, Driver, Registry, UrlEngine};
 
-use super::{MarkStore, StoreError, Tenure, default_holder};
-use crate::{Builder, Layout, MonotonicClock};
+use atomflake::mark::{MarkStore, StoreError, Tenure};
+use atomflake::{Builder, Layout, MonotonicClock};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::RangeInclusive;
@@ -632,7 +634,7 @@ impl<E: Engine> Drop for Lease<E> {
 /// # Examples
 ///
 /// ```
-/// use atomflake::mark::lease::{LeaseError, check_namespace};
+/// use atomflake_lease::{LeaseError, check_namespace};
 ///
 /// assert!(check_namespace::<()>("orders-eu.1").is_ok());
 /// assert_eq!(
@@ -687,6 +689,18 @@ fn refusal<E>(
         clock_ms,
         max_wait: Builder::<MonotonicClock>::MAX_RESTART_WAIT,
     })
+}
+
+/// The name a lease engine records for its holder unless given one, for people reading the
+/// leases: `HOST:PID`, the host from `HOSTNAME` or else `/etc/hostname`.
+pub fn default_holder() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    format!("{host}:{}", std::process::id())
 }
 
 /// Runs `work` on a thread of its own and waits for it: engines' clients run a Tokio

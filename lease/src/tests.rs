@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 /// An engine error: the memory "server" is unreachable.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Down;
+pub(crate) struct Down;
 
 impl fmt::Display for Down {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -32,14 +32,14 @@ struct Row {
 
 /// The memory "server": rows by node, the last token drawn, whether it answers.
 #[derive(Debug, Default)]
-struct Server {
+pub(crate) struct Server {
     rows: BTreeMap<u64, Row>,
     tokens: i64,
     down: bool,
 }
 
 #[derive(Debug)]
-struct Memory(Arc<Mutex<Server>>);
+pub(crate) struct Memory(Arc<Mutex<Server>>);
 
 impl Engine for Memory {
     type Config = Arc<Mutex<Server>>;
@@ -346,4 +346,20 @@ fn an_engine_out_of_reach_is_its_own_transient_error() {
     assert_eq!(error, LeaseError::Engine(Down));
     assert!(error.is_transient());
     assert_eq!(error.to_string(), "the memory engine is down");
+}
+
+/// The memory servers a lease URL names: `memory://NAME`, made on first use.
+static SERVERS: Mutex<BTreeMap<String, Arc<Mutex<Server>>>> = Mutex::new(BTreeMap::new());
+
+impl crate::registry::UrlEngine for Memory {
+    const SCHEMES: &'static [&'static str] = &["memory", "memory+tls"];
+
+    fn parse(url: &str) -> Result<Arc<Mutex<Server>>, Box<dyn std::error::Error + Send + Sync>> {
+        let name = url.split_once("://").map_or("", |(_, name)| name);
+        if name.is_empty() {
+            return Err("a memory URL names a server after memory://".into());
+        }
+        let mut servers = SERVERS.lock().unwrap();
+        Ok(Arc::clone(servers.entry(name.to_owned()).or_default()))
+    }
 }

@@ -1,6 +1,6 @@
 //! What a lease engine is asked to claim: the same options for every engine.
 
-use crate::Layout;
+use atomflake::Layout;
 use core::fmt;
 use std::ops::RangeInclusive;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use std::time::Duration;
 /// # Examples
 ///
 /// ```
-/// use atomflake::mark::LeaseOptions;
+/// use atomflake_lease::LeaseOptions;
 /// use std::time::Duration;
 ///
 /// let options = LeaseOptions::new("orders").ttl(Duration::from_secs(30)).nodes(4);
@@ -34,7 +34,7 @@ pub struct LeaseOptions {
     pub node: Option<u64>,
     /// How many nodes to claim, all or none.
     pub count: u64,
-    /// The holder's name, for people reading the leases; [`default_holder`](crate::mark::default_holder)
+    /// The holder's name, for people reading the leases; [`default_holder`](crate::default_holder)
     /// when `None`.
     pub holder: Option<String>,
 }
@@ -89,7 +89,7 @@ impl LeaseOptions {
     }
 
     /// The lease time: how long after its last renewal the engine keeps a silent holder's
-    /// node. A holder stops minting a fifth of it earlier ([`Tenure::lease`](crate::mark::Tenure::lease)).
+    /// node. A holder stops minting a fifth of it earlier ([`Tenure::lease`](atomflake::mark::Tenure::lease)).
     /// Shorter frees a crashed holder's node sooner. It is also how long `next_id` waits
     /// out a failing engine before it panics; minting itself pauses sooner, once the clock
     /// reaches the last mark stored (1 to 1.5 s after the engine became unreachable).
@@ -107,7 +107,7 @@ impl LeaseOptions {
     }
 
     /// Claims the `count` lowest free nodes (1 unless set), for a
-    /// [`ShardedGenerator`](crate::ShardedGenerator) with a shard per node: all of them or
+    /// [`ShardedGenerator`](atomflake::ShardedGenerator) with a shard per node: all of them or
     /// none. Every renewal stores the mark of every node, and a release frees them all.
     #[must_use]
     pub fn nodes(mut self, count: u64) -> LeaseOptions {
@@ -133,7 +133,7 @@ impl LeaseOptions {
     ///
     /// ```
     /// use atomflake::Layout;
-    /// use atomflake::mark::{LeaseOptions, NodesError};
+    /// use atomflake_lease::{LeaseOptions, NodesError};
     ///
     /// assert_eq!(LeaseOptions::new("ns").claimable(&Layout::TWITTER), Ok(0..=1023));
     /// assert_eq!(LeaseOptions::new("ns").node(5).claimable(&Layout::TWITTER), Ok(5..=5));
