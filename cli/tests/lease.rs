@@ -316,6 +316,11 @@ fn mint_twice_and_list(url: &str) {
 fn a_bad_etcd_or_zookeeper_url_ttl_or_namespace_is_a_usage_error() {
     for (args, expected) in [
         (
+            &["lease", "list", "--lease", "mysql://root:secret@db:3306"][..],
+            "atomflake: invalid --lease: the lease URL's scheme \"mysql\" names no engine: allowed \
+             postgres://, postgresql://, etcd://, etcds://, zk:// or PostgreSQL key=value settings\n",
+        ),
+        (
             &["mint", "--lease", "etcd://root:pw@h:2379"][..],
             "atomflake: invalid --lease: invalid etcd URL: found '@': an etcd:// URL names members only, \
              etcd://HOST:PORT[,HOST:PORT...]; a user, a password and TLS files go in an etcds:// URL, \
