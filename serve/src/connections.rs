@@ -21,10 +21,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 /// so that a load balancer's probe gets an answer while every other slot is taken.
 pub const HEALTH_CONNECTIONS: u32 = 16;
 
-/// Open files kept beyond the connections: the listener, the lease's connection to its
-/// engine, high-water files, the standard streams and the runtime's own.
-pub const RESERVED_FILES: u64 = 64;
-
 /// How long a health-check connection has for its one request.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -54,13 +50,6 @@ pub fn raise_file_limit() -> io::Result<u64> {
         }
     }
     Ok(soft)
-}
-
-/// The most connections a process with `file_limit` open files may serve:
-/// [`HEALTH_CONNECTIONS`] and [`RESERVED_FILES`] taken out.
-pub fn max_connections_within(file_limit: u64) -> u32 {
-    let left = file_limit.saturating_sub(RESERVED_FILES + u64::from(HEALTH_CONNECTIONS));
-    u32::try_from(left).unwrap_or(u32::MAX)
 }
 
 /// A connection's place, held while it is open.
@@ -365,12 +354,5 @@ mod tests {
         for path in ["/v1/ids", "/metrics", "/healthz/x", "/atomflake.v1.Ids/GetIds"] {
             assert!(!is_health_check(path), "{path}");
         }
-    }
-
-    #[test]
-    fn the_connections_leave_room_for_health_checks_and_the_servers_own_files() {
-        assert_eq!(max_connections_within(200), 120);
-        assert_eq!(max_connections_within(80), 0);
-        assert_eq!(max_connections_within(u64::MAX), u32::MAX);
     }
 }
