@@ -2,7 +2,7 @@
 //! open, the few kept for health checks once the rest are taken, and the open-file limit
 //! they live under.
 
-use crate::metrics::Metrics;
+use crate::metrics::{Closed, Metrics};
 use crate::streams::Streams;
 use axum::body::{Body, HttpBody};
 use hyper::body::Frame;
@@ -130,22 +130,6 @@ impl Timeouts {
         idle: HEALTH_TIMEOUT,
         lifetime: Some(HEALTH_TIMEOUT),
     };
-}
-
-/// Why a connection was closed by the server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Closed {
-    /// Its first request's head did not come within the header timeout: a silent or
-    /// trickling client.
-    Header,
-    /// Idle past the idle timeout.
-    Idle,
-    /// A connection taken past the cap, at the end of its time.
-    Lifetime,
-    /// Its client's certificate is not trusted by the client CA reloaded since it opened.
-    Untrusted,
-    /// The server drains.
-    Drain,
 }
 
 /// A connection's requests: how many are under way, and since when none is.
