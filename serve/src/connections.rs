@@ -2,7 +2,7 @@
 //! open, the few kept for health checks once the rest are taken, and the open-file limit
 //! they live under.
 
-use crate::metrics::Metrics;
+use crate::metrics::{Closed, Metrics};
 use crate::streams::Streams;
 use axum::body::{Body, HttpBody};
 use hyper::body::Frame;
@@ -20,10 +20,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 /// for health checks alone (`/healthz`, `/livez`, `/readyz`, the gRPC health service),
 /// so that a load balancer's probe gets an answer while every other slot is taken.
 pub const HEALTH_CONNECTIONS: u32 = 16;
-
-/// Open files kept beyond the connections: the listener, the lease's connection to its
-/// engine, high-water files, the standard streams and the runtime's own.
-pub const RESERVED_FILES: u64 = 64;
 
 /// How long a health-check connection has for its one request.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
@@ -54,13 +50,6 @@ pub fn raise_file_limit() -> io::Result<u64> {
         }
     }
     Ok(soft)
-}
-
-/// The most connections a process with `file_limit` open files may serve:
-/// [`HEALTH_CONNECTIONS`] and [`RESERVED_FILES`] taken out.
-pub fn max_connections_within(file_limit: u64) -> u32 {
-    let left = file_limit.saturating_sub(RESERVED_FILES + u64::from(HEALTH_CONNECTIONS));
-    u32::try_from(left).unwrap_or(u32::MAX)
 }
 
 /// A connection's place, held while it is open.
@@ -141,22 +130,6 @@ impl Timeouts {
         idle: HEALTH_TIMEOUT,
         lifetime: Some(HEALTH_TIMEOUT),
     };
-}
-
-/// Why a connection was closed by the server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Closed {
-    /// Its first request's head did not come within the header timeout: a silent or
-    /// trickling client.
-    Header,
-    /// Idle past the idle timeout.
-    Idle,
-    /// A connection taken past the cap, at the end of its time.
-    Lifetime,
-    /// Its client's certificate is not trusted by the client CA reloaded since it opened.
-    Untrusted,
-    /// The server drains.
-    Drain,
 }
 
 /// A connection's requests: how many are under way, and since when none is.
@@ -365,12 +338,5 @@ mod tests {
         for path in ["/v1/ids", "/metrics", "/healthz/x", "/atomflake.v1.Ids/GetIds"] {
             assert!(!is_health_check(path), "{path}");
         }
-    }
-
-    #[test]
-    fn the_connections_leave_room_for_health_checks_and_the_servers_own_files() {
-        assert_eq!(max_connections_within(200), 120);
-        assert_eq!(max_connections_within(80), 0);
-        assert_eq!(max_connections_within(u64::MAX), u32::MAX);
     }
 }

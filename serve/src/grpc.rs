@@ -1,6 +1,7 @@
 //! The gRPC API (`atomflake.v1.Ids`, `proto/atomflake/v1/ids.proto`), with the standard
 //! health service and reflection.
 
+use crate::limits::Limits;
 use crate::metrics::{Api, Outcome};
 use crate::proto::ids_server::{Ids, IdsServer};
 use crate::proto::{
@@ -8,7 +9,7 @@ use crate::proto::{
     Layout, Run, StreamIdsRequest, StreamIdsResponse,
 };
 use crate::rate::IdBudget;
-use crate::service::{Limits, Refusal, Service};
+use crate::service::{Refusal, Service};
 use atomflake::Id;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -289,7 +290,7 @@ mod tests {
             .build()
             .unwrap();
         let generator = ShardedGenerator::new(Layout::TWITTER, [1, 2, 3, 4]).unwrap();
-        let service = Arc::new(Service::new(generator, Limits::default(), None));
+        let service = Arc::new(Service::new(generator, Limits::default(), None).unwrap());
         let ids = GrpcIds(service);
         let count = 1 << 20;
         let runs: Vec<Run> = runtime.block_on(async {
@@ -338,10 +339,11 @@ mod tests {
         let generator = ShardedGenerator::new(Layout::TWITTER, [1]).unwrap();
         let limits = Limits {
             max_streams: 1,
-            stall_timeout: Duration::from_millis(200),
+            // The shortest allowed.
+            stall_timeout: Limits::MIN_TIMEOUT,
             ..Limits::default()
         };
-        let service = Arc::new(Service::new(generator, limits, None));
+        let service = Arc::new(Service::new(generator, limits, None).unwrap());
         let ids = GrpcIds(Arc::clone(&service));
         let (freed, messages, status, end) = runtime.block_on(async {
             let mut stream = ids
@@ -383,7 +385,7 @@ mod tests {
             (status.code(), status.message()),
             (
                 tonic::Code::DeadlineExceeded,
-                "this stream's client read nothing for 200ms: the stream ended after the IDs it \
+                "this stream's client read nothing for 1s: the stream ended after the IDs it \
                  sent, freeing its place"
             )
         );
@@ -401,7 +403,7 @@ mod tests {
             max_streams: 1,
             ..Limits::default()
         };
-        let service = Arc::new(Service::new(generator, limits, None));
+        let service = Arc::new(Service::new(generator, limits, None).unwrap());
         let ids = GrpcIds(Arc::clone(&service));
         let freed = runtime.block_on(async {
             for _ in 0..20 {

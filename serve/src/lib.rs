@@ -11,8 +11,9 @@
 //!   (IDs as runs: first, step, count), `GetLayout` and `Decode`; the standard health
 //!   service and reflection.
 //!
-//! Requests are held to [`Limits`]; bad input is refused with the value and the allowed
-//! range (HTTP 400 with `{"error": "..."}`, gRPC `INVALID_ARGUMENT`).
+//! Requests are held to [`Limits`], each limit within its allowed range ([`Limits::check`],
+//! which a [`Service`] is built only with); bad input is refused with the value and the
+//! allowed range (HTTP 400 with `{"error": "..."}`, gRPC `INVALID_ARGUMENT`).
 
 mod auth;
 mod connections;
@@ -20,6 +21,7 @@ mod cors;
 mod deadline;
 mod grpc;
 mod http;
+mod limits;
 mod metrics;
 mod openapi;
 mod rate;
@@ -31,6 +33,11 @@ mod streams;
 mod tls;
 mod watch;
 
+// The README's examples, doctested.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// The messages and service of `proto/atomflake/v1/ids.proto`, compiled by prost and tonic.
 #[allow(missing_docs, clippy::pedantic)]
 pub mod proto {
@@ -38,10 +45,11 @@ pub mod proto {
 }
 
 pub use auth::{MIN_TOKEN_LEN, Tokens};
-pub use connections::{HEALTH_CONNECTIONS, RESERVED_FILES, max_connections_within, raise_file_limit};
+pub use connections::{HEALTH_CONNECTIONS, raise_file_limit};
+pub use limits::{Limit, Limits, LimitsError, RESERVED_FILES, max_connections_within};
 pub use reclaim::reclaim;
 pub use server::{Drained, serve};
-pub use service::{Limits, Refusal, Service, State};
+pub use service::{Refusal, Service, State};
 pub use streams::Streams;
 pub use tls::{Tls, TlsFiles};
 pub use watch::{StoreWatch, Watched};

@@ -1,9 +1,25 @@
 //! The service's counters, and their Prometheus text form (`GET /metrics`).
 
-use crate::connections::Closed;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+/// Why a connection was closed by the server: the `reason` of
+/// `atomflake_connections_closed_total` (a drain is not counted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Closed {
+    /// Its first request's head did not come within the header timeout: a silent or
+    /// trickling client.
+    Header,
+    /// Idle past the idle timeout.
+    Idle,
+    /// A connection taken past the cap, at the end of its time.
+    Lifetime,
+    /// Its client's certificate is not trusted by the client CA reloaded since it opened.
+    Untrusted,
+    /// The server drains.
+    Drain,
+}
 
 /// The upper bounds of the latency histogram's buckets, in microseconds.
 const BUCKETS_US: [u64; 14] = [

@@ -1,7 +1,7 @@
 //! `GET /v1/openapi.json`: the OpenAPI 3.1 document of the HTTP API, with `Id` described by
 //! its own schema (`atomflake`'s `utoipa` feature): a string of decimal digits.
 
-use crate::service::Limits;
+use crate::limits::Limits;
 use atomflake::Id;
 use serde_json::{Value, json};
 

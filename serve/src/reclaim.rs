@@ -169,7 +169,7 @@ mod tests {
                 patience: Duration::from_secs(30),
                 ..Limits::default()
             };
-            let service = Arc::new(Service::new(generator, limits, Some(watch)).reclaiming());
+            let service = Arc::new(Service::new(generator, limits, Some(watch)).unwrap().reclaiming());
             assert_eq!(node_of_next_id(&service).await, Ok(3));
             let claims = Arc::new(AtomicUsize::new(0));
             let claimed = Arc::clone(&claims);
@@ -220,7 +220,7 @@ mod tests {
             .unwrap();
         runtime.block_on(async {
             let (generator, watch, lose) = leased(3);
-            let service = Service::new(generator, Limits::default(), Some(watch));
+            let service = Service::new(generator, Limits::default(), Some(watch)).unwrap();
             lose.store(true, Ordering::SeqCst);
             let reason = service.stopped().await;
             assert_eq!(reason, "node [3] taken");

@@ -3,9 +3,10 @@
 use crate::connections::{self, Activity, Slots, Timeouts, Tracked};
 use crate::cors::Cors;
 use crate::deadline;
+use crate::limits::Limits;
 use crate::metrics::{Api, Outcome};
 use crate::rate::{Bucket, IdBudget};
-use crate::service::{Limits, Service};
+use crate::service::Service;
 use crate::streams::Streams;
 use crate::tls::Tls;
 use crate::{grpc, http};

@@ -1,5 +1,6 @@
 //! [`Service`]: one ID space's generator, how requests wait on it, and whether it serves.
 
+use crate::limits::{Limits, LimitsError};
 use crate::metrics::Metrics;
 use crate::rate::IdBudget;
 use crate::watch::StoreWatch;
@@ -20,69 +21,6 @@ pub(crate) const WATCH_EVERY: Duration = Duration::from_millis(250);
 
 /// How often a request waiting for nodes claimed afresh looks again.
 const RECLAIM_POLL: Duration = Duration::from_millis(10);
-
-/// The limits that keep one client from starving the others.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// The most IDs one `GET /v1/ids` or `GetIds` call returns.
-    pub max_count: u32,
-    /// The most requests (HTTP requests and gRPC calls) one connection may start per
-    /// second, on average; bursts of as many are let through.
-    pub requests_per_second: u32,
-    /// The most IDs one connection may take per second, on average, when set: a request for
-    /// more than are left now is refused, and a stream is slowed to it.
-    pub ids_per_second: Option<u64>,
-    /// The most gRPC calls one HTTP/2 connection may have open at once.
-    pub streams_per_connection: u32,
-    /// The most `StreamIds` calls the whole server serves at once: one more is refused
-    /// (`RESOURCE_EXHAUSTED`) until one ends.
-    pub max_streams: u32,
-    /// How long a request waits for minting to resume (a mark being stored, a lease being
-    /// renewed) before it is refused as unavailable.
-    pub patience: Duration,
-    /// The most connections open at once; past them the listener's backlog holds new ones,
-    /// but for [`HEALTH_CONNECTIONS`](crate::HEALTH_CONNECTIONS) more that answer health
-    /// checks alone.
-    pub max_connections: u32,
-    /// How long a new connection has to send its first request's head, whole (a silent or
-    /// trickling client is closed after it); for HTTP/1.1 also every later request's head
-    /// once it begins.
-    pub header_timeout: Duration,
-    /// How long a connection with no request under way stays open after its last one.
-    pub idle_timeout: Duration,
-    /// How long a `StreamIds` waits for its client to take its next message (the stream's
-    /// buffer and flow-control window full: a client that stopped reading) before it ends
-    /// with `DEADLINE_EXCEEDED` and frees its place among the server's streams.
-    pub stall_timeout: Duration,
-}
-
-impl Limits {
-    /// The largest [`max_count`](Self::max_count) allowed.
-    pub const MAX_COUNT: u32 = 1 << 20;
-    /// The most IDs one `StreamIds` call may ask for.
-    pub const MAX_STREAM_COUNT: u64 = 1 << 32;
-    /// The [`stall_timeout`](Self::stall_timeout) unless set: far past a client's pause to
-    /// collect garbage or a congested link's, short enough that clients that stop reading
-    /// cannot keep every place among the streams for long.
-    pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_count: 4096,
-            requests_per_second: 100_000,
-            ids_per_second: None,
-            streams_per_connection: 64,
-            max_streams: 1024,
-            patience: Duration::from_secs(2),
-            max_connections: 4096,
-            header_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            stall_timeout: Limits::DEFAULT_STALL_TIMEOUT,
-        }
-    }
-}
 
 /// Why a request got no IDs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -152,8 +90,36 @@ impl Service {
     /// Serves `generator`'s IDs under `limits`. `store` is the watch on its mark store
     /// ([`Watched::new`](crate::Watched::new)), when it has one: health goes red when the
     /// store is lost, and the metrics count its stores.
-    pub fn new(generator: ShardedGenerator, limits: Limits, store: Option<Arc<StoreWatch>>) -> Service {
-        Service {
+    ///
+    /// # Errors
+    ///
+    /// A limit out of its range ([`Limits::check`]): nothing is served under limits the
+    /// `atomflake` command would refuse.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{Layout, ShardedGenerator};
+    /// use atomflake_serve::{Limits, Service};
+    ///
+    /// let generator = ShardedGenerator::new(Layout::TWITTER, [1]).unwrap();
+    /// let service = Service::new(generator, Limits::default(), None).unwrap();
+    /// assert_eq!(service.nodes(), [1]);
+    ///
+    /// let generator = ShardedGenerator::new(Layout::TWITTER, [1]).unwrap();
+    /// let none = Limits { max_count: 0, ..Limits::default() };
+    /// assert_eq!(
+    ///     Service::new(generator, none, None).unwrap_err().to_string(),
+    ///     "max_count 0 is out of range: allowed 1..=1048576"
+    /// );
+    /// ```
+    pub fn new(
+        generator: ShardedGenerator,
+        limits: Limits,
+        store: Option<Arc<StoreWatch>>,
+    ) -> Result<Service, LimitsError> {
+        limits.check()?;
+        Ok(Service {
             minting: RwLock::new(Minting::new(generator, store)),
             reclaims: false,
             limits,
@@ -164,7 +130,7 @@ impl Service {
             metrics: Metrics::default(),
             tls: None,
             tokens: None,
-        }
+        })
     }
 
     /// Serves over TLS only ([`Tls`](crate::Tls)): HTTP/2 and HTTP/1.1 chosen by ALPN.
@@ -246,7 +212,7 @@ impl Service {
         std::mem::replace(&mut *minting, Minting::new(generator, Some(store))).generator
     }
 
-    /// The limits requests are held to.
+    /// The limits requests are held to, [checked](Limits::check).
     pub fn limits(&self) -> Limits {
         self.limits
     }

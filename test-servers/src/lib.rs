@@ -3,7 +3,7 @@
 //! etcd clusters ([`etcd::Cluster`]) and ZooKeeper ensembles ([`zookeeper::Ensemble`]) on
 //! loopback ports; each is stopped and removed when dropped, also when the test panics. A
 //! [`proxy::Proxy`] cuts a client's connections; [`fleet`] runs lease holders as processes
-//! for every lease engine.
+//! for every lease engine. [`clients`] are the clients of `atomflake serve`'s tests.
 //!
 //! A test that finds no server installed prints `SKIPPED <test>: <why>` and returns; with
 //! `CI=true` a skip is a failure instead ([`skip`]).
@@ -18,6 +18,7 @@
     reason = "a test harness: each failure is a panic, said once in the crate docs"
 )]
 
+pub mod clients;
 pub mod clock;
 pub mod etcd;
 pub mod fleet;

@@ -5,7 +5,7 @@ use super::{LayoutArgs, node_in};
 use crate::Failure;
 use crate::high_water::HighWaterArgs;
 use atomflake::{Builder, Layout, ShardedGenerator};
-use atomflake_serve::{Limits, Service, Watched};
+use atomflake_serve::{Limit, Limits, Service, Watched};
 use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -212,7 +212,9 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
     } else {
         args.high_water.describe()
     };
+    // The limits are checked already: no error here.
     let mut service = Service::new(generator, limits, store)
+        .map_err(|error| Failure::Other(error.to_string()))?
         .allow_origins(&args.cors_origin)
         .map_err(Failure::Usage)?;
     if args.reclaim {
@@ -427,71 +429,48 @@ fn spawn_reclaim(args: &ServeArgs, service: &Arc<Service>) {
     tokio::spawn(atomflake_serve::reclaim(Arc::clone(service), claim));
 }
 
-/// The most `--max-streams` (tokio's semaphores hold at most 2^61 permits; a million
-/// streams is far past any server's memory).
-const MAX_STREAMS: u32 = 1 << 20;
-
-/// The most `--ids-rate`: 2^53, which the rate's bucket counts exactly.
-const MAX_IDS_RATE: u64 = 1 << 53;
-
-/// The longest header, idle and stall timeouts, in seconds.
-const MAX_TIMEOUT_S: u64 = 3600;
-
 /// The most `--threads`: far past any machine's cores.
 const MAX_THREADS: usize = 1024;
 
-/// The limits `args` set, the connections within `file_limit` open files.
+/// The limits `args` set, the connections within `file_limit` open files; the service's
+/// own check ([`Limits::check_open_files`]), its error naming the flag.
 fn limits(args: &ServeArgs, file_limit: u64) -> Result<Limits, Failure> {
-    fn check<T: PartialOrd + std::fmt::Display + Copy>(
-        name: &str,
-        value: T,
-        min: T,
-        max: T,
-    ) -> Result<T, Failure> {
-        if value >= min && value <= max {
-            Ok(value)
-        } else {
-            Err(Failure::Usage(format!(
-                "--{name} {value} is out of range: allowed {min}..={max}"
-            )))
-        }
-    }
-    let seconds = |name, value| check(name, value, 1, MAX_TIMEOUT_S).map(Duration::from_secs);
     let within = atomflake_serve::max_connections_within(file_limit);
-    let max_connections = match args.max_connections {
-        Some(max) if max > within => {
-            return Err(Failure::Usage(format!(
-                "--max-connections {max} is out of range: allowed 1..={within} (the open-file limit is \
-                 {file_limit}, less {} for health checks and {} for the server's own files)",
-                atomflake_serve::HEALTH_CONNECTIONS,
-                atomflake_serve::RESERVED_FILES
-            )));
-        }
-        Some(max) => check("max-connections", max, 1, within)?,
-        None if within == 0 => {
-            return Err(Failure::Other(format!(
-                "the open-file limit of {file_limit} leaves no room for connections: allowed at least {}",
-                u64::from(atomflake_serve::HEALTH_CONNECTIONS) + atomflake_serve::RESERVED_FILES + 1
-            )));
-        }
-        None => Limits::default().max_connections.min(within),
-    };
-    Ok(Limits {
-        max_count: check("max-count", args.max_count, 1, Limits::MAX_COUNT)?,
-        requests_per_second: check("rate", args.rate, 1, u32::MAX)?,
-        streams_per_connection: check("streams", args.streams, 1, u32::MAX)?,
-        max_streams: check("max-streams", args.max_streams, 1, MAX_STREAMS)?,
-        // At least --max-count: a request of as many IDs must be able to pass.
-        ids_per_second: args
-            .ids_rate
-            .map(|rate| check("ids-rate", rate, u64::from(args.max_count).max(1), MAX_IDS_RATE))
-            .transpose()?,
-        max_connections,
-        header_timeout: seconds("header-timeout", args.header_timeout)?,
-        idle_timeout: seconds("idle-timeout", args.idle_timeout)?,
-        stall_timeout: seconds("stall-timeout", args.stall_timeout)?,
+    let limits = Limits {
+        max_count: args.max_count,
+        requests_per_second: args.rate,
+        ids_per_second: args.ids_rate,
+        streams_per_connection: args.streams,
+        max_streams: args.max_streams,
+        // Unless set, the default within the file limit (none left: refused by the check).
+        max_connections: args
+            .max_connections
+            .unwrap_or_else(|| Limits::default().max_connections.min(within.max(1))),
+        header_timeout: Duration::from_secs(args.header_timeout),
+        idle_timeout: Duration::from_secs(args.idle_timeout),
+        stall_timeout: Duration::from_secs(args.stall_timeout),
         ..Limits::default()
-    })
+    };
+    limits.check_open_files(file_limit).map_err(|error| {
+        if error.is_file_limit() {
+            return Failure::Other(error.to_string());
+        }
+        let flag = match error.limit() {
+            Limit::MaxCount => "--max-count",
+            Limit::RequestsPerSecond => "--rate",
+            Limit::IdsPerSecond => "--ids-rate",
+            Limit::StreamsPerConnection => "--streams",
+            Limit::MaxStreams => "--max-streams",
+            Limit::MaxConnections => "--max-connections",
+            Limit::HeaderTimeout => "--header-timeout",
+            Limit::IdleTimeout => "--idle-timeout",
+            Limit::StallTimeout => "--stall-timeout",
+            // Not a flag: the default is within its range.
+            _ => return Failure::Other(error.to_string()),
+        };
+        Failure::Usage(error.named(flag).to_string())
+    })?;
+    Ok(limits)
 }
 
 /// The generator on the nodes `args` name, and the watch on its lease when it has one.
