@@ -9,7 +9,8 @@
 //! | [`LayoutError`] | [`LayoutBuilder::build`](crate::LayoutBuilder::build) |
 //! | [`RangeError`] | [`Layout::encode`](crate::Layout::encode) and the other conversions of times, fields and IDs |
 //! | [`BuildError`] | the generators' constructors and [`Builder`](crate::Builder)'s `build*` |
-//! | [`MintError`] | `try_next_id` |
+//! | [`MintError`] | `try_next_id` and the other `try_` and `_timeout` methods |
+//! | [`FillError`] | `fill_timeout` |
 //! | [`HighWaterError`](crate::mark::HighWaterError) | opening a high-water file, inside [`BuildError`] |
 //! | [`StoreError`](crate::mark::StoreError) | a [`MarkStore`](crate::mark::MarkStore) that failed, inside [`BuildError`] and [`MintError`] |
 //! | [`NodeSourceError`] | the [`node`](crate::node) sources: `from_env`, `from_statefulset*` |
@@ -19,7 +20,7 @@
 //! for the same input (permanent).
 
 use crate::format::{LayoutError, ParseIdError, RangeError};
-use crate::generator::{BuildError, MintError};
+use crate::generator::{BuildError, FillError, MintError};
 use crate::node::NodeSourceError;
 use core::fmt;
 
@@ -87,6 +88,7 @@ umbrella! {
     Range(RangeError),
     Build(BuildError),
     Mint(MintError),
+    Fill(FillError),
     Node(NodeSourceError),
 }
 
@@ -119,6 +121,7 @@ impl Error {
         match self {
             Error::Build(error) => error.is_transient(),
             Error::Mint(error) => error.is_transient(),
+            Error::Fill(error) => error.is_transient(),
             Error::Parse(_) | Error::Layout(_) | Error::Range(_) | Error::Node(_) => false,
         }
     }

@@ -92,8 +92,8 @@ pub use format::{
     Base32, Field, FieldOrder, Id, Layout, LayoutBuilder, LayoutError, ParseIdError, Parts, RangeError,
 };
 pub use generator::{
-    BuildError, Builder, Generator, Ids, LocalGenerator, LocalIds, MintError, Run, RunIter, ShardedGenerator,
-    Wait,
+    BuildError, Builder, FillError, Generator, Ids, LocalGenerator, LocalIds, MintError, Run, RunIter,
+    ShardedGenerator, Wait,
 };
 pub use io::IoCause;
 

@@ -11,10 +11,17 @@
 //! - block reservation: for any sequence of clock moves and `next_ids(n)` calls, the first
 //!   block of each is exactly the model's: the next free slot and as many after it as the
 //!   tick (and `n`) allow; a dropped iterator's unused IDs are never handed out again;
+//! - bounded waits: for any sequence of clock moves and `next_id_timeout` calls, on each
+//!   generator type, a call returns the model's ID when a slot is free now or the clock
+//!   passes the spent tick during a wait with no deadline, and the model's exhaustion,
+//!   exactly, when the clock stands still past a short deadline; IDs strictly increase;
 //! - decimal text: every `u64` round-trips, and parsing any text never panics and succeeds
 //!   only on plain digits.
 
-use atomflake::{Builder, FieldOrder, Generator, Id, Layout, ManualClock, MintError, Parts, RangeError};
+use atomflake::{
+    Builder, FieldOrder, Generator, Id, Layout, LocalGenerator, ManualClock, MintError, Parts, RangeError,
+    ShardedGenerator,
+};
 use proptest::prelude::*;
 use std::time::Duration;
 
@@ -104,7 +111,7 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 
 /// The reference model: the last `(tick, sequence)` minted, in plain terms, and how many
 /// ticks ahead of the clock a spent tick may borrow.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Model {
     last: Option<(u64, u64)>,
     lead: u64,
@@ -228,6 +235,112 @@ proptest! {
                         "{:?}", exhausted
                     );
                 }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum TimedOp {
+    Advance(u64),
+    Rewind(u64),
+    /// `next_id_timeout` with this timeout (ms), the clock standing still.
+    Mint(u64),
+    /// `next_id_timeout` with no deadline while a thread moves the clock this many ms
+    /// past the start of the tick the model waits for (when it waits).
+    MintWhileTheClockMoves(u64),
+}
+
+fn timed_ops() -> impl Strategy<Value = Vec<TimedOp>> {
+    prop::collection::vec(
+        prop_oneof![
+            1 => (0u64..5).prop_map(TimedOp::Advance),
+            1 => (0u64..5).prop_map(TimedOp::Rewind),
+            4 => (0u64..3).prop_map(TimedOp::Mint),
+            1 => (0u64..3).prop_map(TimedOp::MintWhileTheClockMoves),
+        ],
+        1..60,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn bounded_waits_match_the_model(
+        sequence_bits in 0u32..3,
+        tick_ms in 1u64..4,
+        kind in 0u8..3,
+        ops in timed_ops(),
+    ) {
+        let layout = Layout::builder()
+            .timestamp_bits(40).node_bits(5).sequence_bits(sequence_bits)
+            .tick_ms(tick_ms).epoch_ms(1_000)
+            .build().unwrap();
+        let start = 1_000 + 10 * tick_ms;
+        let clock = ManualClock::new(start);
+        // The three types run the same loop over different state words.
+        let next_id_timeout: Box<dyn Fn(Duration) -> Result<Id, MintError>> = match kind {
+            0 => {
+                let generator = Generator::with_clock(layout, 9, clock.clone()).unwrap();
+                Box::new(move |timeout| generator.next_id_timeout(timeout))
+            }
+            1 => {
+                let generator = LocalGenerator::with_clock(layout, 9, clock.clone()).unwrap();
+                Box::new(move |timeout| generator.next_id_timeout(timeout))
+            }
+            _ => {
+                let generator = ShardedGenerator::with_clock(layout, [9], clock.clone()).unwrap();
+                Box::new(move |timeout| generator.next_id_timeout(timeout))
+            }
+        };
+        let mut model = Model::default();
+        let mut now = start;
+        let mut previous: Option<Id> = None;
+        for op in ops {
+            let (minted, expected) = match op {
+                TimedOp::Advance(ms) => {
+                    now += ms;
+                    continue;
+                }
+                TimedOp::Rewind(ms) => {
+                    now -= ms.min(now - 1_000);
+                    continue;
+                }
+                TimedOp::Mint(timeout_ms) => {
+                    clock.set(now);
+                    let expected = model.mint((now - 1_000) / tick_ms, layout.max_sequence());
+                    (next_id_timeout(Duration::from_millis(timeout_ms)), expected)
+                }
+                TimedOp::MintWhileTheClockMoves(past) => {
+                    clock.set(now);
+                    let waits_for = model.clone().mint((now - 1_000) / tick_ms, layout.max_sequence()).err();
+                    let mover = waits_for.map(|tick| {
+                        now = 1_000 + tick * tick_ms + past;
+                        let (clock, now) = (clock.clone(), now);
+                        std::thread::spawn(move || {
+                            std::thread::sleep(Duration::from_millis(1));
+                            clock.set(now);
+                        })
+                    });
+                    let minted = next_id_timeout(Duration::MAX);
+                    if let Some(mover) = mover {
+                        mover.join().unwrap();
+                    }
+                    (minted, model.mint((now - 1_000) / tick_ms, layout.max_sequence()))
+                }
+            };
+            match (expected, minted) {
+                (Ok((tick, sequence)), Ok(id)) => {
+                    prop_assert_eq!(layout.decode(id), Parts { unix_ms: 1_000 + tick * tick_ms, node: 9, sequence });
+                    prop_assert!(previous < Some(id));
+                    previous = Some(id);
+                }
+                (Err(wait_tick), Err(MintError::SequenceExhausted { tick, retry_after })) => {
+                    prop_assert_eq!(tick, wait_tick);
+                    prop_assert_eq!(retry_after.as_millis(), u128::from(1_000 + tick * tick_ms - now));
+                }
+                (expected, got) => prop_assert!(false, "model {:?}, generator {:?}", expected, got),
             }
         }
     }

@@ -205,6 +205,46 @@ fn spent_tick_waits_for_the_clock() {
     });
 }
 
+/// Invariant: the bounded-wait twin, in the same race: with no deadline (`Duration::MAX`)
+/// `next_id_timeout` waits for the clock thread as `next_id` does, and with a zero timeout
+/// it answers as `try_next_id`, exhaustion until the next tick or a mint in it; whoever
+/// opens the new tick has read the clock there; no duplicates.
+#[test]
+fn bounded_wait_waits_for_the_clock_or_reports_exhaustion() {
+    loom::model(|| {
+        let (layout, clock, generator) = two_per_tick_at_t0();
+        let spent = vec![generator.next_id(), generator.next_id()];
+        let check = opener_check(layout, &clock);
+        let mover = advance_in_a_thread(&clock);
+        let waiter = {
+            let (generator, check) = (Arc::clone(&generator), check.clone());
+            thread::spawn(move || vec![check(generator.next_id_timeout(Duration::MAX).unwrap())])
+        };
+        let trier = {
+            let generator = Arc::clone(&generator);
+            thread::spawn(move || generator.next_id_timeout(Duration::ZERO).map(check))
+        };
+        let mut per_thread = vec![spent, waiter.join().unwrap()];
+        match trier.join().unwrap() {
+            Ok(id) => per_thread.push(vec![id]),
+            Err(error) => assert_eq!(
+                error,
+                MintError::SequenceExhausted {
+                    tick: T0 + 1,
+                    retry_after: Duration::from_millis(1)
+                }
+            ),
+        }
+        mover.join().unwrap();
+        let ticks = ticks_start_at_zero(layout, &distinct_and_ordered(per_thread));
+        assert_eq!(
+            ticks.keys().copied().collect::<Vec<_>>(),
+            [T0, T0 + 1],
+            "{ticks:?}"
+        );
+    });
+}
+
 /// Invariant: `try_next_id` never waits: of four attempts in a 2-ID tick, exactly two
 /// succeed (distinct) and two report exhaustion until the next tick.
 #[test]

@@ -2,7 +2,7 @@
 //! value outside a layout's fields or span.
 
 use super::base32::Base32;
-use super::id::Field;
+use super::field::Field;
 use core::fmt;
 
 /// Text that is not an ID. Permanent.

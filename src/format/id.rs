@@ -274,24 +274,6 @@ impl FromStr for Id {
     }
 }
 
-/// A field of an ID, as [`RangeError::FieldOutOfRange`] names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Field {
-    /// The node (machine, worker, shard) field.
-    Node,
-    /// The per-tick sequence field.
-    Sequence,
-}
-
-impl fmt::Display for Field {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Field::Node => "node",
-            Field::Sequence => "sequence",
-        })
-    }
-}
-
 /// The fields of an ID, as [`Layout::decode`](crate::Layout::decode) returns them and
 /// [`Layout::encode`](crate::Layout::encode) takes them.
 ///

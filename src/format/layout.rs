@@ -13,7 +13,8 @@
 //! and mask is derived from the three widths; none is written down twice.
 
 use super::error::{LayoutError, RangeError};
-use crate::format::id::{Field, Id, Parts};
+use crate::format::field::Field;
+use crate::format::id::{Id, Parts};
 use core::fmt;
 
 /// The order of the two fields below the timestamp.

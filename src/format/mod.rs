@@ -3,12 +3,14 @@
 
 pub(crate) mod base32;
 mod error;
+mod field;
 pub(crate) mod id;
 pub(crate) mod layout;
 
 pub use base32::Base32;
 pub(crate) use error::field_out_of_range;
 pub use error::{LayoutError, ParseIdError, RangeError};
-pub use id::{Field, Id, Parts};
+pub use field::Field;
+pub use id::{Id, Parts};
 pub use layout::{FieldOrder, Layout, LayoutBuilder};
 pub(crate) use layout::{FieldOutOfRange, OutOfSpan};

@@ -294,6 +294,84 @@ impl std::error::Error for MintError {
     }
 }
 
+/// Why `fill_timeout` filled only the start of its buffer: how many IDs it minted there,
+/// and the refusal that stopped it.
+///
+/// The IDs in `ids[..filled()]` are minted and belong to the caller; the rest of the
+/// buffer is left as it was. Converting into [`Error`](crate::Error) keeps both.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{FillError, Generator, Id, Layout, ManualClock, MintError};
+/// use std::time::Duration;
+///
+/// // Two IDs a tick, and a clock that stands still.
+/// let layout = Layout::builder().timestamp_bits(41).node_bits(10).sequence_bits(1).build()?;
+/// let generator = Generator::with_clock(layout, 7, ManualClock::new(1_700_000_000_000))?;
+/// let mut ids = [Id::new(0); 3];
+/// let error: FillError = generator.fill_timeout(&mut ids, Duration::ZERO).unwrap_err();
+/// assert_eq!(error.filled(), 2);
+/// assert_eq!(
+///     error.error(),
+///     &MintError::SequenceExhausted { tick: 1_700_000_000_001, retry_after: Duration::from_millis(1) },
+/// );
+/// assert_eq!(
+///     error.to_string(),
+///     "2 ids filled, then: sequence exhausted: ids are available again at tick 1700000000001, in 1ms",
+/// );
+/// assert!(error.is_transient());
+/// assert!(ids[0] < ids[1] && ids[2] == Id::new(0));
+/// # Ok::<(), atomflake::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FillError {
+    filled: usize,
+    error: MintError,
+}
+
+impl FillError {
+    /// `filled` IDs minted, then `error`.
+    pub(crate) fn new(filled: usize, error: MintError) -> FillError {
+        FillError { filled, error }
+    }
+
+    /// How many IDs were minted, at the start of the buffer.
+    pub fn filled(&self) -> usize {
+        self.filled
+    }
+
+    /// Why no more could be minted.
+    pub fn error(&self) -> &MintError {
+        &self.error
+    }
+
+    /// Why no more could be minted, for code that has taken the [`filled`](Self::filled)
+    /// IDs already.
+    pub fn into_error(self) -> MintError {
+        self.error
+    }
+
+    /// Whether filling the rest can succeed later: as [`MintError::is_transient`].
+    pub fn is_transient(&self) -> bool {
+        self.error.is_transient()
+    }
+}
+
+impl fmt::Display for FillError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ids filled, then: {}", self.filled, self.error)
+    }
+}
+
+// The message includes the refusal's, so the source is the refusal's own source, as
+// `Error`'s is.
+impl std::error::Error for FillError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.error)
+    }
+}
+
 impl From<OutOfSpan> for MintError {
     fn from(out: OutOfSpan) -> MintError {
         MintError::ClockOutOfSpan(out.into())

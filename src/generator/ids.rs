@@ -3,16 +3,18 @@
 //! ([`Ids`], [`LocalIds`]), and the public minting methods with their docs, written once
 //! (`minting_methods!`).
 
-use crate::MintError;
 use crate::clock::{Clock, MonotonicClock};
 use crate::format::id::Id;
 use crate::format::layout::Layout;
 use crate::generator::atfork::Home;
+use crate::generator::error::{FillError, MintError};
 use crate::generator::keeper::Finish;
 use crate::generator::minter::{AtomicWord, LocalWord, Minter, Windowed, Word};
 use crate::generator::run::Run;
 use crate::generator::state::SlotPacker;
+use crate::generator::wait::Until;
 use crossbeam_utils::CachePadded;
+use std::time::Duration;
 
 /// One node's state word, the packing of its slots into IDs, and its node ID.
 #[derive(Debug)]
@@ -153,6 +155,58 @@ impl<C: Clock> Core<C> {
         }
         let (slot, count) = self.minter.try_reserve(&node.state, &self.clock, max)?;
         Ok(Run::new(node.packer.id(slot), count, self.minter.unit()))
+    }
+
+    /// The next ID, waiting while the refusal is transient for at most `timeout` (see
+    /// [`Minter::reserve_for`]).
+    #[inline]
+    pub(crate) fn next_id_timeout<W: Windowed>(
+        &self,
+        node: &Shard<W>,
+        timeout: Duration,
+    ) -> Result<Id, MintError> {
+        self.minter
+            .reserve_for(&node.state, &self.clock, 1, timeout)
+            .map(|(slot, _)| node.packer.id(slot))
+    }
+
+    /// Up to `max` IDs of one tick, waiting as [`next_id_timeout`](Self::next_id_timeout)
+    /// does.
+    pub(crate) fn run_timeout<W: Windowed>(
+        &self,
+        node: &Shard<W>,
+        max: u64,
+        timeout: Duration,
+    ) -> Result<Run, MintError> {
+        if max == 0 {
+            return Ok(Run::new(node.packer.id(0), 0, self.minter.unit()));
+        }
+        let (slot, count) = self.minter.reserve_for(&node.state, &self.clock, max, timeout)?;
+        Ok(Run::new(node.packer.id(slot), count, self.minter.unit()))
+    }
+
+    /// Fills `ids` a tick's block at a time, each block waiting as
+    /// [`next_id_timeout`](Self::next_id_timeout) does, all by one deadline; a refusal
+    /// stops it, with how many it filled.
+    pub(crate) fn fill_timeout<W: Windowed>(
+        &self,
+        node: &Shard<W>,
+        ids: &mut [Id],
+        timeout: Duration,
+    ) -> Result<(), FillError> {
+        let until = Until::timeout(timeout);
+        let len = ids.len();
+        let mut rest = ids;
+        while !rest.is_empty() {
+            match self
+                .minter
+                .reserve_until(&node.state, &self.clock, rest.len() as u64, until)
+            {
+                Ok(block) => rest = write_block(node.packer, self.minter.unit(), block, rest),
+                Err(error) => return Err(FillError::new(len - rest.len(), error)),
+            }
+        }
+        Ok(())
     }
 
     /// What [`try_run`](Self::try_run) would answer now, without taking an ID.
@@ -402,6 +456,65 @@ macro_rules! minting_methods {
                 $self.home.core.try_next_id($node)
             }
 
+            /// The next ID, waiting at most `timeout` while none can be minted for now:
+            /// the bounded-wait twin of [`next_id`](Self::next_id) and
+            /// [`try_next_id`](Self::try_next_id).
+            ///
+            /// Waits out transient refusals ([`MintError::is_transient`](crate::MintError::is_transient)):
+            /// a spent tick as [`next_id`](Self::next_id) waits for it (the generator's
+            /// [`Wait`](crate::Wait)), a mark being stored for the thread that stores it, a
+            /// failing [`MarkStore`](crate::mark::MarkStore) (a lease being renewed, say)
+            /// for its next attempt. A permanent refusal is returned at once, and so is a
+            /// spent tick whose successor starts after the deadline (by the generator's
+            /// clock): a caller with a deadline learns now what it would learn at the
+            /// deadline, rather than sleeping for it. After each wait the mint is tried
+            /// again, the last time at the deadline.
+            ///
+            /// The wait starts when no ID is free at once: a free ID costs no more than
+            /// with [`try_next_id`](Self::try_next_id), and a `timeout` of zero is
+            /// [`try_next_id`](Self::try_next_id). A `timeout` too long to add to
+            /// [`Instant::now`](std::time::Instant::now) (`Duration::MAX`) means no deadline:
+            /// the wait lasts while the refusal is transient, unlike `next_id`'s, which
+            /// gives a failing store only its patience.
+            ///
+            /// # Errors
+            ///
+            /// As [`try_next_id`](Self::try_next_id): the last refusal once `timeout` has
+            /// passed (or a spent tick, at once, when the next starts after it), or a
+            /// permanent refusal at once.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            #[doc = concat!("use atomflake::{Layout, ManualClock, MintError, ", stringify!($ty), "};")]
+            /// use std::time::Duration;
+            ///
+            /// // One ID a tick.
+            /// let layout = Layout::builder().timestamp_bits(41).node_bits(10).sequence_bits(0).build()?;
+            /// let clock = ManualClock::new(1_700_000_000_000);
+            #[doc = concat!("let generator = ", $with_clock, "?;")]
+            /// let first = generator.next_id_timeout(Duration::ZERO)?;
+            /// // The tick is spent and the clock stands still: refused when the time is up.
+            /// assert_eq!(
+            ///     generator.next_id_timeout(Duration::from_millis(20)),
+            ///     Err(MintError::SequenceExhausted { tick: 1_700_000_000_001, retry_after: Duration::from_millis(1) }),
+            /// );
+            /// // Another thread moves the clock on while this one waits.
+            /// let second = std::thread::scope(|s| {
+            ///     s.spawn(|| {
+            ///         std::thread::sleep(Duration::from_millis(20));
+            ///         clock.advance(1);
+            ///     });
+            ///     generator.next_id_timeout(Duration::from_secs(60))
+            /// })?;
+            /// assert!(second > first);
+            /// # Ok::<(), atomflake::Error>(())
+            /// ```
+            #[inline]
+            pub fn next_id_timeout(&$self, timeout: core::time::Duration) -> Result<$crate::Id, $crate::MintError> {
+                $self.home.core.next_id_timeout($node, timeout)
+            }
+
             /// Up to `max` IDs at once, with one CAS, as a [`Run`](crate::Run): those left
             /// in the current tick's sequence, never waiting. For services that hand out
             /// IDs in bulk (a run travels as three numbers) and for callers that wait in
@@ -428,6 +541,50 @@ macro_rules! minting_methods {
             #[inline]
             pub fn try_next_run(&$self, max: u64) -> Result<$crate::Run, $crate::MintError> {
                 $self.home.core.try_run($node, max)
+            }
+
+            /// Up to `max` IDs of one tick as a [`Run`](crate::Run), as
+            /// [`try_next_run`](Self::try_next_run), waiting at most `timeout` as
+            /// [`next_id_timeout`](Self::next_id_timeout) does while none is free.
+            ///
+            /// A `max` of 0 reserves nothing and returns an empty run.
+            ///
+            /// # Errors
+            ///
+            /// As [`next_id_timeout`](Self::next_id_timeout).
+            ///
+            /// # Examples
+            ///
+            /// ```
+            #[doc = concat!("use atomflake::{Layout, ManualClock, MintError, ", stringify!($ty), "};")]
+            /// use std::time::Duration;
+            ///
+            /// // Four IDs a tick.
+            /// let layout = Layout::builder().timestamp_bits(41).node_bits(10).sequence_bits(2).build()?;
+            /// let clock = ManualClock::new(1_700_000_000_000);
+            #[doc = concat!("let generator = ", $with_clock, "?;")]
+            /// assert_eq!(generator.next_run_timeout(10, Duration::ZERO)?.len(), 4);
+            /// assert!(matches!(
+            ///     generator.next_run_timeout(10, Duration::from_millis(20)),
+            ///     Err(MintError::SequenceExhausted { .. }),
+            /// ));
+            /// let run = std::thread::scope(|s| {
+            ///     s.spawn(|| {
+            ///         std::thread::sleep(Duration::from_millis(20));
+            ///         clock.advance(1);
+            ///     });
+            ///     generator.next_run_timeout(10, Duration::from_secs(60))
+            /// })?;
+            /// assert_eq!(run.len(), 4);
+            /// # Ok::<(), Box<dyn std::error::Error>>(())
+            /// ```
+            #[inline]
+            pub fn next_run_timeout(
+                &$self,
+                max: u64,
+                timeout: core::time::Duration,
+            ) -> Result<$crate::Run, $crate::MintError> {
+                $self.home.core.run_timeout($node, max, timeout)
             }
 
             /// `n` IDs, reserved a tick at a time with one CAS each, as an iterator that
@@ -479,6 +636,55 @@ macro_rules! minting_methods {
             /// ```
             pub fn fill(&$self, ids: &mut [$crate::Id]) {
                 $self.home.core.fill($node, ids);
+            }
+
+            /// Fills `ids` with new IDs, reserved a tick at a time as [`fill`](Self::fill)
+            /// does, waiting as [`next_id_timeout`](Self::next_id_timeout) does, all by
+            /// one deadline `timeout` from now.
+            ///
+            /// IDs are written from the start of `ids`; a refusal stops the fill and says
+            /// how many were written ([`FillError::filled`](crate::FillError::filled)), so
+            /// none is lost: `ids[..filled]` are minted, the rest is left as it was. A
+            /// `timeout` of zero fills what is free now (the rest of the current tick's
+            /// sequence), then refuses.
+            ///
+            /// # Errors
+            ///
+            /// [`FillError`](crate::FillError) with how many IDs were written and the
+            /// refusal of [`next_id_timeout`](Self::next_id_timeout) that stopped it.
+            ///
+            /// # Examples
+            ///
+            /// ```
+            #[doc = concat!("use atomflake::{Id, Layout, ManualClock, MintError, ", stringify!($ty), "};")]
+            /// use std::time::Duration;
+            ///
+            /// // Four IDs a tick.
+            /// let layout = Layout::builder().timestamp_bits(41).node_bits(10).sequence_bits(2).build()?;
+            /// let clock = ManualClock::new(1_700_000_000_000);
+            #[doc = concat!("let generator = ", $with_clock, "?;")]
+            /// let mut ids = [Id::new(0); 6];
+            /// // The clock stands still: the tick's four, then the refusal.
+            /// let error = generator.fill_timeout(&mut ids, Duration::from_millis(20)).unwrap_err();
+            /// assert_eq!(error.filled(), 4);
+            /// assert!(matches!(error.error(), MintError::SequenceExhausted { .. }));
+            /// // The rest, while another thread moves the clock on.
+            /// std::thread::scope(|s| {
+            ///     s.spawn(|| {
+            ///         std::thread::sleep(Duration::from_millis(20));
+            ///         clock.advance(1);
+            ///     });
+            ///     generator.fill_timeout(&mut ids[4..], Duration::from_secs(60))
+            /// })?;
+            /// assert!(ids.windows(2).all(|w| w[0] < w[1]));
+            /// # Ok::<(), Box<dyn std::error::Error>>(())
+            /// ```
+            pub fn fill_timeout(
+                &$self,
+                ids: &mut [$crate::Id],
+                timeout: core::time::Duration,
+            ) -> Result<(), $crate::FillError> {
+                $self.home.core.fill_timeout($node, ids, timeout)
             }
 
             /// The generator's layout.
@@ -557,5 +763,182 @@ impl<C> Core<C> {
     /// The layout, for `Debug` output.
     pub(crate) fn layout(&self) -> Layout {
         self.minter.layout()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use crate::{
+        FillError, Generator, Id, Layout, LocalGenerator, ManualClock, MintError, Parts, ShardedGenerator,
+    };
+    use std::time::Duration;
+
+    const T0: u64 = 1_700_000_000_000;
+
+    /// Two IDs a tick.
+    fn two_per_tick() -> Layout {
+        Layout::builder()
+            .timestamp_bits(41)
+            .node_bits(10)
+            .sequence_bits(1)
+            .build()
+            .unwrap()
+    }
+
+    /// Runs `check` on each generator type, node 7, with a clock at `T0`.
+    macro_rules! on_each_type {
+        (|$generator:ident, $clock:ident| $check:block) => {{
+            {
+                let $clock = ManualClock::new(T0);
+                let $generator = Generator::with_clock(two_per_tick(), 7, $clock.clone()).unwrap();
+                $check
+            }
+            {
+                let $clock = ManualClock::new(T0);
+                let $generator = LocalGenerator::with_clock(two_per_tick(), 7, $clock.clone()).unwrap();
+                $check
+            }
+            {
+                let $clock = ManualClock::new(T0);
+                let $generator = ShardedGenerator::with_clock(two_per_tick(), [7], $clock.clone()).unwrap();
+                $check
+            }
+        }};
+    }
+
+    fn id(unix_ms: u64, sequence: u64) -> Id {
+        two_per_tick()
+            .encode(Parts {
+                unix_ms,
+                node: 7,
+                sequence,
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn a_fill_stopped_by_a_refusal_says_how_many_it_filled_and_leaves_the_rest() {
+        on_each_type!(|generator, clock| {
+            let mut ids = [Id::new(1); 5];
+            let error = generator.fill_timeout(&mut ids, Duration::ZERO).unwrap_err();
+            let exhausted = MintError::SequenceExhausted {
+                tick: T0 + 1,
+                retry_after: Duration::from_millis(1),
+            };
+            assert_eq!(error, FillError::new(2, exhausted.clone()));
+            assert_eq!(ids, [id(T0, 0), id(T0, 1), Id::new(1), Id::new(1), Id::new(1)]);
+            assert_eq!(
+                crate::Error::from(error.clone()),
+                crate::Error::Fill(error.clone())
+            );
+            assert_eq!(error.into_error(), exhausted);
+            // The next fill goes on from there, a tick at a time.
+            clock.advance(1);
+            let error = generator.fill_timeout(&mut ids[2..], Duration::ZERO).unwrap_err();
+            assert_eq!(error.filled(), 2);
+            assert_eq!(ids[2..4], [id(T0 + 1, 0), id(T0 + 1, 1)]);
+        });
+    }
+
+    #[test]
+    fn a_fill_waits_for_each_tick_by_one_deadline() {
+        on_each_type!(|generator, clock| {
+            let mut ids = [Id::new(0); 6];
+            let mover = {
+                let clock = clock.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..2 {
+                        std::thread::sleep(Duration::from_millis(10));
+                        clock.advance(1);
+                    }
+                })
+            };
+            generator.fill_timeout(&mut ids, Duration::from_secs(60)).unwrap();
+            mover.join().unwrap();
+            let expected = [0, 1, 2]
+                .map(|tick| [id(T0 + tick, 0), id(T0 + tick, 1)])
+                .concat();
+            assert_eq!(ids[..], expected[..]);
+        });
+    }
+
+    #[test]
+    fn a_fill_refused_for_good_fills_nothing_and_an_empty_fill_succeeds() {
+        let generator = Generator::with_clock(Layout::TWITTER, 7, ManualClock::new(5)).unwrap();
+        let mut ids = [Id::new(1); 2];
+        let error = generator
+            .fill_timeout(&mut ids, Duration::from_secs(60))
+            .unwrap_err();
+        assert_eq!(error.filled(), 0);
+        assert_eq!(
+            error.error(),
+            &MintError::ClockOutOfSpan(crate::RangeError::TimeBeforeEpoch {
+                unix_ms: 5,
+                epoch_ms: Layout::TWITTER.epoch_ms()
+            })
+        );
+        assert!(!error.is_transient());
+        assert_eq!(ids, [Id::new(1); 2]);
+        assert_eq!(generator.fill_timeout(&mut [], Duration::ZERO), Ok(()));
+    }
+
+    #[test]
+    fn a_run_waits_for_the_next_tick_and_an_empty_run_never_waits() {
+        on_each_type!(|generator, clock| {
+            assert_eq!(generator.next_run_timeout(5, Duration::ZERO).unwrap().len(), 2);
+            // Spent: an empty run is still free.
+            assert_eq!(
+                generator
+                    .next_run_timeout(0, Duration::from_secs(60))
+                    .map(|run| run.len()),
+                Ok(0)
+            );
+            assert_eq!(
+                generator.next_run_timeout(5, Duration::ZERO),
+                Err(MintError::SequenceExhausted {
+                    tick: T0 + 1,
+                    retry_after: Duration::from_millis(1)
+                })
+            );
+            let mover = {
+                let clock = clock.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(10));
+                    clock.advance(1);
+                })
+            };
+            let run = generator.next_run_timeout(5, Duration::from_secs(60)).unwrap();
+            mover.join().unwrap();
+            assert_eq!((run.first(), run.len()), (id(T0 + 1, 0), 2));
+        });
+    }
+
+    #[test]
+    fn next_id_timeout_answers_as_try_next_id_with_no_time_and_waits_with_some() {
+        on_each_type!(|generator, clock| {
+            assert_eq!(generator.next_id_timeout(Duration::ZERO), Ok(id(T0, 0)));
+            assert_eq!(
+                generator.next_id_timeout(Duration::from_millis(10)),
+                Ok(id(T0, 1))
+            );
+            let refused = generator.next_id_timeout(Duration::ZERO);
+            assert_eq!(refused, generator.try_next_id());
+            assert_eq!(
+                refused,
+                Err(MintError::SequenceExhausted {
+                    tick: T0 + 1,
+                    retry_after: Duration::from_millis(1)
+                })
+            );
+            let mover = {
+                let clock = clock.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(10));
+                    clock.advance(1);
+                })
+            };
+            assert_eq!(generator.next_id_timeout(Duration::MAX), Ok(id(T0 + 1, 0)));
+            mover.join().unwrap();
+        });
     }
 }

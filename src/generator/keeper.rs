@@ -36,6 +36,7 @@
 //! disk) does not block the drop for good.
 
 use super::state::StateWord;
+use super::wait::Until;
 use super::{BuildError, MintError};
 use crate::format::Layout;
 use crate::mark::{MarkStore, StoreErrorKind, Tenure};
@@ -276,15 +277,17 @@ impl Mark {
             .is_some_and(|keeper| keeper.shared.gives_up(&keeper.shared.lock(), since))
     }
 
-    /// Waits until `slot` is covered by a stored mark. Gives up when the store has ended,
-    /// or has failed with the wait older than the patience (a lease's time; about one more
-    /// attempt for a file).
+    /// Waits until `slot` is covered by a stored mark, for as long as `until` says. Gives
+    /// up when the store has ended; with [`Until::Patient`] also when it has failed with
+    /// the wait older than the patience (a lease's time; about one more attempt for a
+    /// file); with [`Until::Deadline`] when the refusal is permanent, or at the deadline.
     ///
     /// # Errors
     ///
-    /// The store's error, or what a slot past the store's hold reports.
+    /// The store's error, or what a slot past the store's hold reports, or
+    /// [`MintError::MarkPending`] at a deadline while a store is in progress.
     #[cold]
-    pub(crate) fn wait_covered(&self, slot: u64) -> Result<(), MintError> {
+    pub(crate) fn wait_covered(&self, slot: u64, until: Until) -> Result<(), MintError> {
         let Some(keeper) = &self.keeper else {
             return Ok(());
         };
@@ -296,15 +299,23 @@ impl Mark {
             if slot < shared.covered.load(Ordering::Relaxed) {
                 return Ok(());
             }
-            if shared.gives_up(&state, since)
-                && let Uncovered::Failed(error) | Uncovered::Ended(error) = shared.refusal(slot, &state)
-            {
+            let refusal = match (until, shared.refusal(slot, &state)) {
+                (_, Uncovered::Ended(error)) => Some(error),
+                (Until::Patient, Uncovered::Failed(error)) => shared.gives_up(&state, since).then_some(error),
+                (Until::Deadline(_), Uncovered::Failed(error)) => {
+                    (!error.is_transient() || until.passed()).then_some(error)
+                }
+                (Until::Deadline(_), Uncovered::Pending) => until.passed().then_some(MintError::MarkPending),
+                (Until::Patient, Uncovered::Pending) => None,
+            };
+            if let Some(error) = refusal {
                 return Err(error);
             }
-            // Woken by every store that finishes; the timeout measures the patience.
+            // Woken by every store that finishes; the timeout measures the patience or
+            // the time left until the deadline.
             state = shared
                 .moved
-                .wait_timeout(state, RETRY)
+                .wait_timeout(state, until.at_most(RETRY))
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }

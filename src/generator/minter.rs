@@ -56,7 +56,7 @@ use crate::format::layout::{Layout, Span};
 use crate::generator::fork::Birth;
 use crate::generator::keeper::{Finish, Mark, Slots, Uncovered};
 use crate::generator::state::{StateWord, Step};
-use crate::generator::wait::{self, Backoff, Wait};
+use crate::generator::wait::{self, Backoff, Until, Wait};
 use crate::sync::{AtomicU64, Ordering, ProcessAtomicU64};
 use std::cell::Cell;
 use std::time::Duration;
@@ -386,6 +386,7 @@ impl Minter {
 
     /// Panics, as `next_id` does, in a child of a fork: called before a wait, which there
     /// could wait for threads the child does not have.
+    #[cfg(feature = "tokio")]
     #[cold]
     fn panic_in_a_child(&self) {
         if let Err(error) = self.birth.check() {
@@ -465,20 +466,75 @@ impl Minter {
         clock: &C,
         want: u64,
     ) -> Result<(u64, u64), MintError> {
-        let refusal = match self.reserve_at(state, clock.unix_ms(), want) {
-            Ok(block) => return Ok(block),
-            Err(refusal) => refusal,
-        };
-        // The clock may lag (a coarse clock): ask again with a precise read before
-        // reporting exhaustion.
-        let refusal = match refusal {
-            Blocked::Spent { .. } => match self.reserve_at(state, clock.precise_unix_ms(), want) {
-                Ok(block) => return Ok(block),
-                Err(refusal) => refusal,
-            },
-            other => other,
-        };
-        Err(self.error_of(refusal))
+        self.try_reserve_full(state, clock, want)
+            .map_err(|refusal| self.error_of(refusal))
+    }
+
+    /// The full loop, and for a spent tick once more with a precise read: what
+    /// [`try_reserve`](Self::try_reserve) decides past its fast path, before the refusal
+    /// becomes an error.
+    fn try_reserve_full<W: Windowed, C: Clock>(
+        &self,
+        state: &W,
+        clock: &C,
+        want: u64,
+    ) -> Result<(u64, u64), Blocked> {
+        match self.reserve_at(state, clock.unix_ms(), want) {
+            // The clock may lag (a coarse clock): ask again with a precise read before
+            // reporting exhaustion.
+            Err(Blocked::Spent { .. }) => self.reserve_at(state, clock.precise_unix_ms(), want),
+            answer => answer,
+        }
+    }
+
+    /// Reserves `1..=want` slots (`want` ≥ 1), waiting while the refusal is transient for
+    /// at most `timeout`: [`reserve_until`](Self::reserve_until) with the deadline taken
+    /// when the fast path finds no slot.
+    #[inline]
+    pub(crate) fn reserve_for<W: Windowed, C: Clock>(
+        &self,
+        state: &W,
+        clock: &C,
+        want: u64,
+        timeout: Duration,
+    ) -> Result<(u64, u64), MintError> {
+        match self.reserve_fast(state, clock.unix_ms(), want) {
+            Some(block) => Ok(block),
+            None => self.reserve_until_slow(state, clock, want, Until::timeout(timeout)),
+        }
+    }
+
+    /// Reserves `1..=want` slots (`want` ≥ 1), waiting while the refusal is transient
+    /// until `until`'s deadline ([`Until::Deadline`]); then, or at once for a permanent
+    /// refusal, the error [`try_reserve`](Self::try_reserve) would report.
+    #[inline]
+    pub(crate) fn reserve_until<W: Windowed, C: Clock>(
+        &self,
+        state: &W,
+        clock: &C,
+        want: u64,
+        until: Until,
+    ) -> Result<(u64, u64), MintError> {
+        match self.reserve_fast(state, clock.unix_ms(), want) {
+            Some(block) => Ok(block),
+            None => self.reserve_until_slow(state, clock, want, until),
+        }
+    }
+
+    /// [`reserve_until`](Self::reserve_until) past its fast path.
+    #[cold]
+    #[inline(never)]
+    fn reserve_until_slow<W: Windowed, C: Clock>(
+        &self,
+        state: &W,
+        clock: &C,
+        want: u64,
+        until: Until,
+    ) -> Result<(u64, u64), MintError> {
+        match self.try_reserve_full(state, clock, want) {
+            Ok(block) => Ok(block),
+            Err(refusal) => self.wait_for_block(state, clock, refusal, want, until),
+        }
     }
 
     /// The error `try_next_id` reports for `refusal`.
@@ -551,10 +607,9 @@ impl Minter {
     #[cold]
     #[inline(never)]
     fn reserve_slow<W: Windowed, C: Clock>(&self, state: &W, clock: &C, want: u64) -> (u64, u64) {
-        match self.reserve_at(state, clock.unix_ms(), want) {
-            Ok(block) => block,
-            Err(refusal) => self.wait_for_block(state, clock, refusal, want),
-        }
+        self.reserve_at(state, clock.unix_ms(), want)
+            .or_else(|refusal| self.wait_for_block(state, clock, refusal, want, Until::Patient))
+            .unwrap_or_else(|error| panic!("atomflake: cannot mint an id: {error}"))
     }
 
     /// One attempt at the time `unix_ms`: the CAS loop. Reserves `1..=want` slots of one
@@ -642,7 +697,26 @@ impl Minter {
         }
     }
 
-    /// The slow path of [`reserve`](Self::reserve): wait for a free slot.
+    /// The wait for a free slot after `refusal`, the one loop of every waiting mint: the
+    /// slow path of [`reserve`](Self::reserve) ([`Until::Patient`]) and of
+    /// [`reserve_until`](Self::reserve_until) ([`Until::Deadline`]).
+    ///
+    /// A spent tick is waited for as the minter's [`Wait`] says: one [`nap`](wait::nap)
+    /// per tick waited for, then [`Backoff`] between clock reads. A slot past the mark
+    /// waits for the keeper to store one past it ([`Mark::wait_covered`]). With a deadline,
+    /// a spent tick whose successor starts after the deadline is refused at once rather
+    /// than slept for in vain, and a mint is tried once more after each wait, the last one
+    /// ending at the deadline.
+    ///
+    /// # Errors
+    ///
+    /// A permanent refusal at once ([`MintError::Forked`] for any other than
+    /// [`Blocked::Fatal`], in a child of a fork, which could wait there for threads it does
+    /// not have). With a deadline, a transient one once the deadline has come or cannot be
+    /// met: the error
+    /// [`try_reserve`](Self::try_reserve) reports for the last refusal. Without, a store
+    /// that stays failed past the mark's patience. [`reserve`](Self::reserve) panics with
+    /// these.
     #[cold]
     #[inline(never)]
     fn wait_for_block<W: Windowed, C: Clock>(
@@ -651,31 +725,38 @@ impl Minter {
         clock: &C,
         mut refusal: Blocked,
         want: u64,
-    ) -> (u64, u64) {
-        self.panic_in_a_child();
+        until: Until,
+    ) -> Result<(u64, u64), MintError> {
+        // A child of a fork is told so rather than asked to wait (as `error_of` tells it).
+        if !matches!(refusal, Blocked::Fatal(_)) {
+            self.birth.check()?;
+        }
         let mut backoff = Backoff::default();
         // The tick last slept for: sleep once per tick waited for, then spin.
         let mut napped = None;
         loop {
             match refusal {
-                Blocked::Fatal(error) => panic!("atomflake: cannot mint an id: {error}"),
-                Blocked::Uncovered { slot, .. } => {
-                    if let Err(error) = self.mark.wait_covered(slot) {
-                        panic!("atomflake: cannot mint an id: {error}");
+                Blocked::Fatal(error) => return Err(error),
+                Blocked::Uncovered { slot, .. } => self.mark.wait_covered(slot, until)?,
+                Blocked::Spent { tick, unix_ms } => {
+                    let start = self.layout.unix_ms_of_tick(tick);
+                    let left = clock
+                        .time_until(start)
+                        .unwrap_or(Duration::from_millis(start.saturating_sub(unix_ms)));
+                    if until.comes_within(left) {
+                        return Err(self.error_of(refusal));
                     }
-                }
-                Blocked::Spent { tick, .. } => {
                     if self.wait == Wait::Sleep && napped != Some(tick) {
-                        wait::nap(clock, self.layout.unix_ms_of_tick(tick));
+                        wait::nap(clock, start);
                         napped = Some(tick);
                     }
                     backoff.snooze();
                 }
             }
-            match self.reserve_at(state, clock.precise_unix_ms(), want) {
-                Ok(block) => return block,
-                Err(again) => refusal = again,
-            }
+            refusal = match self.reserve_at(state, clock.precise_unix_ms(), want) {
+                Ok(block) => return Ok(block),
+                Err(again) => again,
+            };
         }
     }
 

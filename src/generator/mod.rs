@@ -18,7 +18,7 @@ pub(crate) mod state;
 pub(crate) mod wait;
 
 pub use builder::Builder;
-pub use error::{BuildError, MintError};
+pub use error::{BuildError, FillError, MintError};
 pub use ids::{Ids, LocalIds};
 pub use local::LocalGenerator;
 pub use run::{Run, RunIter};

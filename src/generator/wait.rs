@@ -1,5 +1,6 @@
 //! Waiting for a spent tick: the [`Wait`] policy, the sleep before a tick boundary
-//! ([`nap`]) and the spin-then-yield between clock reads ([`Backoff`]).
+//! ([`nap`]) and the spin-then-yield between clock reads ([`Backoff`]); and how long any
+//! wait of a mint may last ([`Until`]).
 //!
 //! Nothing here decides *whether* to wait; the CAS loop in [`minter`](super::minter) does, from
 //! the pure transition in [`state`](super::state). This module only spends the time well.
@@ -25,6 +26,49 @@ pub enum Wait {
     /// Spin (with the processor's spin hint), then yield the thread, re-reading the clock
     /// each time; never sleep. The lowest latency at a tick boundary, for a whole core.
     Spin,
+}
+
+/// How long a mint waits for a free slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Until {
+    /// As `next_id`: for every spent tick and pending mark; for a failing store, the mark's
+    /// patience. Only a permanent refusal, or a store that stays failed, ends the wait.
+    Patient,
+    /// As the `_timeout` methods: while the refusal is transient, until the deadline
+    /// (`None`: no deadline).
+    Deadline(Option<Instant>),
+}
+
+impl Until {
+    /// A wait of at most `timeout` from now. A deadline `Instant` cannot represent
+    /// (`Duration::MAX`, say) is none: the wait lasts while the refusal is transient.
+    pub(crate) fn timeout(timeout: Duration) -> Until {
+        Until::Deadline(Instant::now().checked_add(timeout))
+    }
+
+    /// Whether the deadline has come.
+    pub(crate) fn passed(self) -> bool {
+        matches!(self, Until::Deadline(Some(deadline)) if Instant::now() >= deadline)
+    }
+
+    /// Whether the deadline comes before something `left` from now can (or at the same
+    /// time): waiting for it is in vain. With no time left, whether the deadline has come.
+    pub(crate) fn comes_within(self, left: Duration) -> bool {
+        match self {
+            Until::Deadline(Some(deadline)) => {
+                Instant::now().checked_add(left).is_none_or(|at| at >= deadline)
+            }
+            _ => false,
+        }
+    }
+
+    /// How long until the deadline, at most `most`.
+    pub(crate) fn at_most(self, most: Duration) -> Duration {
+        match self {
+            Until::Deadline(Some(deadline)) => most.min(deadline.saturating_duration_since(Instant::now())),
+            _ => most,
+        }
+    }
 }
 
 /// How long before a tick boundary [`nap`] wakes, in ns: learned from how late sleeps

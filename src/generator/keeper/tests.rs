@@ -76,7 +76,7 @@ fn crossing_the_early_limit_asks_the_keeper_and_mints_without_waiting() {
     // Past the stored mark while the store is in progress: pending, never minted.
     assert!(matches!(mark.check(slot_at(T0 + 1_500)), Err(Uncovered::Pending)));
     go.send(Ok(())).unwrap();
-    mark.wait_covered(slot_at(T0 + 1_500)).unwrap();
+    mark.wait_covered(slot_at(T0 + 1_500), Until::Patient).unwrap();
     assert_eq!(
         mark.early(),
         slot_at(T0 + 1_200 + 1 + 1_000),
@@ -90,7 +90,10 @@ fn a_failed_store_is_reported_to_mints_that_need_it_and_retried() {
     let failure = StoreError::failed(std::io::Error::from(std::io::ErrorKind::StorageFull));
     go.send(Err(failure.clone())).unwrap();
     let past = slot_at(T0 + 1_600);
-    assert_eq!(mark.wait_covered(past), Err(failure.clone().into()));
+    assert_eq!(
+        mark.wait_covered(past, Until::Patient),
+        Err(failure.clone().into())
+    );
     assert!(matches!(mark.check(past), Err(Uncovered::Failed(e)) if e == failure.clone().into()));
     // Slots the stored mark covers still mint.
     assert!(mark.check(slot_at(T0 + 1_400)).is_ok());
@@ -98,13 +101,13 @@ fn a_failed_store_is_reported_to_mints_that_need_it_and_retried() {
     assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500);
     assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500);
     go.send(Ok(())).unwrap();
-    mark.wait_covered(past).unwrap();
+    mark.wait_covered(past, Until::Patient).unwrap();
     assert!(mark.check(past).is_ok());
 }
 
 const HOLD: Duration = Duration::from_secs(3);
 
-fn lapsed() -> MintError {
+pub(crate) fn lapsed() -> MintError {
     StoreError::lapsed("lease on node 1 has expired").into()
 }
 
@@ -122,7 +125,7 @@ fn fence(clock: &ManualClock, renew_every: Duration, patience: Duration) -> Fenc
 
 /// A mark kept in a [`Gate`] store held for [`HOLD`] from `T0`, the clock that measures the hold,
 /// and the channels.
-fn leased(
+pub(crate) fn leased(
     renew_every: Duration,
 ) -> (
     Mark,
@@ -140,7 +143,7 @@ fn leased(
     (mark, clock, stored, go)
 }
 
-const NO_RENEWAL: Duration = Duration::from_secs(3600);
+pub(crate) const NO_RENEWAL: Duration = Duration::from_secs(3600);
 
 #[test]
 fn the_hold_caps_the_limits_and_a_renewal_moves_it() {
@@ -150,20 +153,26 @@ fn the_hold_caps_the_limits_and_a_renewal_moves_it() {
     let unavailable = StoreError::failed(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
     go.send(Err(unavailable.clone())).unwrap();
     let last_in_hold = slot_at(T0 + 2_999);
-    assert_eq!(mark.wait_covered(last_in_hold), Err(unavailable.clone().into()));
+    assert_eq!(
+        mark.wait_covered(last_in_hold, Until::Patient),
+        Err(unavailable.clone().into())
+    );
     assert_eq!(stored.recv().unwrap(), T0 + 3_000 + 1_500);
     assert!(matches!(mark.check(last_in_hold), Err(Uncovered::Failed(e)) if e == unavailable.clone().into()));
     // Past the hold: the lapsed error, whatever the store reports.
     assert!(matches!(mark.check(slot_at(T0 + 3_000)), Err(Uncovered::Failed(e)) if e == lapsed()));
     // `next_id`'s wait ends once the store has failed for longer than the patience.
     go.send(Err(unavailable.clone())).unwrap();
-    assert_eq!(mark.wait_covered(slot_at(T0 + 3_000)), Err(lapsed()));
+    assert_eq!(
+        mark.wait_covered(slot_at(T0 + 3_000), Until::Patient),
+        Err(lapsed())
+    );
     assert_eq!(stored.recv().unwrap(), T0 + 3_000 + 1_500, "retried");
     // Slots the mark and the hold cover still mint.
     assert!(mark.check(slot_at(T0 + 1_400)).is_ok());
     // A renewal sent at T0 + 2.9 s holds until T0 + 5.9 s.
     go.send(Ok(())).unwrap();
-    mark.wait_covered(slot_at(T0 + 3_000)).unwrap();
+    mark.wait_covered(slot_at(T0 + 3_000), Until::Patient).unwrap();
     assert!(mark.check(slot_at(T0 + 4_400)).is_ok());
     assert!(mark.check(slot_at(T0 + 5_900)).is_err());
 }
@@ -177,7 +186,7 @@ fn a_lost_store_ends_minting_and_is_not_tried_again() {
     // The renewal, due within 20 ms, finds the lease lost.
     assert_eq!(stored.recv().unwrap(), T0 + 1_500);
     let past = slot_at(T0 + 1_500);
-    assert_eq!(mark.wait_covered(past), Err(lost.clone().into()));
+    assert_eq!(mark.wait_covered(past, Until::Patient), Err(lost.clone().into()));
     assert!(matches!(mark.check(past), Err(Uncovered::Ended(e)) if e == lost.clone().into()));
     assert!(
         stored.recv_timeout(Duration::from_millis(200)).is_err(),
@@ -322,7 +331,9 @@ fn a_keeper_that_panics_ends_the_store_and_wakes_its_waiters() {
         message: format!("disk on fire at {}", T0 + 1_601 + 1_500),
     };
     let waiting = Arc::clone(&mark);
-    let waited = within(Duration::from_secs(10), move || waiting.wait_covered(past));
+    let waited = within(Duration::from_secs(10), move || {
+        waiting.wait_covered(past, Until::Patient)
+    });
     assert_eq!(waited, Err(panicked.clone()));
     assert!(matches!(mark.check(past), Err(Uncovered::Ended(e)) if e == panicked));
     assert_eq!(

@@ -4,6 +4,7 @@ use super::*;
 use crate::clock::ManualClock;
 use crate::generator::keeper::panic_message;
 use crate::generator::keeper::tests::{Panics, T0, kept, ms_slots, slot_at, within};
+use crate::mark::StoreError;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
@@ -129,4 +130,268 @@ fn next_id_in_a_child_panics_instead_of_waiting_for_a_clock_that_stands_still() 
             .map_err(|panic| panic_message(panic.as_ref()))
     });
     assert_eq!(panic, Err(format!("atomflake: cannot mint an id: {}", forked())));
+}
+
+/// A timeout that the waits below never reach when they end as they should: a test that
+/// waits it out fails on its elapsed time.
+const LONG: Duration = Duration::from_secs(10);
+
+/// Longer than any wait that ends at once, even on a loaded machine; far short of [`LONG`].
+const AT_ONCE: Duration = Duration::from_secs(2);
+
+/// A timeout that the waits below wait out.
+const SHORT: Duration = Duration::from_millis(60);
+
+/// `work`'s answer and how long it took.
+fn timed<T>(work: impl FnOnce() -> T) -> (T, Duration) {
+    let start = std::time::Instant::now();
+    let answer = work();
+    (answer, start.elapsed())
+}
+
+/// A layout of one ID per tick of `tick_ms`, a minter on it that waits as `wait` says, a
+/// clock at `T0` and a state word whose tick is spent.
+fn spent(tick_ms: u64, wait: Wait) -> (Minter, ManualClock, AtomicWord) {
+    let layout = Layout::builder()
+        .timestamp_bits(41)
+        .tick_ms(tick_ms)
+        .build()
+        .unwrap();
+    let minter = Minter::new(layout, 0, wait);
+    let clock = ManualClock::new(T0);
+    let state = AtomicWord::new(minter.start());
+    minter.reserve(&state, &clock, 1);
+    (minter, clock, state)
+}
+
+/// Moves `clock` on by `ms` after 20 ms, on a thread of its own.
+fn advance_soon(clock: &ManualClock, ms: u64) -> std::thread::JoinHandle<()> {
+    let clock = clock.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        clock.advance(ms);
+    })
+}
+
+#[test]
+fn a_spent_tick_is_waited_for_until_the_deadline_then_refused() {
+    for wait in [Wait::Sleep, Wait::Spin] {
+        let (minter, clock, state) = spent(1, wait);
+        let before = Word::load(&state);
+        let (answer, took) = timed(|| minter.reserve_for(&state, &clock, 1, SHORT));
+        assert_eq!(
+            answer,
+            Err(MintError::SequenceExhausted {
+                tick: T0 + 1,
+                retry_after: Duration::from_millis(1)
+            })
+        );
+        // Refused once the next tick could not start before the deadline: in its last
+        // millisecond, by the clock's reckoning (the tick starts 1 ms after its time).
+        assert!(took + Duration::from_millis(1) >= SHORT, "refused after {took:?}");
+        assert_eq!(Word::load(&state), before, "nothing minted");
+    }
+}
+
+#[test]
+fn a_spent_tick_is_minted_in_once_the_clock_passes_it_before_the_deadline() {
+    for wait in [Wait::Sleep, Wait::Spin] {
+        let (minter, clock, state) = spent(1, wait);
+        let mover = advance_soon(&clock, 1);
+        let answer = minter.reserve_for(&state, &clock, 3, LONG);
+        mover.join().unwrap();
+        assert_eq!(answer, Ok((minter.slots().first_from(T0 + 1), 1)));
+    }
+}
+
+#[test]
+fn a_tick_that_starts_after_the_deadline_is_refused_at_once() {
+    // A 1 s tick, spent: the next starts in 1 s, after a 500 ms deadline.
+    let (minter, clock, state) = spent(1_000, Wait::Sleep);
+    let timeout = Duration::from_millis(500);
+    let (answer, took) = timed(|| minter.reserve_for(&state, &clock, 1, timeout));
+    assert_eq!(
+        answer,
+        Err(MintError::SequenceExhausted {
+            tick: T0 / 1_000 + 1,
+            retry_after: Duration::from_secs(1)
+        })
+    );
+    assert!(took < timeout, "refused after {took:?}");
+    // With time for it, the same tick is waited for.
+    let mover = advance_soon(&clock, 1_000);
+    assert!(
+        minter
+            .reserve_for(&state, &clock, 1, Duration::from_secs(2))
+            .is_ok()
+    );
+    mover.join().unwrap();
+}
+
+#[test]
+fn a_zero_timeout_answers_as_try_reserve() {
+    let (minter, clock, state) = spent(1, Wait::Sleep);
+    let tried = minter.try_reserve(&state, &clock, 1);
+    assert!(matches!(tried, Err(MintError::SequenceExhausted { .. })));
+    assert_eq!(minter.reserve_for(&state, &clock, 1, Duration::ZERO), tried);
+    clock.advance(1);
+    assert_eq!(
+        minter.reserve_for(&state, &clock, 1, Duration::ZERO),
+        Ok((minter.slots().first_from(T0 + 1), 1))
+    );
+}
+
+#[test]
+fn a_timeout_too_long_for_an_instant_is_no_deadline() {
+    let (minter, clock, state) = spent(1, Wait::Sleep);
+    let mover = advance_soon(&clock, 1);
+    assert_eq!(
+        minter.reserve_for(&state, &clock, 1, Duration::MAX),
+        Ok((minter.slots().first_from(T0 + 1), 1))
+    );
+    mover.join().unwrap();
+}
+
+/// A minter whose mark is kept in the keeper tests' gate (stored up to `T0 + 1.5 s`), a
+/// clock past the mark, and the gate's channels.
+fn past_the_mark() -> (
+    Minter,
+    ManualClock,
+    LocalWord,
+    std::sync::mpsc::Receiver<u64>,
+    std::sync::mpsc::Sender<Result<(), StoreError>>,
+) {
+    let (mark, stored, go) = kept();
+    let minter = Minter::new(ms_slots().layout, 0, Wait::Spin).with_mark(mark, 0);
+    let state = LocalWord::new(minter.start());
+    (minter, ManualClock::new(T0 + 1_600), state, stored, go)
+}
+
+#[test]
+fn a_pending_mark_is_waited_for_until_the_deadline_then_refused() {
+    let (minter, clock, state, stored, go) = past_the_mark();
+    let (answer, took) = timed(|| minter.reserve_for(&state, &clock, 1, SHORT));
+    assert_eq!(answer, Err(MintError::MarkPending));
+    assert!(took >= SHORT, "refused after {took:?}");
+    // Stored while the next call waits: it mints.
+    assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500);
+    let letting_through = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        go.send(Ok(())).unwrap();
+        go
+    });
+    assert_eq!(
+        minter.reserve_for(&state, &clock, 1, LONG),
+        Ok((slot_at(T0 + 1_600), 1))
+    );
+    letting_through.join().unwrap();
+}
+
+#[test]
+fn a_failing_store_is_waited_for_past_the_patience_until_the_deadline() {
+    let (minter, clock, state, stored, go) = past_the_mark();
+    let failure = StoreError::failed(std::io::Error::from(std::io::ErrorKind::StorageFull));
+    go.send(Err(failure.clone())).unwrap();
+    // `next_id` would give up after the patience, 200 ms; the deadline is later.
+    let timeout = Duration::from_millis(500);
+    let (answer, took) = timed(|| minter.reserve_for(&state, &clock, 1, timeout));
+    assert_eq!(answer, Err(MintError::Store(failure)));
+    assert!(took >= timeout, "refused after {took:?}");
+    // The keeper's next attempt succeeds while the next call waits.
+    assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500);
+    go.send(Ok(())).unwrap();
+    assert_eq!(
+        minter.reserve_for(&state, &clock, 1, LONG),
+        Ok((slot_at(T0 + 1_600), 1))
+    );
+}
+
+#[test]
+fn a_lapsed_lease_is_waited_for_until_the_deadline_and_minted_on_once_renewed() {
+    use crate::generator::keeper::tests::{NO_RENEWAL, lapsed, leased};
+    // Held from T0 for 3 s; a renewal sent at T0 + 2.9 s holds until T0 + 5.9 s.
+    let (mark, lease_clock, stored, go) = leased(NO_RENEWAL);
+    lease_clock.set(T0 + 2_900);
+    let minter = Minter::new(ms_slots().layout, 0, Wait::Spin).with_mark(mark, 0);
+    let state = LocalWord::new(minter.start());
+    let clock = ManualClock::new(T0 + 3_000);
+    let (answer, took) = timed(|| minter.reserve_for(&state, &clock, 1, SHORT));
+    assert_eq!(answer, Err(lapsed()));
+    assert!(took >= SHORT, "refused after {took:?}");
+    assert_eq!(stored.recv().unwrap(), T0 + 3_001 + 1_500);
+    let renewer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        go.send(Ok(())).unwrap();
+        go
+    });
+    assert_eq!(
+        minter.reserve_for(&state, &clock, 1, LONG),
+        Ok((slot_at(T0 + 3_000), 1))
+    );
+    renewer.join().unwrap();
+}
+
+#[test]
+fn a_lost_store_is_refused_at_once() {
+    let (minter, clock, state, _stored, go) = past_the_mark();
+    let lost = StoreError::lost("lease on node 1 is lost");
+    go.send(Err(lost.clone())).unwrap();
+    let (answer, took) = timed(|| minter.reserve_for(&state, &clock, 1, LONG));
+    assert_eq!(answer, Err(MintError::Store(lost)));
+    assert!(took < AT_ONCE, "refused after {took:?}");
+}
+
+#[test]
+fn a_store_failing_for_good_is_refused_at_once_while_the_keeper_tries_again() {
+    let (minter, clock, state, stored, go) = past_the_mark();
+    let denied = StoreError::failed(crate::mark::HighWaterError::Io {
+        path: "mark".into(),
+        action: "write",
+        cause: std::io::Error::from(std::io::ErrorKind::PermissionDenied).into(),
+    });
+    assert!(!denied.is_transient());
+    go.send(Err(denied.clone())).unwrap();
+    let (answer, took) = timed(|| minter.reserve_for(&state, &clock, 1, LONG));
+    assert_eq!(answer, Err(MintError::Store(denied)));
+    assert!(took < AT_ONCE, "refused after {took:?}");
+    assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500, "tried");
+    assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500, "tried again");
+}
+
+#[test]
+fn a_keeper_that_panicked_is_refused_at_once() {
+    let mark = Mark::kept(Panics { stores: 0 }, ms_slots(), T0, None).unwrap();
+    let minter = Minter::new(ms_slots().layout, 0, Wait::Spin).with_mark(mark, 0);
+    let state = LocalWord::new(minter.start());
+    let clock = ManualClock::new(T0 + 1_600);
+    let (answer, took) = timed(|| minter.reserve_for(&state, &clock, 1, LONG));
+    assert_eq!(
+        answer,
+        Err(MintError::KeeperPanicked {
+            message: format!("disk on fire at {}", T0 + 1_601 + 1_500)
+        })
+    );
+    assert!(took < AT_ONCE, "refused after {took:?}");
+}
+
+#[test]
+fn a_child_of_a_fork_and_a_clock_out_of_span_are_refused_at_once() {
+    // The child's clock stands still on a spent tick: a wait would never end.
+    let (minter, clock, state) = spent(1, Wait::Sleep);
+    let child = minter.born_in(parent());
+    let (answer, took) = timed(|| child.reserve_for(&state, &clock, 1, LONG));
+    assert_eq!(answer, Err(forked()));
+    assert!(took < AT_ONCE, "refused after {took:?}");
+
+    let minter = Minter::new(Layout::TWITTER, 0, Wait::Sleep);
+    let state = LocalWord::new(minter.start());
+    let (answer, took) = timed(|| minter.reserve_for(&state, &ManualClock::new(5), 1, LONG));
+    assert_eq!(
+        answer,
+        Err(MintError::ClockOutOfSpan(crate::RangeError::TimeBeforeEpoch {
+            unix_ms: 5,
+            epoch_ms: Layout::TWITTER.epoch_ms()
+        }))
+    );
+    assert!(took < AT_ONCE, "refused after {took:?}");
 }
