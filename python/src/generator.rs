@@ -20,7 +20,7 @@ use pyo3::types::{PyBytes, PyList};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, TryLockError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The most IDs one `next_ids` call returns: 512 MiB as an `array('Q')`.
 pub(crate) const MAX_BATCH: u64 = 1 << 26;
@@ -38,7 +38,8 @@ pub(crate) struct PyGenerator {
     closed_in_child: AtomicBool,
     layout: Layout,
     node: u64,
-    /// How long a mint waits out a mark being stored or a lease being renewed.
+    /// How long a mint waits for each tick's IDs at most: a spent tick, a mark being stored,
+    /// a lease being renewed.
     patience: Duration,
 }
 
@@ -121,12 +122,15 @@ impl PyGenerator {
         }
     }
 
-    /// Up to `max` IDs of the current tick, handed to `put` in order, never waiting; how
-    /// many.
-    fn try_run(&self, max: u64, put: impl FnMut(u64)) -> Result<u64, Refusal> {
+    /// Up to `max` IDs of one tick, handed to `put` in order, waiting for them at most the
+    /// patience; how many. The read lock is held through the wait: `close()` waits for a
+    /// mint under way.
+    fn run(&self, max: u64, put: impl FnMut(u64)) -> Result<u64, Refusal> {
         let generator = self.reading()?;
         let run = match generator.as_ref() {
-            Some(generator) => generator.try_next_run(max).map_err(Refusal::Mint)?,
+            Some(generator) => generator
+                .next_run_timeout(max, self.patience)
+                .map_err(Refusal::Mint)?,
             None => return Err(Refusal::Closed),
         };
         let count = run.len();
@@ -134,30 +138,12 @@ impl PyGenerator {
         Ok(count)
     }
 
-    /// Waits out `refusal` if it passes (a spent tick at once, anything else transient for
-    /// the patience since `started`); else hands it back.
-    fn wait_out(&self, refusal: Refusal, started: Instant) -> Result<(), Refusal> {
-        let Refusal::Mint(error) = &refusal else {
-            return Err(refusal);
-        };
-        let pause = match error {
-            MintError::SequenceExhausted { retry_after, .. } => *retry_after,
-            _ if error.is_transient() && started.elapsed() < self.patience => Duration::from_millis(1),
-            _ => return Err(refusal),
-        };
-        std::thread::sleep(pause.max(Duration::from_micros(50)));
-        Ok(())
-    }
-
-    /// `n` IDs handed to `put` in order, waiting as `next_id` does; called without the GIL.
+    /// `n` IDs handed to `put` in order, a tick's run at a time, each waited for at most the
+    /// patience; called without the GIL.
     fn mint_many(&self, n: u64, mut put: impl FnMut(u64)) -> Result<(), Refusal> {
-        let started = Instant::now();
         let mut minted = 0;
         while minted < n {
-            match self.try_run(n - minted, &mut put) {
-                Ok(count) => minted += count,
-                Err(refusal) => self.wait_out(refusal, started)?,
-            }
+            minted += self.run(n - minted, &mut put)?;
         }
         Ok(())
     }
@@ -179,7 +165,8 @@ impl PyGenerator {
     /// `high_water`, a file that keeps the mark of minted time, so that a restart with the
     /// clock behind never repeats an ID; `borrow_ahead` (seconds, whole ticks) lets a burst
     /// mint into later ticks instead of waiting; `patience` (seconds) is how long a mint
-    /// waits for a mark being stored before raising `MintError`.
+    /// waits for each tick's IDs (a spent tick, a mark being stored) before raising
+    /// `MintError`.
     #[new]
     #[pyo3(signature = (layout = None, node = None, *, high_water = None, borrow_ahead = 0.0, patience = 10.0))]
     fn new(
@@ -215,8 +202,8 @@ impl PyGenerator {
         )
     }
 
-    /// The next ID. Waits, with the GIL released, for a spent tick, and for at most
-    /// `patience` for a mark being stored or a lease being renewed.
+    /// The next ID. Waits, with the GIL released, for at most `patience`: for a spent tick,
+    /// a mark being stored or a lease being renewed.
     ///
     /// Raises `MintError` (`ForkedError` in a child of a `fork()`, `ClosedError` after
     /// `close()`) when no ID can be minted.

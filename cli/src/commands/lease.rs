@@ -4,11 +4,11 @@
 use crate::mint::write_ids;
 use crate::{Failure, Format, rfc3339_ms, write_failed};
 use atomflake::mark::MarkStore;
-use atomflake::{Builder, Generator, Id, Layout, MonotonicClock};
+use atomflake::{Builder, Layout};
 use atomflake_lease::{AnyLeaseError, LeaseOptions, LeaseRow, PassedOver, Registry};
 use clap::{Args, Subcommand};
 use std::io::{self, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The lease settings of `mint --lease`.
 #[derive(Args, Clone)]
@@ -116,8 +116,12 @@ pub(crate) fn mint(
         .build(nodes[0])
         .map_err(|err| Failure::Other(err.to_string()))?;
     write_ids(&generator, count, format, |generator, block| {
+        // At most a lease time for each ID: a spent tick, a mark being stored, a lease
+        // being renewed.
         for id in block {
-            *id = next_id(generator, args.ttl())?;
+            *id = generator
+                .next_id_timeout(args.ttl())
+                .map_err(|error| Failure::Other(format!("cannot mint: {error}")))?;
         }
         Ok(())
     })
@@ -151,22 +155,6 @@ pub(crate) fn acquire(
         );
     }
     Ok((lease.nodes().to_vec(), Box::new(lease)))
-}
-
-/// The next ID, waiting out what passes (a spent tick, a mark being stored, a lease being
-/// renewed) for at most `patience`.
-fn next_id(generator: &Generator<MonotonicClock>, patience: Duration) -> Result<Id, Failure> {
-    let start = Instant::now();
-    loop {
-        let error = match generator.try_next_id() {
-            Ok(id) => return Ok(id),
-            Err(error) => error,
-        };
-        if !error.is_transient() || start.elapsed() > patience {
-            return Err(Failure::Other(format!("cannot mint: {error}")));
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// A bad URL or bad options are bad input; the rest (no free node, the engine out of
