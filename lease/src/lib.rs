@@ -666,8 +666,7 @@ pub fn default_holder() -> String {
 
 /// Runs `work` on a thread of its own and waits for it: engines' clients run a Tokio
 /// runtime of their own inside their calls, which panics on a thread already running one.
-/// So a lease can be taken, kept and released from async code too (the calling thread
-/// still blocks; use `spawn_blocking` to spare the runtime).
+/// It is what lets a lease work from async code ([crate docs](crate#how-a-lease-works)).
 pub fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|scope| match scope.spawn(work).join() {
         Ok(value) => value,
