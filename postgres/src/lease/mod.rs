@@ -354,7 +354,7 @@ struct Asked {
     high: i64,
     count: u64,
     ttl_ms: i64,
-    /// Free nodes whose marks are past this (Unix ms) are passed over; `u64::MAX`: none.
+    /// The reach (Unix ms): a free node with a mark past it is passed over; `u64::MAX`: none.
     reach: u64,
 }
 

@@ -555,8 +555,8 @@ impl ZooKeeper {
     }
 }
 
-/// Every node of `namespace` that is claimed or has a mark, by node: the generation is the
-/// zxid of the claim.
+/// The nodes of `namespace` with a claim or a mark, by node; a row's generation is the zxid
+/// that created its claim.
 ///
 /// # Errors
 ///
