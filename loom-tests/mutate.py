@@ -3,7 +3,7 @@
 
 Run from the repository root; restore with `git checkout src/`. loom-tests/mutants.sh runs
 the models against each mutation in turn. M*: the generator (the models in tests/); T*: the
-clock's timeline and discipline (src/discipline.rs: its loom model and unit tests).
+clock's timeline and discipline (src/clock/discipline.rs: its loom model and unit tests).
 """
 import sys
 m = sys.argv[1]

@@ -16,7 +16,7 @@ trap 'rm -f "$log"' EXIT
 cargo test -p atomflake-loom-tests --release --test "*" -- --test-threads=1 2>&1 | tee "$log"
 # The protocol of the SQL script that mints inside PostgreSQL, restated on loom's primitives.
 cargo test -p atomflake-postgres --release --test loom_sql_protocol -- --test-threads=1 2>&1 | tee -a "$log"
-# The crate's own models of private machinery (the clock's timeline, `src/discipline.rs`):
+# The crate's own models of private machinery (the clock's timeline, `src/clock/discipline.rs`):
 # three threads with a seqlock retry loop, so a lower bound keeps them to about a minute.
 LOOM_MAX_PREEMPTIONS="${LOOM_CRATE_MAX_PREEMPTIONS:-3}" \
     cargo test -p atomflake --release --lib loom_models -- --test-threads=1 2>&1 | tee -a "$log"

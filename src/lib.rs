@@ -32,7 +32,8 @@
 //! holds the lease (a [`mark::MarkStore`], for any generator through
 //! [`Builder::mark_store`]), the seam its engines implement and the registry from a lease
 //! URL to its engine; `atomflake-postgres`, `atomflake-etcd` and `atomflake-zookeeper` are
-//! the engines, each only what talks to its server.
+//! the engines, each only what talks to its server. Every layer, these crates' and the
+//! programs' included: [design](docs::design#layers).
 //!
 //! # Choosing a generator
 //!

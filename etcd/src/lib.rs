@@ -2,8 +2,9 @@
 //! (Kubernetes' own store), each node's high-water mark with its claim, fenced by etcd's own
 //! lease IDs and revisions.
 //!
-//! - [`lease`]: claim a node ID, keep its mark, release it. A [`lease::Lease`] is a
-//!   [`MarkStore`](atomflake::mark::MarkStore): any generator type runs on it.
+//! - [`lease`]: the etcd engine of [`atomflake_lease`]: claim node IDs, keep their marks,
+//!   release them; the lease goes under any generator type as its
+//!   [`MarkStore`](atomflake::mark::MarkStore).
 //! - [`Endpoints`]: the cluster's members, `etcd://HOST:PORT[,HOST:PORT...]`.
 //!
 //! The client speaks etcd's v3 gRPC API itself (tonic, prost): building needs no protobuf

@@ -1,44 +1,4 @@
-//! Node-ID leases: the kernel every lease engine shares, and the seam ([`Engine`]) each
-//! engine implements with what talks to its server.
-//!
-//! A [`Lease`] claims node IDs from an engine (a table in PostgreSQL, keys in etcd, nodes in
-//! ZooKeeper) and is the [`MarkStore`] of a generator built on it
-//! ([`Builder::mark_store`](atomflake::Builder::mark_store), any generator type). Everything
-//! here is the same for every engine: the options and their checks, the choice of nodes,
-//! the refusals and their text, the bookkeeping of the claims, the fence and the release.
-//!
-//! # How a lease works
-//!
-//! - **Claim.** [`Lease::acquire`] takes the lowest nodes of the layout's range that no
-//!   live claim holds (or the node asked for), all or none, and reads their high-water
-//!   marks in the same transaction of the engine's. Each claim gets a **token** that no
-//!   other claim of the node ever had (etcd's revision and lease, a random UUID in
-//!   PostgreSQL, ZooKeeper's session and zxid): the fence. Free nodes whose marks are
-//!   further ahead of this clock than a generator waits for at start-up are passed over
-//!   ([`Lease::passed_over`]), so that a host whose clock ran ahead cannot make every
-//!   claimant take and give back the same node.
-//! - **Store and renewal.** The generator's keeper stores each mark ahead of need
-//!   ([`mark`](atomflake::mark)). A store writes the node's mark only while the engine still
-//!   holds this claim (compared with the token, never a clock), never lowers the mark
-//!   (compared with the mark it replaces), and renews the claim. Past the hold of
-//!   [`Tenure::lease`] without a successful store, minting pauses
-//!   ([`LeaseError::Expired`]); a store that finds the claim gone ends it for good
-//!   ([`LeaseError::Lost`]).
-//! - **Release.** Dropping the generator stores the mark that covers exactly what it
-//!   minted and ends the claim in one fenced write: the node is free at once.
-//!
-//! A successor's claim reads the mark in the transaction that takes the node, after the
-//! predecessor's claim ended; every write of the predecessor's was fenced by its claim and
-//! compared with the mark it replaced. So the successor starts past every mark the
-//! predecessor was told was stored, and whatever the predecessor sends later changes
-//! nothing. Two holders of a node never mint the same ID, whenever and however the engine
-//! ends a claim: a claim ended early costs its holder the node, never an ID. The holder's
-//! own stop a fifth of the lease time early keeps a node to one minting holder at a time
-//! while the engine ends claims on time, but for a mint already under way at the stop,
-//! which may finish later with an ID of the tick it read (see [`mark`](atomflake::mark)'s
-//! third promise): below the mark, never a duplicate.
-//!
-//! Each engine crate ([`Engine`]'s implementors) shows its own example.
+#![doc = include_str!("../README.md")]
 
 mod error;
 mod list;
@@ -74,7 +34,8 @@ const MAX_PASSED_OVER: usize = 16;
 
 /// What a lease engine does on its server; [`Lease`] does the rest. An engine implements
 /// it the way `parking_lot` implements `lock_api::RawMutex`: the guarantees are argued
-/// once, in the [module docs](self), on what these calls promise.
+/// once, in the [crate docs](crate#why-two-holders-never-mint-the-same-id), on what these
+/// calls promise.
 ///
 /// Every call may block; [`Lease`] makes them on a thread of their own, so engines may run
 /// a runtime of their own inside.
@@ -705,8 +666,7 @@ pub fn default_holder() -> String {
 
 /// Runs `work` on a thread of its own and waits for it: engines' clients run a Tokio
 /// runtime of their own inside their calls, which panics on a thread already running one.
-/// So a lease can be taken, kept and released from async code too (the calling thread
-/// still blocks; use `spawn_blocking` to spare the runtime).
+/// It is what lets a lease work from async code ([crate docs](crate#how-a-lease-works)).
 pub fn off_runtime<T: Send>(work: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|scope| match scope.spawn(work).join() {
         Ok(value) => value,

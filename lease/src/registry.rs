@@ -1,21 +1,5 @@
-//! One registry from a lease URL to its engine: a program lists the engines it has, once,
-//! and takes and lists leases for any URL through it.
-//!
-//! Each engine crate exports its [`Driver`] (`atomflake_postgres::lease::DRIVER`,
-//! `atomflake_etcd::lease::DRIVER`, `atomflake_zookeeper::lease::DRIVER`); a [`Registry`]
-//! holds the drivers and picks one by the URL's scheme. The lease it returns,
-//! [`AnyLease`], is the engine's [`Lease`] behind one type: a [`MarkStore`] for any
-//! generator, with the claim's facts and its release.
-//!
-//! ```
-//! use atomflake_lease::{AnyLeaseError, Registry};
-//!
-//! // A registry with no engines knows no scheme.
-//! static LEASES: Registry = Registry::new(&[]);
-//! let refused = LEASES.driver("mysql://db:3306").unwrap_err();
-//! assert!(matches!(refused, AnyLeaseError::UnknownScheme { .. }));
-//! assert_eq!(refused.to_string(), "the lease URL's scheme \"mysql\" names no engine: allowed none");
-//! ```
+//! One registry from a lease URL to its engine: [`Registry`], [`Driver`] and [`AnyLease`],
+//! explained in the [crate docs](crate#the-registry).
 
 use crate::{Engine, EngineError, Lease, LeaseError, LeaseOptions, LeaseRow, PassedOver};
 use atomflake::Layout;

@@ -5,8 +5,9 @@
 //! moving the mark past it, durably. A restarted process reads the mark and starts minting
 //! at it, so it cannot mint an ID its predecessor minted, whatever its clock says.
 //!
-//! The file is one [`MarkStore`]: when and how far the mark moves is decided in `keeper.rs`,
-//! which writes it from a keeper thread, once per second at most.
+//! The file is one [`MarkStore`]: when and how far the mark moves is decided by the
+//! [keeper](crate::generator::keeper), which writes it from a keeper thread, once per second
+//! at most.
 //!
 //! # Files
 //!

@@ -2,8 +2,9 @@
 //! Snowflake registered its workers in, each node's high-water mark beside its claim,
 //! fenced by ZooKeeper's sessions and versions.
 //!
-//! - [`lease`]: claim a node ID, keep its mark, release it. A [`lease::Lease`] is a
-//!   [`MarkStore`](atomflake::mark::MarkStore): any generator type runs on it.
+//! - [`lease`]: the ZooKeeper engine of [`atomflake_lease`]. Its [`lease::Lease`] holds
+//!   node IDs claimed in the ensemble and is the [`MarkStore`](atomflake::mark::MarkStore)
+//!   of any generator type built on them.
 //! - [`Ensemble`]: the ensemble's servers, `zk://HOST:PORT[,HOST:PORT...][/CHROOT]`.
 //!
 //! The client is the `zookeeper-client` crate, on a Tokio runtime of the lease's own.

@@ -1,27 +1,21 @@
 //! Node-ID leases kept in etcd: one ID space across a fleet of processes, on the
 //! coordination store a Kubernetes cluster already runs.
 //!
-//! A [`Lease`] is [`atomflake_lease::Lease`] on the [`Etcd`]
-//! engine: how a lease claims, stores, fences and releases, and why two holders never mint
-//! the same ID, is explained there once for every engine. Here is what it is in etcd.
-//!
-//! # Keys
-//!
-//! Under `/atomflake/lease/NAMESPACE/`, for each node (20 digits, so that keys sort as
-//! numbers):
-//!
-//! - `holder/NODE`: the claim. Its value is the holder's name; it is attached to the
-//!   holder's **etcd lease**, so etcd deletes it when the lease expires.
-//! - `mark/NODE`: the node's high-water mark (Unix ms, decimal). It has no etcd lease: it
-//!   outlives every holder.
+//! What every lease does is told in [`atomflake_lease`]; [`Lease`] here is its lease on the
+//! [`Etcd`] engine. Here is how etcd keeps a claim: the key `holder/NODE` on the
+//! holder's **etcd lease**, which etcd deletes when that lease expires, and the node's mark
+//! in `mark/NODE`, on no etcd lease, so that it outlives every holder (both under
+//! `/atomflake/lease/NAMESPACE/`; the crate's README draws the layout).
 //!
 //! # The engine's part
 //!
 //! - **Claim.** An etcd lease of the lease time is granted, then one transaction: *if no
 //!   `holder/NODE` of the chosen nodes exists, create them on this etcd lease and read
-//!   their `mark/NODE`*. The transaction's revision is the claim's generation; the claim
-//!   key's create revision and etcd lease are its token. A claim whose answer was lost is
-//!   found again by its etcd lease rather than claimed twice.
+//!   their `mark/NODE`*. Claimants that race are serialized by etcd; a loser reads again
+//!   and tries the next nodes. The transaction's revision is the claim's generation; the
+//!   claim key's create revision and etcd lease are its token. A claim whose answer was
+//!   lost (a member died mid-call) is found again by its etcd lease rather than claimed
+//!   twice.
 //! - **Store.** A transaction that writes every `mark/NODE` only if each `holder/NODE`
 //!   still has this claim's create revision and etcd lease and each `mark/NODE` is still
 //!   at the mod revision this holder last saw (a compare-and-swap), then one keep-alive of
@@ -37,14 +31,11 @@
 //! # What it rests on
 //!
 //! - **etcd's guarantees.** A transaction that etcd acknowledged is committed by a quorum of
-//!   members; a minority failing, the leader included, loses none. Restoring a cluster from
-//!   a snapshot older than the last stored marks breaks this, as a point-in-time restore
-//!   would for any store.
+//!   members; a minority failing, the leader included, loses none. Transactions are
+//!   linearizable: etcd applies them in one order.
 //! - **Nothing about time, for uniqueness.** etcd's leader expires a lease on its own
-//!   monotonic clock, normally the lease time after the last keep-alive it received. etcd
-//!   3.4 (Debian ships 3.4.23) can revoke leases early when a paused leader resumes (etcd
-//!   issues 12528 and 15247, fixed by pull request 16822 in later releases): the holder
-//!   then loses its node, and no ID.
+//!   monotonic clock, normally the lease time after the last keep-alive it received; a
+//!   lease it revokes early costs its holder the node, never an ID.
 //!
 //! # Examples
 //!
@@ -82,7 +73,7 @@ use keys::{Keys, ranges};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-/// Claimed node IDs on etcd: held until dropped, or kept by the generator built on it.
+/// An [`atomflake_lease::Lease`] on etcd keys.
 pub type Lease = atomflake_lease::Lease<Etcd>;
 
 /// This engine's entry in an [`atomflake_lease::Registry`]: `etcd://` and, over TLS, `etcds://`.

@@ -1,9 +1,8 @@
 //! Node-ID leases kept in PostgreSQL: one ID space across a fleet of processes.
 //!
-//! A [`Lease`] is [`atomflake_lease::Lease`] on the [`Postgres`]
-//! engine: how a lease claims, stores, fences and releases, and why two holders never mint
-//! the same ID, is explained there once for every engine. Here is what it is in PostgreSQL:
-//! a row per node in one table ([`DDL`]).
+//! In PostgreSQL a lease is a row per node in one table ([`DDL`]). The type, [`Lease`], is
+//! [`atomflake_lease::Lease`] over the [`Postgres`] engine: see [`atomflake_lease`] for
+//! what it does on every engine.
 //!
 //! # The engine's part
 //!
@@ -75,20 +74,10 @@
 //!
 //! # Privileges
 //!
-//! A lease needs `SELECT, INSERT, UPDATE` on `public.atomflake_lease` (table-level
-//! grants), `USAGE` on schema `public`, and `EXECUTE` on `gen_random_uuid()` and
-//! `pg_advisory_xact_lock()` (PostgreSQL grants both to everyone). It deletes nothing and
-//! needs no `CREATE` once the table exists: a migration role creates it ([`DDL`], or
-//! `atomflake lease ddl`), then
-//!
-//! ```sql
-//! GRANT SELECT, INSERT, UPDATE ON public.atomflake_lease TO app;
-//! ```
-//!
-//! [`list`] needs `SELECT` alone. A role without the table, or without a privilege, gets
-//! [`PostgresError::NoLeaseTable`] or [`PostgresError::MissingGrant`], which name what to
-//! grant. A role that may create in schema `public` creates the table itself when it is
-//! missing.
+//! A lease deletes nothing and needs no `CREATE` once the table exists ([`DDL`]); the grants
+//! it needs are in the crate's README. A role without the table, or without a privilege,
+//! gets [`PostgresError::NoLeaseTable`] or [`PostgresError::MissingGrant`], which name what
+//! to grant; [`list`] needs `SELECT` alone.
 //!
 //! # Examples
 //!
@@ -138,11 +127,10 @@ const ANSWER_MARGIN: Duration = Duration::from_secs(1);
 /// [`Config`](postgres::Config).
 pub use postgres;
 
-/// Claimed node IDs in PostgreSQL: held until dropped, or kept by the generator built on
-/// it.
+/// An [`atomflake_lease::Lease`] on a PostgreSQL table.
 pub type Lease = atomflake_lease::Lease<Postgres>;
 
-/// This engine's entry in an [`atomflake_lease::Registry`]: a PostgreSQL URL (`postgres://`, `postgresql://`) or libpq `key=value` settings.
+/// The [`atomflake_lease::Registry`] entry for PostgreSQL: a URL (`postgres://`, `postgresql://`) or libpq `key=value` settings.
 pub const DRIVER: atomflake_lease::Driver = atomflake_lease::Driver::of::<Postgres>();
 
 impl atomflake_lease::UrlEngine for Postgres {
@@ -366,7 +354,7 @@ struct Asked {
     high: i64,
     count: u64,
     ttl_ms: i64,
-    /// Free nodes whose marks are past this (Unix ms) are passed over; `u64::MAX`: none.
+    /// The reach (Unix ms): a free node with a mark past it is passed over; `u64::MAX`: none.
     reach: u64,
 }
 

@@ -1,20 +1,13 @@
 //! Node-ID leases kept in ZooKeeper: one ID space across a fleet of processes, on the
 //! ensemble Twitter's Snowflake and Meituan's Leaf registered their workers in.
 //!
-//! A [`Lease`] is [`atomflake_lease::Lease`] on the [`ZooKeeper`]
-//! engine: how a lease claims, stores, fences and releases, and why two holders never mint
-//! the same ID, is explained there once for every engine. Here is what it is in ZooKeeper.
-//!
-//! # Nodes
-//!
-//! Under `/atomflake/lease/NAMESPACE/` (below the URL's chroot), for each node (20 digits,
-//! so that children sort as numbers):
-//!
-//! - `holder/NODE`: the claim, an **ephemeral** node of the holder's session, holding the
-//!   holder's name: ZooKeeper deletes it when the session expires (the lease time after the
-//!   session was last heard from) or closes.
-//! - `mark/NODE`: the node's high-water mark (Unix ms, decimal), a persistent node that
-//!   outlives every holder. Its **version** counts its writes.
+//! A [`Lease`] is [`atomflake_lease::Lease`] on the [`ZooKeeper`] engine; the lease's
+//! workings common to every engine are told in [`atomflake_lease`]. In ZooKeeper a claim
+//! is `holder/NODE`, an **ephemeral** node of the holder's session holding the holder's
+//! name, which ZooKeeper deletes when the session expires (the lease time after the session
+//! was last heard from) or closes; the node's mark is `mark/NODE`, a persistent node whose
+//! **version** counts its writes (both under `/atomflake/lease/NAMESPACE/`, below the URL's
+//! chroot; the crate's README draws the layout).
 //!
 //! # The engine's part
 //!
@@ -73,10 +66,10 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 use zookeeper_client::{Acls, Client, CreateMode, Error, Stat};
 
-/// Claimed node IDs on ZooKeeper: held until dropped, or kept by the generator built on it.
+/// An [`atomflake_lease::Lease`] on ZooKeeper nodes.
 pub type Lease = atomflake_lease::Lease<ZooKeeper>;
 
-/// This engine's entry in an [`atomflake_lease::Registry`]: `zk://`.
+/// ZooKeeper's driver for an [`atomflake_lease::Registry`]: `zk://`.
 pub const DRIVER: atomflake_lease::Driver = atomflake_lease::Driver::of::<ZooKeeper>();
 
 impl atomflake_lease::UrlEngine for ZooKeeper {
@@ -562,8 +555,8 @@ impl ZooKeeper {
     }
 }
 
-/// Every node of `namespace` that is claimed or has a mark, by node: the generation is the
-/// zxid of the claim.
+/// The nodes of `namespace` with a claim or a mark, by node; a row's generation is the zxid
+/// that created its claim.
 ///
 /// # Errors
 ///
