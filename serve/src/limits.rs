@@ -65,7 +65,7 @@ pub struct Limits {
     /// [`MAX_TIMEOUT`](Self::MAX_TIMEOUT); zero refuses at once.
     pub patience: Duration,
     /// The most connections open at once; past them the listener's backlog holds new ones,
-    /// but for [`HEALTH_CONNECTIONS`](crate::HEALTH_CONNECTIONS) more that answer health
+    /// but for [`HEALTH_CONNECTIONS`] more that answer health
     /// checks alone. At least 1; within an open-file limit, see
     /// [`check_open_files`](Self::check_open_files).
     pub max_connections: u32,
