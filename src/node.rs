@@ -399,6 +399,18 @@ mod tests {
         }
     }
 
+    /// Checks that `result` is the error `expected` and says `text`; returns it.
+    fn refused(
+        result: Result<u64, NodeSourceError>,
+        expected: &NodeSourceError,
+        text: &str,
+    ) -> NodeSourceError {
+        let err = result.unwrap_err();
+        assert_eq!(&err, expected);
+        assert_eq!(err.to_string(), text);
+        err
+    }
+
     fn no_ordinal(hostname: &str, max: u64) -> NodeSourceError {
         NodeSourceError::NoOrdinal {
             hostname: hostname.to_owned(),
@@ -440,11 +452,10 @@ mod tests {
     #[test]
     fn parse_node_rejects_numbers_above_u64_without_wrapping() {
         let value = " 18446744073709551616\n";
-        let err = parse_node("N", value, &Layout::TWITTER).unwrap_err();
-        assert_eq!(err, not_a_number("N", value, 1023));
-        assert_eq!(
-            err.to_string(),
-            "\" 18446744073709551616\\n\" from N is not a node id: expected a decimal number in 0..=1023"
+        refused(
+            parse_node("N", value, &Layout::TWITTER),
+            &not_a_number("N", value, 1023),
+            "\" 18446744073709551616\\n\" from N is not a node id: expected a decimal number in 0..=1023",
         );
         assert_eq!(
             parse_node("N", "18446744073709551615", &Layout::TWITTER),
@@ -454,11 +465,10 @@ mod tests {
 
     #[test]
     fn parse_node_rejects_nodes_above_max_node() {
-        let err = parse_node("ATOMFLAKE_NODE", "1024", &Layout::TWITTER).unwrap_err();
-        assert_eq!(err, out_of_range("ATOMFLAKE_NODE", 1024, 1023));
-        assert_eq!(
-            err.to_string(),
-            "node 1024 from ATOMFLAKE_NODE is out of range: the layout allows 0..=1023"
+        refused(
+            parse_node("ATOMFLAKE_NODE", "1024", &Layout::TWITTER),
+            &out_of_range("ATOMFLAKE_NODE", 1024, 1023),
+            "node 1024 from ATOMFLAKE_NODE is out of range: the layout allows 0..=1023",
         );
         assert_eq!(parse_node("N", "16", &four_bit()), Err(out_of_range("N", 16, 15)));
         assert_eq!(
@@ -470,18 +480,14 @@ mod tests {
     #[test]
     fn from_env_reports_an_unset_variable() {
         let var = "ATOMFLAKE_TEST_NODE_SURELY_UNSET_3F9C1A7E";
-        let err = from_env(var, &Layout::TWITTER).unwrap_err();
-        assert_eq!(
-            err,
-            NodeSourceError::Missing {
+        let err = refused(
+            from_env(var, &Layout::TWITTER),
+            &NodeSourceError::Missing {
                 var: var.to_owned(),
-                max: 1023
-            }
-        );
-        assert_eq!(
-            err.to_string(),
+                max: 1023,
+            },
             "environment variable ATOMFLAKE_TEST_NODE_SURELY_UNSET_3F9C1A7E is not set: it should \
-             hold this process's node id, a decimal number in 0..=1023"
+             hold this process's node id, a decimal number in 0..=1023",
         );
         assert!(err.source().is_none());
     }
@@ -503,17 +509,13 @@ mod tests {
         use std::os::unix::ffi::OsStringExt;
 
         let value = Some(OsString::from_vec(b"1\xff".to_vec()));
-        let err = from_var("ATOMFLAKE_NODE", value, &four_bit()).unwrap_err();
-        assert_eq!(
-            err,
-            NodeSourceError::NotUnicode {
+        refused(
+            from_var("ATOMFLAKE_NODE", value, &four_bit()),
+            &NodeSourceError::NotUnicode {
                 var: "ATOMFLAKE_NODE".to_owned(),
-                max: 15
-            }
-        );
-        assert_eq!(
-            err.to_string(),
-            "environment variable ATOMFLAKE_NODE is not valid unicode: expected a decimal node id in 0..=15"
+                max: 15,
+            },
+            "environment variable ATOMFLAKE_NODE is not valid unicode: expected a decimal node id in 0..=15",
         );
     }
 
@@ -564,11 +566,10 @@ mod tests {
 
     #[test]
     fn ordinals_above_max_node_are_out_of_range() {
-        let err = from_statefulset_ordinal("orders-1024", &Layout::TWITTER).unwrap_err();
-        assert_eq!(err, out_of_range("hostname \"orders-1024\"", 1024, 1023));
-        assert_eq!(
-            err.to_string(),
-            "node 1024 from hostname \"orders-1024\" is out of range: the layout allows 0..=1023"
+        refused(
+            from_statefulset_ordinal("orders-1024", &Layout::TWITTER),
+            &out_of_range("hostname \"orders-1024\"", 1024, 1023),
+            "node 1024 from hostname \"orders-1024\" is out of range: the layout allows 0..=1023",
         );
         assert_eq!(
             from_statefulset_ordinal("db-16", &four_bit()),
@@ -579,19 +580,15 @@ mod tests {
     #[test]
     fn ordinals_above_u64_are_not_numbers() {
         let hostname = "orders-18446744073709551616";
-        let err = from_statefulset_ordinal(hostname, &Layout::TWITTER).unwrap_err();
-        assert_eq!(
-            err,
-            not_a_number(
+        refused(
+            from_statefulset_ordinal(hostname, &Layout::TWITTER),
+            &not_a_number(
                 "hostname \"orders-18446744073709551616\"",
                 "18446744073709551616",
-                1023
-            )
-        );
-        assert_eq!(
-            err.to_string(),
+                1023,
+            ),
             "\"18446744073709551616\" from hostname \"orders-18446744073709551616\" is not a node id: \
-             expected a decimal number in 0..=1023"
+             expected a decimal number in 0..=1023",
         );
     }
 

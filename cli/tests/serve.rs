@@ -5,8 +5,11 @@
 //! in-process in `serve/tests/serve.rs`.
 
 use atomflake::{Id, Layout};
-use atomflake_test_servers::clients::{PythonClient, curl, http_get, ids_of, metric, tls_pki};
+use atomflake_test_servers::clients::{
+    PythonClient, curl, http_get, ids_of, metric, retry_for, spawn_piped, tls_pki,
+};
 use atomflake_test_servers::etcd;
+use atomflake_test_servers::files::{modified, replace, replace_keeping_stamp};
 use atomflake_test_servers::postgres as pg;
 use atomflake_test_servers::{now_ms, skip};
 use std::collections::HashSet;
@@ -1020,24 +1023,41 @@ fn clock_behind(offset: &str) -> [(&'static str, &str); 3] {
     ]
 }
 
+/// Runs a server of node 1 whose high-water mark is kept in a fresh state directory `dir`,
+/// does `before` with it and stops it cleanly, then starts it again at once with its clock
+/// `behind` ([`clock_behind`]): what `before` returned, the restarted server and its state
+/// directory. `None` after a skip of `test` where clocks cannot be moved.
+fn restarted_behind<T>(
+    test: &str,
+    dir: &str,
+    behind: &str,
+    before: impl FnOnce(&Server) -> T,
+) -> Option<(T, Server, StateDir)> {
+    if !pg::can_move_clocks(test) {
+        return None;
+    }
+    let state = StateDir::new(dir);
+    let args = ["--node", "1", "--high-water", state.path()];
+    let first = Server::start(&args);
+    let answer = before(&first);
+    let (status, stderr) = first.stop();
+    assert!(status.success(), "{status}: {stderr}");
+    let second = Server::start_with(&args, &clock_behind(behind));
+    Some((answer, second, state))
+}
+
 #[test]
 fn a_server_restarted_on_its_node_with_its_clock_3_s_behind_hands_out_no_id_twice() {
     let test = "a_server_restarted_on_its_node_with_its_clock_3_s_behind_hands_out_no_id_twice";
-    if !pg::can_move_clocks(test) {
-        return;
-    }
-    let state = StateDir::new("serve-restart");
-    let args = ["--node", "1", "--high-water", state.path()];
-    let first = Server::start(&args);
-    let (before, _) = ids_for(&first, Duration::from_secs(2));
-    let (status, stderr) = first.stop();
-    assert!(status.success(), "{status}: {stderr}");
-    let last = *before.iter().max().unwrap();
-    let last_ms = Layout::TWITTER.decode(Id::new(last)).unix_ms;
-
     // Started again at once, as after NTP stepped its clock back at boot or a VM restored
     // from a snapshot: 3 s behind, within the 10 s a restart waits for its clock.
-    let second = Server::start_with(&args, &clock_behind("-3s"));
+    let Some((before, second, _state)) = restarted_behind(test, "serve-restart", "-3s", |first| {
+        ids_for(first, Duration::from_secs(2)).0
+    }) else {
+        return;
+    };
+    let last = *before.iter().max().unwrap();
+    let last_ms = Layout::TWITTER.decode(Id::new(last)).unix_ms;
     let (after, first) = ids_for(&second, Duration::from_secs(2));
     let seen: HashSet<u64> = before.iter().copied().collect();
     let twice = after.iter().filter(|id| seen.contains(id)).count();
@@ -1212,22 +1232,17 @@ fn the_open_file_limit_is_raised_to_the_hard_one_and_bounds_the_connections() {
 #[test]
 fn readyz_is_red_while_the_clock_is_behind_the_nodes_mark_and_livez_stays_green() {
     let test = "readyz_is_red_while_the_clock_is_behind_the_nodes_mark_and_livez_stays_green";
-    if !pg::can_move_clocks(test) {
-        return;
-    }
-    let state = StateDir::new("serve-ready");
-    let args = ["--node", "1", "--high-water", state.path()];
-    let first = Server::start(&args);
-    for path in ["/readyz", "/healthz", "/livez"] {
-        let (status, body) = http_get(&first.address, path, Duration::from_secs(5)).unwrap();
-        assert_eq!(status, 200, "{path}: {body}");
-    }
-    get_ids(&first, 10);
-    let (status, stderr) = first.stop();
-    assert!(status.success(), "{status}: {stderr}");
     // Restarted with its clock 8 s behind its mark: it waits for the clock (up to 10 s),
     // longer than a request waits (2 s), so it is not ready, but alive.
-    let second = Server::start_with(&args, &clock_behind("-8s"));
+    let Some(((), second, _state)) = restarted_behind(test, "serve-ready", "-8s", |first| {
+        for path in ["/readyz", "/healthz", "/livez"] {
+            let (status, body) = http_get(&first.address, path, Duration::from_secs(5)).unwrap();
+            assert_eq!(status, 200, "{path}: {body}");
+        }
+        get_ids(first, 10);
+    }) else {
+        return;
+    };
     let started = Instant::now();
     let (status, body) = http_get(&second.address, "/readyz", Duration::from_secs(5)).unwrap();
     assert_eq!(status, 503, "{body}");
@@ -1281,18 +1296,14 @@ fn served_serial(address: &str, ca: &Path) -> String {
 
 /// Waits up to 5 s for new connections to be shown a certificate of serial `serial`.
 fn wait_for_serial(address: &str, ca: &Path, serial: &str) {
-    let start = Instant::now();
-    loop {
-        let served = served_serial(address, ca);
-        if served == serial {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "still {served} after 5 s, not {serial}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    retry_for(
+        Duration::from_secs(5),
+        Duration::from_millis(100),
+        || match served_serial(address, ca) {
+            served if served == serial => Ok(()),
+            served => Err(format!("still {served} after 5 s, not {serial}")),
+        },
+    );
 }
 
 /// The certificate is read again when its file changes and on SIGHUP (here with its
@@ -1320,17 +1331,8 @@ fn the_certificate_reloads_on_a_file_change_and_on_sighup_and_open_connections_s
             .into_iter()
             .enumerate()
         {
-            let staged = pki.path("staged");
-            std::fs::copy(pki.path(&from), &staged).unwrap();
-            if let Some(stamps) = stamps {
-                std::fs::File::options()
-                    .write(true)
-                    .open(&staged)
-                    .unwrap()
-                    .set_modified(stamps[i])
-                    .unwrap();
-            }
-            std::fs::rename(&staged, to).unwrap();
+            let contents = std::fs::read(pki.path(&from)).unwrap();
+            replace(to, contents, stamps.map(|stamps| stamps[i]));
         }
     };
     let install = |name: &str| install_stamped(name, None);
@@ -1359,15 +1361,11 @@ for line in sys.stdin:
     socket = connection.sock
     print(answer.status, id(socket), socket.getpeercert()["serialNumber"], flush=True)
 "#;
-    let mut keeper = Command::new("python3")
-        .args(["-c", script, &server.address])
-        .arg(&ca)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut asks = keeper.stdin.take().unwrap();
-    let mut answers = BufReader::new(keeper.stdout.take().unwrap()).lines();
+    let (mut keeper, mut asks, mut answers) = spawn_piped(
+        Command::new("python3")
+            .args(["-c", script, &server.address])
+            .arg(&ca),
+    );
     let mut ask = || {
         std::io::Write::write_all(&mut asks, b"go\n").unwrap();
         answers.next().unwrap().unwrap()
@@ -1378,8 +1376,7 @@ for line in sys.stdin:
     install("renewed");
     wait_for_serial(&server.address, &ca, &serial("renewed"));
 
-    let stamp = |file: &Path| std::fs::metadata(file).unwrap().modified().unwrap();
-    let stamps = [stamp(&key), stamp(&cert)];
+    let stamps = [modified(&key), modified(&cert)];
     pki.leaf("signalled", "ca", "127.0.0.1", "IP:127.0.0.1");
     install_stamped("signalled", Some(stamps));
     std::thread::sleep(Duration::from_millis(2_500));
@@ -1430,16 +1427,7 @@ fn sighup_reloads_the_tokens_and_no_token_is_logged() {
         String::from_utf8(output.stdout).unwrap()
     };
     assert_eq!((get(first), get(second)), ("200".into(), "401".into()));
-    let stamp = std::fs::metadata(&file).unwrap().modified().unwrap();
-    let staged = file.with_extension("staged");
-    std::fs::write(&staged, format!("{second}\n")).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&staged)
-        .unwrap()
-        .set_modified(stamp)
-        .unwrap();
-    std::fs::rename(&staged, &file).unwrap();
+    replace_keeping_stamp(&file, format!("{second}\n"));
     std::thread::sleep(Duration::from_millis(2_500));
     assert_eq!(get(second), "401", "reloaded without SIGHUP");
     signal(&server, "-HUP");

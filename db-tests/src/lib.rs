@@ -58,33 +58,36 @@ pub fn block_on<F: Future>(future: F) -> F::Output {
         .block_on(future)
 }
 
-/// Through sqlx: creates table `t` with `create`, inserts each of `ids` with `insert` (one
-/// placeholder) and reads back `select id from t order by id`.
+/// Through sqlx: creates table `t (id COLUMN primary key)` with `column` the database's type
+/// for the column, inserts each of `ids` (ascending) with `placeholder` bound to it, and
+/// checks that `select id from t order by id` reads them back.
 ///
 /// # Panics
 ///
-/// If a statement fails.
-pub async fn sqlx_insert_and_read_back<DB>(
+/// If a statement fails, or other IDs come back.
+pub async fn assert_sqlx_round_trip<DB>(
     conn: &mut DB::Connection,
-    create: &str,
-    insert: &str,
+    column: &str,
+    placeholder: &str,
     ids: &[Id],
-) -> Vec<Id>
-where
+) where
     DB: Database,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
     for<'v> Id: Encode<'v, DB> + Decode<'v, DB> + Type<DB>,
     usize: ColumnIndex<DB::Row>,
 {
-    sqlx::query(create).execute(&mut *conn).await.unwrap();
+    let create = format!("create table t (id {column} primary key)");
+    sqlx::query(&create).execute(&mut *conn).await.unwrap();
+    let insert = format!("insert into t values ({placeholder})");
     for &id in ids {
-        sqlx::query(insert).bind(id).execute(&mut *conn).await.unwrap();
+        sqlx::query(&insert).bind(id).execute(&mut *conn).await.unwrap();
     }
-    sqlx::query_scalar("select id from t order by id")
+    let back: Vec<Id> = sqlx::query_scalar("select id from t order by id")
         .fetch_all(&mut *conn)
         .await
-        .unwrap()
+        .unwrap();
+    assert_eq!(back, ids);
 }
 
 /// Through sqlx: runs `sql` with [`ABOVE_I64`] bound to its one placeholder, and returns

@@ -28,20 +28,22 @@ struct Message {
     reply_to: Option<Id>,
 }
 
-fn connect(server: &pg::Server) -> PgConnection {
+/// A throwaway server named `name` and a connection to it with table `messages` created;
+/// `None` after a skip.
+fn connected(name: &str) -> Option<(pg::Server, PgConnection)> {
+    let server = pg::Server::start(name)?;
     let mut conn = PgConnection::establish(&server.conninfo()).unwrap();
     diesel::sql_query("create table messages (id bigint primary key, reply_to bigint)")
         .execute(&mut conn)
         .unwrap();
-    conn
+    Some((server, conn))
 }
 
 #[test]
 fn ids_round_trip_through_a_bigint_column() {
-    let Some(server) = pg::Server::start("diesel-round-trip") else {
+    let Some((server, mut conn)) = connected("diesel-round-trip") else {
         return;
     };
-    let mut conn = connect(&server);
     let rows: Vec<Message> = ROUND_TRIP
         .iter()
         .map(|&id| Message {
@@ -73,10 +75,9 @@ fn ids_round_trip_through_a_bigint_column() {
 
 #[test]
 fn an_id_above_i64_max_is_an_error_naming_it() {
-    let Some(server) = pg::Server::start("diesel-above-i64") else {
+    let Some((server, mut conn)) = connected("diesel-above-i64") else {
         return;
     };
-    let mut conn = connect(&server);
     let err = diesel::insert_into(messages::table)
         .values(&Message {
             id: ABOVE_I64,
@@ -103,10 +104,9 @@ fn an_id_above_i64_max_is_an_error_naming_it() {
 
 #[test]
 fn a_negative_bigint_is_not_an_id() {
-    let Some(server) = pg::Server::start("diesel-negative") else {
+    let Some((_server, mut conn)) = connected("diesel-negative") else {
         return;
     };
-    let mut conn = connect(&server);
     let err = diesel::select(sql::<BigInt>("-5::bigint"))
         .get_result::<Id>(&mut conn)
         .unwrap_err();

@@ -5,16 +5,18 @@ use atomflake_test_servers::postgres as pg;
 use atomflake::{Id, RangeError};
 use atomflake_db_tests::{ABOVE_I64, ROUND_TRIP, atomflake_error, chain_text};
 
-fn connect(server: &pg::Server) -> postgres::Client {
-    postgres::Client::connect(&server.conninfo(), postgres::NoTls).unwrap()
+/// A throwaway server named `name` and a client connected to it; `None` after a skip.
+fn connected(name: &str) -> Option<(pg::Server, postgres::Client)> {
+    let server = pg::Server::start(name)?;
+    let client = postgres::Client::connect(&server.conninfo(), postgres::NoTls).unwrap();
+    Some((server, client))
 }
 
 #[test]
 fn ids_round_trip_through_a_bigint_column() {
-    let Some(server) = pg::Server::start("postgres-round-trip") else {
+    let Some((server, mut client)) = connected("postgres-round-trip") else {
         return;
     };
-    let mut client = connect(&server);
     client
         .batch_execute("create table t (id bigint primary key)")
         .unwrap();
@@ -46,10 +48,9 @@ fn ids_round_trip_through_a_bigint_column() {
 
 #[test]
 fn an_id_above_i64_max_is_an_error_naming_it() {
-    let Some(server) = pg::Server::start("postgres-above-i64") else {
+    let Some((server, mut client)) = connected("postgres-above-i64") else {
         return;
     };
-    let mut client = connect(&server);
     client.batch_execute("create table t (id bigint)").unwrap();
     let err = client
         .execute("insert into t values ($1)", &[&ABOVE_I64])
@@ -69,10 +70,9 @@ fn an_id_above_i64_max_is_an_error_naming_it() {
 
 #[test]
 fn a_negative_bigint_is_not_an_id() {
-    let Some(server) = pg::Server::start("postgres-negative") else {
+    let Some((_server, mut client)) = connected("postgres-negative") else {
         return;
     };
-    let mut client = connect(&server);
     let row = client.query_one("select -5::bigint", &[]).unwrap();
     let err = row.try_get::<_, Id>(0).unwrap_err();
     let text = chain_text(&err);

@@ -5,7 +5,7 @@ use atomflake_test_servers::postgres as pg;
 
 use atomflake::{Id, RangeError};
 use atomflake_db_tests::{
-    ABOVE_I64, ROUND_TRIP, assert_sqlx_negative, block_on, sqlx_bind_above_i64, sqlx_insert_and_read_back,
+    ABOVE_I64, ROUND_TRIP, assert_sqlx_negative, assert_sqlx_round_trip, block_on, sqlx_bind_above_i64,
 };
 use sqlx::{Connection, PgConnection, Postgres, Sqlite, SqliteConnection};
 
@@ -40,14 +40,7 @@ fn ids_round_trip_through_a_postgres_bigint_column() {
     };
     block_on(async {
         let mut conn = postgres(&server).await;
-        let back = sqlx_insert_and_read_back::<Postgres>(
-            &mut conn,
-            "create table t (id bigint primary key)",
-            "insert into t values ($1)",
-            &ROUND_TRIP,
-        )
-        .await;
-        assert_eq!(back, ROUND_TRIP);
+        assert_sqlx_round_trip::<Postgres>(&mut conn, "bigint", "$1", &ROUND_TRIP).await;
         // `Vec<Id>` binds as a BIGINT[].
         let found: i64 = sqlx::query_scalar("select count(*) from t where id = any($1)")
             .bind(ROUND_TRIP[1..].to_vec())
@@ -100,14 +93,7 @@ fn a_negative_postgres_bigint_is_not_an_id() {
 fn ids_round_trip_through_a_sqlite_integer_column() {
     block_on(async {
         let mut conn = sqlite().await;
-        let back = sqlx_insert_and_read_back::<Sqlite>(
-            &mut conn,
-            "create table t (id integer primary key)",
-            "insert into t values (?)",
-            &ROUND_TRIP,
-        )
-        .await;
-        assert_eq!(back, ROUND_TRIP);
+        assert_sqlx_round_trip::<Sqlite>(&mut conn, "integer", "?", &ROUND_TRIP).await;
         // SQLite holds the numbers themselves.
         let text: String = sqlx::query_scalar("select group_concat(id, ',') from t")
             .fetch_one(&mut conn)

@@ -6,7 +6,7 @@ use atomflake_test_servers::mariadb as mysql;
 
 use atomflake::Id;
 use atomflake_db_tests::{
-    ABOVE_I64, ROUND_TRIP, assert_sqlx_negative, block_on, sqlx_bind_above_i64, sqlx_insert_and_read_back,
+    ABOVE_I64, ROUND_TRIP, assert_sqlx_negative, assert_sqlx_round_trip, block_on, sqlx_bind_above_i64,
 };
 use sqlx::{Connection, MySql, MySqlConnection};
 
@@ -21,14 +21,7 @@ fn every_id_round_trips_through_bigint_unsigned() {
         .collect();
     block_on(async {
         let mut conn = MySqlConnection::connect(&server.url()).await.unwrap();
-        let back = sqlx_insert_and_read_back::<MySql>(
-            &mut conn,
-            "create table t (id bigint unsigned primary key)",
-            "insert into t values (?)",
-            &all,
-        )
-        .await;
-        assert_eq!(back, all);
+        assert_sqlx_round_trip::<MySql>(&mut conn, "bigint unsigned", "?", &all).await;
     });
     assert_eq!(
         server.sql("select id from atomflake.t order by id").unwrap(),

@@ -34,6 +34,15 @@ fn files(pki: &Pki, ca: &str) -> String {
     )
 }
 
+/// A cluster of [`secure_with_users`] for `test` (tokens that last `token_ttl_s` unused), its
+/// certificates, and the URL of user `app` with its password, trusting the cluster's CA and
+/// presenting the client certificate; `None` after a skip.
+fn as_app(test: &str, token_ttl_s: u32) -> Option<(Cluster, Pki, Endpoints)> {
+    let (cluster, pki) = secure_with_users(test, token_ttl_s)?;
+    let endpoints = url(&cluster, &format!("app:{PASSWORD}@"), &files(&pki, "ca"));
+    Some((cluster, pki, endpoints))
+}
+
 /// Fails the test if `text` shows the password.
 fn no_password(text: &str) {
     assert!(!text.contains(PASSWORD), "the password is shown: {text}");
@@ -68,11 +77,9 @@ fn cause(error: &LeaseError) -> &str {
 /// by a user whose role has readwrite on the namespace's prefix and nothing else.
 #[test]
 fn a_lease_over_tls_with_a_password_and_a_role_on_its_prefix_alone_does_the_whole_cycle() {
-    let test = "etcd-tls-cycle";
-    let Some((cluster, pki)) = secure_with_users(test, 300) else {
+    let Some((cluster, _pki, endpoints)) = as_app("etcd-tls-cycle", 300) else {
         return;
     };
-    let endpoints = url(&cluster, &format!("app:{PASSWORD}@"), &files(&pki, "ca"));
     assert!(endpoints.is_tls());
     no_password(&endpoints.to_string());
     no_password(&format!("{endpoints:?}"));
@@ -93,11 +100,9 @@ fn a_lease_over_tls_with_a_password_and_a_role_on_its_prefix_alone_does_the_whol
 /// the client logs in again and the lease holds for over two lease times.
 #[test]
 fn an_expired_token_is_taken_again_and_the_lease_holds() {
-    let test = "etcd-token-expiry";
-    let Some((cluster, pki)) = secure_with_users(test, 1) else {
+    let Some((_cluster, _pki, endpoints)) = as_app("etcd-token-expiry", 1) else {
         return;
     };
-    let endpoints = url(&cluster, &format!("app:{PASSWORD}@"), &files(&pki, "ca"));
     let options = LeaseOptions::new(NAMESPACE).ttl(Duration::from_secs(8));
     let lease = Lease::acquire(&endpoints, &layout(), &options).unwrap();
     let generator = Builder::new(layout()).mark_store(lease).build(0).unwrap();

@@ -97,6 +97,51 @@ fn join_and_check(
     ticks_start_at_zero(layout, &all)
 }
 
+/// The race for the next tick after a spent one: on [`two_per_tick_at_t0`] with `T0`'s two
+/// IDs minted, a thread that waits for the next tick (`wait`), one that does not (`try_`:
+/// an ID, or exhaustion until `T0 + 1`) and the clock thread's step, each minted ID that
+/// opens a tick checked with [`opener_check`]. Returns the layout and the IDs of each
+/// thread, `T0`'s first, for [`distinct_and_ordered`].
+///
+/// Only one thread waits: loom has no fairness, so two spinning threads could hand the
+/// processor to each other forever without the clock thread running. (Only the opener
+/// is checked against the clock: a thread that continues a tick another thread opened may
+/// not have seen the clock's new value yet, which is fine: the tick was current when
+/// opened.)
+fn race_for_the_next_tick(
+    wait: fn(&Generator<ManualClock>) -> Id,
+    try_: fn(&Generator<ManualClock>) -> Result<Id, MintError>,
+) -> (Layout, Vec<Vec<Id>>) {
+    let (layout, clock, generator) = two_per_tick_at_t0();
+    let spent = vec![generator.next_id(), generator.next_id()];
+    let opened_by_a_thread_that_saw_the_clock = opener_check(layout, &clock);
+    let mover = advance_in_a_thread(&clock);
+    let waiter = {
+        let (generator, check) = (
+            Arc::clone(&generator),
+            opened_by_a_thread_that_saw_the_clock.clone(),
+        );
+        thread::spawn(move || vec![check(wait(&generator))])
+    };
+    let trier = {
+        let (generator, check) = (Arc::clone(&generator), opened_by_a_thread_that_saw_the_clock);
+        thread::spawn(move || try_(&generator).map(check))
+    };
+    let mut per_thread = vec![spent, waiter.join().unwrap()];
+    match trier.join().unwrap() {
+        Ok(id) => per_thread.push(vec![id]),
+        Err(error) => assert_eq!(
+            error,
+            MintError::SequenceExhausted {
+                tick: T0 + 1,
+                retry_after: Duration::from_millis(1)
+            }
+        ),
+    }
+    mover.join().unwrap();
+    (layout, per_thread)
+}
+
 /// A check for a minting thread: an ID that opens a tick (sequence 0) was minted by a
 /// thread that had read the clock at that tick or later.
 fn opener_check(layout: Layout, clock: &ManualClock) -> impl Fn(Id) -> Id + Clone + use<> {
@@ -157,43 +202,11 @@ fn clock_advances_during_mints() {
 /// Invariant: with 2 IDs per tick and the tick already spent, a `next_id` waits until
 /// the clock thread advances, while a racing `try_next_id` either reports exhaustion until
 /// that tick or mints in it; whoever opens the new tick (sequence 0) has read the clock
-/// there; no duplicates.
-///
-/// Only one thread waits: loom has no fairness, so two spinning threads could hand the
-/// processor to each other forever without the clock thread running. (Only the opener
-/// is checked against the clock: a thread that continues a tick another thread opened may
-/// not have seen the clock's new value yet, which is fine: the tick was current when
-/// opened.)
+/// there; no duplicates ([`race_for_the_next_tick`]).
 #[test]
 fn spent_tick_waits_for_the_clock() {
     loom::model(|| {
-        let (layout, clock, generator) = two_per_tick_at_t0();
-        let spent = vec![generator.next_id(), generator.next_id()];
-        let opened_by_a_thread_that_saw_the_clock = opener_check(layout, &clock);
-        let mover = advance_in_a_thread(&clock);
-        let waiter = {
-            let (generator, check) = (
-                Arc::clone(&generator),
-                opened_by_a_thread_that_saw_the_clock.clone(),
-            );
-            thread::spawn(move || vec![check(generator.next_id())])
-        };
-        let trier = {
-            let (generator, check) = (Arc::clone(&generator), opened_by_a_thread_that_saw_the_clock);
-            thread::spawn(move || generator.try_next_id().map(check))
-        };
-        let mut per_thread = vec![spent, waiter.join().unwrap()];
-        match trier.join().unwrap() {
-            Ok(id) => per_thread.push(vec![id]),
-            Err(error) => assert_eq!(
-                error,
-                MintError::SequenceExhausted {
-                    tick: T0 + 1,
-                    retry_after: Duration::from_millis(1)
-                }
-            ),
-        }
-        mover.join().unwrap();
+        let (layout, per_thread) = race_for_the_next_tick(|g| g.next_id(), |g| g.try_next_id());
         let all = distinct_and_ordered(per_thread);
         let ticks = ticks_start_at_zero(layout, &all);
         assert_eq!(
@@ -212,30 +225,10 @@ fn spent_tick_waits_for_the_clock() {
 #[test]
 fn bounded_wait_waits_for_the_clock_or_reports_exhaustion() {
     loom::model(|| {
-        let (layout, clock, generator) = two_per_tick_at_t0();
-        let spent = vec![generator.next_id(), generator.next_id()];
-        let check = opener_check(layout, &clock);
-        let mover = advance_in_a_thread(&clock);
-        let waiter = {
-            let (generator, check) = (Arc::clone(&generator), check.clone());
-            thread::spawn(move || vec![check(generator.next_id_timeout(Duration::MAX).unwrap())])
-        };
-        let trier = {
-            let generator = Arc::clone(&generator);
-            thread::spawn(move || generator.next_id_timeout(Duration::ZERO).map(check))
-        };
-        let mut per_thread = vec![spent, waiter.join().unwrap()];
-        match trier.join().unwrap() {
-            Ok(id) => per_thread.push(vec![id]),
-            Err(error) => assert_eq!(
-                error,
-                MintError::SequenceExhausted {
-                    tick: T0 + 1,
-                    retry_after: Duration::from_millis(1)
-                }
-            ),
-        }
-        mover.join().unwrap();
+        let (layout, per_thread) = race_for_the_next_tick(
+            |g| g.next_id_timeout(Duration::MAX).unwrap(),
+            |g| g.next_id_timeout(Duration::ZERO),
+        );
         let ticks = ticks_start_at_zero(layout, &distinct_and_ordered(per_thread));
         assert_eq!(
             ticks.keys().copied().collect::<Vec<_>>(),

@@ -330,20 +330,24 @@ mod tests {
             .unwrap()
     }
 
+    /// A service on a generator of node 1, with `limits`.
+    fn one_node_service(limits: Limits) -> Arc<Service> {
+        let generator = ShardedGenerator::new(Layout::TWITTER, [1]).unwrap();
+        Arc::new(Service::new(generator, limits, None).unwrap())
+    }
+
     /// A stream whose client stops reading ends once it has waited the stall timeout to
     /// send, freeing its place among the server's streams; when the client reads again, it
     /// gets the messages sent before (the buffer's 4), then `DEADLINE_EXCEEDED`.
     #[test]
     fn a_stream_not_read_for_the_stall_timeout_ends_and_frees_its_place() {
         let runtime = two_workers();
-        let generator = ShardedGenerator::new(Layout::TWITTER, [1]).unwrap();
-        let limits = Limits {
+        let service = one_node_service(Limits {
             max_streams: 1,
             // The shortest allowed.
             stall_timeout: Limits::MIN_TIMEOUT,
             ..Limits::default()
-        };
-        let service = Arc::new(Service::new(generator, limits, None).unwrap());
+        });
         let ids = GrpcIds(Arc::clone(&service));
         let (freed, messages, status, end) = runtime.block_on(async {
             let mut stream = ids
@@ -398,12 +402,10 @@ mod tests {
     #[test]
     fn a_stream_cancelled_before_it_starts_ends_and_frees_its_place() {
         let runtime = two_workers();
-        let generator = ShardedGenerator::new(Layout::TWITTER, [1]).unwrap();
-        let limits = Limits {
+        let service = one_node_service(Limits {
             max_streams: 1,
             ..Limits::default()
-        };
-        let service = Arc::new(Service::new(generator, limits, None).unwrap());
+        });
         let ids = GrpcIds(Arc::clone(&service));
         let freed = runtime.block_on(async {
             for _ in 0..20 {

@@ -142,34 +142,14 @@ impl Limits {
     pub fn check(&self) -> Result<(), LimitsError> {
         let max_count = u64::from(self.max_count);
         within(Limit::MaxCount, max_count, 1, u64::from(Limits::MAX_COUNT))?;
-        within(
-            Limit::RequestsPerSecond,
-            self.requests_per_second.into(),
-            1,
-            u32::MAX.into(),
-        )?;
+        within_u32(Limit::RequestsPerSecond, self.requests_per_second, u32::MAX)?;
         if let Some(rate) = self.ids_per_second {
             within(Limit::IdsPerSecond, rate, max_count.max(1), Limits::MAX_IDS_RATE)?;
         }
-        within(
-            Limit::StreamsPerConnection,
-            self.streams_per_connection.into(),
-            1,
-            u32::MAX.into(),
-        )?;
-        within(
-            Limit::MaxStreams,
-            self.max_streams.into(),
-            1,
-            Limits::MAX_STREAMS.into(),
-        )?;
+        within_u32(Limit::StreamsPerConnection, self.streams_per_connection, u32::MAX)?;
+        within_u32(Limit::MaxStreams, self.max_streams, Limits::MAX_STREAMS)?;
         within_time(Limit::Patience, self.patience, Duration::ZERO)?;
-        within(
-            Limit::MaxConnections,
-            self.max_connections.into(),
-            1,
-            u32::MAX.into(),
-        )?;
+        within_u32(Limit::MaxConnections, self.max_connections, u32::MAX)?;
         within_time(Limit::HeaderTimeout, self.header_timeout, Limits::MIN_TIMEOUT)?;
         within_time(Limit::IdleTimeout, self.idle_timeout, Limits::MIN_TIMEOUT)?;
         within_time(Limit::StallTimeout, self.stall_timeout, Limits::MIN_TIMEOUT)
@@ -235,6 +215,11 @@ fn within(limit: Limit, value: u64, min: u64, max: u64) -> Result<(), LimitsErro
         max: Amount::Number(max),
         file_limit: None,
     }))
+}
+
+/// [`within`] `1..=max`, for the limits held as a `u32`.
+fn within_u32(limit: Limit, value: u32, max: u32) -> Result<(), LimitsError> {
+    within(limit, value.into(), 1, max.into())
 }
 
 /// `value` of `limit` within `min..=`[`Limits::MAX_TIMEOUT`].

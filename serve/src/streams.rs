@@ -92,6 +92,27 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::time::Duration;
 
+    /// Runs `streams` while `work` runs, for at most 5 s: `Err` when `work` did not finish.
+    async fn run_while(
+        streams: &Streams,
+        work: impl Future<Output = ()>,
+    ) -> Result<(), tokio::time::error::Elapsed> {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            tokio::select! {
+                never = streams.run() => match never {},
+                () = work => {}
+            }
+        })
+        .await
+    }
+
+    /// Waits, yielding, until `done` reads `count`.
+    async fn done_reaches(done: &AtomicU32, count: u32) {
+        while done.load(Ordering::SeqCst) != count {
+            tokio::task::yield_now().await;
+        }
+    }
+
     #[tokio::test]
     async fn streams_run_as_they_come_and_wait_without_blocking_each_other() {
         let streams = Streams::new();
@@ -105,21 +126,14 @@ mod tests {
         let runner = streams.clone();
         let handed = streams.clone();
         let quick = Arc::clone(&done);
-        let outcome = tokio::time::timeout(Duration::from_secs(5), async {
-            tokio::select! {
-                never = runner.run() => match never {},
-                () = async {
-                    // Handed over while the runner runs: it runs though the first waits.
-                    handed.execute(async move { quick.fetch_add(1, Ordering::SeqCst); });
-                    while done.load(Ordering::SeqCst) != 1 {
-                        tokio::task::yield_now().await;
-                    }
-                    tell.send(()).unwrap();
-                    while done.load(Ordering::SeqCst) != 11 {
-                        tokio::task::yield_now().await;
-                    }
-                } => {}
-            }
+        let outcome = run_while(&runner, async {
+            // Handed over while the runner runs: it runs though the first waits.
+            handed.execute(async move {
+                quick.fetch_add(1, Ordering::SeqCst);
+            });
+            done_reaches(&done, 1).await;
+            tell.send(()).unwrap();
+            done_reaches(&done, 11).await;
         })
         .await;
         assert!(
@@ -139,17 +153,7 @@ mod tests {
             tokio::task::yield_now().await;
             after.fetch_add(1, Ordering::SeqCst);
         });
-        let outcome = tokio::time::timeout(Duration::from_secs(5), async {
-            tokio::select! {
-                never = streams.run() => match never {},
-                () = async {
-                    while done.load(Ordering::SeqCst) != 1 {
-                        tokio::task::yield_now().await;
-                    }
-                } => {}
-            }
-        })
-        .await;
+        let outcome = run_while(&streams, done_reaches(&done, 1)).await;
         assert!(
             outcome.is_ok(),
             "the stream after the panicking one did not finish"

@@ -8,8 +8,9 @@ use atomflake::{Id, Layout, ShardedGenerator};
 use atomflake_serve::{Drained, Limits, Service, Tls, TlsFiles, Tokens, serve};
 use atomflake_test_servers::clients::{
     PythonClient, curl, curl_https, curl_sequence, grpc_over_curl, grpc_status, http_get, ids_of, metric,
-    tls_pki,
+    retry_for, spawn_piped, tls_pki,
 };
+use atomflake_test_servers::files::{replace, replace_keeping_stamp};
 use atomflake_test_servers::{now_ms, skip};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
@@ -661,14 +662,8 @@ fn a_stream_whose_client_stops_reading_ends_at_the_stall_timeout_and_frees_its_p
         ..Limits::default()
     }));
     let stubs = tempdir("stubs-stall");
-    let mut reader = client
-        .command(&server.address, &stubs, &(1u64 << 32).to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut resume = reader.stdin.take().unwrap();
-    let mut said = BufReader::new(reader.stdout.take().unwrap()).lines();
+    let (mut reader, mut resume, mut said) =
+        spawn_piped(&mut client.command(&server.address, &stubs, &(1u64 << 32).to_string()));
     assert_eq!(said.next().unwrap().unwrap(), "streaming");
     // Its stream holds the only place: for the stall timeout (3 s) at least, as it
     // cannot be waited out before the buffers fill.
@@ -681,22 +676,17 @@ fn a_stream_whose_client_stops_reading_ends_at_the_stall_timeout_and_frees_its_p
         )
     );
     // Reading nothing, it loses the place: a new stream is served.
-    let start = Instant::now();
-    loop {
-        let (status, message, _) = grpc_status(test, grpc(&server, "StreamIds", 10, None)).unwrap();
-        if status == "0" {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the stream that is not read still holds its place: {status} {message}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    println!(
-        "a new stream served {:?} after the first one's client stopped reading",
-        start.elapsed()
+    let took = retry_for(
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || match grpc_status(test, grpc(&server, "StreamIds", 10, None)).unwrap() {
+            (status, _, _) if status == "0" => Ok(()),
+            (status, message, _) => Err(format!(
+                "the stream that is not read still holds its place: {status} {message}"
+            )),
+        },
     );
+    println!("a new stream served {took:?} after the first one's client stopped reading");
     std::io::Write::write_all(&mut resume, b"go\n").unwrap();
     let ended = said.next().unwrap().unwrap();
     let _ = reader.wait();
@@ -917,9 +907,7 @@ fn client_certificates_of_the_ca_alone_are_served_and_expired_ones_are_refused()
     );
 
     // The other CA put in place by rename: its client is served, and the first CA's not.
-    let staged = pki.path("staged-ca.pem");
-    std::fs::copy(pki.path("other-ca.pem"), &staged).unwrap();
-    std::fs::rename(&staged, &client_ca).unwrap();
+    replace(&client_ca, std::fs::read(pki.path("other-ca.pem")).unwrap(), None);
     let start = Instant::now();
     while with("stranger").0 != 0 {
         assert!(
@@ -955,19 +943,11 @@ fn a_client_ca_taken_out_of_trust_closes_its_clients_open_connections() {
     for name in ["client.crt", "client.key", "stranger.crt", "stranger.key"] {
         clients.arg(pki.path(name));
     }
-    let mut clients = clients
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut go = clients.stdin.take().unwrap();
-    let mut said = BufReader::new(clients.stdout.take().unwrap()).lines();
+    let (mut clients, mut go, mut said) = spawn_piped(&mut clients);
     assert_eq!(said.next().unwrap().unwrap(), "minted 12");
 
     // The first CA taken out (the file replaced by rename), and the reload seen.
-    let staged = pki.path("staged-ca.pem");
-    std::fs::copy(pki.path("other-ca.pem"), &staged).unwrap();
-    std::fs::rename(&staged, &client_ca).unwrap();
+    replace(&client_ca, std::fs::read(pki.path("other-ca.pem")).unwrap(), None);
     let seen = Instant::now();
     while !server.logs.text().contains("TLS certificate reloaded") {
         assert!(
@@ -1070,16 +1050,7 @@ fn tokens_guard_the_id_endpoints_reload_when_asked_or_changed_and_are_never_show
     assert_eq!(grpc_status(test, call).unwrap().0, "0");
 
     // Asked to reload, with the file's time stamp kept so that only the asking can tell.
-    let stamp = std::fs::metadata(&file).unwrap().modified().unwrap();
-    let staged = file.with_extension("staged");
-    std::fs::write(&staged, format!("{third}\n")).unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&staged)
-        .unwrap()
-        .set_modified(stamp)
-        .unwrap();
-    std::fs::rename(&staged, &file).unwrap();
+    replace_keeping_stamp(&file, format!("{third}\n"));
     std::thread::sleep(Duration::from_millis(2_500));
     assert_eq!(
         get("/v1/ids?count=1", Some(third)).0,
@@ -1100,8 +1071,7 @@ fn tokens_guard_the_id_endpoints_reload_when_asked_or_changed_and_are_never_show
     wait_for(third);
     // A change of the file is enough.
     let fourth = "fourth-token-0123456789";
-    std::fs::write(&staged, format!("{fourth}\n")).unwrap();
-    std::fs::rename(&staged, &file).unwrap();
+    replace(&file, format!("{fourth}\n"), None);
     wait_for(fourth);
     let refused = refused + 1;
     assert_eq!(get("/v1/ids?count=1", Some(third)).0, 401);

@@ -806,6 +806,18 @@ mod tests {
         }};
     }
 
+    /// Spawns a thread that moves `clock` on by 1 ms `steps` times, 10 ms apart, the first
+    /// 10 ms from now.
+    fn advance_later(clock: &ManualClock, steps: u32) -> std::thread::JoinHandle<()> {
+        let clock = clock.clone();
+        std::thread::spawn(move || {
+            for _ in 0..steps {
+                std::thread::sleep(Duration::from_millis(10));
+                clock.advance(1);
+            }
+        })
+    }
+
     fn id(unix_ms: u64, sequence: u64) -> Id {
         two_per_tick()
             .encode(Parts {
@@ -844,15 +856,7 @@ mod tests {
     fn a_fill_waits_for_each_tick_by_one_deadline() {
         on_each_type!(|generator, clock| {
             let mut ids = [Id::new(0); 6];
-            let mover = {
-                let clock = clock.clone();
-                std::thread::spawn(move || {
-                    for _ in 0..2 {
-                        std::thread::sleep(Duration::from_millis(10));
-                        clock.advance(1);
-                    }
-                })
-            };
+            let mover = advance_later(&clock, 2);
             generator.fill_timeout(&mut ids, Duration::from_secs(60)).unwrap();
             mover.join().unwrap();
             let expected = [0, 1, 2]
@@ -900,13 +904,7 @@ mod tests {
                     retry_after: Duration::from_millis(1)
                 })
             );
-            let mover = {
-                let clock = clock.clone();
-                std::thread::spawn(move || {
-                    std::thread::sleep(Duration::from_millis(10));
-                    clock.advance(1);
-                })
-            };
+            let mover = advance_later(&clock, 1);
             let run = generator.next_run_timeout(5, Duration::from_secs(60)).unwrap();
             mover.join().unwrap();
             assert_eq!((run.first(), run.len()), (id(T0 + 1, 0), 2));
@@ -930,13 +928,7 @@ mod tests {
                     retry_after: Duration::from_millis(1)
                 })
             );
-            let mover = {
-                let clock = clock.clone();
-                std::thread::spawn(move || {
-                    std::thread::sleep(Duration::from_millis(10));
-                    clock.advance(1);
-                })
-            };
+            let mover = advance_later(&clock, 1);
             assert_eq!(generator.next_id_timeout(Duration::MAX), Ok(id(T0 + 1, 0)));
             mover.join().unwrap();
         });

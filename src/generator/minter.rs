@@ -498,10 +498,7 @@ impl Minter {
         want: u64,
         timeout: Duration,
     ) -> Result<(u64, u64), MintError> {
-        match self.reserve_fast(state, clock.unix_ms(), want) {
-            Some(block) => Ok(block),
-            None => self.reserve_until_slow(state, clock, want, Until::timeout(timeout)),
-        }
+        self.reserve_until_with(state, clock, want, || Until::timeout(timeout))
     }
 
     /// Reserves `1..=want` slots (`want` ≥ 1), waiting while the refusal is transient
@@ -515,9 +512,22 @@ impl Minter {
         want: u64,
         until: Until,
     ) -> Result<(u64, u64), MintError> {
+        self.reserve_until_with(state, clock, want, || until)
+    }
+
+    /// [`reserve_until`](Self::reserve_until) with the deadline made by `until` only when
+    /// the fast path finds no slot: a mint that gets one reads no `Instant`.
+    #[inline]
+    fn reserve_until_with<W: Windowed, C: Clock>(
+        &self,
+        state: &W,
+        clock: &C,
+        want: u64,
+        until: impl FnOnce() -> Until,
+    ) -> Result<(u64, u64), MintError> {
         match self.reserve_fast(state, clock.unix_ms(), want) {
             Some(block) => Ok(block),
-            None => self.reserve_until_slow(state, clock, want, until),
+            None => self.reserve_until_slow(state, clock, want, until()),
         }
     }
 

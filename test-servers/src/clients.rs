@@ -5,9 +5,44 @@
 //! whether it runs in the test's process or as the `atomflake` binary.
 
 use crate::pki::Pki;
+use std::io::{BufRead, BufReader, Lines};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Spawns `command` to be spoken to line by line: the child, its stdin, and the lines of
+/// its stdout.
+pub fn spawn_piped(command: &mut Command) -> (Child, ChildStdin, Lines<BufReader<ChildStdout>>) {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    (child, stdin, lines)
+}
+
+/// Calls `attempt` every `every` until it answers `Ok`, for at most `within`; returns how
+/// long that took.
+///
+/// # Panics
+///
+/// With `attempt`'s last `Err` once `within` has passed.
+pub fn retry_for(
+    within: Duration,
+    every: Duration,
+    mut attempt: impl FnMut() -> Result<(), String>,
+) -> Duration {
+    let start = Instant::now();
+    loop {
+        match attempt() {
+            Ok(()) => return start.elapsed(),
+            Err(why) => assert!(start.elapsed() < within, "{why}"),
+        }
+        std::thread::sleep(every);
+    }
+}
 
 /// `curl`'s answer to a GET: the status and the body; `None` without curl.
 pub fn curl(url: &str) -> Option<(u16, String)> {

@@ -3,7 +3,8 @@
 //! etcd clusters ([`etcd::Cluster`]) and ZooKeeper ensembles ([`zookeeper::Ensemble`]) on
 //! loopback ports; each is stopped and removed when dropped, also when the test panics. A
 //! [`proxy::Proxy`] cuts a client's connections; [`fleet`] runs lease holders as processes
-//! for every lease engine. [`clients`] are the clients of `atomflake serve`'s tests.
+//! for every lease engine. [`clients`] are the clients of `atomflake serve`'s tests, and
+//! [`files`] replace the files its servers watch.
 //!
 //! A test that finds no server installed prints `SKIPPED <test>: <why>` and returns; with
 //! `CI=true` a skip is a failure instead ([`skip`]).
@@ -21,6 +22,7 @@
 pub mod clients;
 pub mod clock;
 pub mod etcd;
+pub mod files;
 pub mod fleet;
 pub mod mariadb;
 mod member;

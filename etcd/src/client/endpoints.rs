@@ -388,25 +388,22 @@ mod tests {
 
     #[test]
     fn every_bad_url_is_an_exact_error() {
-        assert_eq!(error("postgres://a:b@h/db"), EndpointsError::Scheme);
-        assert_eq!(
-            error("etcd://user:secret@h:1"),
-            EndpointsError::NotMembersOnly { found: '@' }
-        );
-        assert_eq!(
-            error("etcd://h:1/v3"),
-            EndpointsError::NotMembersOnly { found: '/' }
-        );
-        assert_eq!(
-            error("etcd://h:1?x=1"),
-            EndpointsError::NotMembersOnly { found: '?' }
-        );
-        assert_eq!(error("etcd://"), EndpointsError::Host { member: 1 });
-        assert_eq!(error("etcd://h:1,,g"), EndpointsError::Host { member: 2 });
-        assert_eq!(error("etcd://h:1,g h:2"), EndpointsError::Host { member: 2 });
-        assert_eq!(error("etcd://[::1"), EndpointsError::Host { member: 1 });
-        assert_eq!(error("etcd://[nope]:1"), EndpointsError::Host { member: 1 });
-        assert_eq!(error("etcd://[::1]x"), EndpointsError::Host { member: 1 });
+        let host = |member| EndpointsError::Host { member };
+        let found = |found| EndpointsError::NotMembersOnly { found };
+        for (url, expected) in [
+            ("postgres://a:b@h/db", EndpointsError::Scheme),
+            ("etcd://user:secret@h:1", found('@')),
+            ("etcd://h:1/v3", found('/')),
+            ("etcd://h:1?x=1", found('?')),
+            ("etcd://", host(1)),
+            ("etcd://h:1,,g", host(2)),
+            ("etcd://h:1,g h:2", host(2)),
+            ("etcd://[::1", host(1)),
+            ("etcd://[nope]:1", host(1)),
+            ("etcd://[::1]x", host(1)),
+        ] {
+            assert_eq!(error(url), expected, "{url}");
+        }
         for port in ["0", "65536", "", "-1", "2379x"] {
             assert_eq!(
                 error(&format!("etcd://h:{port}")),
@@ -467,48 +464,50 @@ mod tests {
             name: name.to_owned(),
             problem,
         };
-        assert_eq!(error("etcds://h?ca=x"), parameter("ca", "is unknown"));
-        assert_eq!(
-            error("etcds://h?cacert=a&cacert=b"),
-            parameter("cacert", "is given twice")
-        );
-        assert_eq!(error("etcds://h?cacert="), parameter("cacert", "has no path"));
-        assert_eq!(error("etcds://h?key"), parameter("key", "has no path"));
-        assert_eq!(
-            error("etcds://h?cert=a%g"),
-            parameter("cert", "is not percent-encoded")
-        );
-        assert_eq!(error("etcds://h?cert=c"), EndpointsError::CertWithoutKey);
-        assert_eq!(error("etcds://h?key=k"), EndpointsError::CertWithoutKey);
-        assert_eq!(
-            error("etcds://h/v3"),
-            EndpointsError::NotMembersOnly { found: '/' }
-        );
-        assert_eq!(
-            error("etcds://h?cacert=a#b"),
-            EndpointsError::NotMembersOnly { found: '#' }
-        );
-        assert_eq!(error("etcds://a:b@"), EndpointsError::Host { member: 1 });
-        assert_eq!(
-            error("etcds://u:hunter2@h:0").to_string(),
-            "invalid etcd URL: member 1's port \"0\" is not a port number: allowed 1..=65535"
-        );
-        assert_eq!(
-            error("etcds://u:hunter2@h?x=1").to_string(),
-            "invalid etcd URL: parameter \"x\" is unknown: allowed cacert, cert and key, each once with a path"
-        );
-        assert_eq!(
-            error("etcds://u@h").to_string(),
-            "invalid etcd URL: the part before '@' must be USER:PASSWORD, neither empty, \
-             percent-encoded where needed"
-        );
-        assert_eq!(
-            error("etcds://h?cert=c").to_string(),
-            "invalid etcd URL: cert and key go together: give both (a client certificate) or neither"
-        );
-        assert_eq!(
-            error("https://h").to_string(),
-            "invalid etcd URL: it must start with etcd://, then HOST:PORT[,HOST:PORT...], or with etcds:// for TLS"
-        );
+        for (url, expected) in [
+            ("etcds://h?ca=x", parameter("ca", "is unknown")),
+            (
+                "etcds://h?cacert=a&cacert=b",
+                parameter("cacert", "is given twice"),
+            ),
+            ("etcds://h?cacert=", parameter("cacert", "has no path")),
+            ("etcds://h?key", parameter("key", "has no path")),
+            ("etcds://h?cert=a%g", parameter("cert", "is not percent-encoded")),
+            ("etcds://h?cert=c", EndpointsError::CertWithoutKey),
+            ("etcds://h?key=k", EndpointsError::CertWithoutKey),
+            ("etcds://h/v3", EndpointsError::NotMembersOnly { found: '/' }),
+            (
+                "etcds://h?cacert=a#b",
+                EndpointsError::NotMembersOnly { found: '#' },
+            ),
+            ("etcds://a:b@", EndpointsError::Host { member: 1 }),
+        ] {
+            assert_eq!(error(url), expected, "{url}");
+        }
+        for (url, message) in [
+            (
+                "etcds://u:hunter2@h:0",
+                "invalid etcd URL: member 1's port \"0\" is not a port number: allowed 1..=65535",
+            ),
+            (
+                "etcds://u:hunter2@h?x=1",
+                "invalid etcd URL: parameter \"x\" is unknown: allowed cacert, cert and key, each once with a path",
+            ),
+            (
+                "etcds://u@h",
+                "invalid etcd URL: the part before '@' must be USER:PASSWORD, neither empty, \
+                 percent-encoded where needed",
+            ),
+            (
+                "etcds://h?cert=c",
+                "invalid etcd URL: cert and key go together: give both (a client certificate) or neither",
+            ),
+            (
+                "https://h",
+                "invalid etcd URL: it must start with etcd://, then HOST:PORT[,HOST:PORT...], or with etcds:// for TLS",
+            ),
+        ] {
+            assert_eq!(error(url).to_string(), message, "{url}");
+        }
     }
 }

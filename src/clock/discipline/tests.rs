@@ -351,16 +351,20 @@ mod simulated {
         }
     }
 
-    fn generator(sim: &Sim) -> Generator<&Sim> {
-        Generator::with_clock(Layout::TWITTER, 1, sim).unwrap()
+    /// A generator on `sim`, and the ID every one it mints must be above (for
+    /// [`Sim::run_checks`]).
+    fn minting(sim: &Sim) -> (Generator<&Sim>, Id) {
+        (
+            Generator::with_clock(Layout::TWITTER, 1, sim).unwrap(),
+            Id::new(0),
+        )
     }
 
     #[test]
     fn drift_of_100_ppm_either_way_stays_within_2_ms_for_a_day() {
         for drift_ppm in [100, -100] {
             let sim = Sim::new(drift_ppm);
-            let generator = generator(&sim);
-            let mut last = Id::new(0);
+            let (generator, mut last) = minting(&sim);
             let mut worst = 0.0_f64;
             // 24 h, minting 2 IDs per check.
             sim.run_checks(&generator, &mut last, 86_400_000, 2, |sim| {
@@ -378,8 +382,7 @@ mod simulated {
     /// later, and the step was reported as a jump of `ms`.
     fn caught_up_at_once(fault: impl Fn(&Sim), ms: u64) {
         let sim = Sim::new(0);
-        let generator = generator(&sim);
-        let mut last = Id::new(0);
+        let (generator, mut last) = minting(&sim);
         sim.run_checks(&generator, &mut last, 1_000, 1, |_| {});
         fault(&sim);
         #[allow(clippy::cast_precision_loss)]
@@ -409,8 +412,7 @@ mod simulated {
     #[test]
     fn a_step_back_is_slewed_never_back_and_converges() {
         let sim = Sim::new(0);
-        let generator = generator(&sim);
-        let mut last = Id::new(0);
+        let (generator, mut last) = minting(&sim);
         sim.run_checks(&generator, &mut last, 1_000, 1, |_| {});
         sim.step_wall(-5_000);
         let before = sim.read();
@@ -442,8 +444,7 @@ mod simulated {
         // On time, and a counter 100 ppm slow (the clock behind: jumps, never slews).
         for drift_ppm in [0, -100] {
             let sim = Sim::new(drift_ppm);
-            let generator = generator(&sim);
-            let mut last = Id::new(0);
+            let (generator, mut last) = minting(&sim);
             sim.run_checks(&generator, &mut last, 60_000, 1, |sim| {
                 let horizon = sim.steering.borrow().current().horizon;
                 assert!(
@@ -458,8 +459,7 @@ mod simulated {
     #[test]
     fn a_stalled_discipline_runs_slow_never_back_and_recovers() {
         let sim = Sim::new(0);
-        let generator = generator(&sim);
-        let mut last = Id::new(0);
+        let (generator, mut last) = minting(&sim);
         sim.run_checks(&generator, &mut last, 1_000, 1, |_| {});
         let left = sim.steering.borrow().current().horizon - sim.raw.get();
         // The thread stalls for 3 s: the clock runs on, reads never go back
@@ -571,8 +571,7 @@ mod simulated {
             faults in proptest::collection::vec(fault(), 1..40),
         ) {
             let sim = Sim::new(drift_ppm);
-            let generator = generator(&sim);
-            let mut last = Id::new(0);
+            let (generator, mut last) = minting(&sim);
             let mut model = Model {
                 base: (0, i128::try_from(START_NS).unwrap()),
                 horizon: Model::HORIZON_COUNTS,

@@ -84,11 +84,21 @@ fn crossing_the_early_limit_asks_the_keeper_and_mints_without_waiting() {
     );
 }
 
+/// Has the gate at `go` fail the keeper's next store with an I/O error of `kind`; returns
+/// the failure.
+pub(crate) fn fail_next_store(
+    go: &mpsc::Sender<Result<(), StoreError>>,
+    kind: std::io::ErrorKind,
+) -> StoreError {
+    let failure = StoreError::failed(std::io::Error::from(kind));
+    go.send(Err(failure.clone())).unwrap();
+    failure
+}
+
 #[test]
 fn a_failed_store_is_reported_to_mints_that_need_it_and_retried() {
     let (mark, stored, go) = kept();
-    let failure = StoreError::failed(std::io::Error::from(std::io::ErrorKind::StorageFull));
-    go.send(Err(failure.clone())).unwrap();
+    let failure = fail_next_store(&go, std::io::ErrorKind::StorageFull);
     let past = slot_at(T0 + 1_600);
     assert_eq!(
         mark.wait_covered(past, Until::Patient),
@@ -150,8 +160,7 @@ fn the_hold_caps_the_limits_and_a_renewal_moves_it() {
     let (mark, clock, stored, go) = leased(NO_RENEWAL);
     // The store failing from now on: the hold that began at T0 ends at T0 + 3 s.
     clock.set(T0 + 2_900);
-    let unavailable = StoreError::failed(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
-    go.send(Err(unavailable.clone())).unwrap();
+    let unavailable = fail_next_store(&go, std::io::ErrorKind::ConnectionRefused);
     let last_in_hold = slot_at(T0 + 2_999);
     assert_eq!(
         mark.wait_covered(last_in_hold, Until::Patient),

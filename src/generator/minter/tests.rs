@@ -3,7 +3,7 @@
 use super::*;
 use crate::clock::ManualClock;
 use crate::generator::keeper::panic_message;
-use crate::generator::keeper::tests::{Panics, T0, kept, ms_slots, slot_at, within};
+use crate::generator::keeper::tests::{Panics, T0, fail_next_store, kept, ms_slots, slot_at, within};
 use crate::mark::StoreError;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -267,31 +267,51 @@ fn past_the_mark() -> (
     (minter, ManualClock::new(T0 + 1_600), state, stored, go)
 }
 
-#[test]
-fn a_pending_mark_is_waited_for_until_the_deadline_then_refused() {
-    let (minter, clock, state, stored, go) = past_the_mark();
-    let (answer, took) = timed(|| minter.reserve_for(&state, &clock, 1, SHORT));
-    assert_eq!(answer, Err(MintError::MarkPending));
+/// A call of [`SHORT`] refused with `refusal` after its deadline; then, the keeper's store
+/// of `mark` (held at `go`) let through 20 ms into a call of [`LONG`], that call mints the
+/// first slot at `unix_ms`.
+fn refused_then_minted_once_stored(
+    (minter, clock, state): (&Minter, &ManualClock, &LocalWord),
+    refusal: MintError,
+    (stored, go, mark): (
+        &std::sync::mpsc::Receiver<u64>,
+        std::sync::mpsc::Sender<Result<(), StoreError>>,
+        u64,
+    ),
+    unix_ms: u64,
+) {
+    let (answer, took) = timed(|| minter.reserve_for(state, clock, 1, SHORT));
+    assert_eq!(answer, Err(refusal));
     assert!(took >= SHORT, "refused after {took:?}");
-    // Stored while the next call waits: it mints.
-    assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500);
+    assert_eq!(stored.recv().unwrap(), mark);
     let letting_through = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(20));
         go.send(Ok(())).unwrap();
         go
     });
     assert_eq!(
-        minter.reserve_for(&state, &clock, 1, LONG),
-        Ok((slot_at(T0 + 1_600), 1))
+        minter.reserve_for(state, clock, 1, LONG),
+        Ok((slot_at(unix_ms), 1))
     );
     letting_through.join().unwrap();
 }
 
 #[test]
+fn a_pending_mark_is_waited_for_until_the_deadline_then_refused() {
+    let (minter, clock, state, stored, go) = past_the_mark();
+    // Stored while the next call waits: it mints.
+    refused_then_minted_once_stored(
+        (&minter, &clock, &state),
+        MintError::MarkPending,
+        (&stored, go, T0 + 1_601 + 1_500),
+        T0 + 1_600,
+    );
+}
+
+#[test]
 fn a_failing_store_is_waited_for_past_the_patience_until_the_deadline() {
     let (minter, clock, state, stored, go) = past_the_mark();
-    let failure = StoreError::failed(std::io::Error::from(std::io::ErrorKind::StorageFull));
-    go.send(Err(failure.clone())).unwrap();
+    let failure = fail_next_store(&go, std::io::ErrorKind::StorageFull);
     // `next_id` would give up after the patience, 200 ms; the deadline is later.
     let timeout = Duration::from_millis(500);
     let (answer, took) = timed(|| minter.reserve_for(&state, &clock, 1, timeout));
@@ -315,20 +335,12 @@ fn a_lapsed_lease_is_waited_for_until_the_deadline_and_minted_on_once_renewed() 
     let minter = Minter::new(ms_slots().layout, 0, Wait::Spin).with_mark(mark, 0);
     let state = LocalWord::new(minter.start());
     let clock = ManualClock::new(T0 + 3_000);
-    let (answer, took) = timed(|| minter.reserve_for(&state, &clock, 1, SHORT));
-    assert_eq!(answer, Err(lapsed()));
-    assert!(took >= SHORT, "refused after {took:?}");
-    assert_eq!(stored.recv().unwrap(), T0 + 3_001 + 1_500);
-    let renewer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
-        go.send(Ok(())).unwrap();
-        go
-    });
-    assert_eq!(
-        minter.reserve_for(&state, &clock, 1, LONG),
-        Ok((slot_at(T0 + 3_000), 1))
+    refused_then_minted_once_stored(
+        (&minter, &clock, &state),
+        lapsed(),
+        (&stored, go, T0 + 3_001 + 1_500),
+        T0 + 3_000,
     );
-    renewer.join().unwrap();
 }
 
 #[test]
