@@ -8,7 +8,7 @@ mod registry;
 pub use error::{CallFailed, EngineError, LeaseError};
 pub use list::{LeaseRow, list};
 pub use options::{LeaseOptions, NodesError};
-pub use registry::{AnyLease, AnyLeaseError, Driver, Registry, UrlEngine};
+pub use registry::{Acquired, AnyLease, AnyLeaseError, Driver, Registry, UrlEngine};
 
 use atomflake::mark::{MarkStore, StoreError, Tenure};
 use atomflake::{Builder, Layout, MonotonicClock};

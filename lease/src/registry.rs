@@ -3,28 +3,26 @@
 
 use crate::{Engine, EngineError, Lease, LeaseError, LeaseOptions, LeaseRow, PassedOver};
 use atomflake::Layout;
-use atomflake::mark::{MarkStore, StoreError, Tenure};
+use atomflake::mark::MarkStore;
 use std::error::Error;
 use std::fmt;
+use std::str::FromStr;
 use std::time::Duration;
 
-/// An [`Engine`] that finds its servers from a lease URL: what a [`Driver`] needs of it.
-pub trait UrlEngine: Engine<Config: Sized> {
+/// An [`Engine`] that finds its servers from a lease URL, which its [`Config`](Engine::Config)
+/// parses (its error names what is wrong and never quotes the URL, which can hold a
+/// password): what a [`Driver`] needs of it.
+pub trait UrlEngine: Engine<Config: FromStr<Err: Error + Send + Sync + 'static>> {
     /// The URL schemes of the engine, lower case, without `://`: `["etcd", "etcds"]`.
     const SCHEMES: &'static [&'static str];
 
     /// Whether the engine also takes text with no scheme (PostgreSQL's `key=value`
     /// settings). At most one driver of a registry should.
     const SETTINGS: bool = false;
-
-    /// Where the engine's servers are, from `url`.
-    ///
-    /// # Errors
-    ///
-    /// When `url` is not one of the engine's: the error names what is wrong, and never
-    /// quotes the URL, which can hold a password.
-    fn parse(url: &str) -> Result<Self::Config, Box<dyn Error + Send + Sync>>;
 }
+
+/// What [`Registry::acquire`] returns.
+pub type Acquired = Result<Box<dyn AnyLease>, AnyLeaseError>;
 
 /// An engine's entry in a [`Registry`]: its schemes, and how to take and list its leases.
 #[derive(Clone, Copy)]
@@ -32,7 +30,7 @@ pub struct Driver {
     engine: &'static str,
     schemes: &'static [&'static str],
     settings: bool,
-    acquire: fn(&str, &Layout, &LeaseOptions) -> Result<AnyLease, AnyLeaseError>,
+    acquire: fn(&str, &Layout, &LeaseOptions) -> Acquired,
     list: fn(&str, &str) -> Result<Vec<LeaseRow>, AnyLeaseError>,
 }
 
@@ -74,18 +72,18 @@ impl fmt::Debug for Driver {
     }
 }
 
-fn acquire_on<E: UrlEngine>(
-    url: &str,
-    layout: &Layout,
-    options: &LeaseOptions,
-) -> Result<AnyLease, AnyLeaseError> {
-    let config = E::parse(url).map_err(AnyLeaseError::InvalidUrl)?;
+fn acquire_on<E: UrlEngine>(url: &str, layout: &Layout, options: &LeaseOptions) -> Acquired {
+    let config = url
+        .parse::<E::Config>()
+        .map_err(|error| AnyLeaseError::InvalidUrl(Box::new(error)))?;
     let lease = Lease::<E>::acquire(&config, layout, options).map_err(AnyLeaseError::lease)?;
-    Ok(AnyLease(Box::new(lease)))
+    Ok(Box::new(lease))
 }
 
 fn list_on<E: UrlEngine>(url: &str, namespace: &str) -> Result<Vec<LeaseRow>, AnyLeaseError> {
-    let config = E::parse(url).map_err(AnyLeaseError::InvalidUrl)?;
+    let config = url
+        .parse::<E::Config>()
+        .map_err(|error| AnyLeaseError::InvalidUrl(Box::new(error)))?;
     crate::list::<E>(&config, namespace).map_err(AnyLeaseError::lease)
 }
 
@@ -135,12 +133,7 @@ impl Registry {
     ///
     /// [`AnyLeaseError::UnknownScheme`] and [`AnyLeaseError::InvalidUrl`] for a URL no
     /// engine takes; [`AnyLeaseError::Lease`] with the engine's [`LeaseError`].
-    pub fn acquire(
-        &self,
-        url: &str,
-        layout: &Layout,
-        options: &LeaseOptions,
-    ) -> Result<AnyLease, AnyLeaseError> {
+    pub fn acquire(&self, url: &str, layout: &Layout, options: &LeaseOptions) -> Acquired {
         (self.driver(url)?.acquire)(url, layout, options)
     }
 
@@ -186,26 +179,41 @@ fn scheme(url: &str) -> Option<&str> {
     valid.then_some(scheme)
 }
 
-/// A lease taken through a [`Registry`]: the engine's [`Lease`] behind one type. It is the
-/// [`MarkStore`] of a generator built on it ([`Builder::mark_store`](atomflake::Builder::mark_store));
-/// dropping it (or the generator) releases its nodes.
-pub struct AnyLease(Box<dyn Held>);
-
-/// What [`AnyLease`] asks of a [`Lease`].
-trait Held: MarkStore {
+/// A lease taken through a [`Registry`]: the engine's [`Lease`], behind
+/// `Box<dyn AnyLease>`. The box is the [`MarkStore`] of a generator built on it
+/// ([`Builder::mark_store`](atomflake::Builder::mark_store)); dropping it (or the
+/// generator) releases its nodes. Its nodes are [`MarkStore::nodes`].
+pub trait AnyLease: MarkStore + fmt::Debug {
+    /// The engine's name: `"PostgreSQL"`, `"etcd"`, `"ZooKeeper"`.
     fn engine(&self) -> &'static str;
+    /// The leased node ID (the lowest, for a lease of several): [`Lease::node`].
+    fn node(&self) -> u64;
+    /// The namespace.
     fn namespace(&self) -> &str;
+    /// The holder's name, as the engine records it.
     fn holder(&self) -> &str;
+    /// The claim's generation: [`Lease::generation`].
     fn generation(&self) -> i64;
+    /// The lease time.
     fn ttl(&self) -> Duration;
+    /// The nodes' highest high-water mark when claimed (Unix ms): [`Lease::high_water_ms`].
     fn high_water_ms(&self) -> u64;
+    /// The free nodes the claim passed over: [`Lease::passed_over`].
     fn passed_over(&self) -> &[PassedOver];
+    /// Frees the nodes now: [`Lease::release`].
+    ///
+    /// # Errors
+    ///
+    /// [`AnyLeaseError::Lease`] with [`LeaseError::Lost`] or the engine's error.
     fn release(self: Box<Self>) -> Result<(), AnyLeaseError>;
 }
 
-impl<E: Engine> Held for Lease<E> {
+impl<E: Engine> AnyLease for Lease<E> {
     fn engine(&self) -> &'static str {
         <E::Error as EngineError>::ENGINE
+    }
+    fn node(&self) -> u64 {
+        Lease::node(self)
     }
     fn namespace(&self) -> &str {
         Lease::namespace(self)
@@ -227,98 +235,6 @@ impl<E: Engine> Held for Lease<E> {
     }
     fn release(self: Box<Self>) -> Result<(), AnyLeaseError> {
         Lease::release(*self).map_err(AnyLeaseError::lease)
-    }
-}
-
-impl AnyLease {
-    /// The engine's name: `"PostgreSQL"`, `"etcd"`, `"ZooKeeper"`.
-    pub fn engine(&self) -> &'static str {
-        self.0.engine()
-    }
-
-    /// The leased node ID (the lowest, for a lease of several): [`Lease::node`].
-    pub fn node(&self) -> u64 {
-        self.0.nodes()[0]
-    }
-
-    /// Every leased node ID, lowest first: [`Lease::nodes`].
-    pub fn nodes(&self) -> &[u64] {
-        self.0.nodes()
-    }
-
-    /// The namespace.
-    pub fn namespace(&self) -> &str {
-        self.0.namespace()
-    }
-
-    /// The holder's name, as the engine records it.
-    pub fn holder(&self) -> &str {
-        self.0.holder()
-    }
-
-    /// The claim's generation: [`Lease::generation`].
-    pub fn generation(&self) -> i64 {
-        self.0.generation()
-    }
-
-    /// The lease time.
-    pub fn ttl(&self) -> Duration {
-        self.0.ttl()
-    }
-
-    /// The nodes' highest high-water mark when claimed (Unix ms): [`Lease::high_water_ms`].
-    pub fn high_water_ms(&self) -> u64 {
-        self.0.high_water_ms()
-    }
-
-    /// The free nodes the claim passed over: [`Lease::passed_over`].
-    pub fn passed_over(&self) -> &[PassedOver] {
-        self.0.passed_over()
-    }
-
-    /// Frees the nodes now: [`Lease::release`].
-    ///
-    /// # Errors
-    ///
-    /// [`AnyLeaseError::Lease`] with [`LeaseError::Lost`] or the engine's error.
-    pub fn release(self) -> Result<(), AnyLeaseError> {
-        self.0.release()
-    }
-}
-
-impl fmt::Debug for AnyLease {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnyLease")
-            .field("engine", &self.engine())
-            .field("namespace", &self.namespace())
-            .field("nodes", &self.nodes())
-            .field("generation", &self.generation())
-            .field("holder", &self.holder())
-            .finish_non_exhaustive()
-    }
-}
-
-impl MarkStore for AnyLease {
-    fn mark(&self) -> u64 {
-        self.0.mark()
-    }
-    fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
-        self.0.store(unix_ms)
-    }
-    fn describe(&self) -> String {
-        self.0.describe()
-    }
-    fn nodes(&self) -> &[u64] {
-        self.0.nodes()
-    }
-    fn tenure(&self) -> Tenure {
-        self.0.tenure()
-    }
-    fn lapsed(&self) -> StoreError {
-        self.0.lapsed()
-    }
-    fn finish(&mut self, unix_ms: u64) {
-        self.0.finish(unix_ms);
     }
 }
 
@@ -421,6 +337,7 @@ mod tests {
     use super::*;
     use crate::tests::{Down, Memory};
     use atomflake::Builder;
+    use atomflake::mark::Tenure;
 
     static BOTH: Registry = Registry::new(&[Driver::of::<Memory>(), Driver::of::<Settings>()]);
     static ONLY: Registry = Registry::new(&[Driver::of::<Memory>()]);
@@ -527,10 +444,10 @@ mod tests {
     }
 
     impl Engine for Settings {
-        type Config = ();
+        type Config = String;
         type Error = SettingsError;
         type Fence = ();
-        fn connect((): &(), _: &LeaseOptions, _: std::time::Instant) -> Result<Settings, SettingsError> {
+        fn connect(_: &String, _: &LeaseOptions, _: std::time::Instant) -> Result<Settings, SettingsError> {
             Err(SettingsError)
         }
         fn claim(&mut self, _: &crate::ClaimRequest<'_>) -> Result<crate::Attempt<()>, SettingsError> {
@@ -552,7 +469,7 @@ mod tests {
         ) -> crate::Written<SettingsError> {
             Err(SettingsError.into())
         }
-        fn list((): &(), _: &str) -> Result<Vec<LeaseRow>, SettingsError> {
+        fn list(_: &String, _: &str) -> Result<Vec<LeaseRow>, SettingsError> {
             Err(SettingsError)
         }
     }
@@ -560,8 +477,5 @@ mod tests {
     impl UrlEngine for Settings {
         const SCHEMES: &'static [&'static str] = &[];
         const SETTINGS: bool = true;
-        fn parse(_: &str) -> Result<(), Box<dyn Error + Send + Sync>> {
-            Ok(())
-        }
     }
 }

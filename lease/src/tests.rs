@@ -41,8 +41,45 @@ pub(crate) struct Server {
 #[derive(Debug)]
 pub(crate) struct Memory(Arc<Mutex<Server>>);
 
+/// Where the memory engine's "server" is: a lease URL `memory://NAME` names one, made on
+/// first use.
+#[derive(Debug, Default)]
+pub(crate) struct Shared(Arc<Mutex<Server>>);
+
+impl std::ops::Deref for Shared {
+    type Target = Mutex<Server>;
+    fn deref(&self) -> &Mutex<Server> {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for Shared {
+    type Err = NoName;
+    fn from_str(url: &str) -> Result<Shared, NoName> {
+        static SERVERS: Mutex<BTreeMap<String, Arc<Mutex<Server>>>> = Mutex::new(BTreeMap::new());
+        let name = url.split_once("://").map_or("", |(_, name)| name);
+        if name.is_empty() {
+            return Err(NoName);
+        }
+        let mut servers = SERVERS.lock().unwrap();
+        Ok(Shared(Arc::clone(servers.entry(name.to_owned()).or_default())))
+    }
+}
+
+/// A memory URL without a name.
+#[derive(Debug)]
+pub(crate) struct NoName;
+
+impl fmt::Display for NoName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a memory URL names a server after memory://")
+    }
+}
+
+impl std::error::Error for NoName {}
+
 impl Engine for Memory {
-    type Config = Arc<Mutex<Server>>;
+    type Config = Shared;
     type Error = Down;
     type Fence = ();
 
@@ -50,7 +87,7 @@ impl Engine for Memory {
         if config.lock().unwrap().down {
             return Err(Down);
         }
-        Ok(Memory(Arc::clone(config)))
+        Ok(Memory(Arc::clone(&config.0)))
     }
 
     fn claim(&mut self, request: &ClaimRequest<'_>) -> Result<Attempt<()>, Down> {
@@ -128,7 +165,7 @@ impl Memory {
 
 const LAYOUT: Layout = Layout::TWITTER;
 
-fn acquire(server: &Arc<Mutex<Server>>, options: &LeaseOptions) -> Result<Lease<Memory>, LeaseError<Down>> {
+fn acquire(server: &Shared, options: &LeaseOptions) -> Result<Lease<Memory>, LeaseError<Down>> {
     Lease::acquire(server, &LAYOUT, options)
 }
 
@@ -247,7 +284,7 @@ fn claims_take_the_lowest_free_nodes_and_refusals_say_why() {
 
 #[test]
 fn a_free_node_with_a_mark_far_ahead_is_passed_over_and_alone_it_is_ahead() {
-    let server = Arc::<Mutex<Server>>::default();
+    let server = Shared::default();
     let far = unix_now_ms() + 3_600_000;
     server.lock().unwrap().rows.insert(
         0,
@@ -280,7 +317,7 @@ fn a_free_node_with_a_mark_far_ahead_is_passed_over_and_alone_it_is_ahead() {
 
 #[test]
 fn stores_are_fenced_and_a_lost_claim_is_lost_for_good() {
-    let server = Arc::<Mutex<Server>>::default();
+    let server = Shared::default();
     let mut lease = acquire(&server, &LeaseOptions::new("ns")).unwrap();
     lease.store(1_000).unwrap();
     assert_eq!(server.lock().unwrap().rows[&0].mark, 1_000);
@@ -319,7 +356,7 @@ fn stores_are_fenced_and_a_lost_claim_is_lost_for_good() {
 
 #[test]
 fn the_release_writes_the_exact_mark_when_the_generator_finished_else_the_stored_one() {
-    let server = Arc::<Mutex<Server>>::default();
+    let server = Shared::default();
     let mut lease = acquire(&server, &LeaseOptions::new("ns")).unwrap();
     lease.store(5_000).unwrap();
     lease.finish(4_000);
@@ -340,7 +377,7 @@ fn the_release_writes_the_exact_mark_when_the_generator_finished_else_the_stored
 
 #[test]
 fn an_engine_out_of_reach_is_its_own_transient_error() {
-    let server = Arc::<Mutex<Server>>::default();
+    let server = Shared::default();
     server.lock().unwrap().down = true;
     let error = acquire(&server, &LeaseOptions::new("ns")).unwrap_err();
     assert_eq!(error, LeaseError::Engine(Down));
@@ -348,18 +385,6 @@ fn an_engine_out_of_reach_is_its_own_transient_error() {
     assert_eq!(error.to_string(), "the memory engine is down");
 }
 
-/// The memory servers a lease URL names: `memory://NAME`, made on first use.
-static SERVERS: Mutex<BTreeMap<String, Arc<Mutex<Server>>>> = Mutex::new(BTreeMap::new());
-
 impl crate::registry::UrlEngine for Memory {
     const SCHEMES: &'static [&'static str] = &["memory", "memory+tls"];
-
-    fn parse(url: &str) -> Result<Arc<Mutex<Server>>, Box<dyn std::error::Error + Send + Sync>> {
-        let name = url.split_once("://").map_or("", |(_, name)| name);
-        if name.is_empty() {
-            return Err("a memory URL names a server after memory://".into());
-        }
-        let mut servers = SERVERS.lock().unwrap();
-        Ok(Arc::clone(servers.entry(name.to_owned()).or_default()))
-    }
 }

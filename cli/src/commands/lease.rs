@@ -154,7 +154,7 @@ pub(crate) fn acquire(
             rfc3339_ms(mark),
         );
     }
-    Ok((lease.nodes().to_vec(), Box::new(lease)))
+    Ok((lease.nodes().to_vec(), lease))
 }
 
 /// A bad URL or bad options are bad input; the rest (no free node, the engine out of

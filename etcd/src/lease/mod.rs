@@ -81,10 +81,6 @@ pub const DRIVER: atomflake_lease::Driver = atomflake_lease::Driver::of::<Etcd>(
 
 impl atomflake_lease::UrlEngine for Etcd {
     const SCHEMES: &'static [&'static str] = &["etcd", "etcds"];
-
-    fn parse(url: &str) -> Result<Endpoints, Box<dyn std::error::Error + Send + Sync>> {
-        Ok(url.parse::<Endpoints>()?)
-    }
 }
 
 /// The etcd lease engine: a client of the cluster, and the etcd lease every claim key of a

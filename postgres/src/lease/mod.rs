@@ -136,10 +136,6 @@ pub const DRIVER: atomflake_lease::Driver = atomflake_lease::Driver::of::<Postgr
 impl atomflake_lease::UrlEngine for Postgres {
     const SCHEMES: &'static [&'static str] = &["postgres", "postgresql"];
     const SETTINGS: bool = true;
-
-    fn parse(url: &str) -> Result<Database, Box<dyn std::error::Error + Send + Sync>> {
-        Ok(url.parse::<Database>()?)
-    }
 }
 
 /// The PostgreSQL lease engine: the lease's own connection to the database.

@@ -74,10 +74,6 @@ pub const DRIVER: atomflake_lease::Driver = atomflake_lease::Driver::of::<ZooKee
 
 impl atomflake_lease::UrlEngine for ZooKeeper {
     const SCHEMES: &'static [&'static str] = &["zk"];
-
-    fn parse(url: &str) -> Result<Ensemble, Box<dyn std::error::Error + Send + Sync>> {
-        Ok(url.parse::<Ensemble>()?)
-    }
 }
 
 /// The ZooKeeper lease engine: a session, and the runtime its client runs on.
