@@ -54,29 +54,19 @@ impl std::ops::Deref for Shared {
 }
 
 impl std::str::FromStr for Shared {
-    type Err = NoName;
-    fn from_str(url: &str) -> Result<Shared, NoName> {
+    type Err = std::io::Error;
+    fn from_str(url: &str) -> Result<Shared, std::io::Error> {
         static SERVERS: Mutex<BTreeMap<String, Arc<Mutex<Server>>>> = Mutex::new(BTreeMap::new());
         let name = url.split_once("://").map_or("", |(_, name)| name);
         if name.is_empty() {
-            return Err(NoName);
+            return Err(std::io::Error::other(
+                "a memory URL names a server after memory://",
+            ));
         }
         let mut servers = SERVERS.lock().unwrap();
         Ok(Shared(Arc::clone(servers.entry(name.to_owned()).or_default())))
     }
 }
-
-/// A memory URL without a name.
-#[derive(Debug)]
-pub(crate) struct NoName;
-
-impl fmt::Display for NoName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a memory URL names a server after memory://")
-    }
-}
-
-impl std::error::Error for NoName {}
 
 impl Engine for Memory {
     type Config = Shared;
