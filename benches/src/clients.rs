@@ -84,24 +84,15 @@ pub fn h2load(
     run: Duration,
     scratch: &Path,
 ) -> Result<Load, Error> {
-    std::fs::create_dir_all(scratch)?;
-    let body = scratch.join("h2load-body");
-    std::fs::write(&body, call.body())?;
     let log = scratch.join("h2load-log");
     let _ = std::fs::remove_file(&log);
-    let output = Command::new("h2load")
-        .args(["--clients", "1", "--threads", "1"])
-        .arg(format!("--max-concurrent-streams={concurrency}"))
-        .arg(format!("--duration={}", run.as_secs()))
-        .arg(format!("--data={}", body.display()))
-        .args(["--header", "content-type: application/grpc"])
-        .args(["--header", "te: trailers"])
-        .arg(format!("--log-file={}", log.display()))
-        .arg(format!("{base}{}", call.path))
-        .output()?;
-    let report = report_of("h2load", &output)?;
-    let succeeded = succeeded(&report)?;
-    check_data(&report, succeeded)?;
+    let (report, succeeded) = h2load_grpc(base, call, scratch, |h2load| {
+        h2load
+            .args(["--clients", "1"])
+            .arg(format!("--max-concurrent-streams={concurrency}"))
+            .arg(format!("--duration={}", run.as_secs()))
+            .arg(format!("--log-file={}", log.display()));
+    })?;
     let finished = line_after(&report, "finished in ")?;
     let per_s = finished
         .split(", ")
@@ -149,21 +140,11 @@ pub fn h2load_connections(
     clients: u32,
     scratch: &Path,
 ) -> Result<Connections, Error> {
-    std::fs::create_dir_all(scratch)?;
-    let body = scratch.join("h2load-connections-body");
-    std::fs::write(&body, call.body())?;
-    let output = Command::new("h2load")
-        .args(["--threads", "1"])
-        .arg(format!("--clients={clients}"))
-        .arg(format!("--requests={clients}"))
-        .arg(format!("--data={}", body.display()))
-        .args(["--header", "content-type: application/grpc"])
-        .args(["--header", "te: trailers"])
-        .arg(format!("{base}{}", call.path))
-        .output()?;
-    let report = report_of("h2load", &output)?;
-    let succeeded = succeeded(&report)?;
-    check_data(&report, succeeded)?;
+    let (report, succeeded) = h2load_grpc(base, call, scratch, |h2load| {
+        h2load
+            .arg(format!("--clients={clients}"))
+            .arg(format!("--requests={clients}"));
+    })?;
     if succeeded != u64::from(clients) {
         return Err(format!("h2load: {succeeded} of {clients} calls succeeded:\n{report}").into());
     }
@@ -180,6 +161,32 @@ pub fn h2load_connections(
         connect_mean_us: field(2)?,
         connect_max_us: field(1)?,
     })
+}
+
+/// `h2load` on one thread making `call` (its body written in `scratch`) with the options
+/// `options` adds: its report, and how many calls succeeded with data (see [`h2load`]).
+fn h2load_grpc(
+    base: &str,
+    call: GrpcCall,
+    scratch: &Path,
+    options: impl FnOnce(&mut Command),
+) -> Result<(String, u64), Error> {
+    std::fs::create_dir_all(scratch)?;
+    let body = scratch.join("h2load-body");
+    std::fs::write(&body, call.body())?;
+    let mut h2load = Command::new("h2load");
+    h2load.args(["--threads", "1"]);
+    options(&mut h2load);
+    let output = h2load
+        .arg(format!("--data={}", body.display()))
+        .args(["--header", "content-type: application/grpc"])
+        .args(["--header", "te: trailers"])
+        .arg(format!("{base}{}", call.path))
+        .output()?;
+    let report = report_of("h2load", &output)?;
+    let succeeded = succeeded(&report)?;
+    check_data(&report, succeeded)?;
+    Ok((report, succeeded))
 }
 
 /// A tool's report on stdout, or its failure with both outputs.
