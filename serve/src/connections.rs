@@ -4,8 +4,9 @@
 
 use crate::metrics::{Closed, Metrics};
 use crate::streams::Streams;
-use axum::body::{Body, HttpBody};
-use hyper::body::Frame;
+use axum::body::{Body, Bytes, HttpBody};
+use axum::http::HeaderMap;
+use hyper::body::{Frame, SizeHint};
 use hyper_util::server::graceful::GracefulConnection;
 use std::future::Future;
 use std::io;
@@ -197,38 +198,117 @@ impl Drop for InFlight {
     }
 }
 
+/// A response's body: fixed bytes and trailers answered without the router (see
+/// [`direct`](crate::direct)), or the router's.
+pub(crate) enum Reply {
+    Fixed {
+        data: Option<Bytes>,
+        trailers: Option<HeaderMap>,
+    },
+    Routed(Body),
+}
+
+impl Reply {
+    /// `data` in one frame, then `trailers` if any.
+    pub(crate) fn fixed(data: Bytes, trailers: Option<HeaderMap>) -> Reply {
+        Reply::Fixed {
+            data: Some(data),
+            trailers,
+        }
+    }
+}
+
+/// No bytes: a gRPC trailers-only answer's.
+impl Default for Reply {
+    fn default() -> Reply {
+        Reply::Fixed {
+            data: None,
+            trailers: None,
+        }
+    }
+}
+
+impl From<Body> for Reply {
+    fn from(body: Body) -> Reply {
+        Reply::Routed(body)
+    }
+}
+
+impl HttpBody for Reply {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        match self.get_mut() {
+            Reply::Fixed { data, trailers } => Poll::Ready(
+                data.take()
+                    .map(Frame::data)
+                    .or_else(|| trailers.take().map(Frame::trailers))
+                    .map(Ok),
+            ),
+            Reply::Routed(body) => Pin::new(body).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Reply::Fixed { data, trailers } => data.is_none() && trailers.is_none(),
+            Reply::Routed(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Reply::Fixed { data, trailers } => {
+                let length = data.as_ref().map_or(0, Bytes::len) as u64;
+                if trailers.is_some() {
+                    let mut hint = SizeHint::new();
+                    hint.set_lower(length);
+                    hint
+                } else {
+                    SizeHint::with_exact(length)
+                }
+            }
+            Reply::Routed(body) => body.size_hint(),
+        }
+    }
+}
+
 /// A response body that holds its request's [`InFlight`] until it is done.
 pub(crate) struct Tracked {
-    body: Body,
+    reply: Reply,
     _in_flight: InFlight,
 }
 
 impl Tracked {
-    pub(crate) fn body(body: Body, in_flight: InFlight) -> Body {
-        Body::new(Tracked {
-            body,
+    pub(crate) fn new(reply: Reply, in_flight: InFlight) -> Tracked {
+        Tracked {
+            reply,
             _in_flight: in_flight,
-        })
+        }
     }
 }
 
 impl HttpBody for Tracked {
-    type Data = <Body as HttpBody>::Data;
-    type Error = <Body as HttpBody>::Error;
+    type Data = Bytes;
+    type Error = axum::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        Pin::new(&mut self.reply).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.reply.is_end_stream()
     }
 
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
+    fn size_hint(&self) -> SizeHint {
+        self.reply.size_hint()
     }
 }
 

@@ -77,7 +77,7 @@ impl Cors {
 
     /// Lets the page of an allowed `origin` read `response`: the origin found in the
     /// request's headers before it was routed.
-    pub(crate) fn allow(origin: Option<HeaderValue>, response: &mut Response<Body>) {
+    pub(crate) fn allow<B>(origin: Option<HeaderValue>, response: &mut Response<B>) {
         if let Some(origin) = origin {
             let headers = response.headers_mut();
             headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);

@@ -1,14 +1,17 @@
 //! The deadline a gRPC client sends with each call (`grpc-timeout`), which the server
 //! holds the call to.
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 use std::time::Duration;
+
+/// `grpc-timeout`, the header's name.
+static GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
 /// The call's `grpc-timeout`: none when absent, or why it is invalid. The value is a
 /// positive number of at most 8 digits and a unit: `H` hours, `M` minutes, `S` seconds,
 /// `m` milliseconds, `u` microseconds, `n` nanoseconds (gRPC over HTTP/2, "Requests").
 pub(crate) fn of(headers: &HeaderMap) -> Option<Result<Duration, String>> {
-    let value = headers.get("grpc-timeout")?;
+    let value = headers.get(&GRPC_TIMEOUT)?;
     let invalid = || {
         format!(
             "grpc-timeout {:?} is invalid: allowed 1 to 8 digits and a unit of H, M, S, m, u or n",

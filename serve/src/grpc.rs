@@ -26,7 +26,7 @@ const RUNS_PER_MESSAGE: usize = 64;
 /// The largest request message of every gRPC service served (`Ids`, health,
 /// reflection): larger ones are refused before they are read (`OUT_OF_RANGE`, tonic's
 /// code for a message over its limit).
-const MAX_REQUEST_BYTES: usize = 1024;
+pub(crate) const MAX_REQUEST_BYTES: usize = 1024;
 
 /// How often health is brought up to date with the service's state.
 const HEALTH_EVERY: Duration = Duration::from_millis(250);
@@ -88,17 +88,45 @@ fn status(refusal: &Refusal) -> (Outcome, Status) {
 impl GrpcIds {
     /// Counts a unary call's outcome and turns a refusal into its status.
     fn answer<T>(&self, start: Instant, result: Result<(T, u64), Refusal>) -> Result<Response<T>, Status> {
-        let metrics = &self.0.metrics;
-        match result {
-            Ok((message, ids)) => {
-                metrics.count(Api::Grpc, Outcome::Ok, ids, start.elapsed());
-                Ok(Response::new(message))
-            }
-            Err(refusal) => {
-                let (outcome, status) = status(&refusal);
-                metrics.count(Api::Grpc, outcome, 0, start.elapsed());
-                Err(status)
-            }
+        answer(&self.0, start, result).map(Response::new)
+    }
+}
+
+/// `GetIds` for `count` IDs (within the connection's ID `budget`, when it has one),
+/// counted.
+pub(crate) async fn get_ids(
+    service: &Service,
+    count: u32,
+    budget: Option<&IdBudget>,
+) -> Result<GetIdsResponse, Status> {
+    let start = Instant::now();
+    let max = u64::from(service.limits().max_count);
+    let result = match Service::check_count(u64::from(count), max) {
+        Ok(count) => service.next_ids(count, budget).await,
+        Err(refusal) => Err(refusal),
+    };
+    answer(
+        service,
+        start,
+        result.map(|ids| {
+            let served = ids.len() as u64;
+            (GetIdsResponse { ids }, served)
+        }),
+    )
+}
+
+/// Counts a unary call's outcome and turns a refusal into its status.
+fn answer<T>(service: &Service, start: Instant, result: Result<(T, u64), Refusal>) -> Result<T, Status> {
+    let metrics = &service.metrics;
+    match result {
+        Ok((message, ids)) => {
+            metrics.count(Api::Grpc, Outcome::Ok, ids, start.elapsed());
+            Ok(message)
+        }
+        Err(refusal) => {
+            let (outcome, status) = status(&refusal);
+            metrics.count(Api::Grpc, outcome, 0, start.elapsed());
+            Err(status)
         }
     }
 }
@@ -184,22 +212,10 @@ async fn stream_runs(
 #[tonic::async_trait]
 impl Ids for GrpcIds {
     async fn get_ids(&self, request: Request<GetIdsRequest>) -> Result<Response<GetIdsResponse>, Status> {
-        let start = Instant::now();
-        let max = u64::from(self.0.limits().max_count);
-        let result = match Service::check_count(u64::from(request.get_ref().count), max) {
-            Ok(count) => {
-                let budget = request.extensions().get::<IdBudget>();
-                self.0.next_ids(count, budget).await
-            }
-            Err(refusal) => Err(refusal),
-        };
-        self.answer(
-            start,
-            result.map(|ids| {
-                let served = ids.len() as u64;
-                (GetIdsResponse { ids }, served)
-            }),
-        )
+        let budget = request.extensions().get::<IdBudget>();
+        get_ids(&self.0, request.get_ref().count, budget)
+            .await
+            .map(Response::new)
     }
 
     type StreamIdsStream = RunStream;

@@ -36,17 +36,24 @@ async fn ids(
     budget: Option<Extension<IdBudget>>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
+    let count = count_of(&query, u64::from(service.limits().max_count));
+    let (status, body) = ids_answer(&service, count, budget.as_ref().map(|budget| &budget.0)).await;
+    json(status, body)
+}
+
+/// The answer to `GET /v1/ids` for `count` read from its query (within the connection's
+/// ID `budget`, when it has one), counted: its status and JSON body.
+pub(crate) async fn ids_answer(
+    service: &Service,
+    count: Result<u64, Refusal>,
+    budget: Option<&IdBudget>,
+) -> (StatusCode, String) {
     let start = Instant::now();
-    let max = u64::from(service.limits().max_count);
-    let result = match count_of(&query, max) {
-        Ok(count) => {
-            service
-                .next_ids(count, budget.as_ref().map(|budget| &budget.0))
-                .await
-        }
+    let result = match count {
+        Ok(count) => service.next_ids(count, budget).await,
         Err(refusal) => Err(refusal),
     };
-    let (outcome, served, response) = match result {
+    let (outcome, served, status, body) = match result {
         Ok(ids) => {
             let mut body = String::with_capacity(10 + ids.len() * 23);
             let mut digits = itoa::Buffer::new();
@@ -60,15 +67,15 @@ async fn ids(
                 body.push('"');
             }
             body.push_str("]}");
-            (Outcome::Ok, ids.len() as u64, json(StatusCode::OK, body))
+            (Outcome::Ok, ids.len() as u64, StatusCode::OK, body)
         }
         Err(refusal) => {
-            let (outcome, response) = refused(&refusal);
-            (outcome, 0, response)
+            let (outcome, status, body) = refusal_of(&refusal);
+            (outcome, 0, status, body)
         }
     };
     service.metrics.count(Api::Http, outcome, served, start.elapsed());
-    response
+    (status, body)
 }
 
 /// The `count` parameter: 1 when missing; any other parameter is refused.
@@ -78,7 +85,12 @@ fn count_of(query: &HashMap<String, String>, max: u64) -> Result<u64, Refusal> {
             "unknown parameter {other:?}: allowed count"
         )));
     }
-    let Some(text) = query.get("count") else {
+    count_in(query.get("count").map(String::as_str), max)
+}
+
+/// `count`'s value, `text` (1 when missing), checked against `1..=max`.
+pub(crate) fn count_in(text: Option<&str>, max: u64) -> Result<u64, Refusal> {
+    let Some(text) = text else {
         return Ok(1);
     };
     let count = text
@@ -177,13 +189,19 @@ async fn openapi(With(service): With<Arc<Service>>) -> Response {
 
 /// A refusal as a JSON body `{"error": "..."}`: 400 for bad input, 503 otherwise.
 pub(crate) fn refused(refusal: &Refusal) -> (Outcome, Response) {
+    let (outcome, status, body) = refusal_of(refusal);
+    (outcome, json(status, body))
+}
+
+/// A refusal's outcome, status and JSON body.
+fn refusal_of(refusal: &Refusal) -> (Outcome, StatusCode, String) {
     let (outcome, status) = match refusal {
         Refusal::Invalid(_) => (Outcome::Invalid, StatusCode::BAD_REQUEST),
         Refusal::Unavailable(_) => (Outcome::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
         Refusal::Limited(_) => (Outcome::Limited, StatusCode::TOO_MANY_REQUESTS),
     };
     let body = serde_json::json!({ "error": refusal.to_string() });
-    (outcome, json(status, body.to_string()))
+    (outcome, status, body.to_string())
 }
 
 fn json(status: StatusCode, body: String) -> Response {

@@ -19,6 +19,7 @@ mod auth;
 mod connections;
 mod cors;
 mod deadline;
+mod direct;
 mod grpc;
 mod http;
 mod limits;

@@ -1,7 +1,12 @@
 //! The service's counters, and their Prometheus text form (`GET /metrics`).
+//!
+//! The counters every request bumps are kept per shard, a shard for each core: a thread
+//! bumps its own shard's, so no cache line moves between cores on a request, and
+//! `/metrics` adds the shards up.
 
+use crossbeam_utils::CachePadded;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// Why a connection was closed by the server: the `reason` of
@@ -72,11 +77,36 @@ struct PerApi {
     latency_us_sum: AtomicU64,
 }
 
-/// The counters of one service.
+/// The counters every request bumps: one shard's.
 #[derive(Debug, Default)]
-pub(crate) struct Metrics {
+struct Shard {
     apis: [PerApi; APIS.len()],
     spent_tick_waits: AtomicU64,
+}
+
+impl Shard {
+    fn api(&self, api: Api) -> &PerApi {
+        &self.apis[api as usize]
+    }
+}
+
+/// The most shards: past this many cores, threads share them.
+const MAX_SHARDS: usize = 64;
+
+/// This thread's number, given at its first request: threads take shards in turn.
+fn thread_number() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static NUMBER: usize = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    NUMBER.with(|number| *number)
+}
+
+/// The counters of one service.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    /// As many as the machine has cores (at most [`MAX_SHARDS`]).
+    shards: Box<[CachePadded<Shard>]>,
     /// Fresh claims after a lost lease.
     reclaims: AtomicU64,
     connections_open: AtomicU64,
@@ -92,14 +122,48 @@ pub(crate) struct Metrics {
     failed_handshakes: AtomicU64,
 }
 
+impl Default for Metrics {
+    fn default() -> Metrics {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        Metrics::with_shards(cores)
+    }
+}
+
 impl Metrics {
-    fn api(&self, api: Api) -> &PerApi {
-        &self.apis[api as usize]
+    /// Counters kept in `shards` shards (1 to [`MAX_SHARDS`]).
+    fn with_shards(shards: usize) -> Metrics {
+        Metrics {
+            shards: (0..shards.clamp(1, MAX_SHARDS))
+                .map(|_| CachePadded::default())
+                .collect(),
+            reclaims: AtomicU64::default(),
+            connections_open: AtomicU64::default(),
+            health_only_connections: AtomicU64::default(),
+            closed_header: AtomicU64::default(),
+            closed_idle: AtomicU64::default(),
+            closed_lifetime: AtomicU64::default(),
+            closed_untrusted: AtomicU64::default(),
+            accept_errors: AtomicU64::default(),
+            failed_handshakes: AtomicU64::default(),
+        }
+    }
+
+    /// The calling thread's shard.
+    fn shard(&self) -> &Shard {
+        &self.shards[thread_number() % self.shards.len()]
+    }
+
+    /// A counter of every shard, added up.
+    fn total(&self, counter: impl Fn(&Shard) -> &AtomicU64) -> u64 {
+        self.shards
+            .iter()
+            .map(|shard| counter(shard).load(Ordering::Relaxed))
+            .fold(0, u64::wrapping_add)
     }
 
     /// Counts a request that handed out `ids` IDs and took `latency`.
     pub(crate) fn count(&self, api: Api, outcome: Outcome, ids: u64, latency: Duration) {
-        let per = self.api(api);
+        let per = self.shard().api(api);
         per.ids.fetch_add(ids, Ordering::Relaxed);
         per.requests[outcome as usize].fetch_add(1, Ordering::Relaxed);
         let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
@@ -112,11 +176,11 @@ impl Metrics {
 
     /// Counts IDs handed out by a stream (counted as they are sent).
     pub(crate) fn count_ids(&self, api: Api, ids: u64) {
-        self.api(api).ids.fetch_add(ids, Ordering::Relaxed);
+        self.shard().api(api).ids.fetch_add(ids, Ordering::Relaxed);
     }
 
     pub(crate) fn count_spent_tick_wait(&self) {
-        self.spent_tick_waits.fetch_add(1, Ordering::Relaxed);
+        self.shard().spent_tick_waits.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Nodes claimed afresh after a lost lease.
@@ -161,7 +225,6 @@ impl Metrics {
     /// state and its mark store's counts (when it has a store).
     pub(crate) fn render(&self, serving: bool, store: Option<(u64, u64)>) -> String {
         let mut out = String::with_capacity(4096);
-        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         header(
             &mut out,
             "atomflake_ids_served_total",
@@ -172,7 +235,7 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "atomflake_ids_served_total{{api=\"{name}\"}} {}",
-                load(&self.api(api).ids)
+                self.total(|shard| &shard.api(api).ids)
             );
         }
         header(
@@ -183,7 +246,7 @@ impl Metrics {
         );
         for (api, name) in APIS {
             for (outcome, label) in OUTCOMES {
-                let count = load(&self.api(api).requests[outcome as usize]);
+                let count = self.total(|shard| &shard.api(api).requests[outcome as usize]);
                 let _ = writeln!(
                     out,
                     "atomflake_requests_total{{api=\"{name}\",outcome=\"{label}\"}} {count}"
@@ -197,22 +260,21 @@ impl Metrics {
             "How long requests took, streams until their last message.",
         );
         for (api, name) in APIS {
-            let per = self.api(api);
             let mut cumulative = 0;
-            for (bound, bucket) in BUCKETS_US.iter().zip(&per.buckets) {
-                cumulative += load(bucket);
+            for (index, bound) in BUCKETS_US.iter().enumerate() {
+                cumulative += self.total(|shard| &shard.api(api).buckets[index]);
                 let le = seconds(*bound);
                 let _ = writeln!(
                     out,
                     "atomflake_request_duration_seconds_bucket{{api=\"{name}\",le=\"{le}\"}} {cumulative}"
                 );
             }
-            let count = cumulative + load(&per.slower);
+            let count = cumulative + self.total(|shard| &shard.api(api).slower);
             let _ = writeln!(
                 out,
                 "atomflake_request_duration_seconds_bucket{{api=\"{name}\",le=\"+Inf\"}} {count}"
             );
-            let sum = seconds(load(&per.latency_us_sum));
+            let sum = seconds(self.total(|shard| &shard.api(api).latency_us_sum));
             let _ = writeln!(
                 out,
                 "atomflake_request_duration_seconds_sum{{api=\"{name}\"}} {sum}"
@@ -227,7 +289,7 @@ impl Metrics {
             "atomflake_spent_tick_waits_total",
             "counter",
             "Waits for the next tick because the current one's sequence was spent.",
-            load(&self.spent_tick_waits),
+            self.total(|shard| &shard.spent_tick_waits),
         );
         if let Some(store) = store {
             self.render_store(&mut out, store);
@@ -339,6 +401,38 @@ fn single(out: &mut String, name: &str, kind: &str, help: &str, value: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_from_threads_on_every_shard_add_up() {
+        for shards in [1, 3, MAX_SHARDS, MAX_SHARDS + 1] {
+            let metrics = Metrics::with_shards(shards);
+            assert_eq!(metrics.shards.len(), shards.min(MAX_SHARDS));
+            std::thread::scope(|scope| {
+                for _ in 0..8 {
+                    scope.spawn(|| {
+                        for _ in 0..1_000 {
+                            metrics.count(Api::Grpc, Outcome::Ok, 2, Duration::from_micros(30));
+                            metrics.count_spent_tick_wait();
+                        }
+                    });
+                }
+            });
+            let text = metrics.render(true, None);
+            for line in [
+                "atomflake_ids_served_total{api=\"grpc\"} 16000",
+                "atomflake_requests_total{api=\"grpc\",outcome=\"ok\"} 8000",
+                "atomflake_request_duration_seconds_bucket{api=\"grpc\",le=\"0.000025\"} 0",
+                "atomflake_request_duration_seconds_bucket{api=\"grpc\",le=\"0.000050\"} 8000",
+                "atomflake_request_duration_seconds_sum{api=\"grpc\"} 0.240000",
+                "atomflake_spent_tick_waits_total 8000",
+            ] {
+                assert!(
+                    text.lines().any(|l| l == line),
+                    "{shards} shards: no {line:?} in\n{text}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn the_histogram_is_cumulative_and_counts_every_request() {

@@ -1,6 +1,6 @@
 //! [`serve`]: the accept loop, the per-connection limits and the drain at shutdown.
 
-use crate::connections::{self, Activity, Slots, Timeouts, Tracked};
+use crate::connections::{self, Activity, Reply, Slots, Timeouts, Tracked};
 use crate::cors::Cors;
 use crate::deadline;
 use crate::limits::Limits;
@@ -9,7 +9,7 @@ use crate::rate::{Bucket, IdBudget};
 use crate::service::Service;
 use crate::streams::Streams;
 use crate::tls::Tls;
-use crate::{grpc, http};
+use crate::{direct, grpc, http};
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
@@ -177,9 +177,9 @@ fn per_connection(
     health_only: bool,
 ) -> impl tower::Service<
     Request<Incoming>,
-    Response = Response<Body>,
+    Response = Response<Tracked>,
     Error = Infallible,
-    Future = impl Future<Output = Result<Response<Body>, Infallible>> + Send,
+    Future = impl Future<Output = Result<Response<Tracked>, Infallible>> + Send,
 > + Clone
 + Send
 + 'static {
@@ -187,16 +187,19 @@ fn per_connection(
         service.limits().requests_per_second,
     ))));
     let ids = service.limits().ids_per_second.map(IdBudget::new);
-    let (router, service, activity) = (router.clone(), Arc::clone(service), Arc::clone(activity));
+    // Each request takes the router and the service from here: a count the connection's
+    // own, not one every core's requests bump.
+    let local = Arc::new((router.clone(), Arc::clone(service)));
+    let activity = Arc::clone(activity);
     tower::service_fn(move |mut request: Request<Incoming>| {
         let in_flight = activity.begin();
         let allowed = bucket.lock().unwrap_or_else(PoisonError::into_inner).take(1.0);
         if let Some(ids) = &ids {
             request.extensions_mut().insert(ids.clone());
         }
-        let router = router.clone();
-        let service = Arc::clone(&service);
+        let local = Arc::clone(&local);
         async move {
+            let (router, service) = &*local;
             let grpc = is_grpc(&request);
             let deadline = if grpc {
                 deadline::of(request.headers())
@@ -205,8 +208,8 @@ fn per_connection(
             };
             let origin = service.cors.origin_of(&request);
             let preflight = service.cors.preflight(&request);
-            let mut response = if let Some(preflight) = preflight {
-                preflight
+            let mut response: Response<Reply> = if let Some(preflight) = preflight {
+                preflight.map(Reply::from)
             } else if !service.admits(
                 request.uri().path(),
                 request
@@ -219,10 +222,10 @@ fn per_connection(
                 service
                     .metrics
                     .count(api, Outcome::Unauthenticated, 0, Duration::ZERO);
-                unauthenticated(grpc)
+                unauthenticated(grpc).map(Reply::from)
             } else if health_only && !connections::is_health_check(request.uri().path()) {
                 drain(request.into_body()).await;
-                at_capacity(grpc, service.limits().max_connections)
+                at_capacity(grpc, service.limits().max_connections).map(Reply::from)
             } else if let Some(Err(invalid)) = deadline {
                 drain(request.into_body()).await;
                 service
@@ -234,38 +237,58 @@ fn per_connection(
                     StatusCode::BAD_REQUEST,
                     &invalid,
                 )
+                .map(Reply::from)
             } else if allowed {
-                let answer = router.oneshot(request);
-                let answer = match deadline {
-                    Some(Ok(timeout)) => tokio::time::timeout(timeout, answer).await,
-                    _ => Ok(answer.await),
-                };
-                match answer {
-                    Ok(Ok(response)) => response,
-                    Ok(Err(never)) => match never {},
-                    Err(_elapsed) => {
-                        service
-                            .metrics
-                            .count(Api::Grpc, Outcome::DeadlineExceeded, 0, Duration::ZERO);
-                        let message = "the call's deadline (grpc-timeout) passed before its answer";
-                        refusal(
-                            true,
-                            tonic::Code::DeadlineExceeded,
-                            StatusCode::GATEWAY_TIMEOUT,
-                            message,
-                        )
+                match deadline {
+                    // Boxed: the timer is large, and most calls carry no deadline.
+                    Some(Ok(timeout)) => {
+                        match Box::pin(tokio::time::timeout(timeout, respond(router, service, request))).await
+                        {
+                            Ok(response) => response,
+                            Err(_elapsed) => {
+                                service.metrics.count(
+                                    Api::Grpc,
+                                    Outcome::DeadlineExceeded,
+                                    0,
+                                    Duration::ZERO,
+                                );
+                                let message = "the call's deadline (grpc-timeout) passed before its answer";
+                                refusal(
+                                    true,
+                                    tonic::Code::DeadlineExceeded,
+                                    StatusCode::GATEWAY_TIMEOUT,
+                                    message,
+                                )
+                                .map(Reply::from)
+                            }
+                        }
                     }
+                    _ => respond(router, service, request).await,
                 }
             } else {
                 drain(request.into_body()).await;
                 let api = if grpc { Api::Grpc } else { Api::Http };
                 service.metrics.count(api, Outcome::Limited, 0, Duration::ZERO);
-                limited(grpc, service.limits().requests_per_second)
+                limited(grpc, service.limits().requests_per_second).map(Reply::from)
             };
             Cors::allow(origin, &mut response);
-            Ok::<_, Infallible>(response.map(|body| Tracked::body(body, in_flight)))
+            Ok::<_, Infallible>(response.map(|reply| Tracked::new(reply, in_flight)))
         }
     })
+}
+
+/// The answer to a request admitted: the plain ID requests directly
+/// ([`direct`]), the rest through the router.
+async fn respond(router: &axum::Router, service: &Service, request: Request<Incoming>) -> Response<Reply> {
+    match direct::answer(service, request).await {
+        Ok(response) => response,
+        // Boxed: the routed answer's future is large, and the plain requests' futures are
+        // moved whole without it.
+        Err(request) => match Box::pin(router.clone().oneshot(request)).await {
+            Ok(response) => response.map(Reply::from),
+            Err(never) => match never {},
+        },
+    }
 }
 
 /// The most of a refused request's body [`drain`] reads, and for how long.

@@ -6,9 +6,10 @@ use crate::rate::IdBudget;
 use crate::watch::StoreWatch;
 use atomflake::mark::StoreErrorKind;
 use atomflake::{Layout, MintError, Run, ShardedGenerator};
+use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard};
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Waits of at most this long for a spent tick yield to the runtime between clock reads
@@ -66,8 +67,9 @@ const STOPPED: u8 = 2;
 /// One ID space served: the generator, its nodes, the limits and the metrics.
 #[derive(Debug)]
 pub struct Service {
-    /// Replaced whole when a lost lease is claimed afresh.
-    minting: RwLock<Minting>,
+    /// Replaced whole when a lost lease is claimed afresh. Read by every request: a
+    /// sharded lock, whose readers on different cores touch different cache lines.
+    minting: ShardedLock<Minting>,
     /// Whether a lost lease is claimed afresh ([`reclaim`](crate::reclaim())) rather than
     /// the end of minting.
     reclaims: bool,
@@ -120,7 +122,7 @@ impl Service {
     ) -> Result<Service, LimitsError> {
         limits.check()?;
         Ok(Service {
-            minting: RwLock::new(Minting::new(generator, store)),
+            minting: ShardedLock::new(Minting::new(generator, store)),
             reclaims: false,
             limits,
             phase: AtomicU8::new(SERVING),
@@ -196,7 +198,7 @@ impl Service {
         self.minting().nodes.clone()
     }
 
-    fn minting(&self) -> RwLockReadGuard<'_, Minting> {
+    fn minting(&self) -> ShardedLockReadGuard<'_, Minting> {
         // Poisoned only by a panic while held, which nothing does between updates.
         self.minting.read().unwrap_or_else(PoisonError::into_inner)
     }
@@ -220,7 +222,12 @@ impl Service {
     /// Whether IDs are handed out now. A lost mark store stops the service for good, or,
     /// [`reclaiming`](Self::reclaiming), until nodes are claimed afresh.
     pub fn state(&self) -> State {
-        let lost = self.minting().lost();
+        self.state_of(&self.minting())
+    }
+
+    /// [`state`](Self::state), with `minting` read.
+    fn state_of(&self, minting: &Minting) -> State {
+        let lost = minting.lost();
         if let Some(lost) = &lost
             && !self.reclaims
         {
@@ -362,61 +369,88 @@ impl Service {
     /// stored or nodes being claimed afresh. A drain lets it finish; a stop ends it.
     pub(crate) async fn next_run(&self, max: u64) -> Result<Run, Refusal> {
         let mut unavailable_since = None;
+        match self.turn(max, &mut unavailable_since) {
+            Turn::Done(result) => result,
+            // Waits are rare (a tick spent, a mark being stored): their timers live in a
+            // future of their own, so that every request's future stays small.
+            wait => Box::pin(self.next_run_after(wait, max, unavailable_since)).await,
+        }
+    }
+
+    /// [`next_run`](Self::next_run) from a `wait` on: waits, then takes turns until one
+    /// is done.
+    async fn next_run_after(
+        &self,
+        mut wait: Turn,
+        max: u64,
+        mut unavailable_since: Option<Instant>,
+    ) -> Result<Run, Refusal> {
         loop {
-            match self.state() {
+            match wait {
+                Turn::Done(result) => return result,
+                Turn::Sleep(time) => tokio::time::sleep(time).await,
+                // Until the next tick, only the clock is read: a mint before it would be
+                // refused the same way, after checking the process and the state.
+                Turn::YieldUntil(next_tick) => {
+                    while Instant::now() < next_tick {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                Turn::Again => {}
+            }
+            wait = self.turn(max, &mut unavailable_since);
+        }
+    }
+
+    /// One try of [`next_run`](Self::next_run): its answer, or what to wait for before
+    /// the next. `unavailable_since` is when minting was first found unavailable, for the
+    /// patience.
+    fn turn(&self, max: u64, unavailable_since: &mut Option<Instant>) -> Turn {
+        let mut out_of_patience = |why: String| {
+            let since = *unavailable_since.get_or_insert_with(Instant::now);
+            (since.elapsed() >= self.limits.patience).then_some(Turn::Done(Err(Refusal::Unavailable(why))))
+        };
+        // One read of the generator for the state and the mint.
+        let minted = {
+            let minting = self.minting();
+            match self.state_of(&minting) {
                 State::Stopped(reason) => {
-                    return Err(Refusal::Unavailable(format!("the server has stopped: {reason}")));
+                    return Turn::Done(Err(Refusal::Unavailable(format!(
+                        "the server has stopped: {reason}"
+                    ))));
                 }
                 State::Reclaiming(reason) => {
-                    let since = *unavailable_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() >= self.limits.patience {
-                        return Err(Refusal::Unavailable(format!(
-                            "cannot mint now: claiming fresh nodes: {reason}"
-                        )));
-                    }
-                    tokio::time::sleep(RECLAIM_POLL).await;
-                    continue;
+                    return out_of_patience(format!("cannot mint now: claiming fresh nodes: {reason}"))
+                        .unwrap_or(Turn::Sleep(RECLAIM_POLL));
                 }
-                State::Serving | State::Draining => {}
+                State::Serving | State::Draining => minting.generator.try_next_run_any(max),
             }
-            let minted = self.minting().generator.try_next_run_any(max);
-            let error = match minted {
-                Ok(run) => return Ok(run),
-                Err(error) => error,
-            };
-            match error {
-                MintError::SequenceExhausted { retry_after, .. } => {
-                    self.metrics.count_spent_tick_wait();
-                    if retry_after <= YIELD_BELOW {
-                        // Until the next tick, only the clock is read: a mint before it would
-                        // be refused the same way, after checking the process and the state.
-                        let next_tick = Instant::now() + retry_after;
-                        while Instant::now() < next_tick {
-                            tokio::task::yield_now().await;
-                        }
-                    } else {
-                        tokio::time::sleep(retry_after).await;
-                    }
+        };
+        match minted {
+            Ok(run) => Turn::Done(Ok(run)),
+            Err(MintError::SequenceExhausted { retry_after, .. }) => {
+                self.metrics.count_spent_tick_wait();
+                if retry_after <= YIELD_BELOW {
+                    Turn::YieldUntil(Instant::now() + retry_after)
+                } else {
+                    Turn::Sleep(retry_after)
                 }
-                // Lost, and claimed afresh: the next turn waits for the new nodes (or mints
-                // on them, put in meanwhile). A drain claims nothing.
-                MintError::Store(store) if self.reclaims && store.kind() == StoreErrorKind::Lost => {
-                    if self.state() == State::Draining {
-                        return Err(Refusal::Unavailable(format!("cannot mint: {store}")));
-                    }
+            }
+            // Lost, and claimed afresh: the next turn waits for the new nodes (or mints on
+            // them, put in meanwhile). A drain claims nothing.
+            Err(MintError::Store(store)) if self.reclaims && store.kind() == StoreErrorKind::Lost => {
+                if self.state() == State::Draining {
+                    Turn::Done(Err(Refusal::Unavailable(format!("cannot mint: {store}"))))
+                } else {
+                    Turn::Again
                 }
-                error if error.is_transient() => {
-                    let since = *unavailable_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() >= self.limits.patience {
-                        return Err(Refusal::Unavailable(format!("cannot mint now: {error}")));
-                    }
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                }
-                error => {
-                    let reason = format!("cannot mint: {error}");
-                    self.stop(&reason);
-                    return Err(Refusal::Unavailable(reason));
-                }
+            }
+            Err(error) if error.is_transient() => out_of_patience(format!("cannot mint now: {error}"))
+                .unwrap_or(Turn::Sleep(Duration::from_millis(1))),
+            Err(error) => {
+                let reason = format!("cannot mint: {error}");
+                self.stop(&reason);
+                Turn::Done(Err(Refusal::Unavailable(reason)))
             }
         }
     }
@@ -445,6 +479,17 @@ impl Service {
         }
         Ok(ids)
     }
+}
+
+/// One try of [`Service::next_run`]: its answer, or what to wait for before the next.
+#[derive(Debug)]
+enum Turn {
+    Done(Result<Run, Refusal>),
+    Sleep(Duration),
+    /// Yield to the runtime until this instant (a spent tick's short wait).
+    YieldUntil(Instant),
+    /// Try again at once.
+    Again,
 }
 
 /// The generator minted on, its nodes and the watch on its store.

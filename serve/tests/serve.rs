@@ -7,8 +7,8 @@
 use atomflake::{Id, Layout, ShardedGenerator};
 use atomflake_serve::{Drained, Limits, Service, Tls, TlsFiles, Tokens, serve};
 use atomflake_test_servers::clients::{
-    PythonClient, curl, curl_https, curl_sequence, grpc_over_curl, grpc_status, http_get, ids_of, metric,
-    retry_for, spawn_piped, tls_pki,
+    PythonClient, curl, curl_https, curl_sequence, grpc_body_over_curl, grpc_over_curl, grpc_status,
+    http_get, ids_of, metric, retry_for, spawn_piped, tls_pki,
 };
 use atomflake_test_servers::files::{replace, replace_keeping_stamp};
 use atomflake_test_servers::{now_ms, skip};
@@ -231,6 +231,95 @@ fn assert_decode(ids: &[u64], layout: Layout, node: u64, from: u64, to: u64) {
         );
     }
 }
+/// `GET /v1/ids` and `GetIds` in their plain forms are answered without the router; every
+/// other form goes through it. Both must give the same answers, and the router must still
+/// get the whole body of a call the plain path began to read.
+#[test]
+fn plain_id_requests_and_every_other_form_get_the_same_answers() {
+    let test = "plain_id_requests_and_every_other_form_get_the_same_answers";
+    let server = Server::start(Setup::node(9));
+    let get = |path: &str| {
+        let Some(answer) = curl(&format!("http://{}{path}", server.address)) else {
+            skip(test, "no curl");
+            return None;
+        };
+        Some(answer)
+    };
+    // The same query, plain and percent-encoded (which only the router decodes).
+    for (plain, routed) in [
+        ("/v1/ids?count=0", "/v1/ids?count=%30"),
+        ("/v1/ids?count=4097", "/v1/ids?count=%34097"),
+        (
+            "/v1/ids?count=99999999999999999999999",
+            "/v1/ids?count=%399999999999999999999999",
+        ),
+    ] {
+        let (Some(plain_answer), Some(routed_answer)) = (get(plain), get(routed)) else {
+            return;
+        };
+        assert_eq!(plain_answer.0, 400, "{plain}: {plain_answer:?}");
+        assert_eq!(plain_answer, routed_answer, "{plain} and {routed}");
+    }
+    let (Some(plain), Some(routed)) = (get("/v1/ids?count=3"), get("/v1/ids?count=%33")) else {
+        return;
+    };
+    assert_eq!((plain.0, routed.0), (200, 200));
+    assert_eq!((ids_of(&plain.1).len(), ids_of(&routed.1).len()), (3, 3));
+    assert_eq!(
+        get("/v1/ids").map(|(status, body)| (status, ids_of(&body).len())),
+        Some((200, 1))
+    );
+
+    let scratch = tempdir(test);
+    let call = |name: &str, frames: &[&[u8]], headers: &[String]| {
+        let mut body = Vec::new();
+        for message in frames {
+            body.push(0);
+            body.extend(u32::try_from(message.len()).unwrap().to_be_bytes());
+            body.extend(*message);
+        }
+        let path = scratch.join(name);
+        std::fs::write(&path, body).unwrap();
+        grpc_status(
+            test,
+            grpc_body_over_curl(&server.address, &path, "GetIds", headers),
+        )
+        .map(|(status, message, _)| (status, message))
+    };
+    let Some(plain) = call("plain", &[&[0x08, 0x03]], &[]) else {
+        return;
+    };
+    assert_eq!(plain, ("0".to_owned(), String::new()));
+    let range = "count 0 is out of range: allowed 1..=4096".to_owned();
+    assert_eq!(
+        call("zero", &[&[0x08, 0x00]], &[]),
+        Some(("3".to_owned(), range.clone()))
+    );
+    // Two messages go to the router's gRPC service, which answers the first.
+    assert_eq!(
+        call("two", &[&[0x08, 0x00], &[0x08, 0x01]], &[]),
+        Some(("3".to_owned(), range.clone()))
+    );
+    // Compressed: tonic refuses it by name.
+    let gzip = call("gzip", &[&[0x08, 0x01]], &["grpc-encoding: gzip".to_owned()]).unwrap();
+    assert_eq!(gzip.0, "12", "{gzip:?}");
+    assert!(gzip.1.contains("gzip"), "{gzip:?}");
+    // Over the limit of a request message: read past it, then refused by tonic in full.
+    let mut large = vec![0x08, 0x00, 0x12, 0xff, 0x07];
+    large.resize(1_029, 0);
+    let over = call("large", &[&large], &[]).unwrap();
+    assert_eq!(over.0, "11", "{over:?}");
+    // With identity encoding named, a plain call.
+    assert_eq!(
+        call(
+            "identity",
+            &[&[0x08, 0x00]],
+            &["grpc-encoding: identity".to_owned()]
+        ),
+        Some(("3".to_owned(), range))
+    );
+}
+
 #[test]
 fn curl_gets_ids_that_decode_to_the_servers_node_and_the_time_of_the_request() {
     let test = "curl_gets_ids_that_decode_to_the_servers_node_and_the_time_of_the_request";

@@ -153,6 +153,17 @@ pub fn grpc_over_curl(
     frame.extend(message);
     let body = scratch.join(format!("grpc-{method}-{count}.bin"));
     std::fs::write(&body, frame).unwrap();
+    let headers: Vec<String> = timeout
+        .map(|timeout| format!("grpc-timeout: {timeout}"))
+        .into_iter()
+        .collect();
+    grpc_body_over_curl(address, &body, method, &headers)
+}
+
+/// A gRPC call of `method` to the server at `address` whose body is the file `body`
+/// (its messages framed by the caller, as they are sent), with the extra `headers`
+/// (`name: value`), sent by curl over HTTP/2, its answer discarded.
+pub fn grpc_body_over_curl(address: &str, body: &Path, method: &str, headers: &[String]) -> Command {
     let mut command = Command::new("curl");
     command
         .args([
@@ -169,8 +180,8 @@ pub fn grpc_over_curl(
         .arg("--data-binary")
         .arg(format!("@{}", body.display()))
         .arg(format!("http://{address}/atomflake.v1.Ids/{method}"));
-    if let Some(timeout) = timeout {
-        command.args(["-H", &format!("grpc-timeout: {timeout}")]);
+    for header in headers {
+        command.args(["-H", header]);
     }
     command
 }

@@ -1,0 +1,241 @@
+//! The requests nearly every client makes, `GET /v1/ids?count=N` and gRPC `GetIds`,
+//! answered without the router: the same status, headers and bytes as the router's
+//! handlers give, with none of the routing, boxing and message framing around them.
+//!
+//! Only the plain form is answered here: `GET /v1/ids` with no query or `count=DIGITS`
+//! alone, and a `GetIds` whose body is one uncompressed message of at most
+//! [`MAX_REQUEST_BYTES`]. Anything else (another parameter, percent-encoding, a compressed
+//! or oversized message, more than one) goes to the router, which answers as it does for
+//! every other request. Limits, tokens, rates, deadlines, CORS and metrics are the same
+//! either way: the connection's service applies them around both.
+
+use crate::connections::Reply;
+use crate::grpc::{self, MAX_REQUEST_BYTES};
+use crate::http;
+use crate::proto::GetIdsRequest;
+use crate::rate::IdBudget;
+use crate::service::Service;
+use axum::body::{Body, Bytes, HttpBody};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
+use hyper::body::{Frame, Incoming, SizeHint};
+use prost::Message as _;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// The path of `GetIds`.
+const GET_IDS: &str = "/atomflake.v1.Ids/GetIds";
+
+/// `grpc-encoding`, the header's name.
+static GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
+
+/// `grpc-status`, the trailer's name.
+static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+
+/// A gRPC message's prefix: the compressed flag, then the length in 4 bytes.
+const PREFIX: usize = 5;
+
+/// `request`'s answer when it is one of the plain ID requests, else `request` to route
+/// (its body as it came).
+pub(crate) async fn answer(
+    service: &Service,
+    request: Request<Incoming>,
+) -> Result<Response<Reply>, Request<Body>> {
+    if request.uri().path() == "/v1/ids" && request.method() == Method::GET {
+        let Some(count) = plain_count(request.uri().query()) else {
+            return Err(request.map(Body::new));
+        };
+        let max = u64::from(service.limits().max_count);
+        let budget = request.extensions().get::<IdBudget>();
+        let (status, body) = http::ids_answer(service, http::count_in(Some(count), max), budget).await;
+        let mut response = Response::new(Reply::fixed(Bytes::from(body), None));
+        *response.status_mut() = status;
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        return Ok(response);
+    }
+    if request.uri().path() == GET_IDS && request.method() == Method::POST && uncompressed(request.headers())
+    {
+        return get_ids(service, request).await;
+    }
+    Err(request.map(Body::new))
+}
+
+/// The count of a plain `GET /v1/ids`: `DIGITS` of a query `count=DIGITS` alone, or `1`
+/// with no query (as the router's handler reads a missing count); `None` for any other.
+fn plain_count(query: Option<&str>) -> Option<&str> {
+    let Some(query) = query else {
+        return Some("1");
+    };
+    let digits = query.strip_prefix("count=")?;
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then_some(digits)
+}
+
+/// Whether a call's messages are sent uncompressed: no `grpc-encoding`, or `identity`.
+fn uncompressed(headers: &HeaderMap) -> bool {
+    headers
+        .get(&GRPC_ENCODING)
+        .is_none_or(|encoding| encoding.as_bytes() == b"identity")
+}
+
+/// A plain `GetIds`: its message read and decoded, the IDs minted and sent as tonic sends
+/// them (the message, then `grpc-status: 0` in the trailers; a refusal as a trailers-only
+/// answer). A body that is not one plain message goes to the router with the bytes read.
+async fn get_ids(service: &Service, request: Request<Incoming>) -> Result<Response<Reply>, Request<Body>> {
+    let (parts, mut body) = request.into_parts();
+    let mut read = Vec::new();
+    let mut ended = false;
+    while read.len() <= PREFIX + MAX_REQUEST_BYTES {
+        match std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    read.extend_from_slice(data);
+                }
+            }
+            // The router's reading of the body meets the same end or error.
+            Some(Err(_)) => break,
+            None => {
+                ended = true;
+                break;
+            }
+        }
+    }
+    let message = ended.then(|| one_message(&read)).flatten();
+    let Some(message) = message else {
+        let body = Body::new(Replayed {
+            read: Some(Bytes::from(read)),
+            rest: (!ended).then_some(body),
+        });
+        return Err(Request::from_parts(parts, body));
+    };
+    let budget = parts.extensions.get::<IdBudget>();
+    match grpc::get_ids(service, message.count, budget).await {
+        Ok(answer) => {
+            let length = answer.encoded_len();
+            let mut data = Vec::with_capacity(PREFIX + length);
+            data.push(0);
+            data.extend_from_slice(
+                &u32::try_from(length)
+                    .expect("an answer of at most Limits::MAX_COUNT IDs")
+                    .to_be_bytes(),
+            );
+            answer.encode(&mut data).expect("a Vec grows to hold the message");
+            let mut trailers = HeaderMap::new();
+            trailers.insert(GRPC_STATUS.clone(), HeaderValue::from_static("0"));
+            let mut response = Response::new(Reply::fixed(Bytes::from(data), Some(trailers)));
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+            debug_assert_eq!(response.status(), StatusCode::OK);
+            Ok(response)
+        }
+        Err(status) => Ok(status.into_http()),
+    }
+}
+
+/// The one uncompressed `GetIdsRequest` that `body` holds, when it holds exactly that.
+fn one_message(body: &[u8]) -> Option<GetIdsRequest> {
+    let (prefix, message) = body.split_at_checked(PREFIX)?;
+    let length = u32::from_be_bytes(prefix[1..].try_into().ok()?);
+    if prefix[0] != 0 || usize::try_from(length).ok()? != message.len() || message.len() > MAX_REQUEST_BYTES {
+        return None;
+    }
+    GetIdsRequest::decode(message).ok()
+}
+
+/// A request body given to the router after its first bytes were read: those bytes, then
+/// the rest as it comes.
+struct Replayed {
+    read: Option<Bytes>,
+    rest: Option<Incoming>,
+}
+
+impl HttpBody for Replayed {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        if let Some(read) = self.read.take()
+            && !read.is_empty()
+        {
+            return Poll::Ready(Some(Ok(Frame::data(read))));
+        }
+        match &mut self.rest {
+            Some(rest) => Pin::new(rest).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.read.as_ref().is_none_or(Bytes::is_empty)
+            && self.rest.as_ref().is_none_or(Incoming::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let read = self.read.as_ref().map_or(0, Bytes::len) as u64;
+        let mut hint = self
+            .rest
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Incoming::size_hint);
+        hint.set_lower(hint.lower() + read);
+        if let Some(upper) = hint.upper() {
+            hint.set_upper(upper + read);
+        }
+        hint
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_no_query_or_count_digits_alone_is_plain() {
+        assert_eq!(plain_count(None), Some("1"));
+        assert_eq!(plain_count(Some("count=12")), Some("12"));
+        assert_eq!(
+            plain_count(Some("count=99999999999999999999999")),
+            Some("99999999999999999999999")
+        );
+        for routed in [
+            "",
+            "count=",
+            "count=%31",
+            "count=1&count=2",
+            "count=1&x=2",
+            "x=1",
+            "count=+1",
+            "count=-1",
+        ] {
+            assert_eq!(plain_count(Some(routed)), None, "{routed:?}");
+        }
+    }
+
+    #[test]
+    fn one_message_is_one_uncompressed_message_of_at_most_the_limit() {
+        let frame = |flag: u8, message: &[u8]| {
+            let mut body = vec![flag];
+            body.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+            body.extend_from_slice(message);
+            body
+        };
+        assert_eq!(
+            one_message(&frame(0, &[0x08, 0x07])),
+            Some(GetIdsRequest { count: 7 })
+        );
+        assert_eq!(one_message(&frame(0, &[])), Some(GetIdsRequest { count: 0 }));
+        assert_eq!(one_message(&frame(1, &[0x08, 0x07])), None, "compressed");
+        let mut two = frame(0, &[0x08, 0x07]);
+        two.extend(frame(0, &[0x08, 0x07]));
+        assert_eq!(one_message(&two), None, "two messages");
+        assert_eq!(one_message(&frame(0, &[0x08, 0x07])[..6]), None, "cut short");
+        assert_eq!(one_message(&[0, 0, 0]), None, "no prefix");
+        assert_eq!(one_message(&frame(0, &[0x08])), None, "not a message");
+        let mut large = vec![0x08, 0x07, 0x12, 0xff, 0x07];
+        large.resize(MAX_REQUEST_BYTES + 1, 0);
+        assert_eq!(one_message(&frame(0, &large)), None, "over the limit");
+    }
+}
