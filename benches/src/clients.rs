@@ -6,7 +6,106 @@
 use hdrhistogram::Histogram;
 use std::path::Path;
 use std::process::Command;
+use std::sync::OnceLock;
 use std::time::Duration;
+
+/// The CPU sets of a pinned run (`--pin SERVER:CLIENT`, in `taskset`'s list form).
+#[derive(Debug, Clone)]
+pub struct Pin {
+    /// The servers' CPUs: `0-7`.
+    pub server: String,
+    /// The clients' CPUs (this process's too): `8-15`.
+    pub client: String,
+    /// How many CPUs `client` names: the client tools' threads.
+    pub client_cpus: u32,
+}
+
+static PIN: OnceLock<Pin> = OnceLock::new();
+
+impl Pin {
+    /// `SERVER:CLIENT`, two `taskset` CPU lists (`0-7:8-15`, `0,2:1,3`) that share no CPU,
+    /// each of which this machine has.
+    ///
+    /// # Errors
+    ///
+    /// A list that is not of that form, names a CPU this machine lacks, or lists a CPU in
+    /// both.
+    pub fn parse(text: &str) -> Result<Pin, Error> {
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let (server, client) = text
+            .split_once(':')
+            .ok_or_else(|| format!("--pin {text:?}: allowed SERVER_CPUS:CLIENT_CPUS, such as 0-7:8-15"))?;
+        let list = |part: &str| -> Result<Vec<usize>, Error> {
+            let mut listed = Vec::new();
+            for range in part.split(',') {
+                let (first, last) = range.split_once('-').unwrap_or((range, range));
+                let (first, last): (usize, usize) = (first.parse()?, last.parse()?);
+                if first > last || last >= cpus {
+                    return Err(format!(
+                        "--pin {text:?}: CPUs {range:?} out of range: allowed 0..={}",
+                        cpus - 1
+                    )
+                    .into());
+                }
+                listed.extend(first..=last);
+            }
+            Ok(listed)
+        };
+        let (servers, clients) = (list(server)?, list(client)?);
+        if let Some(both) = servers.iter().find(|cpu| clients.contains(cpu)) {
+            return Err(format!("--pin {text:?}: CPU {both} is in both sets").into());
+        }
+        Ok(Pin {
+            server: server.to_owned(),
+            client: client.to_owned(),
+            client_cpus: u32::try_from(clients.len())?,
+        })
+    }
+
+    /// Pins this run: servers started with [`Pin::server_command`] and every client tool
+    /// to their sets, and this process (its threads to come included) to the clients'.
+    ///
+    /// # Errors
+    ///
+    /// Pinned already, or `taskset` (util-linux) failing.
+    pub fn apply(self) -> Result<(), Error> {
+        let status = Command::new("taskset")
+            .args(["--all-tasks", "--cpu-list", "--pid", &self.client])
+            .arg(std::process::id().to_string())
+            .stdout(std::process::Stdio::null())
+            .status()?;
+        if !status.success() {
+            return Err(format!("taskset could not pin this process to {}: {status}", self.client).into());
+        }
+        PIN.set(self).map_err(|_| "pinned already".into())
+    }
+
+    /// The pinning in force, if any.
+    pub fn get() -> Option<&'static Pin> {
+        PIN.get()
+    }
+
+    /// `program`, on the servers' CPUs when pinned.
+    pub fn server_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+        pinned(program, PIN.get().map(|pin| &pin.server))
+    }
+}
+
+/// `program`, on the clients' CPUs when pinned.
+fn client_command(program: &str) -> Command {
+    pinned(program, PIN.get().map(|pin| &pin.client))
+}
+
+fn pinned(program: impl AsRef<std::ffi::OsStr>, cpus: Option<&String>) -> Command {
+    match cpus {
+        Some(cpus) => {
+            let mut command = Command::new("taskset");
+            command.args(["--cpu-list", cpus]).arg(program);
+            command
+        }
+        None => Command::new(program),
+    }
+}
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -60,6 +159,16 @@ impl GrpcCall {
     }
 }
 
+/// A client tool's threads for `connections`: one per client CPU when pinned (at most
+/// one per connection), else one, or two from 16 connections.
+fn threads(connections: u32) -> u32 {
+    match PIN.get() {
+        Some(pin) => pin.client_cpus.min(connections).max(1),
+        None if connections >= 16 => 2,
+        None => 1,
+    }
+}
+
 /// Whether `tool` runs (`--version`).
 pub fn installed(tool: &str) -> bool {
     Command::new(tool)
@@ -80,7 +189,7 @@ pub fn installed(tool: &str) -> bool {
 pub fn h2load(
     base: &str,
     call: GrpcCall,
-    concurrency: u32,
+    (connections, concurrency): (u32, u32),
     run: Duration,
     scratch: &Path,
 ) -> Result<Load, Error> {
@@ -88,7 +197,8 @@ pub fn h2load(
     let _ = std::fs::remove_file(&log);
     let (report, succeeded) = h2load_grpc(base, call, scratch, |h2load| {
         h2load
-            .args(["--clients", "1"])
+            .arg(format!("--clients={connections}"))
+            .arg(format!("--threads={}", threads(connections)))
             .arg(format!("--max-concurrent-streams={concurrency}"))
             .arg(format!("--duration={}", run.as_secs()))
             .arg(format!("--log-file={}", log.display()));
@@ -174,8 +284,7 @@ fn h2load_grpc(
     std::fs::create_dir_all(scratch)?;
     let body = scratch.join("h2load-body");
     std::fs::write(&body, call.body())?;
-    let mut h2load = Command::new("h2load");
-    h2load.args(["--threads", "1"]);
+    let mut h2load = client_command("h2load");
     options(&mut h2load);
     let output = h2load
         .arg(format!("--data={}", body.display()))
@@ -253,9 +362,8 @@ fn check_data(report: &str, succeeded: u64) -> Result<(), Error> {
 ///
 /// wrk missing or failing, answers other than 2xx, or a report that cannot be read.
 pub fn wrk(base: &str, path: &str, connections: u32, run: Duration) -> Result<Load, Error> {
-    let threads = if connections >= 16 { 2 } else { 1 };
-    let output = Command::new("wrk")
-        .arg(format!("--threads={threads}"))
+    let output = client_command("wrk")
+        .arg(format!("--threads={}", threads(connections)))
         .arg(format!("--connections={connections}"))
         .arg(format!("--duration={}s", run.as_secs()))
         .arg("--latency")

@@ -8,11 +8,12 @@
 //! - [`report`]: rows, ratios, the Markdown table and the SVG chart of the `report` bin.
 //! - [`clients`]: h2load and wrk run against a server, their reports parsed (the `serve`
 //!   bin).
-//! - [`floor`]: a hyper server with fixed answers, the floor of the `serve` bin's outside
-//!   clients, and [`floor::raw`], the same answers with no HTTP library.
+//!
+//! The floors of the `serve` bin (a hyper server with fixed answers, and the same answers
+//! with no HTTP library) are in `atomflake-floor` (`benches/floor/`), which CI builds
+//! beside the command to count instructions per request.
 
 pub mod clients;
-pub mod floor;
 pub mod measure;
 pub mod peers;
 pub mod report;

@@ -4,8 +4,13 @@
 //! ```sh
 //! cargo build --release -p atomflake-cli
 //! cargo install ferroid-tonic-server --version 2.0.0 --locked   # its build runs protoc
-//! cargo run --release -p atomflake-benches --bin serve [-- --quick] [--ferroid PATH]
+//! cargo run --release -p atomflake-benches --bin serve [-- --quick] [--ferroid PATH] [--pin 0-7:8-15]
 //! ```
+//!
+//! With `--pin SERVER_CPUS:CLIENT_CPUS` (`taskset` lists), every server runs on the first
+//! set and the clients (this process, h2load, wrk) on the second, each tool with a thread
+//! per client CPU, and the outside clients' rows add h2load over 16 and 64 connections
+//! (16 calls at once on each) and wrk over 128 connections.
 //!
 //! Both servers mint the Twitter layout (41/10/12, 4.096 M IDs/s per node) on one node:
 //! `atomflake serve --node 1` with its default limits, `ferroid-tonic-server --num-workers 1`
@@ -28,10 +33,10 @@
 //!   for one ID on one connection, 1, 16 and 64 at once, and wrk gets `/v1/ids?count=1`
 //!   over 1, 16 and 64 keep-alive HTTP/1.1 connections; rates and latencies from their own
 //!   reports (see `atomflake_benches::clients`). The same rows run against two floors,
-//!   each in a process of its own (this binary): `atomflake_benches::floor`, a hyper
+//!   each in a process of its own (this binary): `atomflake_floor`, a hyper
 //!   server on the same runtime and settings that answers with fixed bytes
 //!   (`--floor-server`), what hyper and the loopback allow on the machine; and
-//!   `atomflake_benches::floor::raw`, the same answers written with no HTTP library
+//!   `atomflake_floor::raw`, the same answers written with no HTTP library
 //!   (`--raw-floor-server`), what any HTTP server and the loopback allow. And against
 //!   `atomflake serve --threads 1` (node 7), which leaves the other core to the client. They also run
 //!   against `atomflake serve --tls-cert ... --tls-key ...` (node 6; a P-256 certificate
@@ -54,7 +59,7 @@ use http_body_util::{BodyExt, Empty};
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -134,7 +139,7 @@ impl Server {
         // Its high-water file (kept by default on a fixed node) next to the binary, not in
         // the user's home: what is measured is the default, the mark kept.
         let state = binary.with_file_name("bench-serve-state");
-        let mut child = Command::new(&binary)
+        let mut child = clients::Pin::server_command(&binary)
             .args([
                 "serve",
                 "--node",
@@ -173,9 +178,9 @@ impl Server {
         })
     }
 
-    /// The floor ([`atomflake_benches::floor`]): this bench's binary with `--floor-server`,
+    /// The floor ([`atomflake_floor`]): this bench's binary with `--floor-server`,
     /// a hyper server that answers with fixed bytes and mints nothing; with `raw`, the
-    /// lower floor ([`atomflake_benches::floor::raw`], `--raw-floor-server`) that writes
+    /// lower floor ([`atomflake_floor::raw`], `--raw-floor-server`) that writes
     /// them with no HTTP library.
     fn floor(raw: bool) -> Result<Server, Error> {
         let (flag, name) = if raw {
@@ -183,7 +188,7 @@ impl Server {
         } else {
             ("--floor-server", "floor: hyper, fixed answers")
         };
-        let mut child = Command::new(std::env::current_exe()?)
+        let mut child = clients::Pin::server_command(std::env::current_exe()?)
             .args([flag, "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -209,7 +214,7 @@ impl Server {
     /// `ferroid-tonic-server --num-workers 1` on a free loopback port.
     fn ferroid(binary: &Path) -> Result<Server, Error> {
         let address = TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-        let child = Command::new(binary)
+        let child = clients::Pin::server_command(binary)
             .args(["--num-workers", "1", "--server-addr", &address.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -536,15 +541,22 @@ fn outside_clients(servers: &[Arc<Server>], window: Duration) -> Result<(), Erro
         return Ok(());
     }
     let scratch = std::env::temp_dir().join(format!("atomflake-bench-clients-{}", std::process::id()));
-    println!(
-        "\n## Single IDs from outside clients: h2load (gRPC, one connection) and wrk (HTTP/1.1), {run:?} per row\n"
-    );
+    match clients::Pin::get() {
+        Some(pin) => println!(
+            "\n## Single IDs from outside clients: h2load (gRPC; connections x calls at once) and wrk \
+             (HTTP/1.1; connections), {run:?} per row, servers on CPUs {}, clients on {}\n",
+            pin.server, pin.client
+        ),
+        None => println!(
+            "\n## Single IDs from outside clients: h2load (gRPC, one connection) and wrk (HTTP/1.1), {run:?} per row\n"
+        ),
+    }
     println!(
         "| server | client | API | concurrency | requests/s | p50 µs | p99 µs | p99.9 µs | server CPU µs per request |"
     );
     println!("|---|---|---|---:|---:|---:|---:|---:|---:|");
     let row =
-        |server: &Server, client: &str, api: &str, concurrency: u32, load: clients::Load, cpu: Duration| {
+        |server: &Server, client: &str, api: &str, concurrency: &str, load: clients::Load, cpu: Duration| {
             println!(
                 "| {} | {client} | {api} | {concurrency} | {:.0} | {:.1} | {:.1} | {} | {:.1} |",
                 server.name,
@@ -556,7 +568,13 @@ fn outside_clients(servers: &[Arc<Server>], window: Duration) -> Result<(), Erro
                 cpu.as_secs_f64() * 1e6 / float(load.done.max(1)),
             );
         };
-    for concurrency in [1, 16, 64] {
+    // Pinned, the cores to spare take more connections.
+    let pinned = clients::Pin::get().is_some();
+    let mut shapes = vec![(1, 1), (1, 16), (1, 64)];
+    if pinned {
+        shapes.extend([(16, 16), (64, 16)]);
+    }
+    for (connections, concurrency) in shapes {
         for server in servers.iter().filter(|_| h2load) {
             let call = if server.is_ferroid() {
                 clients::GrpcCall::FERROID_ONE
@@ -564,18 +582,27 @@ fn outside_clients(servers: &[Arc<Server>], window: Duration) -> Result<(), Erro
                 clients::GrpcCall::ATOMFLAKE_ONE
             };
             let before = server.cpu();
-            let load = clients::h2load(&server.base(), call, concurrency, run, &scratch)?;
+            let load = clients::h2load(&server.base(), call, (connections, concurrency), run, &scratch)?;
+            let shape = if connections == 1 {
+                concurrency.to_string()
+            } else {
+                format!("{connections} x {concurrency}")
+            };
             row(
                 server,
                 "h2load",
                 "gRPC",
-                concurrency,
+                &shape,
                 load,
                 server.cpu().saturating_sub(before),
             );
         }
     }
-    for connections in [1, 16, 64] {
+    let mut http_connections = vec![1, 16, 64];
+    if pinned {
+        http_connections.push(128);
+    }
+    for connections in http_connections {
         for server in servers.iter().filter(|server| wrk && server.http) {
             let before = server.cpu();
             let load = clients::wrk(&server.base(), "/v1/ids?count=1", connections, run)?;
@@ -583,7 +610,7 @@ fn outside_clients(servers: &[Arc<Server>], window: Duration) -> Result<(), Erro
                 server,
                 "wrk",
                 "HTTP/1.1",
-                connections,
+                &connections.to_string(),
                 load,
                 server.cpu().saturating_sub(before),
             );
@@ -711,27 +738,45 @@ async fn sanity(server: &Server) -> Result<(), Error> {
     Ok(())
 }
 
-fn main() -> Result<(), Error> {
+/// What the command line asks for: the bench (`--quick`, `--ferroid PATH`, `--pin`), or
+/// a floor server.
+enum Run {
+    Bench { quick: bool, ferroid: Option<PathBuf> },
+    Floor { raw: bool, address: SocketAddr },
+}
+
+fn arguments() -> Result<Run, Error> {
     let mut quick = false;
     let mut ferroid = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
+        let mut value = |what: &str| args.next().ok_or_else(|| format!("{arg} needs {what}"));
         match arg.as_str() {
             "--quick" => quick = true,
-            "--ferroid" => ferroid = Some(PathBuf::from(args.next().ok_or("--ferroid needs a path")?)),
-            "--floor-server" => {
-                let address = args.next().ok_or("--floor-server needs an address")?;
-                return Ok(atomflake_benches::floor::serve(address.parse()?)?);
-            }
-            "--raw-floor-server" => {
-                let address = args.next().ok_or("--raw-floor-server needs an address")?;
-                return Ok(atomflake_benches::floor::raw::serve(address.parse()?)?);
+            "--ferroid" => ferroid = Some(PathBuf::from(value("a path")?)),
+            "--pin" => clients::Pin::parse(&value("SERVER_CPUS:CLIENT_CPUS")?)?.apply()?,
+            "--floor-server" | "--raw-floor-server" => {
+                let raw = arg == "--raw-floor-server";
+                let address = value("an address")?.parse()?;
+                return Ok(Run::Floor { raw, address });
             }
             other => {
-                return Err(format!("unknown argument {other}: expected --quick or --ferroid PATH").into());
+                return Err(
+                    format!("unknown argument {other}: expected --quick, --pin SERVER_CPUS:CLIENT_CPUS or --ferroid PATH")
+                        .into(),
+                );
             }
         }
     }
+    Ok(Run::Bench { quick, ferroid })
+}
+
+fn main() -> Result<(), Error> {
+    let (quick, ferroid) = match arguments()? {
+        Run::Bench { quick, ferroid } => (quick, ferroid),
+        Run::Floor { raw: false, address } => return Ok(atomflake_floor::serve(address)?),
+        Run::Floor { raw: true, address } => return Ok(atomflake_floor::raw::serve(address)?),
+    };
     let (bulk_ids, window) = if quick {
         (1_000_000, Duration::from_millis(500))
     } else {

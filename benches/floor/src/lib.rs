@@ -1,4 +1,8 @@
-//! The floor of the `serve` bench: a hyper server that does no work. It answers every
+//! The floors `atomflake serve` is measured against, by the `serve` bench
+//! (`atomflake-benches`) and by this crate's `instructions` bin, which counts the
+//! instructions each spends per request under callgrind.
+//!
+//! This module: a hyper server that does no work. It answers every
 //! request with fixed bytes, on the stack `atomflake serve` stands on: tokio's
 //! multi-thread runtime, hyper-util's HTTP/1.1 and HTTP/2 builder with the same timer and
 //! keep-alive, HTTP/2 calls run on their connection's task ([`atomflake_serve::Streams`]),
