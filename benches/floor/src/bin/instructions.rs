@@ -7,11 +7,12 @@
 //! target/release/instructions [--requests N] [--max-ratio R] [--keep DIR]
 //! ```
 //!
-//! Each server runs under `valgrind --tool=callgrind` with nothing counted at start. For
-//! each row, h2load (Debian `nghttp2-client`) first makes 1,000 requests to warm the
-//! connections' buffers and the allocator, then `callgrind_control --zero` clears the
-//! counts, h2load makes `N` requests (5,000 unless told), and `callgrind_control --dump`
-//! writes what they cost. Every request must succeed with a 2xx. The rows:
+//! Each server runs under `valgrind --tool=callgrind`. For each row, h2load (Debian
+//! `nghttp2-client`) first makes 1,000 requests to warm the server's buffers and its
+//! allocator; then, counted alone (`callgrind_control --zero`, then `--dump`), a run of `N`
+//! requests (5,000 unless told) and a run of `2N`. Each run opens its 16 connections
+//! afresh, so the difference of the two over `N` is what a request costs, the connections'
+//! opening and closing aside. Every request must succeed with a 2xx. The rows:
 //!
 //! - gRPC `GetIds{count: 1}` over 16 connections, 16 calls at once on each;
 //! - HTTP/1.1 `GET /v1/ids?count=1` over 16 keep-alive connections.
@@ -192,16 +193,22 @@ fn per_request(
 ) -> Result<Vec<u64>, Error> {
     let out = dir.join(format!("{name}.callgrind"));
     let server = Counted::start(command, &out)?;
-    let mut counts = Vec::new();
-    for (index, row) in ROWS.iter().enumerate() {
-        server.h2load(row, WARM_UP, body)?;
+    let mut dumps = 0;
+    let mut counted = |requests: u64, row: &Row| -> Result<u64, Error> {
         server.control("--zero")?;
         server.h2load(row, requests, body)?;
         server.control("--dump")?;
-        let dump = PathBuf::from(format!("{}.{}", out.display(), index + 1));
-        counts.push(instructions(&dump)? / requests);
+        dumps += 1;
+        instructions(&PathBuf::from(format!("{}.{dumps}", out.display())))
+    };
+    let mut costs = Vec::new();
+    for row in &ROWS {
+        server.h2load(row, WARM_UP, body)?;
+        let short = counted(requests, row)?;
+        let long = counted(2 * requests, row)?;
+        costs.push(long.saturating_sub(short) / requests);
     }
-    Ok(counts)
+    Ok(costs)
 }
 
 fn main() {
@@ -266,7 +273,8 @@ fn run(dir: &Path, requests: u64, body: &Path, max_ratio: Option<f64>) -> Result
     let serve = per_request(&serve, dir, "serve", requests, body)?;
 
     println!(
-        "instructions per request under callgrind, {requests} requests a row after {WARM_UP} to warm up\n"
+        "instructions per request under callgrind: the difference of runs of {requests} and {} requests, over {requests}\n",
+        2 * requests
     );
     println!("| row | atomflake serve | hyper floor | ratio |");
     println!("|---|---:|---:|---:|");
