@@ -10,7 +10,9 @@
 //!   now, a transaction that is not `READ COMMITTED`, a missing table and column;
 //! - `pg_dump -Fc` / `pg_restore` and `pg_dumpall` / `psql` into a new server whose clock
 //!   is 3 s behind (libfaketime): it continues past every ID the old server minted, also
-//!   past a state moved 4.9 s ahead of the old clock.
+//!   past a state moved 4.9 s ahead of the old clock;
+//! - a standby (`pg_basebackup`) whose clock is 3 s behind, promoted once it has replayed
+//!   the primary's commits: the same.
 
 use atomflake_test_servers::postgres as pg;
 
@@ -256,4 +258,148 @@ fn each_refusal_is_an_exact_error_and_changes_nothing() {
     )
     .unwrap();
     assert_eq!(definition(&server, "fine"), "atomflake_next_id()||\n");
+}
+
+/// A fresh server whose wall clock is 3 s behind (libfaketime), or `None` after a skip.
+fn behind(test: &str) -> Option<Server> {
+    if !pg::can_move_clocks(test) {
+        return None;
+    }
+    let server = Server::start_with(
+        test,
+        pg::Options {
+            clock_offset: Some("-3s"),
+            ..pg::Options::default()
+        },
+    )?;
+    server.assert_behind(3.0);
+    Some(server)
+}
+
+/// A server with the script and a table `t` of 2,000 rows, the last 500 minted after
+/// `next_id_at` moved the state 4.9 s ahead of the clock: the server and the highest ID
+/// it minted (every ID it minted is in `t`).
+fn minted_then_dumped(test: &str) -> Option<(Server, u64)> {
+    let server = Server::start(test)?;
+    server.psql(&script().to_string());
+    server.psql(
+        "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), v int);
+         INSERT INTO t (v) SELECT 1 FROM generate_series(1, 1499)",
+    );
+    let ahead = server.unix_ms() + 4900;
+    server.psql(&format!(
+        "INSERT INTO t VALUES (atomflake_next_id_at({ahead}), 1);
+         INSERT INTO t (v) SELECT 1 FROM generate_series(1, 500)"
+    ));
+    let newest = server.psql_u64("SELECT max(id) FROM t");
+    assert_eq!(
+        Layout::TWITTER.decode(atomflake::Id::new(newest)).unix_ms,
+        ahead,
+        "the state is not ahead"
+    );
+    Some((server, newest))
+}
+
+/// Mints 2,000 rows (`v = 2`) on `server`, restored from a dump of a server whose highest
+/// ID was `newest`, and checks that every one is above it.
+fn continues_past(server: &Server, newest: u64) {
+    assert_eq!(server.psql_u64("SELECT count(*) FROM t"), 2000);
+    assert_eq!(server.psql_u64("SELECT max(id) FROM t"), newest);
+    server.psql("INSERT INTO t (v) SELECT 2 FROM generate_series(1, 2000)");
+    let lowest = server.psql_u64("SELECT min(id) FROM t WHERE v = 2");
+    assert!(lowest > newest, "{lowest} is not above {newest}");
+    assert_eq!(
+        server.psql_u64("SELECT count(*) FROM t WHERE v = 2 AND atomflake_node(id) = 7"),
+        2000
+    );
+    // Still 3 s behind: the IDs continue the restored state, not the clock.
+    server.assert_behind(3.0);
+}
+
+#[test]
+fn pg_dump_and_pg_restore_into_a_server_3_s_behind_continue_past_every_id() {
+    let test = "dump-restore";
+    let Some((old, newest)) = minted_then_dumped(test) else {
+        return;
+    };
+    let Some(new) = behind(test) else {
+        return;
+    };
+    let dump = old.file("dump.custom");
+    let output = old
+        .client("pg_dump")
+        .args(["-Fc", "-f"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let output = new
+        .client("pg_restore")
+        .args(["--exit-on-error", "-d", "postgres"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    continues_past(&new, newest);
+}
+
+#[test]
+fn pg_dumpall_into_a_server_3_s_behind_continues_past_every_id() {
+    let test = "dumpall";
+    let Some((old, newest)) = minted_then_dumped(test) else {
+        return;
+    };
+    let Some(new) = behind(test) else {
+        return;
+    };
+    let dump = old.file("dumpall.sql");
+    let output = old.client("pg_dumpall").arg("-f").arg(&dump).output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    // The one error is the role postgres, which the new server has already.
+    let output = new
+        .client("psql")
+        .args(["-X", "-q", "-f"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    let errors: Vec<&str> = stderr.lines().filter(|line| line.contains("ERROR:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].ends_with("ERROR:  role \"postgres\" already exists"),
+        "{stderr}"
+    );
+    continues_past(&new, newest);
+}
+
+#[test]
+fn a_promoted_standby_3_s_behind_continues_past_every_id_it_replayed() {
+    let test = "script-standby";
+    let Some((primary, newest)) = minted_then_dumped(test) else {
+        return;
+    };
+    if !pg::can_move_clocks(test) {
+        return;
+    }
+    let standby = primary.standby(
+        test,
+        pg::Options {
+            clock_offset: Some("-3s"),
+            ..pg::Options::default()
+        },
+    );
+    standby.assert_behind(3.0);
+    // Every commit of the primary replayed, then the primary gone and the standby promoted.
+    let lsn = primary.psql("SELECT pg_current_wal_lsn()");
+    let start = std::time::Instant::now();
+    while standby.psql(&format!("SELECT pg_last_wal_replay_lsn() >= '{}'", lsn.trim())) != "t\n" {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "the standby did not catch up in 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    primary.stop("immediate");
+    standby.promote();
+    continues_past(&standby, newest);
 }
