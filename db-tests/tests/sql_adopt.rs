@@ -146,9 +146,13 @@ fn switch_over_while_inserting(test: &str, create: &str, sequence: &str, one_tra
             max_old
         );
     }
-    // Applied again: nothing changes, nothing is minted, no lock.
+    // Applied again: nothing changes, nothing is minted, and no lock is taken (a reader
+    // holds one meanwhile).
     let state = server.psql_u64("SELECT pg_sequence_last_value('atomflake_state')");
-    apply(&server, &script, false, &[]).unwrap();
+    let mut reader = postgres::Client::connect(&server.conninfo(), postgres::NoTls).unwrap();
+    reader.batch_execute("BEGIN; SELECT count(*) FROM t").unwrap();
+    apply(&server, &script, false, &[("PGOPTIONS", "-c lock_timeout=200")]).unwrap();
+    reader.batch_execute("COMMIT").unwrap();
     assert_eq!(definition(&server, "t"), after);
     assert_eq!(
         server.psql_u64("SELECT pg_sequence_last_value('atomflake_state')"),
