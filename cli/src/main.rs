@@ -4,7 +4,7 @@
 //! atomflake mint [--layout NAME] [--node N [--high-water DIR | --no-high-water] | --lease URL [--namespace NS] [--ttl S]] [-n COUNT] [--format decimal|base32|json]
 //! atomflake decode [--layout NAME] [--json] [ID ...]
 //! atomflake layouts
-//! atomflake sql [--layout NAME] --node N [--prefix P] [--max-wait-ms MS]
+//! atomflake sql [--layout NAME] --node N [--prefix P] [--max-wait-ms MS] [--adopt TABLE.COLUMN ...]
 //! atomflake lease list --lease URL [--namespace NS]
 //! atomflake lease ddl
 //! atomflake serve [--layout NAME] ((--node N[,N...] | --statefulset) [--high-water DIR | --no-high-water] | --lease URL [--nodes K]) [--listen ADDR] [--max-connections N] [--header-timeout S] [--idle-timeout S] [--max-streams N] [--ids-rate N] [--cors-origin ORIGIN] [--stay-stopped] [--reclaim]

@@ -361,6 +361,19 @@ fn sql_prints_the_script_for_the_layout_and_node() {
     let prefixed = run_with(&["sql", "--prefix", "orders"], "", Some("7"));
     assert!(stdout(&prefixed).contains("CREATE OR REPLACE FUNCTION orders_next_id()"));
     assert!(stdout(&prefixed).contains("Node: 7."));
+    let adopting = run(&[
+        "sql",
+        "--node",
+        "7",
+        "--adopt",
+        "orders.id",
+        "--adopt",
+        "shop.items.id",
+    ]);
+    assert_eq!((adopting.status.code(), stderr(&adopting)), (Some(0), ""));
+    let script = stdout(&adopting);
+    assert!(script.contains("what text := 'orders.id';"), "{script}");
+    assert!(script.contains("what text := 'shop.items.id';"), "{script}");
 }
 
 #[test]
@@ -378,6 +391,11 @@ fn sql_bad_input_exits_2_with_one_line() {
         (
             &["sql", "--node", "1", "--max-wait-ms", "600001"],
             "max wait (ms) 600001 is out of range for in-database minting: allowed 0..=600000",
+        ),
+        (
+            &["sql", "--node", "1", "--adopt", "orders"],
+            "column \"orders\" cannot be adopted: give TABLE.COLUMN or SCHEMA.TABLE.COLUMN, each \
+             name 1..=63 characters of a-z, 0-9 and _, starting with a letter or _",
         ),
     ] {
         assert_bad_input(&run(args), line);

@@ -17,6 +17,11 @@
 //!   ahead of the clock or mint on another node, and mints at the clock alone; a role with
 //!   the grants the README lists calls them.
 //!
+//! - `atomflake_adopt(table, column)` switches a 100,000-row `bigserial` table over while
+//!   pgbench sessions insert (no insert fails, no ID twice, every new ID above every old
+//!   value), does nothing when called again, and refuses an `integer` column, an `integer`
+//!   foreign key and a value at or above the IDs of now, each with its exact error.
+//!
 //! Without the extension installed the tests print `SKIPPED` (a failure under `CI=true`).
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres as pg;
@@ -745,7 +750,8 @@ fn without_shared_preload_libraries_create_extension_is_a_clear_error() {
 
 /// Every function the extension creates, and whether a role with no grants may call it:
 /// a function added later must be placed here, on purpose.
-const PUBLIC_MAY_EXECUTE: [(&str, bool); 9] = [
+const PUBLIC_MAY_EXECUTE: [(&str, bool); 10] = [
+    ("atomflake_adopt(regclass,name)", true),
     ("atomflake_first_id_at(timestamp with time zone)", true),
     ("atomflake_last_id_at(timestamp with time zone)", true),
     ("atomflake_next_id()", true),
@@ -976,5 +982,121 @@ fn cost_of_a_call(server: &Server) {
     println!(
         "atomflake_next_id_at(t): {:.0} ns per call past the statement without it",
         ms * 1e6 / 1e6
+    );
+}
+
+#[test]
+fn adopt_switches_a_bigserial_table_over_while_sessions_insert() {
+    let Some(server) = server("ext-adopt", "twitter", Some(7), pg::Options::default()) else {
+        return;
+    };
+    // The old values lie a second below the IDs of now.
+    let start = Layout::TWITTER.first_id_at(now_ms() - 1000).unwrap().get();
+    server.psql(&format!(
+        "CREATE TABLE t (id bigserial PRIMARY KEY, v int);
+         SELECT setval('t_id_seq', {start});
+         INSERT INTO t (v) SELECT g FROM generate_series(1, 100000) AS g"
+    ));
+    std::thread::scope(|scope| {
+        let inserts = scope.spawn(|| server.bench("INSERT INTO t (v) VALUES (1);\n", 4, 3));
+        while server.psql_u64("SELECT count(*) FROM t") < 100_500 {
+            assert!(!inserts.is_finished(), "the inserts ended before 500 rows");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server.psql("SELECT atomflake_adopt('t', 'id')");
+        let (_, failed, _) = inserts.join().unwrap();
+        assert_eq!(failed, 0, "failed inserts");
+    });
+    let last_old = server.psql_u64("SELECT last_value FROM t_id_seq");
+    let counts = server.psql(&format!(
+        "SELECT count(*) - count(DISTINCT id), count(*) FILTER (WHERE id <= {last_old}),
+                count(*) FILTER (WHERE id > {last_old}),
+                count(*) FILTER (WHERE id > {last_old} AND atomflake_node(id) = 7),
+                max(id) FILTER (WHERE id <= {last_old}) < min(id) FILTER (WHERE id > {last_old})
+         FROM t"
+    ));
+    let fields: Vec<&str> = counts.trim().split('|').collect();
+    assert_eq!(fields[0], "0", "an id twice: {counts}");
+    assert!(
+        fields[1].parse::<u64>().unwrap() > 100_000,
+        "no old id during the switch: {counts}"
+    );
+    assert_eq!(fields[1].parse::<u64>().unwrap(), last_old - start, "{counts}");
+    assert!(fields[2].parse::<u64>().unwrap() > 0, "no atomflake id: {counts}");
+    assert_eq!(fields[2], fields[3], "{counts}");
+    assert_eq!(fields[4], "t", "an old value above a new id: {counts}");
+    let definition = "SELECT pg_get_expr(d.adbin, d.adrelid), pg_get_serial_sequence('t', 'id')
+        FROM pg_attrdef d WHERE d.adrelid = 't'::regclass";
+    assert_eq!(server.psql(definition), "atomflake_next_id()|\n");
+    // Again: nothing changes, and no lock is taken (a reader holds one meanwhile).
+    let mut reader = connect(&server);
+    reader.batch_execute("BEGIN; SELECT count(*) FROM t").unwrap();
+    server.psql("SET lock_timeout = 200; SELECT atomflake_adopt('t', 'id')");
+    reader.batch_execute("COMMIT").unwrap();
+    assert_eq!(server.psql(definition), "atomflake_next_id()|\n");
+}
+
+#[test]
+fn adopt_refuses_each_column_it_cannot_take_with_an_exact_error() {
+    let Some(server) = server("ext-adopt-refusals", "twitter", Some(7), pg::Options::default()) else {
+        return;
+    };
+    let mut client = connect(&server);
+    server.psql(
+        "CREATE TABLE narrow (id serial PRIMARY KEY);
+         CREATE TABLE parent (id bigserial PRIMARY KEY);
+         CREATE TABLE child (parent_id int REFERENCES parent (id));
+         CREATE TABLE ahead (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY)",
+    );
+    assert_eq!(
+        db_error(client.execute("SELECT atomflake_adopt('narrow', 'id')", &[])),
+        "cannot adopt column narrow.id: it is integer and atomflake ids are bigint; change it \
+         first with ALTER TABLE narrow ALTER COLUMN id TYPE bigint (this rewrites the table), then \
+         adopt it"
+    );
+    assert_eq!(
+        db_error(client.execute("SELECT atomflake_adopt('parent', 'id')", &[])),
+        "cannot adopt column parent.id: column child.parent_id references it (foreign key \
+         child_parent_id_fkey) and is integer, which atomflake ids do not fit; change it first \
+         with ALTER TABLE child ALTER COLUMN parent_id TYPE bigint, then adopt parent.id"
+    );
+    assert_eq!(
+        db_error(client.execute("SELECT atomflake_adopt('narrow', 'key')", &[])),
+        "cannot adopt column narrow.key: table narrow has no column key"
+    );
+    // 2050-01-01T00:00:00Z
+    let ahead = Layout::TWITTER.first_id_at(2_524_608_000_000).unwrap().get();
+    server.psql(&format!(
+        "INSERT INTO ahead OVERRIDING SYSTEM VALUE VALUES (1), ({ahead})"
+    ));
+    let from = now_ms();
+    let error = db_error(client.execute("SELECT atomflake_adopt('ahead', 'id')", &[]));
+    let to = now_ms();
+    let first: u64 = error
+        .split_once("at or above ")
+        .and_then(|(_, rest)| rest.split_once(' '))
+        .and_then(|(first, _)| first.parse().ok())
+        .unwrap_or_else(|| panic!("no first id in {error:?}"));
+    let first_ms = Layout::TWITTER.decode(Id::new(first)).unix_ms;
+    assert!((from..=to).contains(&first_ms), "{first_ms} not in {from}..={to}");
+    assert_eq!(Layout::TWITTER.first_id_at(first_ms).unwrap().get(), first);
+    let first_time = server.psql(&format!(
+        "SELECT to_char(to_timestamp({first_ms} / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS')"
+    ));
+    assert_eq!(
+        error,
+        format!(
+            "cannot adopt column ahead.id: it holds {ahead}, which decodes to 2050-01-01 \
+             00:00:00.000 UTC, at or above {first} ({} UTC), the smallest id atomflake mints from \
+             now on; adopt it once atomflake's ids are past its values (after 2050-01-01 \
+             00:00:00.000 UTC), or use a layout whose ids are above them",
+            first_time.trim()
+        )
+    );
+    assert_eq!(
+        server.psql(
+            "SELECT attidentity FROM pg_attribute WHERE attrelid = 'ahead'::regclass AND attname = 'id'"
+        ),
+        "a\n"
     );
 }

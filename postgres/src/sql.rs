@@ -87,6 +87,25 @@
 //! clock it is, and the bound; a time behind the clock continues the last tick, as a
 //! clock stepped back does.
 //!
+//! # Adopting a column
+//!
+//! A table whose key is a `bigserial` or a `bigint` identity switches over to atomflake
+//! without a rewrite: [`PgScript::adopt`] adds to the script one statement per column
+//! that, under an `ACCESS EXCLUSIVE` lock on the table taken before anything is read,
+//! checks that the column and every foreign key referencing it are `bigint`, mints one
+//! ID and checks that every value in the column is below the first ID of that ID's tick
+//! (node 0, sequence 0: the smallest ID *any* node of the layout mints from then on, not
+//! only this node's, so that the old values stay below the IDs of every minter of the
+//! layout; the two differ by less than one tick), then sets the default to `next_id()` and
+//! drops the identity or the sequence's ownership. The state only grows, so every later
+//! `next_id()` is above the minted ID and so above every old value, also after the
+//! server's clock moves back. Inserts waiting for the lock take their default from the
+//! new one once it is committed (PostgreSQL reads the table's definition again after the
+//! lock); inserts under way finish first. The check reads the rows with a snapshot taken
+//! after the lock, which holds only under `READ COMMITTED`: another isolation level is
+//! refused. A column that already takes its default from `next_id()` (the script applied
+//! again) is left alone, without a lock.
+//!
 //! # Examples
 //!
 //! ```
@@ -120,7 +139,9 @@ use std::time::Duration;
 /// | `atomflake_time(bigint) RETURNS timestamptz` | the ID's time |
 /// | `atomflake_first_id_at(timestamptz)`, `atomflake_last_id_at(timestamptz)` | the smallest and largest ID of a time's tick, for paging with the primary key |
 ///
-/// Roles that insert need `GRANT USAGE, UPDATE ON SEQUENCE atomflake_state`.
+/// Roles that insert need `GRANT USAGE, UPDATE ON SEQUENCE atomflake_state`. With
+/// [`adopt`](Self::adopt) the script also switches existing `bigserial` or identity
+/// columns over to `atomflake_next_id()`.
 ///
 /// # Examples
 ///
@@ -149,6 +170,16 @@ pub struct PgScript {
     counter_bits: u32,
     /// The last tick the state can hold whose IDs fit a `bigint`.
     last_tick: u64,
+    /// The columns the script switches over to the mint, in the order given.
+    adopt: Vec<AdoptColumn>,
+}
+
+/// A column that the script switches over to `next_id()`: `table` is `table` or
+/// `schema.table`, names that need no quoting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AdoptColumn {
+    table: String,
+    column: String,
 }
 
 impl PgScript {
@@ -169,6 +200,9 @@ impl PgScript {
     pub const MIN_HEADROOM: u64 = 121;
     /// The longest prefix allowed (PostgreSQL names hold 63 bytes).
     pub const MAX_PREFIX_LEN: usize = 40;
+    /// The longest name of a schema, table or column that [`adopt`](Self::adopt) takes
+    /// (PostgreSQL's limit).
+    pub const MAX_NAME_LEN: usize = 63;
 
     /// The script for `layout` and `node`, with the default prefix and wait.
     ///
@@ -216,6 +250,7 @@ impl PgScript {
             max_wait: PgScript::DEFAULT_MAX_WAIT,
             counter_bits,
             last_tick,
+            adopt: Vec::new(),
         };
         if script.headroom() < PgScript::MIN_HEADROOM {
             return Err(SqlError::TooLittleHeadroom {
@@ -246,6 +281,47 @@ impl PgScript {
             });
         }
         prefix.clone_into(&mut self.prefix);
+        Ok(self)
+    }
+
+    /// Adds to the script what switches `column` (`TABLE.COLUMN` or
+    /// `SCHEMA.TABLE.COLUMN`), a `bigint` key filled by a `bigserial` sequence or an
+    /// identity, over to `next_id()`: in one statement (one transaction), under an `ACCESS
+    /// EXCLUSIVE` lock on the table, it checks the column and its values, moves the
+    /// column's default to `next_id()` and drops the identity (with its sequence) or the
+    /// sequence's ownership (the sequence stays). A column whose default is already
+    /// `next_id()` is left as it is. Refused, with an error naming the column and what to
+    /// do: a column that is not `bigint`, a foreign key of another type that references it,
+    /// a value at or above the first ID of the tick that `next_id()` mints at (the smallest
+    /// ID any node mints from then on), and a transaction that is not `READ COMMITTED` (its
+    /// snapshot could miss rows inserted before the lock). See the
+    /// [module docs](self#adopting-a-column).
+    ///
+    /// # Errors
+    ///
+    /// [`SqlError::InvalidAdoptColumn`] unless `column` is two or three names joined by
+    /// `.`, each 1 to 63 characters of `a-z`, `0-9` and `_`, starting with a letter or `_`
+    /// (names that need no quoting).
+    pub fn adopt(mut self, column: &str) -> Result<PgScript, SqlError> {
+        let valid_name = |name: &str| {
+            !name.is_empty()
+                && name.len() <= PgScript::MAX_NAME_LEN
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        };
+        let names: Vec<&str> = column.split('.').collect();
+        if !(2..=3).contains(&names.len()) || !names.iter().all(|name| valid_name(name)) {
+            return Err(SqlError::InvalidAdoptColumn {
+                column: column.to_owned(),
+            });
+        }
+        let (table, column) = column.rsplit_once('.').unwrap_or_default();
+        self.adopt.push(AdoptColumn {
+            table: table.to_owned(),
+            column: column.to_owned(),
+        });
         Ok(self)
     }
 
@@ -326,6 +402,121 @@ impl PgScript {
             layout.epoch_ms(),
             layout.tick_ms(),
             self.counter_bits,
+        )
+    }
+}
+
+impl PgScript {
+    /// The statement that switches `target` over to `next_id()` (see [`PgScript::adopt`]).
+    #[expect(clippy::too_many_lines, reason = "one SQL statement, written top to bottom")]
+    fn adoption(&self, target: &AdoptColumn) -> String {
+        let p = &self.prefix;
+        let layout = self.layout;
+        let ts_shift = layout.timestamp_shift();
+        let (epoch, tick_ms) = (layout.epoch_ms(), layout.tick_ms());
+        let AdoptColumn { table, column } = target;
+        // The UTC time an id decodes to in this layout, in ms when past what a timestamp
+        // holds.
+        let time_of = |id: &str| {
+            format!(
+                "(SELECT CASE WHEN ms < 9000000000000000
+            THEN to_char(to_timestamp(ms / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') || ' UTC'
+            ELSE ms || ' ms after 1970' END
+        FROM (SELECT {}::numeric * {tick_ms} + {epoch} AS ms) AS decoded)",
+                unshifted(id, ts_shift)
+            )
+        };
+        let newest_time = time_of("newest");
+        let first_time = time_of("first_id");
+        let first_of_tick = shifted(&unshifted("minted", ts_shift), ts_shift);
+        format!(
+            "
+-- Adopt {table}.{column}: new rows take {p}_next_id(). In one statement, under an ACCESS
+-- EXCLUSIVE lock on the table: the column must be bigint (and every foreign key to it),
+-- and every value in it below the first id of the tick {p}_next_id() mints at; then its
+-- default becomes {p}_next_id() and its identity (with its sequence) or its sequence's
+-- ownership goes. Nothing is done for a column that already takes its ids from it.
+DO $adopt$
+DECLARE
+    what text := '{table}.{column}';
+    tbl regclass := to_regclass('{table}');
+    col name := '{column}';
+    mint text := format('%I.%I()', current_schema(), '{p}_next_id');
+    att record;
+    fk record;
+    seq text;
+    minted bigint;
+    first_id bigint;
+    newest bigint;
+BEGIN
+    IF tbl IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '42P01', MESSAGE = format(
+            'cannot adopt column %s: there is no table {table}', what);
+    END IF;
+    SELECT a.attidentity, pg_get_expr(d.adbin, d.adrelid) AS default INTO att
+    FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42703', MESSAGE = format(
+            'cannot adopt column %s: table %s has no column %I', what, tbl, col);
+    END IF;
+    IF att.attidentity = '' AND att.default IN (mint, '{p}_next_id()')
+        AND pg_get_serial_sequence(tbl::text, col) IS NULL THEN
+        RAISE NOTICE 'column % already takes its ids from %', what, mint;
+        RETURN;
+    END IF;
+    -- Under read committed every statement below sees every row committed before the
+    -- lock; an older snapshot could miss some.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION USING ERRCODE = '25001', MESSAGE = format(
+            'cannot adopt column %s in a %s transaction: run it under read committed, the default',
+            what, current_setting('transaction_isolation'));
+    END IF;
+    -- From here until commit no row goes in or out.
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+    SELECT a.attnum, a.atttypid::regtype AS type, a.attidentity INTO att
+    FROM pg_attribute a
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF att.type <> 'bigint'::regtype THEN
+        RAISE EXCEPTION USING ERRCODE = '42804', MESSAGE = format(
+            'cannot adopt column %s: it is %s and atomflake ids are bigint; change it first with ALTER TABLE %s ALTER COLUMN %I TYPE bigint (this rewrites the table), then adopt it',
+            what, att.type, tbl, col);
+    END IF;
+    FOR fk IN
+        SELECT c.conname, c.conrelid::regclass AS child, a.attname, a.atttypid::regtype AS type
+        FROM pg_constraint c
+        CROSS JOIN LATERAL unnest(c.conkey, c.confkey) AS k(child_column, parent_column)
+        JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.child_column
+        WHERE c.contype = 'f' AND c.confrelid = tbl AND k.parent_column = att.attnum
+            AND a.atttypid <> 'bigint'::regtype
+        ORDER BY c.conrelid::regclass::text, a.attname
+    LOOP
+        RAISE EXCEPTION USING ERRCODE = '42804', MESSAGE = format(
+            'cannot adopt column %s: column %s.%I references it (foreign key %I) and is %s, which atomflake ids do not fit; change it first with ALTER TABLE %s ALTER COLUMN %I TYPE bigint, then adopt %s',
+            what, fk.child, fk.attname, fk.conname, fk.type, fk.child, fk.attname, what);
+    END LOOP;
+    -- Every id minted from here on is at least the first id of this one's tick, on any node.
+    minted := {p}_next_id();
+    first_id := {first_of_tick};
+    EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO newest;
+    IF newest >= first_id THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
+            'cannot adopt column %s: it holds %s, which decodes to %s, at or above %s (%s), the smallest id atomflake mints from now on; adopt it once atomflake''s ids are past its values (after %s), or use a layout whose ids are above them',
+            what, newest, {newest_time}, first_id, {first_time}, {newest_time});
+    END IF;
+    IF att.attidentity <> '' THEN
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+    ELSE
+        seq := pg_get_serial_sequence(tbl::text, col);
+        IF seq IS NOT NULL THEN
+            EXECUTE format('ALTER SEQUENCE %s OWNED BY NONE', seq);
+        END IF;
+    END IF;
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', tbl, col, mint);
+    RAISE NOTICE 'column % now takes its ids from %', what, mint;
+END
+$adopt$;
+"
         )
     }
 }
@@ -678,7 +869,11 @@ CREATE OR REPLACE FUNCTION {p}_last_id_at(at timestamptz)
 RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN {p}_first_id_at(at) | {below_ts};
 ",
-        )
+        )?;
+        for target in &self.adopt {
+            f.write_str(&self.adoption(target))?;
+        }
+        Ok(())
     }
 }
 
@@ -720,6 +915,12 @@ pub enum SqlError {
         /// The least headroom allowed, [`PgScript::MIN_HEADROOM`](crate::sql::PgScript::MIN_HEADROOM).
         min: u64,
     },
+    /// A column to adopt ([`PgScript::adopt`](crate::sql::PgScript::adopt)) that is not
+    /// `TABLE.COLUMN` or `SCHEMA.TABLE.COLUMN` of names that need no quoting.
+    InvalidAdoptColumn {
+        /// The column given.
+        column: String,
+    },
 }
 
 impl fmt::Display for SqlError {
@@ -751,6 +952,12 @@ impl fmt::Display for SqlError {
                 f,
                 "layout {layout} leaves in-database minting a headroom of {headroom} sessions: \
                  allowed {min} and more, the sessions of a server with PostgreSQL's default settings"
+            ),
+            SqlError::InvalidAdoptColumn { column } => write!(
+                f,
+                "column {column:?} cannot be adopted: give TABLE.COLUMN or SCHEMA.TABLE.COLUMN, \
+                 each name 1..={} characters of a-z, 0-9 and _, starting with a letter or _",
+                PgScript::MAX_NAME_LEN
             ),
         }
     }
@@ -890,6 +1097,47 @@ mod tests {
         );
         assert_eq!(PgScript::new(narrow(0), 0).unwrap().headroom(), 127);
         assert!(script.max_wait(Duration::ZERO).is_ok());
+    }
+
+    #[test]
+    fn adopt_takes_two_or_three_plain_names() {
+        let script = PgScript::new(Layout::TWITTER, 0).unwrap();
+        let adopted = script
+            .clone()
+            .adopt("orders.id")
+            .and_then(|script| script.adopt("shop.line_items.id"))
+            .unwrap()
+            .to_string();
+        assert!(adopted.contains("what text := 'orders.id';"));
+        assert!(adopted.contains("tbl regclass := to_regclass('shop.line_items');"));
+        assert!(adopted.contains("col name := 'id';"));
+        assert!(!script.to_string().contains("$adopt$"));
+        let long = "a".repeat(64);
+        for bad in [
+            "id",
+            "a.b.c.d",
+            ".id",
+            "t.",
+            "T.id",
+            "t.1d",
+            "t.i-d",
+            "t.id'; drop table t; --",
+            &format!("t.{long}"),
+        ] {
+            assert_eq!(
+                script.clone().adopt(bad),
+                Err(SqlError::InvalidAdoptColumn {
+                    column: bad.to_owned()
+                }),
+                "{bad:?}"
+            );
+        }
+        assert!(script.clone().adopt(&format!("t.{}", &long[1..])).is_ok());
+        assert_eq!(
+            script.adopt("T.id").unwrap_err().to_string(),
+            "column \"T.id\" cannot be adopted: give TABLE.COLUMN or SCHEMA.TABLE.COLUMN, each \
+             name 1..=63 characters of a-z, 0-9 and _, starting with a letter or _"
+        );
     }
 
     #[test]

@@ -77,6 +77,11 @@ pub struct Options {
     /// Run the server on the stepped clock in this file ([`crate::clock`]):
     /// [`step_clock`]`(file, "-2")` steps the server's clock back by 2 s, and nothing else's.
     pub faketime_file: Option<PathBuf>,
+    /// Run the server on a wall clock this far from the real one, with libfaketime
+    /// ([`LIBFAKETIME`]) and this `FAKETIME` (`-3s`: 3 s behind): a fixed offset, read
+    /// from the environment once. Not with [`faketime_file`](Self::faketime_file). Check
+    /// [`can_move_clocks`] first.
+    pub clock_offset: Option<&'static str>,
     /// Extra `-c name=value` settings.
     pub settings: Vec<(&'static str, String)>,
     /// Listen on a free loopback TCP port too ([`Server::tcp_conninfo`]).
@@ -352,6 +357,17 @@ impl Server {
             // pg_ctl passes its environment on to `postgres` (runuser keeps it too). Only
             // the wall clock moves: timeouts and sleeps keep real time.
             command.envs(crate::clock::environment(file));
+        }
+        if let Some(offset) = self.options.clock_offset {
+            assert!(
+                self.options.faketime_file.is_none(),
+                "a server runs on a stepped clock or an offset one, not both"
+            );
+            command.envs([
+                ("LD_PRELOAD", LIBFAKETIME),
+                ("FAKETIME", offset),
+                ("FAKETIME_DONT_FAKE_MONOTONIC", "1"),
+            ]);
         }
         let log = self.root.join("log");
         run_or_explain(

@@ -23,6 +23,11 @@ pub(crate) struct SqlArgs {
     /// and at most 5 s, ahead of the server's clock.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
     max_wait_ms: u64,
+    /// Switch an existing bigint column (a bigserial or identity key) over to the
+    /// script's function: checked, under a lock, to be bigint and to hold only values
+    /// below the IDs minted from now on. Repeat for more columns.
+    #[arg(long, value_name = "TABLE.COLUMN")]
+    adopt: Vec<String>,
 }
 
 /// `atomflake sql`: the in-database minting script on stdout.
@@ -32,6 +37,11 @@ pub(crate) fn run(args: &SqlArgs) -> Result<(), Failure> {
     let script = atomflake_postgres::sql::PgScript::new(layout, node)
         .and_then(|script| script.prefix(&args.prefix))
         .and_then(|script| script.max_wait(Duration::from_millis(args.max_wait_ms)))
+        .and_then(|script| {
+            args.adopt
+                .iter()
+                .try_fold(script, |script, column| script.adopt(column))
+        })
         .map_err(|err| Failure::Usage(err.to_string()))?;
     let mut out = io::stdout().lock();
     write!(out, "{script}")
