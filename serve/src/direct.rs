@@ -6,7 +6,7 @@
 //! alone, and a `GetIds` whose body is one uncompressed message of at most
 //! [`MAX_REQUEST_BYTES`]. Anything else (another parameter, percent-encoding, a compressed
 //! or oversized message, more than one) goes to the router, which answers as it does for
-//! every other request. Limits, tokens, rates, deadlines, CORS and metrics are the same
+//! every other request; a `GetIds` body, up to 16 KiB, is read to its end first. Limits, tokens, rates, deadlines, CORS and metrics are the same
 //! either way: the connection's service applies them around both.
 
 use crate::connections::Reply;
@@ -34,6 +34,9 @@ static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 /// A gRPC message's prefix: the compressed flag, then the length in 4 bytes.
 const PREFIX: usize = 5;
 
+/// The most of a `GetIds` body read here; the router reads the rest.
+const READ_BYTES: usize = 16 * 1024;
+
 /// `request`'s answer when it is one of the plain ID requests, else `request` to route
 /// (its body as it came).
 pub(crate) async fn answer(
@@ -46,7 +49,8 @@ pub(crate) async fn answer(
         };
         let max = u64::from(service.limits().max_count);
         let budget = request.extensions().get::<IdBudget>();
-        let (status, body) = http::ids_answer(service, http::count_in(Some(count), max), budget).await;
+        let asked = http::count_in(Some(count), max).map(|count| (count, http::Written::Strings));
+        let (status, body) = http::ids_answer(service, asked, budget).await;
         let mut response = Response::new(Reply::fixed(Bytes::from(body), None));
         *response.status_mut() = status;
         response
@@ -54,8 +58,7 @@ pub(crate) async fn answer(
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         return Ok(response);
     }
-    if request.uri().path() == GET_IDS && request.method() == Method::POST && uncompressed(request.headers())
-    {
+    if request.uri().path() == GET_IDS && request.method() == Method::POST {
         return get_ids(service, request).await;
     }
     Err(request.map(Body::new))
@@ -78,14 +81,17 @@ fn uncompressed(headers: &HeaderMap) -> bool {
         .is_none_or(|encoding| encoding.as_bytes() == b"identity")
 }
 
-/// A plain `GetIds`: its message read and decoded, the IDs minted and sent as tonic sends
-/// them (the message, then `grpc-status: 0` in the trailers; a refusal as a trailers-only
-/// answer). A body that is not one plain message goes to the router with the bytes read.
+/// A `GetIds`: its body read (up to [`READ_BYTES`]), and when that is one plain message,
+/// the IDs minted and sent as tonic sends them (the message, then `grpc-status: 0` in the
+/// trailers; a refusal as a trailers-only answer). Any other body goes to the router with
+/// the bytes read: read to its end, so that a refusal is not sent while the client still
+/// sends (HTTP/2 would then reset the stream, and some clients report the reset instead).
 async fn get_ids(service: &Service, request: Request<Incoming>) -> Result<Response<Reply>, Request<Body>> {
+    let plain = uncompressed(request.headers());
     let (parts, mut body) = request.into_parts();
     let mut read = Vec::new();
     let mut ended = false;
-    while read.len() <= PREFIX + MAX_REQUEST_BYTES {
+    while read.len() <= READ_BYTES {
         match std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
             Some(Ok(frame)) => {
                 if let Some(data) = frame.data_ref() {
@@ -100,7 +106,7 @@ async fn get_ids(service: &Service, request: Request<Incoming>) -> Result<Respon
             }
         }
     }
-    let message = ended.then(|| one_message(&read)).flatten();
+    let message = (plain && ended).then(|| one_message(&read)).flatten();
     let Some(message) = message else {
         let body = Body::new(Replayed {
             read: Some(Bytes::from(read)),

@@ -4,7 +4,7 @@
 use crate::metrics::{Api, Outcome};
 use crate::rate::IdBudget;
 use crate::service::{Refusal, Service, State};
-use atomflake::Id;
+use atomflake::{Id, Layout};
 use axum::extract::{Path, Query, State as With};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -30,41 +30,55 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
 }
 
 /// `GET /v1/ids?count=N`: `{"ids": ["<decimal>", ...]}`, IDs as strings (JavaScript's
-/// numbers hold 53 bits).
+/// numbers hold 53 bits); with `as=number`, `{"ids": [<decimal>, ...]}` for a layout whose
+/// every ID a JavaScript number holds exactly.
 async fn ids(
     With(service): With<Arc<Service>>,
     budget: Option<Extension<IdBudget>>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let count = count_of(&query, u64::from(service.limits().max_count));
-    let (status, body) = ids_answer(&service, count, budget.as_ref().map(|budget| &budget.0)).await;
+    let asked = asked_of(&query, u64::from(service.limits().max_count), service.layout());
+    let (status, body) = ids_answer(&service, asked, budget.as_ref().map(|budget| &budget.0)).await;
     json(status, body)
 }
 
-/// The answer to `GET /v1/ids` for `count` read from its query (within the connection's
-/// ID `budget`, when it has one), counted: its status and JSON body.
+/// How `GET /v1/ids` writes its IDs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// Decimal strings (`as=string`, the default): any layout.
+    Strings,
+    /// JSON numbers (`as=number`): layouts whose IDs are at most 2^53 - 1.
+    Numbers,
+}
+
+/// The largest integer a JavaScript number holds exactly, 2^53 - 1 (`Number.MAX_SAFE_INTEGER`).
+pub(crate) const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// The answer to `GET /v1/ids` for the count and form `asked` (within the connection's ID
+/// `budget`, when it has one), counted: its status and JSON body.
 pub(crate) async fn ids_answer(
     service: &Service,
-    count: Result<u64, Refusal>,
+    asked: Result<(u64, Written), Refusal>,
     budget: Option<&IdBudget>,
 ) -> (StatusCode, String) {
     let start = Instant::now();
-    let result = match count {
-        Ok(count) => service.next_ids(count, budget).await,
+    let result = match asked {
+        Ok((count, written)) => service.next_ids(count, budget).await.map(|ids| (ids, written)),
         Err(refusal) => Err(refusal),
     };
     let (outcome, served, status, body) = match result {
-        Ok(ids) => {
+        Ok((ids, written)) => {
             let mut body = String::with_capacity(10 + ids.len() * 23);
             let mut digits = itoa::Buffer::new();
+            let quote = if written == Written::Strings { "\"" } else { "" };
             body.push_str("{\"ids\":[");
             for (index, id) in ids.iter().enumerate() {
                 if index > 0 {
                     body.push(',');
                 }
-                body.push('"');
+                body.push_str(quote);
                 body.push_str(digits.format(*id));
-                body.push('"');
+                body.push_str(quote);
             }
             body.push_str("]}");
             (Outcome::Ok, ids.len() as u64, StatusCode::OK, body)
@@ -78,14 +92,33 @@ pub(crate) async fn ids_answer(
     (status, body)
 }
 
-/// The `count` parameter: 1 when missing; any other parameter is refused.
-fn count_of(query: &HashMap<String, String>, max: u64) -> Result<u64, Refusal> {
-    if let Some(other) = query.keys().find(|key| *key != "count") {
+/// The `count` (1 when missing) and `as` (`string` when missing) parameters; any other
+/// parameter is refused, and `as=number` for a `layout` whose IDs can pass 2^53 - 1.
+fn asked_of(query: &HashMap<String, String>, max: u64, layout: Layout) -> Result<(u64, Written), Refusal> {
+    if let Some(other) = query.keys().find(|key| *key != "count" && *key != "as") {
         return Err(Refusal::Invalid(format!(
-            "unknown parameter {other:?}: allowed count"
+            "unknown parameter {other:?}: allowed count and as"
         )));
     }
-    count_in(query.get("count").map(String::as_str), max)
+    let count = count_in(query.get("count").map(String::as_str), max)?;
+    let written = match query.get("as").map(String::as_str) {
+        None | Some("string") => Written::Strings,
+        Some("number") if layout.max_id() <= MAX_SAFE_INTEGER => Written::Numbers,
+        Some("number") => {
+            return Err(Refusal::Invalid(format!(
+                "as=number needs a layout whose IDs are at most 2^53 - 1 ({MAX_SAFE_INTEGER}), which \
+                 JavaScript's numbers hold exactly: this server's layout ({layout}) reaches {}; allowed \
+                 as=string",
+                layout.max_id()
+            )));
+        }
+        Some(other) => {
+            return Err(Refusal::Invalid(format!(
+                "as {other:?} is not a form: allowed string or number"
+            )));
+        }
+    };
+    Ok((count, written))
 }
 
 /// `count`'s value, `text` (1 when missing), checked against `1..=max`.

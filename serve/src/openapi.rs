@@ -7,12 +7,6 @@ use serde_json::{Value, json};
 
 /// The document, for a server held to `limits`.
 pub(crate) fn document(limits: Limits) -> Value {
-    let error = |description: &str| {
-        json!({
-            "description": description,
-            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-        })
-    };
     let text = |description: &str| json!({"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}});
     json!({
         "openapi": "3.1.0",
@@ -24,26 +18,7 @@ pub(crate) fn document(limits: Limits) -> Value {
                             order they are minted. IDs are strings: JavaScript's numbers hold 53 bits.",
         },
         "paths": {
-            "/v1/ids": {"get": {
-                "operationId": "getIds",
-                "summary": "New IDs, in increasing order.",
-                "parameters": [{
-                    "name": "count",
-                    "in": "query",
-                    "required": false,
-                    "description": "How many IDs (1 when left out).",
-                    "schema": {"type": "integer", "minimum": 1, "maximum": limits.max_count, "default": 1},
-                }],
-                "responses": {
-                    "200": {
-                        "description": "The IDs.",
-                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Ids"}}},
-                    },
-                    "400": error("A count out of range, or a parameter other than count."),
-                    "429": error("Over this connection's request rate; retry after a second."),
-                    "503": error("The server is draining, or cannot mint (its lease is lost or overdue)."),
-                },
-            }},
+            "/v1/ids": ids_path(limits),
             "/v1/ids/{id}": {"get": {
                 "operationId": "decodeId",
                 "summary": "An ID's time, node and sequence in the server's layout.",
@@ -104,6 +79,49 @@ pub(crate) fn document(limits: Limits) -> Value {
     })
 }
 
+/// An answer with an `Error` body.
+fn error(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    })
+}
+
+/// `GET /v1/ids`: its parameters and answers.
+fn ids_path(limits: Limits) -> Value {
+    json!({"get": {
+        "operationId": "getIds",
+        "summary": "New IDs, in increasing order.",
+        "parameters": [{
+            "name": "count",
+            "in": "query",
+            "required": false,
+            "description": "How many IDs (1 when left out).",
+            "schema": {"type": "integer", "minimum": 1, "maximum": limits.max_count, "default": 1},
+        }, {
+            "name": "as",
+            "in": "query",
+            "required": false,
+            "description": "IDs as decimal strings (any layout), or as JSON numbers: only for a layout \
+                            whose IDs are at most 2^53 - 1, which JavaScript's numbers hold exactly.",
+            "schema": {"type": "string", "enum": ["string", "number"], "default": "string"},
+        }],
+        "responses": {
+            "200": {
+                "description": "The IDs.",
+                "content": {"application/json": {"schema": {"oneOf": [
+                    {"$ref": "#/components/schemas/Ids"},
+                    {"$ref": "#/components/schemas/IdNumbers"},
+                ]}}},
+            },
+            "400": error("A count out of range, a parameter other than count and as, or as=number \
+                          for a layout whose IDs can pass 2^53 - 1."),
+            "429": error("Over this connection's request rate; retry after a second."),
+            "503": error("The server is draining, or cannot mint (its lease is lost or overdue)."),
+        },
+    }})
+}
+
 /// The schemas of the bodies, `Id` among them.
 fn schemas() -> Value {
     let id = serde_json::to_value(<Id as utoipa::PartialSchema>::schema()).expect("a schema is plain JSON");
@@ -114,6 +132,14 @@ fn schemas() -> Value {
             "required": ["ids"],
             "additionalProperties": false,
             "properties": {"ids": {"type": "array", "items": {"$ref": "#/components/schemas/Id"}}},
+        },
+        "IdNumbers": {
+            "type": "object",
+            "required": ["ids"],
+            "additionalProperties": false,
+            "properties": {"ids": {"type": "array", "items": {
+                "type": "integer", "minimum": 0, "maximum": crate::http::MAX_SAFE_INTEGER,
+            }}},
         },
         "Error": {
             "type": "object",

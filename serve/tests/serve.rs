@@ -231,6 +231,47 @@ fn assert_decode(ids: &[u64], layout: Layout, node: u64, from: u64, to: u64) {
         );
     }
 }
+/// On a layout of at most 53 bits, `as=number` gives the IDs as JSON numbers, each at most
+/// 2^53 - 1, after the strings asked for before them.
+#[test]
+fn ids_as_numbers_on_a_layout_of_53_bits_are_json_numbers_a_javascript_number_holds() {
+    let test = "ids_as_numbers_on_a_layout_of_53_bits_are_json_numbers_a_javascript_number_holds";
+    let layout = Layout::builder()
+        .timestamp_bits(41)
+        .node_bits(4)
+        .sequence_bits(8)
+        .epoch_ms(1_288_834_974_657)
+        .tick_ms(1)
+        .build()
+        .unwrap();
+    let server = Server::start(Setup::node(3).layout(layout));
+    let Some((status, strings)) = curl(&server.url("/v1/ids?count=5&as=string")) else {
+        skip(test, "no curl");
+        return;
+    };
+    assert_eq!(status, 200, "{strings}");
+    let (status, numbers) = curl(&server.url("/v1/ids?as=number&count=5")).unwrap();
+    assert_eq!(status, 200, "{numbers}");
+    let numbers: serde_json::Value = serde_json::from_str(&numbers).unwrap();
+    let numbers: Vec<u64> = numbers["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_u64().unwrap_or_else(|| panic!("{id} is not a JSON number")))
+        .collect();
+    let strings = ids_of(&strings);
+    assert_eq!((strings.len(), numbers.len()), (5, 5));
+    let all: Vec<u64> = strings.iter().chain(&numbers).copied().collect();
+    assert!(
+        all.is_sorted() && all.windows(2).all(|pair| pair[0] < pair[1]),
+        "{all:?}"
+    );
+    for id in all {
+        assert!(id < 1 << 53, "{id}");
+        assert_eq!(layout.decode(Id::new(id)).node, 3, "{id}");
+    }
+}
+
 /// `GET /v1/ids` and `GetIds` in their plain forms are answered without the router; every
 /// other form goes through it. Both must give the same answers, and the router must still
 /// get the whole body of a call the plain path began to read.
@@ -352,7 +393,17 @@ fn curl_gets_ids_that_decode_to_the_servers_node_and_the_time_of_the_request() {
             "count=99999999999999999999",
             r#"count \"99999999999999999999\" is not a whole number: allowed 1..=1000"#,
         ),
-        ("size=2", r#"unknown parameter \"size\": allowed count"#),
+        ("size=2", r#"unknown parameter \"size\": allowed count and as"#),
+        (
+            "as=text",
+            r#"as \"text\" is not a form: allowed string or number"#,
+        ),
+        (
+            "as=number",
+            "as=number needs a layout whose IDs are at most 2^53 - 1 (9007199254740991), which JavaScript's \
+             numbers hold exactly: this server's layout (41/10/12 bits, 1 ms ticks, epoch 1288834974657 ms) \
+             reaches 9223372036854775807; allowed as=string",
+        ),
     ] {
         let answer = curl(&server.url(&format!("/v1/ids?{query}"))).unwrap();
         assert_eq!(answer, (400, format!(r#"{{"error":"{error}"}}"#)), "{query}");
@@ -391,7 +442,7 @@ fn curl_gets_ids_that_decode_to_the_servers_node_and_the_time_of_the_request() {
     assert_eq!(status, 200);
     for line in [
         "atomflake_ids_served_total{api=\"http\"} 1001",
-        "atomflake_requests_total{api=\"http\",outcome=\"invalid\"} 7",
+        "atomflake_requests_total{api=\"http\",outcome=\"invalid\"} 9",
         "atomflake_serving 1",
     ] {
         assert!(metrics.lines().any(|l| l == line), "no {line:?} in\n{metrics}");
