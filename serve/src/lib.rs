@@ -3,7 +3,8 @@
 //! A [`Service`] holds a [`ShardedGenerator`](atomflake::ShardedGenerator) (on fixed nodes,
 //! or on nodes leased with their high-water marks) and [`serve`] answers on a TCP listener:
 //!
-//! - HTTP: `GET /v1/ids?count=N` → `{"ids": ["<decimal>", ...]}`, `GET /v1/ids/{id}` (the
+//! - HTTP: `GET /v1/ids?count=N` → `{"ids": ["<decimal>", ...]}` (`&as=number`: JSON
+//!   numbers, for a layout of at most 53 bits), `GET /v1/ids/{id}` (the
 //!   ID decoded), `GET /v1/layout`, `GET /readyz` and `GET /healthz` (200 only while IDs
 //!   can be handed out), `GET /livez` (200 unless minting has ended for good) and
 //!   `GET /metrics` (Prometheus' text format);
