@@ -8,7 +8,7 @@ from typing import Literal, Optional, Union, final
 
 from typing_extensions import Self
 
-_Preset = Literal["twitter", "discord", "instagram", "sonyflake", "mastodon"]
+_Preset = Literal["twitter", "discord", "instagram", "sonyflake", "mastodon", "javascript"]
 _When = Union[_datetime.datetime, int]
 
 __all__ = [
@@ -88,6 +88,7 @@ class Layout:
     INSTAGRAM: Layout
     SONYFLAKE: Layout
     MASTODON: Layout
+    JAVASCRIPT: Layout
 
     def __new__(
         cls,
@@ -123,6 +124,9 @@ class Layout:
     def end_unix_ms(self) -> int: ...
     @property
     def max_id(self) -> int: ...
+    @property
+    def fits_js_number(self) -> bool:
+        """Whether every ID is at most ``2**53 - 1``: a JavaScript number holds it exactly."""
     def decode(self, id: int) -> Parts:
         """An ID's parts; a ``ValueError`` for an ID with bits outside the layout."""
     def encode(self, *, unix_ms: _When, node: int, sequence: int = 0) -> int:
@@ -157,6 +161,106 @@ class Generator:
         """``n`` IDs in increasing order."""
     def next_ids_array(self, n: int) -> array[int]:
         """``n`` IDs in increasing order as an ``array('Q')``."""
+    @property
+    def node(self) -> int:
+        """The node that minted the ID."""
+    @property
+    def sequence(self) -> int:
+        """The ID's place within its tick on that node."""
+    @property
+    def datetime(self) -> _datetime.datetime:
+        """The start of the ID's tick, an aware ``datetime`` in UTC."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Layout:
+    """How the bits of an ID are spent: timestamp, node and sequence, epoch and tick."""
+
+    TWITTER: Layout
+    DISCORD: Layout
+    INSTAGRAM: Layout
+    SONYFLAKE: Layout
+    MASTODON: Layout
+    JAVASCRIPT: Layout
+
+    def __new__(
+        cls,
+        *,
+        timestamp_bits: int,
+        node_bits: int,
+        sequence_bits: int,
+        epoch_ms: int,
+        tick_ms: int = 1,
+    ) -> Self:
+        """A custom layout, checked; a ``ValueError`` says what is wrong."""
+    @staticmethod
+    def preset(name: str) -> Layout:
+        """The preset of that name; a ``ValueError`` lists the presets."""
+    @staticmethod
+    def presets() -> dict[str, Layout]:
+        """Every preset by name."""
+    @property
+    def timestamp_bits(self) -> int: ...
+    @property
+    def node_bits(self) -> int: ...
+    @property
+    def sequence_bits(self) -> int: ...
+    @property
+    def epoch_ms(self) -> int: ...
+    @property
+    def tick_ms(self) -> int: ...
+    @property
+    def max_node(self) -> int: ...
+    @property
+    def ids_per_tick(self) -> int: ...
+    @property
+    def end_unix_ms(self) -> int: ...
+    @property
+    def max_id(self) -> int: ...
+    @property
+    def fits_js_number(self) -> bool:
+        """Whether every ID is at most ``2**53 - 1``: a JavaScript number holds it exactly."""
+    def decode(self, id: int) -> Parts:
+        """An ID's parts; a ``ValueError`` for an ID with bits outside the layout."""
+    def encode(self, *, unix_ms: _When, node: int, sequence: int = 0) -> int:
+        """The ID of these parts; a ``ValueError`` names a part out of range."""
+    def datetime(self, id: int) -> _datetime.datetime:
+        """The start of an ID's tick, an aware ``datetime`` in UTC."""
+    def first_id_at(self, when: _When) -> int:
+        """The lowest ID of the tick holding ``when``."""
+    def last_id_at(self, when: _When) -> int:
+        """The highest ID of the tick holding ``when``."""
+    def __eq__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+
+@final
+class Generator:
+    """A Snowflake ID generator on one node: thread-safe, fork-safe, strictly increasing."""
+
+    def __new__(
+        cls,
+        layout: Union[_Preset, Layout, None] = None,
+        node: Optional[int] = None,
+        *,
+        high_water: Union[str, os.PathLike[str], None] = None,
+        borrow_ahead: float = 0.0,
+        patience: float = 10.0,
+    ) -> Self: ...
+    def next_id(self) -> int:
+        """The next ID, waiting with the GIL released for a spent tick."""
+    def try_next_id(self) -> int:
+        """The next ID, or ``MintError`` at once (``retry_after``: when to ask again)."""
+    def next_ids(self, n: int) -> list[int]:
+        """``n`` IDs in increasing order."""
+    def next_ids_array(self, n: int) -> array[int]:
+        """``n`` IDs in increasing order as an ``array('Q')``."""
+    async def next_id_async(self) -> int:
+        """The next ID, a spent tick waited out with ``asyncio.sleep``: the loop never waits."""
+    async def next_ids_async(self, n: int) -> list[int]:
+        """``n`` IDs in increasing order, each spent tick waited out with ``asyncio.sleep``."""
+    def _next_id_nowait(self) -> int: ...
+    def _next_run_nowait(self, n: int) -> list[int]: ...
     @property
     def node(self) -> int: ...
     @property
