@@ -11,11 +11,14 @@ increasing and decode to the wall-clock time of the sample within 20 ms. Then, p
 - paced: bursts of 512 calls 1 ms apart, only the time inside the bursts counted, at the
   median burst's rate (the method of the Rust report's paced rows), so that no generator
   with 512 IDs per tick or more waits: the cost of the call;
-- batch: one call for 100,000 IDs, where the package has one (the median of 5).
+- batch: one call for 100,000 IDs, where the package has one (the median of 5);
+- asyncio: atomflake's awaitables against ``next_id()``/``next_ids()`` called in the same
+  coroutine loop (tight, 200,000 calls, and a batch of 100,000; medians of 5).
 
 Ratios are each row's time over atomflake's in the same column and group.
 """
 
+import asyncio
 import statistics
 import sys
 import time
@@ -132,6 +135,60 @@ def batch(make: Callable[[], Callable[[int], object]], n: int = 100_000) -> floa
     return statistics.median(rounds)
 
 
+def tight_in_a_coroutine(mint: Mint, awaited: bool, calls: int = 200_000) -> float:
+    """ns per ID of ``mint()`` (or ``await mint()``) in a coroutine's loop, as `tight`."""
+
+    async def rounds() -> float:
+        times = []
+        for _ in range(5):
+            started = time.perf_counter_ns()
+            if awaited:
+                for _ in repeat(None, calls):
+                    await mint()  # type: ignore[misc]
+            else:
+                for _ in repeat(None, calls):
+                    mint()
+            times.append((time.perf_counter_ns() - started) / calls)
+        return statistics.median(times)
+
+    return asyncio.run(rounds())
+
+
+def batch_in_a_coroutine(make: Callable[[], Callable[[int], Any]], awaited: bool, n: int = 100_000) -> float:
+    """ns per ID of one call for ``n`` IDs in a coroutine, as `batch`."""
+
+    async def rounds() -> float:
+        times = []
+        for _ in range(5):
+            take = make()
+            started = time.perf_counter_ns()
+            ids = await take(n) if awaited else take(n)
+            times.append((time.perf_counter_ns() - started) / n)
+            assert len(ids) == n
+        return statistics.median(times)
+
+    return asyncio.run(rounds())
+
+
+def asyncio_rows() -> list[tuple[str, Callable[[], float]]]:
+    def wide() -> atomflake.Generator:
+        return atomflake.Generator(WIDE, 0)
+
+    def twitter() -> atomflake.Generator:
+        return atomflake.Generator("twitter", 1)
+
+    return [
+        ("next_id() in a coroutine, 41/0/22", lambda: tight_in_a_coroutine(wide().next_id, False)),
+        ("await next_id_async(), 41/0/22", lambda: tight_in_a_coroutine(wide().next_id_async, True)),
+        ("next_id() in a coroutine, twitter (its cap: waits)", lambda: tight_in_a_coroutine(twitter().next_id, False)),
+        ("await next_id_async(), twitter (its cap: asyncio.sleep)", lambda: tight_in_a_coroutine(twitter().next_id_async, True)),
+        ("next_ids(100,000) in a coroutine, 41/0/22", lambda: batch_in_a_coroutine(lambda: wide().next_ids, False)),
+        ("await next_ids_async(100,000), 41/0/22", lambda: batch_in_a_coroutine(lambda: wide().next_ids_async, True)),
+        ("next_ids(100,000) in a coroutine, twitter", lambda: batch_in_a_coroutine(lambda: twitter().next_ids, False)),
+        ("await next_ids_async(100,000), twitter", lambda: batch_in_a_coroutine(lambda: twitter().next_ids_async, True)),
+    ]
+
+
 def main() -> None:
     print(f"Python {sys.version.split()[0]}; ns per ID, median; ratio = row / atomflake's first row\n")
     print(f"{'generator':66} {'tight':>9} {'ratio':>6} {'paced':>9} {'ratio':>6}")
@@ -150,6 +207,13 @@ def main() -> None:
         per_id = batch(make_batch)
         first = first or per_id
         print(f"{name:66} {per_id:9.1f} {per_id / first:6.2f}")
+    print(f"\n{'asyncio (ratio: the row above, not awaited)':66} {'ns/ID':>9} {'ratio':>6}")
+    above = 0.0
+    for index, (name, measure) in enumerate(asyncio_rows()):
+        per_id = measure()
+        if index % 2 == 0:
+            above = per_id
+        print(f"{name:66} {per_id:9.1f} {per_id / above:6.2f}")
 
 
 if __name__ == "__main__":

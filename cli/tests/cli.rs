@@ -278,7 +278,7 @@ fn decode_bad_arguments_exit_2_with_one_line() {
 #[test]
 fn unknown_layout_exits_2_naming_the_presets() {
     let line = "unknown layout \"snowflake\": the presets are twitter, discord, instagram, \
-                sonyflake, mastodon";
+                sonyflake, mastodon, javascript";
     assert_bad_input(&run(&["mint", "--layout", "snowflake"]), line);
     assert_bad_input(&run(&["decode", "--layout", "snowflake", "1"]), line);
 }
@@ -328,7 +328,7 @@ fn usage_errors_exit_2() {
 fn layouts_lists_every_preset_with_its_dates() {
     let output = run(&["layouts"]);
     let text = stdout(&output);
-    assert_eq!(text.lines().count(), 6, "{text}");
+    assert_eq!(text.lines().count(), 7, "{text}");
     assert!(text.contains(
         "twitter           41   10       12  1 ms  time|node|seq   2010-11-04T01:42:54.657Z \
          never                    2080-07-10T17:30:30.209Z\n"
@@ -340,6 +340,10 @@ fn layouts_lists_every_preset_with_its_dates() {
     assert!(text.contains(
         "instagram         41   13       10  1 ms  time|node|seq   2011-08-24T21:07:01.721Z \
          2046-06-27T17:00:49.497Z 2081-04-30T12:54:37.273Z\n"
+    ));
+    assert!(text.contains(
+        "javascript        38    7        8 10 ms  time|node|seq   2025-01-01T00:00:00.000Z \
+         never                    2112-02-09T13:44:29.440Z\n"
     ));
     for name in ["discord", "instagram", "mastodon"] {
         assert!(text.contains(name), "{name}");

@@ -312,7 +312,7 @@ fn a_server_without_one_node_source_is_refused() {
         ),
         (
             &["--node", "1", "--layout", "nope"][..],
-            "atomflake: unknown layout \"nope\": the presets are twitter, discord, instagram, sonyflake, mastodon\n",
+            "atomflake: unknown layout \"nope\": the presets are twitter, discord, instagram, sonyflake, mastodon, javascript\n",
         ),
         // Only a leased node can be claimed afresh.
         (

@@ -71,6 +71,8 @@ enum Preset {
     Sonyflake,
     #[name = c"mastodon"]
     Mastodon,
+    #[name = c"javascript"]
+    Javascript,
 }
 
 impl Preset {
@@ -141,7 +143,7 @@ pub extern "C-unwind" fn _PG_init() {
     }
     GucRegistry::define_enum_guc(
         c"atomflake.layout",
-        c"The layout of the IDs atomflake mints: twitter, discord, instagram, sonyflake or mastodon.",
+        c"The layout of the IDs atomflake mints: twitter, discord, instagram, sonyflake, mastodon or javascript.",
         c"Fixed at server start. Changing it once IDs exist makes the decode functions read them wrongly.",
         &LAYOUT,
         GucContext::Postmaster,

@@ -977,7 +977,9 @@ mod tests {
             ("instagram", 23, 8_387_584),
             ("sonyflake", 24, 16_776_960),
             ("mastodon", 17, 65_536),
+            ("javascript", 25, 33_554_176),
         ];
+        assert_eq!(expected.len(), Layout::PRESETS.len());
         for ((name, layout), (want_name, bits, headroom)) in Layout::PRESETS.into_iter().zip(expected) {
             assert_eq!(name, want_name);
             let script = PgScript::new(layout, 0).unwrap();

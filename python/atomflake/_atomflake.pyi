@@ -8,7 +8,7 @@ from typing import Literal, Optional, Union, final
 
 from typing_extensions import Self
 
-_Preset = Literal["twitter", "discord", "instagram", "sonyflake", "mastodon"]
+_Preset = Literal["twitter", "discord", "instagram", "sonyflake", "mastodon", "javascript"]
 _When = Union[_datetime.datetime, int]
 
 __all__ = [
@@ -88,6 +88,7 @@ class Layout:
     INSTAGRAM: Layout
     SONYFLAKE: Layout
     MASTODON: Layout
+    JAVASCRIPT: Layout
 
     def __new__(
         cls,
@@ -123,6 +124,9 @@ class Layout:
     def end_unix_ms(self) -> int: ...
     @property
     def max_id(self) -> int: ...
+    @property
+    def fits_js_number(self) -> bool:
+        """Whether every ID is at most ``2**53 - 1``: a JavaScript number holds it exactly."""
     def decode(self, id: int) -> Parts:
         """An ID's parts; a ``ValueError`` for an ID with bits outside the layout."""
     def encode(self, *, unix_ms: _When, node: int, sequence: int = 0) -> int:
@@ -157,6 +161,12 @@ class Generator:
         """``n`` IDs in increasing order."""
     def next_ids_array(self, n: int) -> array[int]:
         """``n`` IDs in increasing order as an ``array('Q')``."""
+    async def next_id_async(self) -> int:
+        """The next ID, a spent tick waited out with ``asyncio.sleep``: the loop never waits."""
+    async def next_ids_async(self, n: int) -> list[int]:
+        """``n`` IDs in increasing order, each spent tick waited out with ``asyncio.sleep``."""
+    def _next_id_nowait(self) -> int: ...
+    def _next_run_nowait(self, n: int) -> list[int]: ...
     @property
     def node(self) -> int: ...
     @property

@@ -16,6 +16,7 @@ use atomflake::{Builder, Generator, Id, Layout, MintError, MonotonicClock};
 use atomflake_lease::{LeaseOptions, Registry};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -110,6 +111,38 @@ impl PyGenerator {
             parent: self.born,
             child: here,
         }))
+    }
+
+    /// The generator, read-locked if that takes no wait, for the asyncio methods, whose
+    /// event loop must never wait: one that a `close()` holds or waits for is refused as a
+    /// closed one (it is being closed).
+    #[inline]
+    fn reading_now(&self) -> Result<RwLockReadGuard<'_, Option<Generator<MonotonicClock>>>, Refusal> {
+        match self.inner.try_read() {
+            Ok(generator) => Ok(generator),
+            Err(TryLockError::Poisoned(poisoned)) => Ok(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => {
+                self.in_the_parent()?;
+                Err(Refusal::Closed)
+            }
+        }
+    }
+
+    /// The coroutine function `name` of `atomflake._asyncio`, called with this generator,
+    /// `args` and the patience in seconds.
+    fn coroutine<'py>(
+        slf: &Bound<'py, Self>,
+        function: &'static PyOnceLock<Py<PyAny>>,
+        name: &str,
+        args: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let function = function.import(py, "atomflake._asyncio", name)?;
+        let patience = slf.get().patience.as_secs_f64();
+        match args {
+            Some(n) => function.call1((slf, n, patience)),
+            None => function.call1((slf, patience)),
+        }
     }
 
     /// One attempt, never waiting.
@@ -222,6 +255,50 @@ impl PyGenerator {
     /// `MintError` with `transient` true and `retry_after` the seconds until the next tick.
     fn try_next_id(&self) -> PyResult<u64> {
         Ok(self.try_mint()?)
+    }
+
+    /// `await generator.next_id_async()`: the next ID, from asyncio. A spent tick (or a
+    /// mark being stored, a lease being renewed) is waited out with `asyncio.sleep`, for
+    /// at most `patience`: the event loop never waits. Nothing is reserved while it
+    /// sleeps, so a cancelled call leaves nothing behind. Raises as `next_id()` does.
+    fn next_id_async<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        static NEXT_ID: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        PyGenerator::coroutine(slf, &NEXT_ID, "next_id", None)
+    }
+
+    /// `await generator.next_ids_async(n)`: `n` IDs in increasing order, from asyncio, a
+    /// tick's run at a time as `next_ids(n)`, each spent tick waited out with
+    /// `asyncio.sleep`. A call cancelled part way drops the IDs it had: never minted again,
+    /// a gap in the node's IDs.
+    fn next_ids_async<'py>(slf: &Bound<'py, Self>, n: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        static NEXT_IDS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+        PyGenerator::coroutine(slf, &NEXT_IDS, "next_ids", Some(n))
+    }
+
+    /// The next ID now, or `MintError`, never waiting (also not for a `close()` under
+    /// way): the asyncio methods' step.
+    fn _next_id_nowait(&self) -> PyResult<u64> {
+        let generator = self.reading_now()?;
+        match generator.as_ref() {
+            Some(generator) => Ok(generator.try_next_id().map(Id::get).map_err(Refusal::Mint)?),
+            None => Err(Refusal::Closed.into()),
+        }
+    }
+
+    /// Up to `n` IDs of the current tick now (`n` checked as `next_ids` checks it), or
+    /// `MintError`, never waiting: the asyncio methods' step.
+    fn _next_run_nowait<'py>(&self, py: Python<'py>, n: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+        let n = Self::batch(n)?;
+        if n == 0 {
+            return Ok(PyList::empty(py));
+        }
+        let generator = self.reading_now()?;
+        let run = match generator.as_ref() {
+            Some(generator) => generator.try_next_run(n).map_err(Refusal::Mint)?,
+            None => return Err(Refusal::Closed.into()),
+        };
+        drop(generator);
+        PyList::new(py, run.into_iter().map(Id::get))
     }
 
     /// `n` IDs in increasing order as a `list` of `int`, reserved a tick at a time.

@@ -122,7 +122,8 @@ impl PyLayout {
             .map_err(|error| PyValueError::new_err(error.to_string()))
     }
 
-    /// The preset of that name: "twitter", "discord", "instagram", "sonyflake" or "mastodon".
+    /// The preset of that name: "twitter", "discord", "instagram", "sonyflake", "mastodon"
+    /// or "javascript".
     #[staticmethod]
     fn preset(name: &str) -> PyResult<Self> {
         PyLayout::preset_layout(name).map(PyLayout)
@@ -148,6 +149,8 @@ impl PyLayout {
     const SONYFLAKE: PyLayout = PyLayout(Layout::SONYFLAKE);
     #[classattr]
     const MASTODON: PyLayout = PyLayout(Layout::MASTODON);
+    #[classattr]
+    const JAVASCRIPT: PyLayout = PyLayout(Layout::JAVASCRIPT);
 
     /// Bits of the timestamp field.
     #[getter]
@@ -193,6 +196,12 @@ impl PyLayout {
     #[getter]
     fn max_id(&self) -> u64 {
         self.0.max_id()
+    }
+    /// Whether every ID of the layout is at most 2**53 - 1, JavaScript's
+    /// `Number.MAX_SAFE_INTEGER`: a JSON number read by a browser holds it exactly.
+    #[getter]
+    fn fits_js_number(&self) -> bool {
+        self.0.fits_js_number()
     }
 
     /// An ID's parts; a `ValueError` for an ID with bits outside the layout.

@@ -124,7 +124,7 @@ def test_close_stores_the_mark_and_every_later_mint_raises_closed_error() -> Non
         (("twitter", -1), ValueError, "node -1 is out of range: the layout allows 0..=1023"),
         (("sonyflake", 2**64), ValueError, "node 18446744073709551616 is out of range: the layout allows 0..=65535"),
         (("twitter", "7"), TypeError, "node must be an int, not str"),
-        (("snowflake", 1), ValueError, 'unknown layout "snowflake": the presets are twitter, discord, instagram, sonyflake, mastodon'),
+        (("snowflake", 1), ValueError, 'unknown layout "snowflake": the presets are twitter, discord, instagram, sonyflake, mastodon, javascript'),
         (("twitter",), ValueError, "a generator needs its node: 0..=1023 for this layout (or atomflake.lease() for a leased one)"),
     ],
 )

@@ -27,7 +27,7 @@ def test_a_published_discord_id_decodes_to_its_documented_parts() -> None:
 
 def test_presets_and_custom_layouts_describe_themselves() -> None:
     assert Layout.preset("twitter") == Layout.TWITTER
-    assert set(Layout.presets()) == {"twitter", "discord", "instagram", "sonyflake", "mastodon"}
+    assert set(Layout.presets()) == {"twitter", "discord", "instagram", "sonyflake", "mastodon", "javascript"}
     assert repr(Layout.SONYFLAKE) == "Layout.SONYFLAKE"
     assert (Layout.TWITTER.timestamp_bits, Layout.TWITTER.node_bits, Layout.TWITTER.sequence_bits) == (41, 10, 12)
     assert (Layout.TWITTER.epoch_ms, Layout.TWITTER.max_node, Layout.TWITTER.ids_per_tick) == (1288834974657, 1023, 4096)
@@ -49,6 +49,19 @@ def test_every_id_round_trips_through_its_parts_text_and_time() -> None:
             assert layout.datetime(id) == parts.datetime
 
 
+def test_javascript_ids_are_safe_integers() -> None:
+    js = Layout.JAVASCRIPT
+    assert js == Layout.preset("javascript") and repr(js) == "Layout.JAVASCRIPT"
+    assert (js.timestamp_bits, js.node_bits, js.sequence_bits, js.tick_ms) == (38, 7, 8, 10)
+    assert js.max_id == 2**53 - 1 and js.fits_js_number
+    assert [name for name, layout in Layout.presets().items() if layout.fits_js_number] == ["javascript"]
+    assert js.last_id_at(js.end_unix_ms - 1) == 2**53 - 1
+    ids = atomflake.Generator("javascript", node=js.max_node).next_ids(1000)
+    # A double holds each exactly, as a JavaScript number does.
+    assert all(id < 2**53 and int(float(id)) == id for id in ids)
+    assert int(float(2**53 + 1)) != 2**53 + 1
+
+
 def test_base32_sorts_as_the_ids_do() -> None:
     ids = atomflake.Generator("twitter", node=5).next_ids(1000)
     texts = [atomflake.to_base32(id) for id in ids]
@@ -60,7 +73,7 @@ def test_base32_sorts_as_the_ids_do() -> None:
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: Layout.preset("snowflake"), 'unknown layout "snowflake": the presets are twitter, discord, instagram, sonyflake, mastodon'),
+        (lambda: Layout.preset("snowflake"), 'unknown layout "snowflake": the presets are twitter, discord, instagram, sonyflake, mastodon, javascript'),
         (lambda: Layout(timestamp_bits=50, node_bits=10, sequence_bits=10, epoch_ms=0), "layout needs 70 bits (50 timestamp + 10 node + 10 sequence): an id holds at most 64"),
         (lambda: Layout(timestamp_bits=41, node_bits=10, sequence_bits=12, epoch_ms=0, tick_ms=0), "tick length 0 ms is out of range: a tick is at least 1 ms"),
         (lambda: Layout(timestamp_bits=-1, node_bits=10, sequence_bits=12, epoch_ms=0), "timestamp_bits -1 is out of range: a field has 0..=64 bits"),

@@ -17,6 +17,7 @@ fn preset_widths_epochs_and_ticks() {
         (Layout::INSTAGRAM, 41, 13, 10, 1, 1_314_220_021_721, 64),
         (Layout::SONYFLAKE, 39, 16, 8, 10, 1_409_529_600_000, 63),
         (Layout::MASTODON, 48, 0, 16, 1, 0, 64),
+        (Layout::JAVASCRIPT, 38, 7, 8, 10, 1_735_689_600_000, 53),
     ];
     for (layout, ts, node, seq, tick, epoch, total) in table {
         assert_eq!(
@@ -49,6 +50,88 @@ fn end_dates() {
         1_409_529_600_000 + (1 << 39) * 10
     );
     assert_eq!(Layout::MASTODON.end_unix_ms(), 1 << 48);
+    // JavaScript: 2^38 ticks of 10 ms after 2025-01-01 is 2112-02-09T13:44:29.440Z.
+    assert_eq!(Layout::JAVASCRIPT.end_unix_ms(), 4_484_468_669_440);
+}
+
+/// The last ID of the JavaScript preset's span, and every ID with its fields at their
+/// largest, is at most `Number.MAX_SAFE_INTEGER`; the other presets pass it.
+#[test]
+fn javascript_ids_fit_a_double() {
+    let js = Layout::JAVASCRIPT;
+    let last_ms = js.end_unix_ms() - 1;
+    let last = js
+        .encode(Parts {
+            unix_ms: last_ms,
+            node: js.max_node(),
+            sequence: js.max_sequence(),
+        })
+        .unwrap();
+    assert_eq!(last.get(), (1 << 53) - 1);
+    assert_eq!(last.get(), Layout::JS_MAX_SAFE_INTEGER);
+    assert_eq!(js.last_id_at(last_ms).unwrap(), last);
+    assert_eq!(js.max_id(), Layout::JS_MAX_SAFE_INTEGER);
+    // Every combination of the fields' extremes: first and last tick, node, sequence.
+    for unix_ms in [js.epoch_ms(), js.epoch_ms() + 9, last_ms - 9, last_ms] {
+        for node in [0, 1, js.max_node() - 1, js.max_node()] {
+            for sequence in [0, 1, js.max_sequence() - 1, js.max_sequence()] {
+                let id = js
+                    .encode(Parts {
+                        unix_ms,
+                        node,
+                        sequence,
+                    })
+                    .unwrap()
+                    .get();
+                assert!(id <= Layout::JS_MAX_SAFE_INTEGER, "{unix_ms} {node} {sequence}");
+                // A double holds it exactly: it converts back to the same integer.
+                #[allow(
+                    clippy::cast_precision_loss,
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss
+                )]
+                let back = (id as f64) as u64;
+                assert_eq!(back, id);
+            }
+        }
+    }
+    // Past the span is an error, never an ID above 2^53 - 1.
+    assert!(
+        js.encode(Parts {
+            unix_ms: js.end_unix_ms(),
+            node: 0,
+            sequence: 0
+        })
+        .is_err()
+    );
+    // 2^53 + 1 is the first integer a double does not hold.
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
+    let rounded = (((1u64 << 53) + 1) as f64) as u64;
+    assert_ne!(rounded, (1 << 53) + 1);
+    for (name, layout) in Layout::PRESETS {
+        assert_eq!(layout.fits_js_number(), name == "javascript", "{name}");
+    }
+}
+
+proptest::proptest! {
+    /// Any ID the JavaScript preset encodes, from any time of its span, node and sequence,
+    /// is a safe JavaScript integer; a layout of 54 bits is not.
+    #[test]
+    fn javascript_ids_are_safe_integers(
+        unix_ms in Layout::JAVASCRIPT.epoch_ms()..Layout::JAVASCRIPT.end_unix_ms(),
+        node in 0..=Layout::JAVASCRIPT.max_node(),
+        sequence in 0..=Layout::JAVASCRIPT.max_sequence(),
+        extra in 1u32..=11,
+    ) {
+        let id = Layout::JAVASCRIPT.encode(Parts { unix_ms, node, sequence }).unwrap();
+        proptest::prop_assert!(id.get() <= Layout::JS_MAX_SAFE_INTEGER);
+        let wider = Layout::builder().timestamp_bits(38 + extra).node_bits(7).sequence_bits(8).tick_ms(10).build().unwrap();
+        proptest::prop_assert!(!wider.fits_js_number());
+    }
 }
 
 #[test]
