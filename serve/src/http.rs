@@ -51,9 +51,6 @@ pub(crate) enum Written {
     Numbers,
 }
 
-/// The largest integer a JavaScript number holds exactly, 2^53 - 1 (`Number.MAX_SAFE_INTEGER`).
-pub(crate) const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
-
 /// The answer to `GET /v1/ids` for the count and form `asked` (within the connection's ID
 /// `budget`, when it has one), counted: its status and JSON body.
 pub(crate) async fn ids_answer(
@@ -103,12 +100,12 @@ fn asked_of(query: &HashMap<String, String>, max: u64, layout: Layout) -> Result
     let count = count_in(query.get("count").map(String::as_str), max)?;
     let written = match query.get("as").map(String::as_str) {
         None | Some("string") => Written::Strings,
-        Some("number") if layout.max_id() <= MAX_SAFE_INTEGER => Written::Numbers,
+        Some("number") if layout.fits_js_number() => Written::Numbers,
         Some("number") => {
             return Err(Refusal::Invalid(format!(
-                "as=number needs a layout whose IDs are at most 2^53 - 1 ({MAX_SAFE_INTEGER}), which \
-                 JavaScript's numbers hold exactly: this server's layout ({layout}) reaches {}; allowed \
-                 as=string",
+                "as=number needs a layout whose IDs are at most 2^53 - 1 ({}), which JavaScript's numbers \
+                 hold exactly: this server's layout ({layout}) reaches {}; allowed as=string",
+                Layout::JS_MAX_SAFE_INTEGER,
                 layout.max_id()
             )));
         }

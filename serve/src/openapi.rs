@@ -138,7 +138,7 @@ fn schemas() -> Value {
             "required": ["ids"],
             "additionalProperties": false,
             "properties": {"ids": {"type": "array", "items": {
-                "type": "integer", "minimum": 0, "maximum": crate::http::MAX_SAFE_INTEGER,
+                "type": "integer", "minimum": 0, "maximum": atomflake::Layout::JS_MAX_SAFE_INTEGER,
             }}},
         },
         "Error": {

@@ -231,19 +231,12 @@ fn assert_decode(ids: &[u64], layout: Layout, node: u64, from: u64, to: u64) {
         );
     }
 }
-/// On a layout of at most 53 bits, `as=number` gives the IDs as JSON numbers, each at most
-/// 2^53 - 1, after the strings asked for before them.
+/// On the JavaScript layout (53 bits), `as=number` gives the IDs as JSON numbers, each at
+/// most 2^53 - 1, after the strings asked for before them.
 #[test]
-fn ids_as_numbers_on_a_layout_of_53_bits_are_json_numbers_a_javascript_number_holds() {
-    let test = "ids_as_numbers_on_a_layout_of_53_bits_are_json_numbers_a_javascript_number_holds";
-    let layout = Layout::builder()
-        .timestamp_bits(41)
-        .node_bits(4)
-        .sequence_bits(8)
-        .epoch_ms(1_288_834_974_657)
-        .tick_ms(1)
-        .build()
-        .unwrap();
+fn ids_as_numbers_on_the_javascript_layout_are_json_numbers_a_javascript_number_holds() {
+    let test = "ids_as_numbers_on_the_javascript_layout_are_json_numbers_a_javascript_number_holds";
+    let layout = Layout::JAVASCRIPT;
     let server = Server::start(Setup::node(3).layout(layout));
     let Some((status, strings)) = curl(&server.url("/v1/ids?count=5&as=string")) else {
         skip(test, "no curl");
@@ -266,10 +259,34 @@ fn ids_as_numbers_on_a_layout_of_53_bits_are_json_numbers_a_javascript_number_ho
         all.is_sorted() && all.windows(2).all(|pair| pair[0] < pair[1]),
         "{all:?}"
     );
-    for id in all {
-        assert!(id < 1 << 53, "{id}");
-        assert_eq!(layout.decode(Id::new(id)).node, 3, "{id}");
+    for id in &all {
+        assert!(*id < 1 << 53, "{id}");
+        assert_eq!(layout.decode(Id::new(*id)).node, 3, "{id}");
     }
+    // JavaScript's own reading of the answer: JSON.parse gives numbers that are safe
+    // integers and print back as the digits sent.
+    let (_, answer) = curl(&server.url("/v1/ids?count=200&as=number")).unwrap();
+    let script = "const text = require('fs').readFileSync(0, 'utf8'); \
+                  const ids = JSON.parse(text).ids; \
+                  const digits = text.match(/[0-9]+/g); \
+                  const bad = ids.filter((id, i) => !Number.isSafeInteger(id) || String(id) !== digits[i]); \
+                  console.log(ids.length + ' ' + bad.length);";
+    let Ok(mut node) = Command::new("node")
+        .args(["-e", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+    else {
+        skip(test, "no node command (Node.js)");
+        return;
+    };
+    std::io::Write::write_all(&mut node.stdin.take().unwrap(), answer.as_bytes()).unwrap();
+    let output = node.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "200 0",
+        "{answer}"
+    );
 }
 
 /// `GET /v1/ids` and `GetIds` in their plain forms are answered without the router; every
