@@ -358,89 +358,9 @@ REVOKE EXECUTE ON FUNCTION @extschema@.atomflake_next_id_at(bigint) FROM PUBLIC;
 // then (node 0, sequence 0: the smallest ID any node mints from then on); then the
 // default moves and the identity (with its sequence) or the sequence's ownership goes.
 // One call is one statement, so one transaction. A column already taking its ids from
-// `atomflake_next_id()` is left alone, with no lock and no ID minted.
-extension_sql!(
-    r"
-CREATE FUNCTION @extschema@.atomflake_adopt(tbl regclass, col name) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT AS $adopt$
-DECLARE
-    what text := format('%s.%I', tbl, col);
-    mint text := '@extschema@.atomflake_next_id()';
-    att record;
-    fk record;
-    seq text;
-    minted bigint;
-    first_id bigint;
-    newest bigint;
-BEGIN
-    SELECT a.attidentity, pg_get_expr(d.adbin, d.adrelid) AS default INTO att
-    FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = '42703', MESSAGE = format(
-            'cannot adopt column %s: table %s has no column %I', what, tbl, col);
-    END IF;
-    IF att.attidentity = '' AND att.default IN (mint, 'atomflake_next_id()')
-        AND pg_get_serial_sequence(tbl::text, col) IS NULL THEN
-        RAISE NOTICE 'column % already takes its ids from %', what, mint;
-        RETURN;
-    END IF;
-    -- Under read committed every statement below sees every row committed before the
-    -- lock; an older snapshot could miss some.
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION USING ERRCODE = '25001', MESSAGE = format(
-            'cannot adopt column %s in a %s transaction: run it under read committed, the default',
-            what, current_setting('transaction_isolation'));
-    END IF;
-    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
-    SELECT a.attnum, a.atttypid::regtype AS type, a.attidentity INTO att
-    FROM pg_attribute a
-    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
-    IF att.type <> 'bigint'::regtype THEN
-        RAISE EXCEPTION USING ERRCODE = '42804', MESSAGE = format(
-            'cannot adopt column %s: it is %s and atomflake ids are bigint; change it first with ALTER TABLE %s ALTER COLUMN %I TYPE bigint (this rewrites the table), then adopt it',
-            what, att.type, tbl, col);
-    END IF;
-    FOR fk IN
-        SELECT c.conname, c.conrelid::regclass AS child, a.attname, a.atttypid::regtype AS type
-        FROM pg_constraint c
-        CROSS JOIN LATERAL unnest(c.conkey, c.confkey) AS k(child_column, parent_column)
-        JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.child_column
-        WHERE c.contype = 'f' AND c.confrelid = tbl AND k.parent_column = att.attnum
-            AND a.atttypid <> 'bigint'::regtype
-        ORDER BY c.conrelid::regclass::text, a.attname
-    LOOP
-        RAISE EXCEPTION USING ERRCODE = '42804', MESSAGE = format(
-            'cannot adopt column %s: column %s.%I references it (foreign key %I) and is %s, which atomflake ids do not fit; change it first with ALTER TABLE %s ALTER COLUMN %I TYPE bigint, then adopt %s',
-            what, fk.child, fk.attname, fk.conname, fk.type, fk.child, fk.attname, what);
-    END LOOP;
-    -- Every id minted from here on is at least the first id of this one's tick, on any node.
-    minted := @extschema@.atomflake_next_id();
-    first_id := @extschema@.atomflake_first_id_at(@extschema@.atomflake_time(minted));
-    EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO newest;
-    IF newest >= first_id THEN
-        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
-            'cannot adopt column %s: it holds %s, which decodes to %s, at or above %s (%s), the smallest id atomflake mints from now on; adopt it once atomflake''s ids are past its values (after %s), or use a layout whose ids are above them',
-            what, newest, to_char(@extschema@.atomflake_time(newest) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') || ' UTC',
-            first_id, to_char(@extschema@.atomflake_time(first_id) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') || ' UTC',
-            to_char(@extschema@.atomflake_time(newest) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') || ' UTC');
-    END IF;
-    IF att.attidentity <> '' THEN
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
-    ELSE
-        seq := pg_get_serial_sequence(tbl::text, col);
-        IF seq IS NOT NULL THEN
-            EXECUTE format('ALTER SEQUENCE %s OWNED BY NONE', seq);
-        END IF;
-    END IF;
-    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', tbl, col, mint);
-    RAISE NOTICE 'column % now takes its ids from %', what, mint;
-END
-$adopt$;
-",
-    name = "adopt",
-    requires = [next_id, time, first_id_at],
-);
+// `atomflake_next_id()` is left alone, with no lock and no ID minted. The body is
+// `postgres/src/adopt.sql`, shared with the script; `build.rs` fills in its names.
+include!(concat!(env!("OUT_DIR"), "/adopt.rs"));
 
 fn node_not_set() -> ! {
     raise(

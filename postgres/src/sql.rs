@@ -408,7 +408,6 @@ impl PgScript {
 
 impl PgScript {
     /// The statement that switches `target` over to `next_id()` (see [`PgScript::adopt`]).
-    #[expect(clippy::too_many_lines, reason = "one SQL statement, written top to bottom")]
     fn adoption(&self, target: &AdoptColumn) -> String {
         let p = &self.prefix;
         let layout = self.layout;
@@ -429,6 +428,34 @@ impl PgScript {
         let newest_time = time_of("newest");
         let first_time = time_of("first_id");
         let first_of_tick = shifted(&unshifted("minted", ts_shift), ts_shift);
+        let next_id = format!("{p}_next_id()");
+        let body = fill_adopt(&[
+            (
+                "variables",
+                &format!(
+                    "    what text := '{table}.{column}';
+    tbl regclass := to_regclass('{table}');
+    col name := '{column}';
+    mint text := format('%I.%I()', current_schema(), '{p}_next_id');
+"
+                ),
+            ),
+            (
+                "checks",
+                &format!(
+                    "    IF tbl IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '42P01', MESSAGE = format(
+            'cannot adopt column %s: there is no table {table}', what);
+    END IF;
+"
+                ),
+            ),
+            ("next_id", &next_id),
+            ("mint_call", &next_id),
+            ("first_of_tick", &first_of_tick),
+            ("newest_time", &newest_time),
+            ("first_time", &first_time),
+        ]);
         format!(
             "
 -- Adopt {table}.{column}: new rows take {p}_next_id(). In one statement, under an ACCESS
@@ -437,88 +464,40 @@ impl PgScript {
 -- default becomes {p}_next_id() and its identity (with its sequence) or its sequence's
 -- ownership goes. Nothing is done for a column that already takes its ids from it.
 DO $adopt$
-DECLARE
-    what text := '{table}.{column}';
-    tbl regclass := to_regclass('{table}');
-    col name := '{column}';
-    mint text := format('%I.%I()', current_schema(), '{p}_next_id');
-    att record;
-    fk record;
-    seq text;
-    minted bigint;
-    first_id bigint;
-    newest bigint;
-BEGIN
-    IF tbl IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '42P01', MESSAGE = format(
-            'cannot adopt column %s: there is no table {table}', what);
-    END IF;
-    SELECT a.attidentity, pg_get_expr(d.adbin, d.adrelid) AS default INTO att
-    FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = '42703', MESSAGE = format(
-            'cannot adopt column %s: table %s has no column %I', what, tbl, col);
-    END IF;
-    IF att.attidentity = '' AND att.default IN (mint, '{p}_next_id()')
-        AND pg_get_serial_sequence(tbl::text, col) IS NULL THEN
-        RAISE NOTICE 'column % already takes its ids from %', what, mint;
-        RETURN;
-    END IF;
-    -- Under read committed every statement below sees every row committed before the
-    -- lock; an older snapshot could miss some.
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION USING ERRCODE = '25001', MESSAGE = format(
-            'cannot adopt column %s in a %s transaction: run it under read committed, the default',
-            what, current_setting('transaction_isolation'));
-    END IF;
-    -- From here until commit no row goes in or out.
-    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
-    SELECT a.attnum, a.atttypid::regtype AS type, a.attidentity INTO att
-    FROM pg_attribute a
-    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
-    IF att.type <> 'bigint'::regtype THEN
-        RAISE EXCEPTION USING ERRCODE = '42804', MESSAGE = format(
-            'cannot adopt column %s: it is %s and atomflake ids are bigint; change it first with ALTER TABLE %s ALTER COLUMN %I TYPE bigint (this rewrites the table), then adopt it',
-            what, att.type, tbl, col);
-    END IF;
-    FOR fk IN
-        SELECT c.conname, c.conrelid::regclass AS child, a.attname, a.atttypid::regtype AS type
-        FROM pg_constraint c
-        CROSS JOIN LATERAL unnest(c.conkey, c.confkey) AS k(child_column, parent_column)
-        JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.child_column
-        WHERE c.contype = 'f' AND c.confrelid = tbl AND k.parent_column = att.attnum
-            AND a.atttypid <> 'bigint'::regtype
-        ORDER BY c.conrelid::regclass::text, a.attname
-    LOOP
-        RAISE EXCEPTION USING ERRCODE = '42804', MESSAGE = format(
-            'cannot adopt column %s: column %s.%I references it (foreign key %I) and is %s, which atomflake ids do not fit; change it first with ALTER TABLE %s ALTER COLUMN %I TYPE bigint, then adopt %s',
-            what, fk.child, fk.attname, fk.conname, fk.type, fk.child, fk.attname, what);
-    END LOOP;
-    -- Every id minted from here on is at least the first id of this one's tick, on any node.
-    minted := {p}_next_id();
-    first_id := {first_of_tick};
-    EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO newest;
-    IF newest >= first_id THEN
-        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
-            'cannot adopt column %s: it holds %s, which decodes to %s, at or above %s (%s), the smallest id atomflake mints from now on; adopt it once atomflake''s ids are past its values (after %s), or use a layout whose ids are above them',
-            what, newest, {newest_time}, first_id, {first_time}, {newest_time});
-    END IF;
-    IF att.attidentity <> '' THEN
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
-    ELSE
-        seq := pg_get_serial_sequence(tbl::text, col);
-        IF seq IS NOT NULL THEN
-            EXECUTE format('ALTER SEQUENCE %s OWNED BY NONE', seq);
-        END IF;
-    END IF;
-    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', tbl, col, mint);
-    RAISE NOTICE 'column % now takes its ids from %', what, mint;
-END
-$adopt$;
+{body}$adopt$;
 "
         )
     }
+}
+
+/// `adopt.sql`: the body of the block that switches a column over, with placeholders;
+/// the extension builds its `atomflake_adopt` from the same file.
+const ADOPT_SQL: &str = include_str!("adopt.sql");
+
+/// [`ADOPT_SQL`] from its `DECLARE` on, each `{name}` in it replaced by its value in
+/// `values` in one pass (so a value's own braces stay as they are).
+///
+/// # Panics
+///
+/// On a placeholder `values` lacks: `adopt.sql` and its callers are out of step.
+fn fill_adopt(values: &[(&str, &str)]) -> String {
+    let (_, body) = ADOPT_SQL
+        .split_once("\nDECLARE\n")
+        .expect("adopt.sql has its DECLARE");
+    let mut rest = body;
+    let mut out = String::from("DECLARE\n");
+    while let Some((before, after)) = rest.split_once('{') {
+        let (name, after) = after.split_once('}').expect("adopt.sql closes its braces");
+        let value = values
+            .iter()
+            .find_map(|&(key, value)| (key == name).then_some(value))
+            .unwrap_or_else(|| panic!("adopt.sql's {{{name}}} has no value"));
+        out.push_str(before);
+        out.push_str(value);
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `value << shift` in SQL, or `value` alone for a shift of 0.

@@ -1,0 +1,86 @@
+-- The body of the PL/pgSQL block that switches a bigint column over to atomflake's IDs:
+-- `atomflake sql --adopt` (postgres/src/sql.rs, `PgScript::adopt`) wraps it in a DO block
+-- for one column, the extension (extension/src/lib.rs, built by extension/build.rs) in the
+-- function atomflake_adopt(tbl regclass, col name). Each fills the placeholders in braces:
+--   {variables}     declarations of `what` (the column's name in messages), `mint` (the
+--                   default the column gets) and, in the script, `tbl` and `col`
+--   {checks}        statements run first: in the script, that the table exists
+--   {next_id}       the unqualified call a default may already read: `P_next_id()` in the
+--                   script, `atomflake_next_id()` in the extension
+--   {mint_call}     the call that mints an ID: `P_next_id()`, `@extschema@.atomflake_next_id()`
+--   {first_of_tick} the first ID of the tick of the bigint `minted`
+--   {newest_time}, {first_time}  the UTC time `newest` / `first_id` decodes to, as text
+-- Under an ACCESS EXCLUSIVE lock taken before anything is read, the column and every
+-- foreign key to it must be bigint and every value below the first ID of the tick of an
+-- ID minted then; then the default moves and the identity (with its sequence) or the
+-- sequence's ownership goes. A column already taking its IDs from `mint` is left alone.
+DECLARE
+{variables}    att record;
+    fk record;
+    seq text;
+    minted bigint;
+    first_id bigint;
+    newest bigint;
+BEGIN
+{checks}    SELECT a.attidentity, pg_get_expr(d.adbin, d.adrelid) AS default INTO att
+    FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = '42703', MESSAGE = format(
+            'cannot adopt column %s: table %s has no column %I', what, tbl, col);
+    END IF;
+    IF att.attidentity = '' AND att.default IN (mint, '{next_id}')
+        AND pg_get_serial_sequence(tbl::text, col) IS NULL THEN
+        RAISE NOTICE 'column % already takes its ids from %', what, mint;
+        RETURN;
+    END IF;
+    -- Under read committed every statement below sees every row committed before the
+    -- lock; an older snapshot could miss some.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION USING ERRCODE = '25001', MESSAGE = format(
+            'cannot adopt column %s in a %s transaction: run it under read committed, the default',
+            what, current_setting('transaction_isolation'));
+    END IF;
+    -- From here until commit no row goes in or out.
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+    SELECT a.attnum, a.atttypid::regtype AS type, a.attidentity INTO att
+    FROM pg_attribute a
+    WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF att.type <> 'bigint'::regtype THEN
+        RAISE EXCEPTION USING ERRCODE = '42804', MESSAGE = format(
+            'cannot adopt column %s: it is %s and atomflake ids are bigint; change it first with ALTER TABLE %s ALTER COLUMN %I TYPE bigint (this rewrites the table), then adopt it',
+            what, att.type, tbl, col);
+    END IF;
+    FOR fk IN
+        SELECT c.conname, c.conrelid::regclass AS child, a.attname, a.atttypid::regtype AS type
+        FROM pg_constraint c
+        CROSS JOIN LATERAL unnest(c.conkey, c.confkey) AS k(child_column, parent_column)
+        JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.child_column
+        WHERE c.contype = 'f' AND c.confrelid = tbl AND k.parent_column = att.attnum
+            AND a.atttypid <> 'bigint'::regtype
+        ORDER BY c.conrelid::regclass::text, a.attname
+    LOOP
+        RAISE EXCEPTION USING ERRCODE = '42804', MESSAGE = format(
+            'cannot adopt column %s: column %s.%I references it (foreign key %I) and is %s, which atomflake ids do not fit; change it first with ALTER TABLE %s ALTER COLUMN %I TYPE bigint, then adopt %s',
+            what, fk.child, fk.attname, fk.conname, fk.type, fk.child, fk.attname, what);
+    END LOOP;
+    -- Every id minted from here on is at least the first id of this one's tick, on any node.
+    minted := {mint_call};
+    first_id := {first_of_tick};
+    EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO newest;
+    IF newest >= first_id THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
+            'cannot adopt column %s: it holds %s, which decodes to %s, at or above %s (%s), the smallest id atomflake mints from now on; adopt it once atomflake''s ids are past its values (after %s), or use a layout whose ids are above them',
+            what, newest, {newest_time}, first_id, {first_time}, {newest_time});
+    END IF;
+    IF att.attidentity <> '' THEN
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+    ELSE
+        seq := pg_get_serial_sequence(tbl::text, col);
+        IF seq IS NOT NULL THEN
+            EXECUTE format('ALTER SEQUENCE %s OWNED BY NONE', seq);
+        END IF;
+    END IF;
+    EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s', tbl, col, mint);
+    RAISE NOTICE 'column % now takes its ids from %', what, mint;
+END
