@@ -351,11 +351,24 @@ fn node_of(server: &Server) -> u64 {
     layout["nodes"][0].as_u64().unwrap()
 }
 
-/// `count` IDs from `server` over HTTP.
+/// `count` IDs from `server` over HTTP. A server on a lease refuses for a moment while a
+/// renewal is overdue (503, `cannot mint now`: transient, and a busy machine can delay a
+/// renewal past a short lease time); that refusal is asked again, for 30 s at most. Any
+/// other answer but 200 fails.
 fn get_ids(server: &Server, count: u32) -> Vec<u64> {
-    let (status, body) = curl(&server.url(&format!("/v1/ids?count={count}"))).expect("curl");
-    assert_eq!(status, 200, "{body}");
-    ids_of(&body)
+    let mut ids = Vec::new();
+    retry_for(Duration::from_secs(30), Duration::from_millis(100), || {
+        let (status, body) = curl(&server.url(&format!("/v1/ids?count={count}"))).expect("curl");
+        match status {
+            200 => {
+                ids = ids_of(&body);
+                Ok(())
+            }
+            503 if body.contains("cannot mint now") => Err(body),
+            _ => panic!("{status}: {body}"),
+        }
+    });
+    ids
 }
 
 fn signal(server: &Server, signal: &str) {
