@@ -1072,14 +1072,7 @@ fn adopt_refuses_each_column_it_cannot_take_with_an_exact_error() {
     let from = now_ms();
     let error = db_error(client.execute("SELECT atomflake_adopt('ahead', 'id')", &[]));
     let to = now_ms();
-    let first: u64 = error
-        .split_once("at or above ")
-        .and_then(|(_, rest)| rest.split_once(' '))
-        .and_then(|(first, _)| first.parse().ok())
-        .unwrap_or_else(|| panic!("no first id in {error:?}"));
-    let first_ms = Layout::TWITTER.decode(Id::new(first)).unix_ms;
-    assert!((from..=to).contains(&first_ms), "{first_ms} not in {from}..={to}");
-    assert_eq!(Layout::TWITTER.first_id_at(first_ms).unwrap().get(), first);
+    let (first, first_ms) = pg::adoption_refused_at(&error, from, to);
     let first_time = server.psql(&format!(
         "SELECT to_char(to_timestamp({first_ms} / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS')"
     ));

@@ -218,14 +218,7 @@ fn each_refusal_is_an_exact_error_and_changes_nothing() {
     let error = adopt("ahead.id", &[]);
     let to = now_ms();
     // The first id of the tick the refusal minted at: node 0, sequence 0, minted meanwhile.
-    let first: u64 = error
-        .split_once("at or above ")
-        .and_then(|(_, rest)| rest.split_once(' '))
-        .and_then(|(first, _)| first.parse().ok())
-        .unwrap_or_else(|| panic!("no first id in {error:?}"));
-    let first_ms = Layout::TWITTER.decode(atomflake::Id::new(first)).unix_ms;
-    assert!((from..=to).contains(&first_ms), "{first_ms} not in {from}..={to}");
-    assert_eq!(Layout::TWITTER.first_id_at(first_ms).unwrap().get(), first);
+    let (first, first_ms) = pg::adoption_refused_at(&error, from, to);
     assert_eq!(
         error,
         format!(

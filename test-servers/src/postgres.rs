@@ -773,3 +773,23 @@ impl Server {
         }
     }
 }
+
+/// The first ID a refused column adoption names (`... at or above FIRST ...`), with its
+/// Unix ms: checked to be the first ID of a Twitter-layout tick minted in `from..=to`
+/// (Unix ms), as the refusal mints one to compare against.
+///
+/// # Panics
+///
+/// When `error` names no such ID.
+pub fn adoption_refused_at(error: &str, from: u64, to: u64) -> (u64, u64) {
+    let layout = atomflake::Layout::TWITTER;
+    let first: u64 = error
+        .split_once("at or above ")
+        .and_then(|(_, rest)| rest.split_once(' '))
+        .and_then(|(first, _)| first.parse().ok())
+        .unwrap_or_else(|| panic!("no first id in {error:?}"));
+    let first_ms = layout.decode(atomflake::Id::new(first)).unix_ms;
+    assert!((from..=to).contains(&first_ms), "{first_ms} not in {from}..={to}");
+    assert_eq!(layout.first_id_at(first_ms).unwrap().get(), first);
+    (first, first_ms)
+}
