@@ -22,6 +22,12 @@
 //!   value), does nothing when called again, and refuses an `integer` column, an `integer`
 //!   foreign key and a value at or above the IDs of now, each with its exact error.
 //!
+//! - `pg_dump -Fc` / `pg_restore` and `pg_dumpall` / `psql` into a server whose clock is 3 s
+//!   behind, with the old server's node: its IDs continue past every ID of the old one
+//!   (moved 4.9 s ahead), also after restoring only the dump of a database where nothing
+//!   was minted; a standby's dump carries at least its clock; the mark moves only forward,
+//!   and its type and `atomflake_raise_mark` refuse bad values with exact errors.
+//!
 //! Without the extension installed the tests print `SKIPPED` (a failure under `CI=true`).
 use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres as pg;
@@ -34,9 +40,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+#[path = "support/copies.rs"]
+mod copies;
+
 /// A server with the extension preloaded and created, for `layout` (a preset name) and
 /// `node` (`None`: `atomflake.node` not set).
 fn server(test: &str, layout: &str, node: Option<u64>, options: pg::Options) -> Option<Server> {
+    let server = preloaded(test, layout, node, options)?;
+    server.psql("CREATE EXTENSION atomflake");
+    Some(server)
+}
+
+/// A server with the extension preloaded but not created (a restore creates it).
+fn preloaded(test: &str, layout: &str, node: Option<u64>, options: pg::Options) -> Option<Server> {
     if !pg::has_library(test, "atomflake") {
         return None;
     }
@@ -48,9 +64,7 @@ fn server(test: &str, layout: &str, node: Option<u64>, options: pg::Options) -> 
     if let Some(node) = node {
         options.settings.push(("atomflake.node", node.to_string()));
     }
-    let server = Server::start_with(test, options)?;
-    server.psql("CREATE EXTENSION atomflake");
-    Some(server)
+    Server::start_with(test, options)
 }
 
 fn connect(server: &Server) -> postgres::Client {
@@ -467,6 +481,24 @@ fn refusal(client: &mut postgres::Client, sql: &str) -> (String, String) {
     }
 }
 
+/// A standby's mark moves no further by hand, and a dump of the standby carries at least
+/// its clock (`now`, read before) and the mark of its base backup (in `mark_file`).
+fn assert_a_standbys_mark(on_standby: &mut postgres::Client, now: u64, mark_file: &std::path::Path) {
+    assert_eq!(
+        refusal(on_standby, &format!("SELECT atomflake_raise_mark({now})")),
+        ("25006".to_owned(), IN_RECOVERY.to_owned()),
+    );
+    let carried: i64 = on_standby
+        .query_one("SELECT atomflake_mark()", &[])
+        .unwrap()
+        .get(0);
+    let copied_mark = atomflake::raw::read_mark(mark_file).unwrap().unwrap();
+    assert!(
+        u64::try_from(carried).unwrap() >= now.max(copied_mark),
+        "the standby carries {carried}, below its clock {now} or its mark {copied_mark}"
+    );
+}
+
 #[test]
 fn a_standby_refuses_to_mint_and_once_promoted_mints_for_its_own_node() {
     let Some(primary) = server("ext-standby", "twitter", Some(7), pg::Options::default()) else {
@@ -507,6 +539,7 @@ fn a_standby_refuses_to_mint_and_once_promoted_mints_for_its_own_node() {
             "{sql} on the standby"
         );
     }
+    assert_a_standbys_mark(&mut on_standby, now, &mark_file);
     // The same SQLSTATE as nextval's on a standby; decoding still works there.
     assert_eq!(refusal(&mut on_standby, "SELECT nextval('s')").0, "25006");
     let decoded: i64 = on_standby
@@ -750,18 +783,47 @@ fn without_shared_preload_libraries_create_extension_is_a_clear_error() {
 
 /// Every function the extension creates, and whether a role with no grants may call it:
 /// a function added later must be placed here, on purpose.
-const PUBLIC_MAY_EXECUTE: [(&str, bool); 10] = [
+const PUBLIC_MAY_EXECUTE: [(&str, bool); 16] = [
     ("atomflake_adopt(regclass,name)", true),
+    ("atomflake_dump_restored()", true),
     ("atomflake_first_id_at(timestamp with time zone)", true),
     ("atomflake_last_id_at(timestamp with time zone)", true),
+    ("atomflake_mark()", true),
+    ("atomflake_mark_in(cstring)", true),
+    ("atomflake_mark_out(atomflake_mark)", true),
     ("atomflake_next_id()", true),
     ("atomflake_next_id(bigint)", false),
     ("atomflake_next_id_at(bigint)", false),
     ("atomflake_node(bigint)", true),
+    ("atomflake_raise_mark(atomflake_mark)", false),
+    ("atomflake_raise_mark(bigint)", false),
     ("atomflake_sequence(bigint)", true),
     ("atomflake_time(bigint)", true),
     ("atomflake_unix_ms(bigint)", true),
 ];
+
+/// The row a dump carries is the owner's alone to write (`stranger` has no grants), and
+/// anyone's to read: it reads below `ahead`, the mark the refused insert would have set.
+fn assert_the_dump_row_is_read_only(stranger: &mut postgres::Client, ahead: u64) {
+    assert_eq!(
+        refusal(
+            stranger,
+            &format!("INSERT INTO atomflake_dump VALUES ('{ahead}') RETURNING 0::bigint")
+        ),
+        (
+            "42501".to_owned(),
+            "permission denied for table atomflake_dump".to_owned()
+        ),
+    );
+    let carried: String = stranger
+        .query_one("SELECT mark::text FROM atomflake_dump", &[])
+        .unwrap()
+        .get(0);
+    assert!(
+        carried.parse::<u64>().unwrap() < ahead,
+        "the stranger moved the mark"
+    );
+}
 
 #[test]
 fn a_role_with_no_grants_mints_at_the_clock_alone_and_the_documented_grants_allow_the_rest() {
@@ -807,6 +869,10 @@ fn a_role_with_no_grants_mints_at_the_clock_alone_and_the_documented_grants_allo
         ),
         ("SELECT atomflake_next_id(8)".to_owned(), "atomflake_next_id"),
         ("SELECT atomflake_next_id(7)".to_owned(), "atomflake_next_id"),
+        (
+            format!("SELECT atomflake_raise_mark({ahead})"),
+            "atomflake_raise_mark",
+        ),
     ] {
         assert_eq!(
             refusal(&mut stranger, &sql),
@@ -817,6 +883,7 @@ fn a_role_with_no_grants_mints_at_the_clock_alone_and_the_documented_grants_allo
             "{sql} as a role with no grants"
         );
     }
+    assert_the_dump_row_is_read_only(&mut stranger, ahead);
     // What the stranger may do: mint for the server's node at the clock, and decode.
     let minted = ids(
         &mut stranger,
@@ -1092,4 +1159,214 @@ fn adopt_refuses_each_column_it_cannot_take_with_an_exact_error() {
         ),
         "a\n"
     );
+}
+
+/// A server with the extension preloaded for node [`copies::NODE`] (not created: a
+/// restore creates it), its clock 3 s behind, or `None` after a skip.
+fn behind(test: &str) -> Option<Server> {
+    if !pg::can_move_clocks(test) {
+        return None;
+    }
+    let options = pg::Options {
+        clock_offset: Some("-3s"),
+        ..pg::Options::default()
+    };
+    let server = preloaded(test, "twitter", Some(copies::NODE), options)?;
+    server.assert_behind(3.0);
+    Some(server)
+}
+
+/// `sql`'s one line of output in `server`'s database `database`.
+fn psql_in(server: &Server, database: &str, sql: &str) -> String {
+    let output = server
+        .client("psql")
+        .args(["-X", "-qAt", "-v", "ON_ERROR_STOP=1", "-d", database, "-c", sql])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{sql}: {output:?}");
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+/// A server with the extension and the table of [`copies::fill_ahead`], and a second
+/// database `other` with the extension where nothing was minted: the server and the
+/// highest ID it minted. Both databases' `atomflake_dump` read the server's mark, which is
+/// past that ID.
+fn minted_then_dumped(test: &str) -> Option<(Server, u64)> {
+    let server = server(test, "twitter", Some(copies::NODE), pg::Options::default())?;
+    let newest = copies::fill_ahead(&server);
+    server.psql("CREATE DATABASE other");
+    psql_in(&server, "other", "CREATE EXTENSION atomflake");
+    let mark = server.psql_u64("SELECT atomflake_mark()");
+    assert!(
+        mark > Layout::TWITTER.decode(Id::new(newest)).unix_ms,
+        "the mark {mark} is not past the newest ID {newest}"
+    );
+    for database in ["postgres", "other"] {
+        assert_eq!(
+            psql_in(&server, database, "SELECT mark FROM atomflake_dump"),
+            mark.to_string(),
+            "the row in {database}"
+        );
+    }
+    Some((server, newest))
+}
+
+/// Checks that the copy `new` has one row in `atomflake_dump` per database, holds a mark
+/// past `newest` in its mark file, and continues past it.
+fn the_copy_continues_past(new: &Server, newest: u64) {
+    for database in ["postgres", "other"] {
+        assert_eq!(
+            psql_in(new, database, "SELECT count(*) FROM atomflake_dump"),
+            "1",
+            "rows in {database}'s atomflake_dump"
+        );
+    }
+    let mark = atomflake::raw::read_mark(&new.data().join("atomflake.mark"))
+        .unwrap()
+        .expect("the restore stored a mark");
+    assert!(
+        mark > Layout::TWITTER.decode(Id::new(newest)).unix_ms,
+        "the restored mark {mark} is not past the newest ID {newest}"
+    );
+    copies::continues_past(new, newest);
+}
+
+#[test]
+fn pg_dump_and_pg_restore_carry_the_mark_into_a_server_3_s_behind() {
+    let test = "ext-dump";
+    let Some((old, newest)) = minted_then_dumped(test) else {
+        return;
+    };
+    let Some(new) = behind(test) else {
+        return;
+    };
+    new.psql("CREATE DATABASE other");
+    copies::pg_dump_and_pg_restore(&old, &new);
+    // `other` holds no ID, but its dump carries the same mark: restored alone, it is enough.
+    let dump = old.file("other.custom");
+    let output = old
+        .client("pg_dump")
+        .args(["-Fc", "-d", "other", "-f"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let output = new
+        .client("pg_restore")
+        .args(["--exit-on-error", "-d", "other"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    the_copy_continues_past(&new, newest);
+}
+
+#[test]
+fn pg_dumpall_carries_the_mark_into_a_server_3_s_behind() {
+    let test = "ext-dumpall";
+    let Some((old, newest)) = minted_then_dumped(test) else {
+        return;
+    };
+    let Some(new) = behind(test) else {
+        return;
+    };
+    copies::pg_dumpall_and_psql(&old, &new);
+    the_copy_continues_past(&new, newest);
+}
+
+#[test]
+fn a_dump_of_a_database_where_nothing_was_minted_carries_the_servers_mark() {
+    let test = "ext-dump-other";
+    let Some((old, newest)) = minted_then_dumped(test) else {
+        return;
+    };
+    let Some(new) = behind(test) else {
+        return;
+    };
+    // Only `other` is copied; the IDs of `postgres` are then copied by hand, as an
+    // application moving its data across databases would.
+    let dump = old.file("other.custom");
+    let output = old
+        .client("pg_dump")
+        .args(["-Fc", "-d", "other", "-f"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let output = new
+        .client("pg_restore")
+        .args(["--exit-on-error", "-d", "postgres"])
+        .arg(&dump)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let rows = old.psql("SELECT string_agg(format('(%s, %s)', id, v), ', ') FROM t");
+    new.psql(&format!(
+        "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), v int);
+         INSERT INTO t VALUES {}",
+        rows.trim()
+    ));
+    assert_eq!(new.psql("SELECT count(*) FROM atomflake_dump"), "1\n");
+    copies::continues_past(&new, newest);
+}
+
+#[test]
+fn the_mark_moves_only_forward_and_refuses_bad_values_with_exact_errors() {
+    let Some(server) = server("ext-mark", "twitter", Some(7), pg::Options::default()) else {
+        return;
+    };
+    let mut client = connect(&server);
+    for text in ["-1", "+5", "x", "", "1.5", "9223372036854775808"] {
+        assert_eq!(
+            refusal(
+                &mut client,
+                &format!("SELECT '{text}'::atomflake_mark::text::bigint")
+            ),
+            (
+                "22P02".to_owned(),
+                format!(
+                    "invalid input for type atomflake_mark: \"{text}\": a mark is a Unix time \
+                     in ms, 0..=9223372036854775807"
+                )
+            ),
+            "{text:?}"
+        );
+    }
+    let end = Layout::TWITTER.i64_end_unix_ms();
+    for ms in [-1, i64::try_from(end).unwrap()] {
+        assert_eq!(
+            refusal(&mut client, &format!("SELECT atomflake_raise_mark({ms})")),
+            (
+                "22008".to_owned(),
+                format!(
+                    "mark {ms} ms is out of range: layout twitter's bigint ids end at {end} ms, \
+                     so a mark is 0..{end} ms (Unix)"
+                )
+            )
+        );
+    }
+    let before = ids(&mut client, "SELECT atomflake_next_id(3)")[0];
+    let raised = server.unix_ms() + 2_000;
+    assert_eq!(
+        ids(&mut client, &format!("SELECT atomflake_raise_mark({raised})")),
+        [raised]
+    );
+    // Lower marks leave it where it is.
+    assert_eq!(
+        ids(
+            &mut client,
+            &format!("SELECT atomflake_raise_mark({})", raised - 1_000)
+        ),
+        [raised]
+    );
+    assert_eq!(ids(&mut client, "SELECT atomflake_mark()"), [raised]);
+    // Every node mints from the raised mark on, the clock 2 s behind it.
+    for sql in ["SELECT atomflake_next_id()", "SELECT atomflake_next_id(3)"] {
+        let id = ids(&mut client, sql)[0];
+        assert!(id > before);
+        assert!(
+            Layout::TWITTER.decode(Id::new(id)).unix_ms >= raised,
+            "{sql} gave {id}, before the raised mark {raised}"
+        );
+    }
 }

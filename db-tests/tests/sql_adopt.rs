@@ -22,8 +22,10 @@ use pg::Server;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The node the tests' script mints for.
-const NODE: u64 = 7;
+#[path = "support/copies.rs"]
+mod copies;
+
+use copies::NODE;
 
 fn script() -> PgScript {
     PgScript::new(Layout::TWITTER, NODE).unwrap()
@@ -273,44 +275,13 @@ fn behind(test: &str) -> Option<Server> {
     Some(server)
 }
 
-/// A server with the script and a table `t` of 2,000 rows, the last 500 minted after
-/// `next_id_at` moved the state 4.9 s ahead of the clock: the server and the highest ID
-/// it minted (every ID it minted is in `t`).
+/// A server with the script and the table of [`copies::fill_ahead`]: the server and the
+/// highest ID it minted.
 fn minted_then_dumped(test: &str) -> Option<(Server, u64)> {
     let server = Server::start(test)?;
     server.psql(&script().to_string());
-    server.psql(
-        "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), v int);
-         INSERT INTO t (v) SELECT 1 FROM generate_series(1, 1499)",
-    );
-    let ahead = server.unix_ms() + 4900;
-    server.psql(&format!(
-        "INSERT INTO t VALUES (atomflake_next_id_at({ahead}), 1);
-         INSERT INTO t (v) SELECT 1 FROM generate_series(1, 500)"
-    ));
-    let newest = server.psql_u64("SELECT max(id) FROM t");
-    assert_eq!(
-        Layout::TWITTER.decode(atomflake::Id::new(newest)).unix_ms,
-        ahead,
-        "the state is not ahead"
-    );
+    let newest = copies::fill_ahead(&server);
     Some((server, newest))
-}
-
-/// Mints 2,000 rows (`v = 2`) on `server`, restored from a dump of a server whose highest
-/// ID was `newest`, and checks that every one is above it.
-fn continues_past(server: &Server, newest: u64) {
-    assert_eq!(server.psql_u64("SELECT count(*) FROM t"), 2000);
-    assert_eq!(server.psql_u64("SELECT max(id) FROM t"), newest);
-    server.psql("INSERT INTO t (v) SELECT 2 FROM generate_series(1, 2000)");
-    let lowest = server.psql_u64("SELECT min(id) FROM t WHERE v = 2");
-    assert!(lowest > newest, "{lowest} is not above {newest}");
-    assert_eq!(
-        server.psql_u64("SELECT count(*) FROM t WHERE v = 2 AND atomflake_node(id) = 7"),
-        2000
-    );
-    // Still 3 s behind: the IDs continue the restored state, not the clock.
-    server.assert_behind(3.0);
 }
 
 #[test]
@@ -322,22 +293,8 @@ fn pg_dump_and_pg_restore_into_a_server_3_s_behind_continue_past_every_id() {
     let Some(new) = behind(test) else {
         return;
     };
-    let dump = old.file("dump.custom");
-    let output = old
-        .client("pg_dump")
-        .args(["-Fc", "-f"])
-        .arg(&dump)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    let output = new
-        .client("pg_restore")
-        .args(["--exit-on-error", "-d", "postgres"])
-        .arg(&dump)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    continues_past(&new, newest);
+    copies::pg_dump_and_pg_restore(&old, &new);
+    copies::continues_past(&new, newest);
 }
 
 #[test]
@@ -349,24 +306,8 @@ fn pg_dumpall_into_a_server_3_s_behind_continues_past_every_id() {
     let Some(new) = behind(test) else {
         return;
     };
-    let dump = old.file("dumpall.sql");
-    let output = old.client("pg_dumpall").arg("-f").arg(&dump).output().unwrap();
-    assert!(output.status.success(), "{output:?}");
-    // The one error is the role postgres, which the new server has already.
-    let output = new
-        .client("psql")
-        .args(["-X", "-q", "-f"])
-        .arg(&dump)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    let errors: Vec<&str> = stderr.lines().filter(|line| line.contains("ERROR:")).collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
-    assert!(
-        errors[0].ends_with("ERROR:  role \"postgres\" already exists"),
-        "{stderr}"
-    );
-    continues_past(&new, newest);
+    copies::pg_dumpall_and_psql(&old, &new);
+    copies::continues_past(&new, newest);
 }
 
 #[test]
@@ -398,5 +339,5 @@ fn a_promoted_standby_3_s_behind_continues_past_every_id_it_replayed() {
     }
     primary.stop("immediate");
     standby.promote();
-    continues_past(&standby, newest);
+    copies::continues_past(&standby, newest);
 }

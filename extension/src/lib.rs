@@ -24,6 +24,9 @@
 //!   call then reads the mark and starts every word past it, so every new ID is past every
 //!   ID handed out before, whatever the clock says. When the postmaster lets go of shared
 //!   memory (a stop, a crash reset), it lowers the mark to just past the last ID minted.
+//! - A dump carries the mark: the one row of `atomflake_dump` (extension configuration
+//!   data) is of the type `atomflake_mark`, which prints the mark of the server it is read
+//!   on, and restoring the row raises the new server's mark ([`raise_mark`]).
 
 use atomflake::Layout;
 use atomflake::raw::{self, Refusal, WordMinter};
@@ -32,6 +35,7 @@ use pgrx::{
     GucContext, GucFlags, GucRegistry, GucSetting, PGRXSharedMemory, PgAtomic, PgLwLock, PostgresGucEnum,
     pg_shmem_init,
 };
+use std::ffi::{CStr, CString};
 use std::path::Path;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -346,9 +350,10 @@ extension_sql!(
     r"
 REVOKE EXECUTE ON FUNCTION @extschema@.atomflake_next_id(bigint) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION @extschema@.atomflake_next_id_at(bigint) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION @extschema@.atomflake_raise_mark(bigint) FROM PUBLIC;
 ",
     name = "privileges",
-    requires = [next_id_for, next_id_at],
+    requires = [next_id_for, next_id_at, raise_mark],
 );
 
 // `atomflake_adopt(tbl, col)`: switches an existing bigint key (a bigserial or an
@@ -526,31 +531,185 @@ fn move_mark_early(minter: &WordMinter, seen: u64, wanted: u64) {
 #[cold]
 fn store_mark(minter: &WordMinter, seen: u64, wanted: u64) {
     let mut mark = MARK.exclusive();
-    let path = Path::new(MARK_FILE);
-    if !mark.loaded {
-        let old = raw::read_mark(path).unwrap_or_else(|error| mark_failed(&error));
-        let start = minter.start(old.unwrap_or(0));
-        for word in node_words(minter) {
-            // Relaxed: published by the Release store of `COVERED` below; no backend mints
-            // while `COVERED` is 0 (every slot is past it).
-            word.store(start, Ordering::Relaxed);
-        }
-        // Relaxed: read by the postmaster only once every backend is gone.
-        START.get().store(start, Ordering::Relaxed);
-        mark.stored = old.unwrap_or(0);
-        mark.loaded = true;
-    } else if mark.stored != seen {
+    if !load(&mut mark, minter) && mark.stored != seen {
         // Another backend moved the mark since this one read it: mint again under it.
         COVERED.get().store(mark.stored, Ordering::Release);
         return;
     }
     if wanted > mark.stored {
-        raw::write_mark(path, wanted).unwrap_or_else(|error| mark_failed(&error));
+        raw::write_mark(Path::new(MARK_FILE), wanted).unwrap_or_else(|error| mark_failed(&error));
         mark.stored = wanted;
     }
     // Release: see the Acquire load in `mint`.
     COVERED.get().store(mark.stored, Ordering::Release);
 }
+
+/// Reads the mark file and starts every word past it, the first time since shared memory
+/// was set up (the lock held): whether it did.
+fn load(mark: &mut Mark, minter: &WordMinter) -> bool {
+    if mark.loaded {
+        return false;
+    }
+    let old = raw::read_mark(Path::new(MARK_FILE)).unwrap_or_else(|error| mark_failed(&error));
+    let start = minter.start(old.unwrap_or(0));
+    for word in node_words(minter) {
+        // Relaxed: published by the Release store of `COVERED` after; no backend mints
+        // while `COVERED` is 0 (every slot is past it).
+        word.store(start, Ordering::Relaxed);
+    }
+    // Relaxed: read by the postmaster only once every backend is gone.
+    START.get().store(start, Ordering::Relaxed);
+    mark.stored = old.unwrap_or(0);
+    mark.loaded = true;
+    true
+}
+
+/// The mark a dump carries (Unix ms): every ID this server minted, in any database, is
+/// below it. On a server in recovery, which mints nothing and whose mark file is as old as
+/// its base backup, it is at least the server's clock.
+fn carried_mark() -> u64 {
+    // Acquire: a mark published since the file was last read counts too.
+    let covered = COVERED.get().load(Ordering::Acquire);
+    // The file holds the mark of the last run until the first call of this run reads it.
+    let stored = raw::read_mark(Path::new(MARK_FILE))
+        .unwrap_or_else(|error| mark_failed(&error))
+        .unwrap_or(0);
+    let mark = covered.max(stored);
+    // SAFETY: as in `mint`.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        mark.max(wall_ms())
+    } else {
+        mark
+    }
+}
+
+/// `atomflake_mark()`: the mark a dump of any database of this server carries now.
+#[pg_extern(name = "atomflake_mark")]
+fn mark_now() -> i64 {
+    if PRELOADED.get().is_none() {
+        not_preloaded();
+    }
+    bigint(carried_mark())
+}
+
+/// `atomflake_raise_mark(unix_ms)`: moves this server's mark to at least `unix_ms` and
+/// starts every node past it, so every ID minted from then on is past every ID of a
+/// server whose mark was `unix_ms` (a restored dump calls it; so may a move from another
+/// generator). Returns the mark now stored. IDs minted while it runs may be below it.
+#[pg_extern(name = "atomflake_raise_mark", strict)]
+fn raise_mark(unix_ms: i64) -> i64 {
+    if PRELOADED.get().is_none() {
+        not_preloaded();
+    }
+    // SAFETY: as in `mint`.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        in_recovery();
+    }
+    let layout = LAYOUT.get().layout();
+    let end = layout.i64_end_unix_ms();
+    let ms = match u64::try_from(unix_ms) {
+        Ok(ms) if ms < end => ms,
+        _ => raise(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            format!(
+                "mark {unix_ms} ms is out of range: layout {}'s bigint ids end at {end} ms, \
+                 so a mark is 0..{end} ms (Unix)",
+                preset_name()
+            ),
+        ),
+    };
+    let minter = node_minter(0);
+    let mut mark = MARK.exclusive();
+    load(&mut mark, &minter);
+    if ms > mark.stored {
+        raw::write_mark(Path::new(MARK_FILE), ms).unwrap_or_else(|error| mark_failed(&error));
+        mark.stored = ms;
+        let start = minter.start(ms);
+        for word in node_words(&minter) {
+            // Relaxed: a minter's CAS fails on the new value and reads it again.
+            word.fetch_max(start, Ordering::Relaxed);
+        }
+        // Relaxed: read by the postmaster only once every backend is gone. A word at
+        // `start` has minted nothing since, and one past it minted past the mark.
+        START.get().fetch_max(start, Ordering::Relaxed);
+    }
+    // Release: see the Acquire load in `mint`.
+    COVERED.get().store(mark.stored, Ordering::Release);
+    bigint(mark.stored)
+}
+
+/// The input function of the type `atomflake_mark`: a Unix time in ms.
+#[pg_extern(sql = false)]
+fn atomflake_mark_in(input: &CStr) -> i64 {
+    let text = input.to_string_lossy();
+    match text.trim().parse::<i64>() {
+        Ok(ms) if ms >= 0 && !text.trim_start().starts_with(['+', '-']) => ms,
+        _ => raise(
+            PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+            format!(
+                "invalid input for type atomflake_mark: \"{text}\": a mark is a Unix time in ms, \
+                 0..={}",
+                i64::MAX
+            ),
+        ),
+    }
+}
+
+/// The output function of the type `atomflake_mark`: the mark a dump carries now (see
+/// [`carried_mark`]), whatever value the row holds, so that `pg_dump` writes this
+/// server's mark into the dump of every database with the extension.
+#[pg_extern(sql = false)]
+fn atomflake_mark_out(_stored: i64) -> CString {
+    if PRELOADED.get().is_none() {
+        not_preloaded();
+    }
+    CString::new(carried_mark().to_string()).unwrap_or_default()
+}
+
+// The mark travels in every dump: `atomflake_dump` is extension configuration data (so
+// `pg_dump` and `pg_dumpall` dump its row), and its one row's type prints the mark of the
+// server being dumped. Restoring the row raises the new server's mark through the
+// trigger, which keeps the row out of the table: the row the install script put there
+// stays the only one.
+extension_sql!(
+    r"
+CREATE TYPE @extschema@.atomflake_mark;
+CREATE FUNCTION @extschema@.atomflake_mark_in(cstring) RETURNS @extschema@.atomflake_mark
+    LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE AS 'MODULE_PATHNAME', 'atomflake_mark_in_wrapper';
+-- STABLE, not VOLATILE as what it reads would make it: PostgreSQL wants type output
+-- functions no more than stable, and one statement's rows may show different marks.
+CREATE FUNCTION @extschema@.atomflake_mark_out(@extschema@.atomflake_mark) RETURNS cstring
+    LANGUAGE c STABLE STRICT AS 'MODULE_PATHNAME', 'atomflake_mark_out_wrapper';
+CREATE TYPE @extschema@.atomflake_mark (
+    INPUT = @extschema@.atomflake_mark_in,
+    OUTPUT = @extschema@.atomflake_mark_out,
+    LIKE = pg_catalog.int8
+);
+COMMENT ON TYPE @extschema@.atomflake_mark IS
+    'A Unix time in ms that reads as the mark of the server it is read on: every ID that server minted is below it.';
+
+CREATE TABLE @extschema@.atomflake_dump (mark @extschema@.atomflake_mark NOT NULL);
+INSERT INTO @extschema@.atomflake_dump VALUES ('0');
+SELECT pg_catalog.pg_extension_config_dump('@extschema@.atomflake_dump', '');
+GRANT SELECT ON @extschema@.atomflake_dump TO PUBLIC;
+COMMENT ON TABLE @extschema@.atomflake_dump IS
+    'One row that carries this server''s mark in a dump; restored, it raises the new server''s mark.';
+
+CREATE FUNCTION @extschema@.atomflake_raise_mark(@extschema@.atomflake_mark) RETURNS bigint
+    LANGUAGE c VOLATILE STRICT AS 'MODULE_PATHNAME', 'raise_mark_wrapper';
+REVOKE EXECUTE ON FUNCTION @extschema@.atomflake_raise_mark(@extschema@.atomflake_mark) FROM PUBLIC;
+CREATE FUNCTION @extschema@.atomflake_dump_restored() RETURNS trigger LANGUAGE plpgsql AS $restored$
+BEGIN
+    PERFORM @extschema@.atomflake_raise_mark(NEW.mark);
+    RETURN NULL;
+END
+$restored$;
+CREATE TRIGGER restored BEFORE INSERT ON @extschema@.atomflake_dump
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.atomflake_dump_restored();
+",
+    name = "dump",
+    requires = [raise_mark],
+);
 
 fn mark_failed(error: &atomflake::mark::HighWaterError) -> ! {
     raise(
