@@ -37,15 +37,48 @@ const PREFIX: usize = 5;
 /// The most of a `GetIds` body read here; the router reads the rest.
 const READ_BYTES: usize = 16 * 1024;
 
-/// `request`'s answer when it is one of the plain ID requests, else `request` to route
-/// (its body as it came).
-pub(crate) async fn answer(
-    service: &Service,
-    request: Request<Incoming>,
-) -> Result<Response<Reply>, Request<Body>> {
+/// What [`answer`] did with a request.
+pub(crate) enum Direct {
+    /// Answered it.
+    Answered(Response<Reply>),
+    /// Left it to the router: its body is [`Unread::body`] of what is left in the request.
+    Route(Unread),
+}
+
+/// What was read of a request's body before it was left to the router.
+pub(crate) struct Unread {
+    /// The bytes read.
+    read: Option<Bytes>,
+    /// Whether the body ended within them.
+    ended: bool,
+}
+
+impl Unread {
+    /// Nothing read.
+    const NONE: Unread = Unread {
+        read: None,
+        ended: false,
+    };
+
+    /// The whole body, given what is left of it (`rest`).
+    pub(crate) fn body(self, rest: Incoming) -> Body {
+        match self.read {
+            None => Body::new(rest),
+            Some(read) => Body::new(Replayed {
+                read: Some(read),
+                rest: (!self.ended).then_some(rest),
+            }),
+        }
+    }
+}
+
+/// `request`'s answer when it is one of the plain ID requests, else what was read of its
+/// body, for the router to answer it. The request is borrowed, so that the futures that
+/// answer it hold no copy of it.
+pub(crate) async fn answer(service: &Service, request: &mut Request<Incoming>) -> Direct {
     if request.uri().path() == "/v1/ids" && request.method() == Method::GET {
         let Some(count) = plain_count(request.uri().query()) else {
-            return Err(request.map(Body::new));
+            return Direct::Route(Unread::NONE);
         };
         let max = u64::from(service.limits().max_count);
         let budget = request.extensions().get::<IdBudget>();
@@ -56,12 +89,12 @@ pub(crate) async fn answer(
         response
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        return Ok(response);
+        return Direct::Answered(response);
     }
     if request.uri().path() == GET_IDS && request.method() == Method::POST {
         return get_ids(service, request).await;
     }
-    Err(request.map(Body::new))
+    Direct::Route(Unread::NONE)
 }
 
 /// The count of a plain `GET /v1/ids`: `DIGITS` of a query `count=DIGITS` alone, or `1`
@@ -86,13 +119,12 @@ fn uncompressed(headers: &HeaderMap) -> bool {
 /// trailers; a refusal as a trailers-only answer). Any other body goes to the router with
 /// the bytes read: read to its end, so that a refusal is not sent while the client still
 /// sends (HTTP/2 would then reset the stream, and some clients report the reset instead).
-async fn get_ids(service: &Service, request: Request<Incoming>) -> Result<Response<Reply>, Request<Body>> {
+async fn get_ids(service: &Service, request: &mut Request<Incoming>) -> Direct {
     let plain = uncompressed(request.headers());
-    let (parts, mut body) = request.into_parts();
     let mut read = Vec::new();
     let mut ended = false;
     while read.len() <= READ_BYTES {
-        match std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+        match std::future::poll_fn(|cx| Pin::new(request.body_mut()).poll_frame(cx)).await {
             Some(Ok(frame)) => {
                 if let Some(data) = frame.data_ref() {
                     read.extend_from_slice(data);
@@ -108,14 +140,13 @@ async fn get_ids(service: &Service, request: Request<Incoming>) -> Result<Respon
     }
     let message = (plain && ended).then(|| one_message(&read)).flatten();
     let Some(message) = message else {
-        let body = Body::new(Replayed {
+        return Direct::Route(Unread {
             read: Some(Bytes::from(read)),
-            rest: (!ended).then_some(body),
+            ended,
         });
-        return Err(Request::from_parts(parts, body));
     };
-    let budget = parts.extensions.get::<IdBudget>();
-    match grpc::get_ids(service, message.count, budget).await {
+    let budget = request.extensions().get::<IdBudget>();
+    Direct::Answered(match grpc::get_ids(service, message.count, budget).await {
         Ok(answer) => {
             let length = answer.encoded_len();
             let mut data = Vec::with_capacity(PREFIX + length);
@@ -133,10 +164,10 @@ async fn get_ids(service: &Service, request: Request<Incoming>) -> Result<Respon
                 .headers_mut()
                 .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
             debug_assert_eq!(response.status(), StatusCode::OK);
-            Ok(response)
+            response
         }
-        Err(status) => Ok(status.into_http()),
-    }
+        Err(status) => status.into_http(),
+    })
 }
 
 /// The one uncompressed `GetIdsRequest` that `body` holds, when it holds exactly that.

@@ -3,13 +3,14 @@
 use crate::connections::{self, Activity, Reply, Slots, Timeouts, Tracked};
 use crate::cors::Cors;
 use crate::deadline;
+use crate::direct::{self, Direct, Unread};
 use crate::limits::Limits;
 use crate::metrics::{Api, Outcome};
 use crate::rate::{Bucket, IdBudget};
 use crate::service::Service;
 use crate::streams::Streams;
 use crate::tls::Tls;
-use crate::{direct, grpc, http};
+use crate::{grpc, http};
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use hyper::body::Incoming;
@@ -19,6 +20,7 @@ use hyper_util::service::TowerToHyperService;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
@@ -207,69 +209,19 @@ fn per_connection(
                 None
             };
             let origin = service.cors.origin_of(&request);
-            let preflight = service.cors.preflight(&request);
-            let mut response: Response<Reply> = if let Some(preflight) = preflight {
+            let mut response: Response<Reply> = if let Some(preflight) = service.cors.preflight(&request) {
                 preflight.map(Reply::from)
-            } else if !service.admits(
-                request.uri().path(),
-                request
-                    .headers()
-                    .get(header::AUTHORIZATION)
-                    .map(HeaderValue::as_bytes),
-            ) {
-                drain(request.into_body()).await;
-                let api = if grpc { Api::Grpc } else { Api::Http };
-                service
-                    .metrics
-                    .count(api, Outcome::Unauthenticated, 0, Duration::ZERO);
-                unauthenticated(grpc).map(Reply::from)
-            } else if health_only && !connections::is_health_check(request.uri().path()) {
-                drain(request.into_body()).await;
-                at_capacity(grpc, service.limits().max_connections).map(Reply::from)
-            } else if let Some(Err(invalid)) = deadline {
-                drain(request.into_body()).await;
-                service
-                    .metrics
-                    .count(Api::Grpc, Outcome::Invalid, 0, Duration::ZERO);
-                refusal(
-                    true,
-                    tonic::Code::InvalidArgument,
-                    StatusCode::BAD_REQUEST,
-                    &invalid,
-                )
-                .map(Reply::from)
-            } else if allowed {
-                match deadline {
-                    // Boxed: the timer is large, and most calls carry no deadline.
-                    Some(Ok(timeout)) => {
-                        match Box::pin(tokio::time::timeout(timeout, respond(router, service, request))).await
-                        {
-                            Ok(response) => response,
-                            Err(_elapsed) => {
-                                service.metrics.count(
-                                    Api::Grpc,
-                                    Outcome::DeadlineExceeded,
-                                    0,
-                                    Duration::ZERO,
-                                );
-                                let message = "the call's deadline (grpc-timeout) passed before its answer";
-                                refusal(
-                                    true,
-                                    tonic::Code::DeadlineExceeded,
-                                    StatusCode::GATEWAY_TIMEOUT,
-                                    message,
-                                )
-                                .map(Reply::from)
-                            }
-                        }
-                    }
-                    _ => respond(router, service, request).await,
-                }
             } else {
-                drain(request.into_body()).await;
-                let api = if grpc { Api::Grpc } else { Api::Http };
-                service.metrics.count(api, Outcome::Limited, 0, Duration::ZERO);
-                limited(grpc, service.limits().requests_per_second).map(Reply::from)
+                match admit(service, &request, health_only, allowed, deadline) {
+                    Err(refused) => refuse(service, request, grpc, refused).await,
+                    Ok(Some(timeout)) => within(router, service, request, timeout).await,
+                    // `respond` inline, with the request borrowed: the future holds
+                    // one copy of it.
+                    Ok(None) => match direct::answer(service, &mut request).await {
+                        Direct::Answered(response) => response,
+                        Direct::Route(unread) => route(router, request, unread).await,
+                    },
+                }
             };
             Cors::allow(origin, &mut response);
             Ok::<_, Infallible>(response.map(|reply| Tracked::new(reply, in_flight)))
@@ -277,17 +229,136 @@ fn per_connection(
     })
 }
 
+/// Why a request is refused before it is read.
+enum Refused {
+    /// No token, or not one of the server's.
+    Unauthenticated,
+    /// Not a health check, on a connection taken past the cap.
+    AtCapacity,
+    /// A `grpc-timeout` that is not one: why.
+    Deadline(String),
+    /// Over the connection's request rate.
+    Limited,
+}
+
+/// Whether `request` may be answered, and within what time (its `deadline`, read from
+/// `grpc-timeout`); `allowed`: whether the connection's request rate let it through.
+fn admit(
+    service: &Service,
+    request: &Request<Incoming>,
+    health_only: bool,
+    allowed: bool,
+    deadline: Option<Result<Duration, String>>,
+) -> Result<Option<Duration>, Refused> {
+    if !service.admits(request.uri().path(), request.headers()) {
+        return Err(Refused::Unauthenticated);
+    }
+    if health_only && !connections::is_health_check(request.uri().path()) {
+        return Err(Refused::AtCapacity);
+    }
+    let timeout = deadline.transpose().map_err(Refused::Deadline)?;
+    if allowed {
+        Ok(timeout)
+    } else {
+        Err(Refused::Limited)
+    }
+}
+
+/// The answer to a request refused, once what it sends is read: out of line, and boxed,
+/// so that the answering of the requests admitted, which holds it, stays small and
+/// compact.
+#[cold]
+#[inline(never)]
+fn refuse(
+    service: &Service,
+    request: Request<Incoming>,
+    grpc: bool,
+    refused: Refused,
+) -> Pin<Box<dyn Future<Output = Response<Reply>> + Send + '_>> {
+    Box::pin(async move {
+        drain(request.into_body()).await;
+        let api = if grpc { Api::Grpc } else { Api::Http };
+        let metrics = &service.metrics;
+        match refused {
+            Refused::Unauthenticated => {
+                metrics.count(api, Outcome::Unauthenticated, 0, Duration::ZERO);
+                unauthenticated(grpc)
+            }
+            Refused::AtCapacity => at_capacity(grpc, service.limits().max_connections),
+            Refused::Deadline(invalid) => {
+                metrics.count(Api::Grpc, Outcome::Invalid, 0, Duration::ZERO);
+                refusal(
+                    true,
+                    tonic::Code::InvalidArgument,
+                    StatusCode::BAD_REQUEST,
+                    &invalid,
+                )
+            }
+            Refused::Limited => {
+                metrics.count(api, Outcome::Limited, 0, Duration::ZERO);
+                limited(grpc, service.limits().requests_per_second)
+            }
+        }
+        .map(Reply::from)
+    })
+}
+
+/// The answer to a gRPC call with a deadline: the call's own, or `DEADLINE_EXCEEDED` once
+/// `timeout` has passed. Boxed: the timer is large, and most calls carry no deadline.
+#[inline(never)]
+fn within<'a>(
+    router: &'a axum::Router,
+    service: &'a Service,
+    request: Request<Incoming>,
+    timeout: Duration,
+) -> Pin<Box<dyn Future<Output = Response<Reply>> + Send + 'a>> {
+    Box::pin(async move {
+        match tokio::time::timeout(timeout, respond(router, service, request)).await {
+            Ok(response) => response,
+            Err(_elapsed) => {
+                service
+                    .metrics
+                    .count(Api::Grpc, Outcome::DeadlineExceeded, 0, Duration::ZERO);
+                let message = "the call's deadline (grpc-timeout) passed before its answer";
+                refusal(
+                    true,
+                    tonic::Code::DeadlineExceeded,
+                    StatusCode::GATEWAY_TIMEOUT,
+                    message,
+                )
+                .map(Reply::from)
+            }
+        }
+    })
+}
+
 /// The answer to a request admitted: the plain ID requests directly
 /// ([`direct`]), the rest through the router.
-async fn respond(router: &axum::Router, service: &Service, request: Request<Incoming>) -> Response<Reply> {
-    match direct::answer(service, request).await {
-        Ok(response) => response,
-        // Boxed: the routed answer's future is large, and the plain requests' futures are
-        // moved whole without it.
-        Err(request) => match Box::pin(router.clone().oneshot(request)).await {
+async fn respond(
+    router: &axum::Router,
+    service: &Service,
+    mut request: Request<Incoming>,
+) -> Response<Reply> {
+    match direct::answer(service, &mut request).await {
+        Direct::Answered(response) => response,
+        Direct::Route(unread) => route(router, request, unread).await,
+    }
+}
+
+/// The router's answer to `request`, whose body's first bytes are `unread`. Its future
+/// is boxed here, so that the futures of the plain requests, which hold this one, stay
+/// small: they are moved whole, from the service into its HTTP/2 stream's task.
+fn route(
+    router: &axum::Router,
+    request: Request<Incoming>,
+    unread: Unread,
+) -> impl Future<Output = Response<Reply>> + Send + use<> {
+    let answer = Box::pin(router.clone().oneshot(request.map(|rest| unread.body(rest))));
+    async move {
+        match answer.await {
             Ok(response) => response.map(Reply::from),
             Err(never) => match never {},
-        },
+        }
     }
 }
 

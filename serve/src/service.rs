@@ -156,15 +156,20 @@ impl Service {
         self.tls.as_ref()
     }
 
-    /// Whether a request for `path` with this `Authorization` header may be answered.
-    pub(crate) fn admits(&self, path: &str, authorization: Option<&[u8]>) -> bool {
+    /// Whether a request for `path` with these `headers` may be answered: its
+    /// `Authorization` header is read only when tokens are asked for.
+    pub(crate) fn admits(&self, path: &str, headers: &axum::http::HeaderMap) -> bool {
         let Some(tokens) = &self.tokens else {
             return true;
         };
         if crate::connections::is_health_check(path) || (path == "/metrics" && !tokens.guard_metrics()) {
             return true;
         }
-        tokens.admits(authorization)
+        tokens.admits(
+            headers
+                .get(axum::http::header::AUTHORIZATION)
+                .map(axum::http::HeaderValue::as_bytes),
+        )
     }
 
     /// Lets pages of `origins` (`https://app.example.com`, or `*` for any) call the HTTP
@@ -373,7 +378,12 @@ impl Service {
             Turn::Done(result) => result,
             // Waits are rare (a tick spent, a mark being stored): their timers live in a
             // future of their own, so that every request's future stays small.
-            wait => Box::pin(self.next_run_after(wait, max, unavailable_since)).await,
+            wait => {
+                // Bound first: a temporary of the arm would keep its storage, the whole
+                // unboxed future, in this future across the `await`.
+                let waited = Box::pin(self.next_run_after(wait, max, unavailable_since));
+                waited.await
+            }
         }
     }
 

@@ -11,7 +11,6 @@
 //! The work a call starts that may take long (a `StreamIds`' minting) is a task of its
 //! own still, so one connection's calls never wait on each other's minting.
 
-use futures_util::FutureExt as _;
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use futures_util::task::AtomicWaker;
 use std::convert::Infallible;
@@ -19,7 +18,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 type Task = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -75,13 +74,31 @@ impl Streams {
 
 impl<F: Future<Output = ()> + Send + 'static> hyper::rt::Executor<F> for Streams {
     fn execute(&self, stream: F) {
-        let stream = AssertUnwindSafe(stream).catch_unwind().map(drop);
+        // Moved once, into its box: a stream's future holds its call's, which is large.
+        let stream: Task = Box::pin(Guarded { stream });
         self.shared
             .new
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push(Box::pin(stream));
+            .push(stream);
         self.shared.runner.wake();
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A stream's future, whose panic ends that stream alone (hyper then resets it).
+    struct Guarded<F> {
+        #[pin]
+        stream: F,
+    }
+}
+
+impl<F: Future<Output = ()>> Future for Guarded<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let stream = self.project().stream;
+        std::panic::catch_unwind(AssertUnwindSafe(|| stream.poll(cx))).unwrap_or(Poll::Ready(()))
     }
 }
 
