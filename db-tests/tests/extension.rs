@@ -1243,21 +1243,7 @@ fn pg_dump_and_pg_restore_carry_the_mark_into_a_server_3_s_behind() {
     new.psql("CREATE DATABASE other");
     copies::pg_dump_and_pg_restore(&old, &new);
     // `other` holds no ID, but its dump carries the same mark: restored alone, it is enough.
-    let dump = old.file("other.custom");
-    let output = old
-        .client("pg_dump")
-        .args(["-Fc", "-d", "other", "-f"])
-        .arg(&dump)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    let output = new
-        .client("pg_restore")
-        .args(["--exit-on-error", "-d", "other"])
-        .arg(&dump)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
+    copies::pg_dump_and_pg_restore_database(&old, "other", &new, "other");
     the_copy_continues_past(&new, newest);
 }
 
@@ -1285,21 +1271,7 @@ fn a_dump_of_a_database_where_nothing_was_minted_carries_the_servers_mark() {
     };
     // Only `other` is copied; the IDs of `postgres` are then copied by hand, as an
     // application moving its data across databases would.
-    let dump = old.file("other.custom");
-    let output = old
-        .client("pg_dump")
-        .args(["-Fc", "-d", "other", "-f"])
-        .arg(&dump)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    let output = new
-        .client("pg_restore")
-        .args(["--exit-on-error", "-d", "postgres"])
-        .arg(&dump)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
+    copies::pg_dump_and_pg_restore_database(&old, "other", &new, "postgres");
     let rows = old.psql("SELECT string_agg(format('(%s, %s)', id, v), ', ') FROM t");
     new.psql(&format!(
         "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT atomflake_next_id(), v int);

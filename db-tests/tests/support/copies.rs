@@ -35,17 +35,23 @@ pub fn fill_ahead(server: &Server) -> u64 {
 /// `pg_dump -Fc` of `old`'s database `postgres`, restored into `new`'s with `pg_restore
 /// --exit-on-error`.
 pub fn pg_dump_and_pg_restore(old: &Server, new: &Server) {
-    let dump = old.file("dump.custom");
+    pg_dump_and_pg_restore_database(old, "postgres", new, "postgres");
+}
+
+/// `pg_dump -Fc` of `old`'s database `from`, restored into `new`'s database `into` with
+/// `pg_restore --exit-on-error`.
+pub fn pg_dump_and_pg_restore_database(old: &Server, from: &str, new: &Server, into: &str) {
+    let dump = old.file(&format!("{from}.custom"));
     let output = old
         .client("pg_dump")
-        .args(["-Fc", "-f"])
+        .args(["-Fc", "-d", from, "-f"])
         .arg(&dump)
         .output()
         .unwrap();
     assert!(output.status.success(), "{output:?}");
     let output = new
         .client("pg_restore")
-        .args(["--exit-on-error", "-d", "postgres"])
+        .args(["--exit-on-error", "-d", into])
         .arg(&dump)
         .output()
         .unwrap();
