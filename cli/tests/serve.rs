@@ -1020,6 +1020,12 @@ fn ids_for(server: &Server, run: Duration) -> (Vec<u64>, FirstAnswer) {
     let until = Instant::now() + run;
     while Instant::now() < until {
         let (status, body) = http_get(&server.address, "/v1/ids?count=4096", Duration::from_secs(5)).unwrap();
+        // A mark store that a busy machine delays past the patience is a transient
+        // refusal (see `get_ids`); anything else fails.
+        if status == 503 && body.contains("cannot mint now") {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
         assert_eq!(status, 200, "{body}");
         ids.extend(ids_of(&body));
     }

@@ -275,6 +275,11 @@ impl Service {
                  the patience of {:?}",
                 self.limits.patience
             )),
+            // Lost before the store's watch says so: with `--reclaim`, fresh nodes are
+            // claimed (as `turn` does), so not ready, but not stopped.
+            Err(MintError::Store(store)) if self.reclaims && store.kind() == StoreErrorKind::Lost => {
+                Err(format!("claiming fresh nodes: {store}"))
+            }
             Err(error) if error.is_transient() => Err(format!("cannot mint now: {error}")),
             Err(error) => {
                 let reason = format!("cannot mint: {error}");
