@@ -101,14 +101,14 @@ impl Cluster {
         Cluster::start_with(test, size, None)
     }
 
-    /// A fresh one-member cluster whose client port speaks TLS only, or `None` (printed as
-    /// a skip) without etcd or etcdctl.
-    pub fn start_secure(test: &str, secure: Secure) -> Option<Cluster> {
+    /// A fresh cluster of `size` members whose client ports speak TLS only, or `None`
+    /// (printed as a skip) without etcd or etcdctl.
+    pub fn start_secure(test: &str, size: usize, secure: Secure) -> Option<Cluster> {
         if crate::on_path("etcdctl").is_none() {
             skip(test, "no etcdctl: install etcd-client");
             return None;
         }
-        Cluster::start_with(test, 1, Some(Box::new(secure)))
+        Cluster::start_with(test, size, Some(Box::new(secure)))
     }
 
     fn start_with(test: &str, size: usize, secure: Option<Box<Secure>>) -> Option<Cluster> {
@@ -272,20 +272,26 @@ impl Cluster {
     }
 
     /// The member that is the leader now, as the running members report it; `None` while
-    /// they report none.
+    /// they report none. A secure cluster's members tell it in their metrics
+    /// (`etcd_server_is_leader`), served over plain HTTP.
     pub fn leader(&self) -> Option<usize> {
-        (0..self.members.len())
-            .filter(|&i| self.members[i].process.is_some())
-            .find_map(|i| {
-                let (_, status) = http(
-                    self.members[i].client_port,
-                    "POST",
-                    "/v3/maintenance/status",
-                    "{}",
-                )?;
-                let me = json_string(&status, "member_id")?;
-                (json_string(&status, "leader")? == me).then_some(i)
-            })
+        let mut running = (0..self.members.len()).filter(|&i| self.members[i].process.is_some());
+        if self.secure.is_some() {
+            return running.find(|&i| {
+                http(self.members[i].health_port, "GET", "/metrics", "")
+                    .is_some_and(|(_, metrics)| metrics.lines().any(|line| line == "etcd_server_is_leader 1"))
+            });
+        }
+        running.find_map(|i| {
+            let (_, status) = http(
+                self.members[i].client_port,
+                "POST",
+                "/v3/maintenance/status",
+                "{}",
+            )?;
+            let me = json_string(&status, "member_id")?;
+            (json_string(&status, "leader")? == me).then_some(i)
+        })
     }
 
     /// Waits until every running member reports itself healthy (it has a leader), for at
@@ -493,12 +499,12 @@ pub const PASSWORD: &str = "s3cret-Pw0rd";
 /// The namespace whose prefix `app`'s role may read and write in [`secure_with_users`].
 pub const NAMESPACE: &str = "fleet";
 
-/// A secure etcd with users `root` (by its client certificate), `app` (role `fleet-rw`:
-/// readwrite on the prefix of [`NAMESPACE`] alone) and `other` (readwrite on another
-/// namespace's prefix), tokens that last `token_ttl_s` unused, and the certificates the
-/// tests use (`ca.pem`, `other-ca.pem`, and `client.crt` and `client.key` of user
-/// `nobody`): `None` (a skip) without etcd, etcdctl or openssl.
-pub fn secure_with_users(test: &str, token_ttl_s: u32) -> Option<(Cluster, Pki)> {
+/// A secure cluster of `size` members with authentication off: every client presents a
+/// certificate signed by `ca`, and the certificates the tests use are made (`ca.pem`,
+/// `other-ca.pem`, `server.crt` and `server.key` for 127.0.0.1, and `client.crt` and
+/// `client.key` of user `nobody`); `flags` go to every member. `None` (a skip) without
+/// etcd, etcdctl or openssl.
+pub fn secure(test: &str, size: usize, flags: Vec<String>) -> Option<(Cluster, Pki)> {
     if !has_openssl(test) {
         return None;
     }
@@ -515,9 +521,18 @@ pub fn secure_with_users(test: &str, token_ttl_s: u32) -> Option<(Cluster, Pki)>
         ca,
         root_cert,
         root_key,
-        flags: vec![format!("--auth-token-ttl={token_ttl_s}")],
+        flags,
     };
-    let cluster = Cluster::start_secure(test, secure)?;
+    let cluster = Cluster::start_secure(test, size, secure)?;
+    Some((cluster, pki))
+}
+
+/// A one-member [`secure`] etcd with authentication on and users `root` (by its client
+/// certificate), `app` (role `fleet-rw`: readwrite on the prefix of [`NAMESPACE`] alone) and
+/// `other` (readwrite on another namespace's prefix), tokens that last `token_ttl_s` unused:
+/// `None` (a skip) without etcd, etcdctl or openssl.
+pub fn secure_with_users(test: &str, token_ttl_s: u32) -> Option<(Cluster, Pki)> {
+    let (cluster, pki) = secure(test, 1, vec![format!("--auth-token-ttl={token_ttl_s}")])?;
     let prefix = format!("/atomflake/lease/{NAMESPACE}/");
     for args in [
         &["user", "add", "root", "--new-user-password=root-pw"][..],

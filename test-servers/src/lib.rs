@@ -2,7 +2,8 @@
 //! ([`mariadb::Server`]), each started in a fresh temporary directory on a Unix socket, and
 //! etcd clusters ([`etcd::Cluster`]) and ZooKeeper ensembles ([`zookeeper::Ensemble`]) on
 //! loopback ports; each is stopped and removed when dropped, also when the test panics. A
-//! [`proxy::Proxy`] cuts a client's connections; [`fleet`] runs lease holders as processes
+//! [`proxy::Proxy`] cuts a client's connections, and a [`tls_proxy::TlsProxy`] (`haproxy`)
+//! terminates TLS in front of a server; [`fleet`] runs lease holders as processes
 //! for every lease engine. [`clients`] are the clients of `atomflake serve`'s tests, and
 //! [`files`] replace the files its servers watch.
 //!
@@ -30,6 +31,7 @@ pub mod pki;
 pub mod postgres;
 pub mod proxy;
 pub mod python;
+pub mod tls_proxy;
 pub mod zookeeper;
 
 use std::process::Command;

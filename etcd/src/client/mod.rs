@@ -15,7 +15,10 @@
 //! with every call after; when etcd no longer accepts the token (it expired, or the users
 //! and roles changed), the call logs in again and is tried again. A refusal that trying
 //! again cannot change (a wrong password, a missing permission, a certificate not trusted)
-//! ends the call at once, with what to fix.
+//! ends the call, with what to fix, once every member has refused it: a member's refusal is
+//! its own, and the call goes on to the next member first (what this client takes for a
+//! refusal of its certificate, a TLS proxy whose own member is down does too). A call
+//! whose time runs out while some member did not refuse it is a transient failure.
 
 mod endpoints;
 pub(crate) mod proto;
@@ -44,7 +47,7 @@ pub(crate) struct CallError {
     /// What it said: a gRPC status code and message.
     pub text: String,
     /// Whether trying again cannot help: credentials, permissions or certificates that
-    /// etcd or this client refuse, or TLS files that cannot be used.
+    /// every member, or this client, refused, or TLS files that cannot be used.
     pub refused: bool,
 }
 
@@ -81,7 +84,8 @@ enum Failure {
     Transient,
     /// etcd no longer accepts the token: log in again, then try again.
     StaleToken,
-    /// No attempt will succeed until someone changes the URL, the files or etcd's users.
+    /// No attempt on this member will succeed until someone changes the URL, the files or
+    /// etcd's users.
     Refused,
 }
 
@@ -223,8 +227,9 @@ impl Client {
 
     /// Runs `attempt` on the preferred member, then on each next one in turn, until one
     /// answers or `within` has passed (at least one attempt on each member is made when
-    /// it fits), or etcd refuses it for good. With a user, each attempt sends the token,
-    /// logging in first when there is none.
+    /// it fits), or every member has refused it for good (its last attempt on each was
+    /// refused). With a user, each attempt sends the token, logging in first when there is
+    /// none.
     fn call<A, F, Fut>(&mut self, within: Duration, attempt: F) -> Result<A, CallError>
     where
         F: Fn(tonic::client::Grpc<Channel>, Option<AsciiMetadataValue>) -> Fut,
@@ -232,9 +237,15 @@ impl Client {
     {
         let start = Instant::now();
         let members = self.channels.len();
+        // Per member, whether its last attempt in this call was refused.
+        let mut refused = vec![false; members];
         let mut tries = 0;
         loop {
             let member = (self.preferred + tries) % members;
+            // A verdict speaks of the attempt whose connections met it alone: one recorded
+            // before (a connection of an earlier attempt, failing while the client waited on
+            // another member) is forgotten, and a member that answers keeps none.
+            let _ = self.verdicts[member].take();
             let mut grpc = tonic::client::Grpc::new(self.channels[member].clone());
             let one = self.attempt.min(within.saturating_sub(start.elapsed()));
             let (user, token) = (self.user.as_ref(), self.token.clone());
@@ -256,6 +267,7 @@ impl Client {
             });
             match result {
                 Ok((answer, token)) => {
+                    let _ = self.verdicts[member].take();
                     self.preferred = member;
                     self.token = token;
                     return Ok(answer);
@@ -271,7 +283,9 @@ impl Client {
                     if failure == Failure::StaleToken {
                         self.token = None;
                     }
-                    if failure == Failure::Refused
+                    refused[member] = failure == Failure::Refused;
+                    let every_member_refused = refused.iter().all(|&refused| refused);
+                    if every_member_refused
                         || spent >= within
                         || (tries >= members && spent + self.attempt / 4 >= within)
                     {
@@ -285,7 +299,7 @@ impl Client {
                         return Err(CallError {
                             endpoint: endpoints::join(host, *port),
                             text,
-                            refused: failure == Failure::Refused,
+                            refused: every_member_refused,
                         });
                     }
                     if tries % members == 0 {

@@ -11,7 +11,12 @@
 //! closed (or alerted) before it said anything over the connection. An HTTP/2 server's
 //! first words are its settings, sent as soon as the handshake is done, so a member that
 //! accepted the certificate has always said something first. [`Watch`] records such a
-//! refusal; the client then reports it at once, in the same words with or without the alert.
+//! refusal, which the client reports in the same words with or without the alert.
+//!
+//! A TLS-terminating proxy in front of a member (`haproxy`, nginx's stream module,
+//! ghostunnel) whose member is down completes the handshake and closes the same way, and so
+//! does a member that crashes right after one: a verdict is one member's, and the client
+//! goes on to the next member, reporting a refusal only once every member has refused.
 
 use rustls::client::ResolvesClientCert;
 use rustls::pki_types::pem::PemObject;
@@ -76,7 +81,8 @@ impl Refusal {
     }
 }
 
-/// The last refusal a member's connections met, until the client takes it.
+/// The last refusal a member's connections met, until the client takes it: before each
+/// attempt on the member and after it, so that a verdict speaks of one attempt alone.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Verdict(Arc<AtomicU8>);
 
@@ -369,17 +375,23 @@ mod tests {
         speaks: bool,
     }
 
-    /// The error of one call to a member played as `member`, by a client that presents the
-    /// client certificate when `with_certificate`, and how long the call took; the call may
-    /// take 3 s, each attempt 1 s.
-    fn call(test: &str, member: Member, with_certificate: bool) -> Option<(CallError, Duration)> {
-        if !has_openssl(test) {
-            return None;
-        }
-        let pki = Pki::temporary(test);
-        pki.ca("ca");
-        let (cert, key) = pki.leaf("member", "ca", "127.0.0.1", "IP:127.0.0.1");
-        pki.leaf("client", "ca", "app", "");
+    /// A member that asks for a client certificate and resets in silence: a refusal.
+    const REFUSES: Member = Member {
+        asks: true,
+        speaks: false,
+    };
+
+    /// A member that does not ask for a client certificate and resets in silence: a
+    /// connection that failed.
+    const RESETS: Member = Member {
+        asks: false,
+        speaks: false,
+    };
+
+    /// Plays `member` on a free loopback port, on a thread of its own, with the member
+    /// certificate of `pki`: the port.
+    fn play(pki: &Pki, member: Member) -> u16 {
+        let (cert, key) = (pki.path("member.crt"), pki.path("member.key"));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
@@ -444,6 +456,24 @@ mod tests {
             });
         });
 
+        port
+    }
+
+    /// The error of one call to a cluster of members played as `members`, in that order, by
+    /// a client that presents the client certificate when `with_certificate`, and how long
+    /// the call took; the call may take 3 s, each attempt 1 s.
+    fn call(test: &str, members: &[Member], with_certificate: bool) -> Option<(CallError, Duration)> {
+        if !has_openssl(test) {
+            return None;
+        }
+        let pki = Pki::temporary(test);
+        pki.ca("ca");
+        pki.leaf("member", "ca", "127.0.0.1", "IP:127.0.0.1");
+        pki.leaf("client", "ca", "app", "");
+        let ports: Vec<String> = members
+            .iter()
+            .map(|&member| format!("127.0.0.1:{}", play(&pki, member)))
+            .collect();
         let ca = pki.path("ca.pem");
         let query = if with_certificate {
             let (cert, key) = (pki.path("client.crt"), pki.path("client.key"));
@@ -456,7 +486,7 @@ mod tests {
         } else {
             format!("cacert={}", ca.display())
         };
-        let endpoints = format!("etcds://127.0.0.1:{port}?{query}").parse().unwrap();
+        let endpoints = format!("etcds://{}?{query}", ports.join(",")).parse().unwrap();
         let mut client = Client::new(&endpoints, Duration::from_secs(1), "/atomflake/").unwrap();
         let start = Instant::now();
         let error = client.grant(10, Duration::from_secs(3)).unwrap_err();
@@ -516,49 +546,76 @@ mod tests {
 
     #[test]
     fn a_member_that_asks_for_a_certificate_and_resets_in_silence_refuses_the_clients() {
-        if let Some(result) = call(
-            "tls-ask-none",
-            Member {
-                asks: true,
-                speaks: false,
-            },
-            false,
-        ) {
+        if let Some(result) = call("tls-ask-none", &[REFUSES], false) {
             assert_refused(result, Refusal::NoCertificate.what_to_fix());
         }
-        if let Some(result) = call(
-            "tls-ask-cert",
-            Member {
-                asks: true,
-                speaks: false,
-            },
-            true,
-        ) {
+        if let Some(result) = call("tls-ask-cert", &[REFUSES], true) {
             assert_refused(result, Refusal::Certificate.what_to_fix());
         }
     }
 
     #[test]
     fn a_reset_is_transient_where_the_member_did_not_ask_or_had_spoken() {
-        if let Some(result) = call(
-            "tls-no-ask",
-            Member {
-                asks: false,
-                speaks: false,
-            },
-            true,
-        ) {
+        if let Some(result) = call("tls-no-ask", &[RESETS], true) {
             assert_transient(result);
         }
         if let Some(result) = call(
             "tls-spoke",
-            Member {
+            &[Member {
                 asks: true,
                 speaks: true,
-            },
+            }],
             false,
         ) {
             assert_transient(result);
         }
+    }
+
+    /// A refusal from one member is not the cluster's: the call goes on to the others, and
+    /// is a refusal only when every member refused it; while one fails otherwise, it is
+    /// tried again until its time is up, as a transient failure. A proxy that terminates
+    /// TLS and closes once its own member is down looks like a refusal to this client.
+    #[test]
+    fn a_refusal_is_reported_only_when_every_member_refused() {
+        if let Some(result) = call("tls-refuses-then-resets", &[REFUSES, RESETS], true) {
+            assert_transient(result);
+        }
+        if let Some(result) = call("tls-resets-then-refuses", &[RESETS, REFUSES], true) {
+            assert_transient(result);
+        }
+        if let Some(result) = call("tls-all-refuse", &[REFUSES, REFUSES, REFUSES], true) {
+            assert_refused(result, Refusal::Certificate.what_to_fix());
+        }
+    }
+
+    /// A refusal that a member's connection met outside the call that meets the member next
+    /// (a connection of an earlier call, failing while the client waited on another member)
+    /// is not that call's: after a success, a call that the member fails to answer in time
+    /// is transient. Against a real etcd that speaks TLS only and requires client
+    /// certificates.
+    #[test]
+    fn a_refusal_met_before_a_success_is_not_reported_after_it() {
+        let test = "tls-verdict-after-success";
+        let Some((cluster, pki)) = atomflake_test_servers::etcd::secure(test, 1, Vec::new()) else {
+            return;
+        };
+        let endpoints = format!(
+            "etcds://127.0.0.1:{}?cacert={}&cert={}&key={}",
+            cluster.client_port(0),
+            pki.path("ca.pem").display(),
+            pki.path("client.crt").display(),
+            pki.path("client.key").display()
+        )
+        .parse()
+        .unwrap();
+        let mut client = Client::new(&endpoints, Duration::from_secs(1), "/atomflake/").unwrap();
+        client.verdicts[0].record(Refusal::Certificate);
+        client.grant(10, Duration::from_secs(3)).unwrap();
+        cluster.freeze(0);
+        let start = Instant::now();
+        let error = client.grant(10, Duration::from_secs(3)).unwrap_err();
+        let took = start.elapsed();
+        cluster.thaw(0);
+        assert_transient((error, took));
     }
 }
