@@ -28,7 +28,6 @@ fn main() {
             "    what text := format('%s.%I', tbl, col);\n    mint text := '@extschema@.atomflake_next_id()';\n".to_owned(),
         ),
         ("checks", String::new()),
-        ("next_id", "atomflake_next_id()".to_owned()),
         ("mint_call", "@extschema@.atomflake_next_id()".to_owned()),
         (
             "first_of_tick",

@@ -75,7 +75,8 @@ enum Command {
     /// `id bigint PRIMARY KEY DEFAULT atomflake_next_id()`), `PREFIX_next_id_at(unix_ms)`,
     /// the decoders `PREFIX_unix_ms`, `PREFIX_node`, `PREFIX_sequence`, `PREFIX_time`, and
     /// `PREFIX_first_id_at` / `PREFIX_last_id_at` for paging by time. Apply it with
-    /// `atomflake sql --node 7 | psql`.
+    /// `atomflake sql --node 7 | psql -v ON_ERROR_STOP=1`: one transaction. With
+    /// `--to-extension`, the SQL that moves a database from the script to the extension.
     Sql(sql::SqlArgs),
 }
 

@@ -378,6 +378,25 @@ fn sql_prints_the_script_for_the_layout_and_node() {
     let script = stdout(&adopting);
     assert!(script.contains("what text := 'orders.id';"), "{script}");
     assert!(script.contains("what text := 'shop.items.id';"), "{script}");
+    let moving = run(&[
+        "sql",
+        "--layout",
+        "discord",
+        "--prefix",
+        "orders",
+        "--to-extension",
+    ]);
+    assert_eq!((moving.status.code(), stderr(&moving)), (Some(0), ""));
+    let moved = stdout(&moving);
+    assert!(
+        moved.contains("set atomflake.layout = discord and restart"),
+        "{moved}"
+    );
+    assert!(moved.contains("'orders_next_id()'"), "{moved}");
+    assert!(moved.ends_with("COMMIT;\n"), "{moved}");
+    let both = run(&["sql", "--adopt", "t.id", "--to-extension"]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(stderr(&both).contains("cannot be used with"), "{}", stderr(&both));
 }
 
 #[test]

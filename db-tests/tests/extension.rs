@@ -40,6 +40,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+#[path = "support/adoption.rs"]
+mod adoption;
 #[path = "support/copies.rs"]
 mod copies;
 
@@ -1341,4 +1343,262 @@ fn the_mark_moves_only_forward_and_refuses_bad_values_with_exact_errors() {
             "{sql} gave {id}, before the raised mark {raised}"
         );
     }
+}
+
+/// The stored mark runs ahead of the words (1.5 s ahead of the clock, shared by every
+/// node): a mark raised to a time between the words and the stored mark must move every
+/// node's word past it all the same, and leave the stored mark where it is.
+#[test]
+fn a_mark_raised_below_the_stored_mark_still_starts_every_node_past_it() {
+    let Some(server) = server("ext-mark-below", "twitter", Some(7), pg::Options::default()) else {
+        return;
+    };
+    let mut client = connect(&server);
+    ids(&mut client, "SELECT atomflake_next_id()");
+    let stored = ids(&mut client, "SELECT atomflake_mark()")[0];
+    let raised = server.unix_ms() + 1_000;
+    assert!(
+        raised < stored,
+        "the stored mark {stored} is not ahead of {raised}: nothing to test"
+    );
+    // What pg_restore's COPY of the dump's row does: the trigger raises the mark.
+    client
+        .batch_execute(&format!("INSERT INTO atomflake_dump VALUES ('{raised}')"))
+        .unwrap();
+    assert_eq!(ids(&mut client, "SELECT atomflake_mark()"), [stored]);
+    assert_eq!(
+        ids(&mut client, &format!("SELECT atomflake_raise_mark({raised})")),
+        [stored]
+    );
+    for sql in [
+        "SELECT atomflake_next_id()",
+        "SELECT atomflake_next_id(5)",
+        "SELECT atomflake_next_id(7)",
+    ] {
+        let id = ids(&mut client, sql)[0];
+        let unix_ms = Layout::TWITTER.decode(Id::new(id)).unix_ms;
+        assert!(
+            unix_ms >= raised,
+            "{sql} gave {id} at {unix_ms} ms, before the raised mark {raised} (stored {stored})"
+        );
+    }
+}
+
+/// `atomflake_adopt` reads the column with row security off: as the owner of a table under
+/// `FORCE ROW LEVEL SECURITY` it is refused, not passed by a hidden row; it refuses a view;
+/// the caller's `lock_timeout` bounds its wait for the table; and it knows a default by
+/// the function it calls, not its text: a default on the SQL script's
+/// `atomflake_next_id()` of another schema on the search path is switched over.
+#[test]
+fn adopt_reads_every_row_or_refuses_takes_no_view_and_knows_a_default_by_its_function() {
+    let Some(server) = server("ext-adopt-hidden", "twitter", Some(7), pg::Options::default()) else {
+        return;
+    };
+    adoption::hidden_row_and_view(&server);
+    let defined = || {
+        [
+            adoption::definition(&server, "tenanted"),
+            adoption::definition(&server, "orders"),
+        ]
+    };
+    let before = defined();
+    let mut tenant = postgres::Client::connect(&server.conninfo_as("tenant"), postgres::NoTls).unwrap();
+    assert_eq!(
+        refusal(&mut tenant, "SELECT atomflake_adopt('tenanted', 'id')"),
+        ("42501".to_owned(), adoption::HIDDEN.to_owned())
+    );
+    let mut client = connect(&server);
+    assert_eq!(
+        refusal(&mut client, "SELECT atomflake_adopt('recent', 'id')"),
+        ("42809".to_owned(), adoption::VIEW.to_owned())
+    );
+    let (code, message) = refusal(&mut client, "SELECT atomflake_adopt('tenanted', 'id')");
+    assert_eq!(code, "55000");
+    assert!(
+        message.starts_with(&format!(
+            "cannot adopt column tenanted.id: it holds {}",
+            adoption::ahead()
+        )),
+        "{message}"
+    );
+    let mut reader = connect(&server);
+    reader
+        .batch_execute("BEGIN; SELECT count(*) FROM orders")
+        .unwrap();
+    client.batch_execute("SET lock_timeout = '200ms'").unwrap();
+    assert_eq!(
+        refusal(&mut client, "SELECT atomflake_adopt('orders', 'id')"),
+        (
+            "55P03".to_owned(),
+            "canceling statement due to lock timeout".to_owned()
+        )
+    );
+    reader.batch_execute("COMMIT").unwrap();
+    assert_eq!(defined(), before);
+
+    let script = PgScript::new(Layout::TWITTER, 7).unwrap();
+    server.psql(&format!("CREATE SCHEMA scr; SET search_path = scr; {script}"));
+    server.psql(
+        "CREATE TABLE scripted (id bigint PRIMARY KEY DEFAULT scr.atomflake_next_id(), v int);
+         INSERT INTO scripted (v) VALUES (1), (2)",
+    );
+    std::thread::sleep(Duration::from_millis(5));
+    client
+        .batch_execute("SET search_path = scr, public; SELECT public.atomflake_adopt('scripted', 'id')")
+        .unwrap();
+    let on = |function: &str| {
+        server.psql_u64(&format!(
+            "SELECT count(*) FROM pg_attrdef d JOIN pg_depend p ON p.classid = 'pg_attrdef'::regclass
+                 AND p.objid = d.oid AND p.refclassid = 'pg_proc'::regclass
+             WHERE d.adrelid = 'scripted'::regclass AND p.refobjid = '{function}'::regprocedure"
+        ))
+    };
+    assert_eq!(
+        (on("public.atomflake_next_id()"), on("scr.atomflake_next_id()")),
+        (1, 0),
+        "the script's default was taken for the extension's"
+    );
+}
+
+/// A loader running with `session_replication_role = replica` (pgcopydb, the table sync of
+/// logical replication) raises the mark through the trigger all the same, and keeps the
+/// table at one row; a server restarted without the library preloaded still dumps, with
+/// a warning, the mark of its data directory's file, which covers every ID it minted.
+#[test]
+fn a_replica_role_load_raises_the_mark_and_a_server_without_the_library_dumps_its_files_mark() {
+    let Some(mut server) = server("ext-dump-unloaded", "twitter", Some(7), pg::Options::default()) else {
+        return;
+    };
+    // Past the mark stored ahead of the clock (1.5 s).
+    let raised = server.unix_ms() + 3_000;
+    server.psql(&format!(
+        "SET session_replication_role = replica; INSERT INTO atomflake_dump VALUES ('{raised}')"
+    ));
+    assert_eq!(server.psql("SELECT count(*) FROM atomflake_dump"), "1\n");
+    assert!(server.psql_u64("SELECT atomflake_mark()") >= raised);
+    let newest = server.psql_u64("SELECT max(atomflake_next_id()) FROM generate_series(1, 1000)");
+    let newest_ms = Layout::TWITTER.decode(Id::new(newest)).unix_ms;
+    assert!(newest_ms >= raised, "{newest} at {newest_ms} ms, before {raised}");
+
+    server.stop("fast");
+    let mark = atomflake::raw::read_mark(&server.data().join("atomflake.mark"))
+        .unwrap()
+        .expect("a mark");
+    assert!(mark > newest_ms, "the stored mark {mark} is not past {newest}");
+    server.start_again_with(Vec::new());
+    let output = server.client("pg_dump").output().unwrap();
+    assert!(output.status.success(), "pg_dump: {output:?}");
+    let dump = String::from_utf8(output.stdout).unwrap();
+    let carried = dump
+        .split_once("COPY public.atomflake_dump (mark) FROM stdin;\n")
+        .and_then(|(_, rest)| rest.lines().next())
+        .unwrap_or_else(|| panic!("no row of atomflake_dump in the dump:\n{dump}"));
+    assert_eq!(carried, mark.to_string());
+    let output = server
+        .client("psql")
+        .args(["-X", "-qAt", "-c", "SELECT mark FROM atomflake_dump"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stdout), format!("{mark}\n"));
+    // Every other function refuses, the decoders too (their layout is a setting the
+    // library defines only when preloaded).
+    for call in [
+        "atomflake_next_id()",
+        "atomflake_next_id(3)",
+        "atomflake_unix_ms(1)",
+        "atomflake_first_id_at(now())",
+        "atomflake_mark()",
+    ] {
+        let error = server.psql_error(&format!("SELECT {call}"));
+        assert!(
+            error.contains(
+                "ERROR:  atomflake must be loaded at server start: add atomflake to \
+                 shared_preload_libraries in postgresql.conf and restart the server"
+            ),
+            "{call}: {error}"
+        );
+    }
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "WARNING:  atomflake is not loaded at server start (shared_preload_libraries): the \
+             mark read is the one in the data directory's file, {mark} ms, which covers every \
+             ID this server minted, as it can mint none until atomflake is loaded"
+        )),
+        "{stderr}"
+    );
+}
+
+/// `sql` through `psql -v ON_ERROR_STOP=1 -f`: `Ok(())`, or the first error's message.
+fn psql_script(server: &Server, sql: &str) -> Result<(), String> {
+    let path = server.file(&format!("script-{}.sql", sql.len()));
+    std::fs::write(&path, sql).unwrap();
+    let output = server
+        .client("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-f"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    Err(stderr
+        .lines()
+        .find_map(|line| line.split_once("ERROR:  ").map(|(_, error)| error.to_owned()))
+        .unwrap_or_else(|| panic!("no error in psql's output:\n{stderr}")))
+}
+
+/// A database on the SQL script cannot create the extension over the script's functions;
+/// `PgScript::to_extension` (`atomflake sql --to-extension`) moves it: in one transaction
+/// the script's column switches over and the extension's IDs start past every ID the
+/// script minted (4.9 s ahead of the clock, on the same node). A view that decodes with
+/// the script's functions stops the move, and nothing changes.
+#[test]
+fn a_database_on_the_script_moves_to_the_extension_past_every_id_the_script_minted() {
+    let Some(server) = preloaded("ext-move", "twitter", Some(copies::NODE), pg::Options::default()) else {
+        return;
+    };
+    let script = PgScript::new(Layout::TWITTER, copies::NODE).unwrap();
+    psql_script(&server, &script.to_string()).unwrap();
+    assert_eq!(
+        psql_script(&server, "CREATE EXTENSION atomflake"),
+        Err("function \"atomflake_first_id_at\" already exists with same argument types".to_owned())
+    );
+    let newest = copies::fill_ahead(&server);
+    server.psql("CREATE VIEW decoded AS SELECT id, atomflake_time(id) AS at FROM t");
+    let moving = script.to_extension().unwrap();
+    assert_eq!(
+        psql_script(&server, &moving),
+        Err(
+            "cannot drop function atomflake_retired.atomflake_time(bigint) because other objects \
+             depend on it"
+                .to_owned()
+        )
+    );
+    let extensions = "SELECT count(*) FROM pg_extension WHERE extname = 'atomflake'";
+    assert_eq!(server.psql_u64(extensions), 0);
+    assert_eq!(adoption::definition(&server, "t"), "atomflake_next_id()||\n");
+    assert!(server.psql_u64("SELECT atomflake_next_id()") > newest);
+
+    server.psql("DROP VIEW decoded");
+    psql_script(&server, &moving).unwrap();
+    assert_eq!(server.psql_u64(extensions), 1);
+    assert_eq!(
+        server.psql(
+            "SELECT to_regnamespace('atomflake_retired') IS NULL, to_regclass('atomflake_state') IS NULL,
+                    count(*) FROM pg_depend WHERE refobjid = 'atomflake_next_id()'::regprocedure
+                        AND classid = 'pg_attrdef'::regclass"
+        ),
+        "t|t|1\n"
+    );
+    server.psql("INSERT INTO t (v) SELECT 2 FROM generate_series(1, 2000)");
+    assert_eq!(
+        server.psql(&format!(
+            "SELECT count(*), count(*) FILTER (WHERE id > {newest} AND atomflake_node(id) = {})
+             FROM t WHERE v = 2",
+            copies::NODE
+        )),
+        "2000|2000\n"
+    );
 }

@@ -22,9 +22,12 @@ use pg::Server;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+#[path = "support/adoption.rs"]
+mod adoption;
 #[path = "support/copies.rs"]
 mod copies;
 
+use adoption::definition;
 use copies::NODE;
 
 fn script() -> PgScript {
@@ -69,15 +72,6 @@ fn utc(unix_ms: u64) -> String {
 
 fn now_ms() -> u64 {
     u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
-}
-
-/// What defines the column: its default, identity, and the sequence it owns.
-fn definition(server: &Server, table: &str) -> String {
-    server.psql(&format!(
-        "SELECT pg_get_expr(d.adbin, d.adrelid), a.attidentity, pg_get_serial_sequence('{table}', 'id')
-         FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-         WHERE a.attrelid = '{table}'::regclass AND a.attname = 'id'"
-    ))
 }
 
 /// Fills `t` (made by `create`, a key `id` and an `int` column `v`, its ids from the
@@ -340,4 +334,39 @@ fn a_promoted_standby_3_s_behind_continues_past_every_id_it_replayed() {
     primary.stop("immediate");
     standby.promote();
     copies::continues_past(&standby, newest);
+}
+
+/// A table whose rows row-level security hides from the adopting role (its owner, under
+/// `FORCE ROW LEVEL SECURITY`) is refused, not adopted past a hidden row; a view is
+/// refused, naming what it is; neither changes.
+#[test]
+fn adoption_reads_every_row_or_refuses_and_takes_no_view() {
+    let Some(server) = Server::start("adopt-hidden") else {
+        return;
+    };
+    adoption::hidden_row_and_view(&server);
+    // The tenant installs the script, as the owner of an application's schema does.
+    apply(&server, &script().to_string(), false, &[("PGUSER", "tenant")]).unwrap();
+    let before = [definition(&server, "tenanted"), definition(&server, "orders")];
+    let adopt = |column: &str, env: &[(&str, &str)]| {
+        apply(&server, &script().adopt(column).unwrap().to_string(), false, env)
+    };
+    assert_eq!(
+        adopt("tenanted.id", &[("PGUSER", "tenant")]),
+        Err(format!("42501: {}", adoption::HIDDEN))
+    );
+    assert_eq!(adopt("recent.id", &[]), Err(format!("42809: {}", adoption::VIEW)));
+    // The superuser sees the hidden row, and is refused for it.
+    let refused = adopt("tenanted.id", &[]).unwrap_err();
+    assert!(
+        refused.starts_with(&format!(
+            "55000: cannot adopt column tenanted.id: it holds {}",
+            adoption::ahead()
+        )),
+        "{refused}"
+    );
+    assert_eq!(
+        [definition(&server, "tenanted"), definition(&server, "orders")],
+        before
+    );
 }

@@ -143,7 +143,15 @@ static PRELOADED: OnceLock<()> = OnceLock::new();
 pub extern "C-unwind" fn _PG_init() {
     // SAFETY: a flag the postmaster sets while it loads `shared_preload_libraries`.
     if !unsafe { pg_sys::process_shared_preload_libraries_in_progress } {
-        not_preloaded();
+        // Loaded by a backend for a call, not at server start: `CREATE EXTENSION` (and
+        // `ALTER EXTENSION`) is refused here, every function but the mark's output
+        // function raises the same error when called, and the output function prints the
+        // mark file's mark (a dump of a server restarted without the library works).
+        // SAFETY: a flag PostgreSQL sets while it runs an extension's script.
+        if unsafe { pg_sys::creating_extension } {
+            not_preloaded();
+        }
+        return;
     }
     GucRegistry::define_enum_guc(
         c"atomflake.layout",
@@ -264,6 +272,13 @@ fn raise(code: PgSqlErrorCode, message: String) -> ! {
     ereport!(ERROR, code, message);
 }
 
+/// Raises [`not_preloaded`]'s error unless `_PG_init` ran in the postmaster.
+fn require_preloaded() {
+    if PRELOADED.get().is_none() {
+        not_preloaded();
+    }
+}
+
 fn not_preloaded() -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -280,6 +295,7 @@ fn preset_name() -> &'static str {
 /// Mints an ID for `atomflake.node`.
 #[pg_extern(name = "atomflake_next_id")]
 fn next_id() -> i64 {
+    require_preloaded();
     mint(own_minter(), None)
 }
 
@@ -295,6 +311,7 @@ fn own_minter() -> &'static WordMinter {
 /// Mints an ID for `node` (a logical shard): each node has its own state word.
 #[pg_extern(name = "atomflake_next_id")]
 fn next_id_for(node: i64) -> i64 {
+    require_preloaded();
     let layout = LAYOUT.get().layout();
     match u64::try_from(node) {
         Ok(node) if node <= layout.max_node() => mint(&node_minter(node), None),
@@ -313,6 +330,7 @@ fn next_id_for(node: i64) -> i64 {
 /// [`MAX_AHEAD_MS`] ahead of the clock: never waits.
 #[pg_extern(name = "atomflake_next_id_at", strict)]
 fn next_id_at(unix_ms: i64) -> i64 {
+    require_preloaded();
     let Ok(ms) = u64::try_from(unix_ms) else {
         raise(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
@@ -362,8 +380,11 @@ REVOKE EXECUTE ON FUNCTION @extschema@.atomflake_raise_mark(bigint) FROM PUBLIC;
 // to it must be bigint and every value below the first ID of the tick of an ID minted
 // then (node 0, sequence 0: the smallest ID any node mints from then on); then the
 // default moves and the identity (with its sequence) or the sequence's ownership goes.
-// One call is one statement, so one transaction. A column already taking its ids from
-// `atomflake_next_id()` is left alone, with no lock and no ID minted. The body is
+// One call is one statement, so one transaction. A column whose default already calls
+// this extension's `atomflake_next_id()` (by its dependency, not its text) is left alone,
+// with no lock and no ID minted. The maximum is read with row security off; a relation
+// that is not a table is refused; the caller's `lock_timeout` bounds the wait for the
+// lock. The body is
 // `postgres/src/adopt.sql`, shared with the script; `build.rs` fills in its names.
 include!(concat!(env!("OUT_DIR"), "/adopt.rs"));
 
@@ -398,11 +419,9 @@ fn wall_ms() -> u64 {
 }
 
 /// Mints one ID with `minter` over its node's word, at `at` (never waiting) or at the
-/// clock's time (waiting for a spent tick).
+/// clock's time (waiting for a spent tick). Its callers have checked that the library is
+/// preloaded.
 fn mint(minter: &WordMinter, at: Option<u64>) -> i64 {
-    if PRELOADED.get().is_none() {
-        not_preloaded();
-    }
     // SAFETY: a read of PostgreSQL's recovery state, which any backend may make: a
     // backend-local flag once recovery has ended (a server never goes back into it), a
     // read of shared memory before.
@@ -586,21 +605,19 @@ fn carried_mark() -> u64 {
 /// `atomflake_mark()`: the mark a dump of any database of this server carries now.
 #[pg_extern(name = "atomflake_mark")]
 fn mark_now() -> i64 {
-    if PRELOADED.get().is_none() {
-        not_preloaded();
-    }
+    require_preloaded();
     bigint(carried_mark())
 }
 
-/// `atomflake_raise_mark(unix_ms)`: moves this server's mark to at least `unix_ms` and
-/// starts every node past it, so every ID minted from then on is past every ID of a
-/// server whose mark was `unix_ms` (a restored dump calls it; so may a move from another
-/// generator). Returns the mark now stored. IDs minted while it runs may be below it.
+/// `atomflake_raise_mark(unix_ms)`: starts every node past `unix_ms`, and moves the stored
+/// mark to `unix_ms` when that is higher, so every ID minted from then on is past every ID
+/// of a server whose mark was `unix_ms` (a restored dump calls it; so may a move from
+/// another generator). The words move whatever the stored mark is: that mark is an upper
+/// bound up to 1.5 s ahead of the clock, shared by every node, not where the words stand.
+/// Returns the mark now stored. IDs minted while it runs may be below it.
 #[pg_extern(name = "atomflake_raise_mark", strict)]
 fn raise_mark(unix_ms: i64) -> i64 {
-    if PRELOADED.get().is_none() {
-        not_preloaded();
-    }
+    require_preloaded();
     // SAFETY: as in `mint`.
     if unsafe { pg_sys::RecoveryInProgress() } {
         in_recovery();
@@ -621,18 +638,20 @@ fn raise_mark(unix_ms: i64) -> i64 {
     let minter = node_minter(0);
     let mut mark = MARK.exclusive();
     load(&mut mark, &minter);
+    // The stored mark is an upper bound shared by every node, ahead of where the words
+    // stand: the words move past `ms` whatever it is, the file only when `ms` is above it.
     if ms > mark.stored {
         raw::write_mark(Path::new(MARK_FILE), ms).unwrap_or_else(|error| mark_failed(&error));
         mark.stored = ms;
-        let start = minter.start(ms);
-        for word in node_words(&minter) {
-            // Relaxed: a minter's CAS fails on the new value and reads it again.
-            word.fetch_max(start, Ordering::Relaxed);
-        }
-        // Relaxed: read by the postmaster only once every backend is gone. A word at
-        // `start` has minted nothing since, and one past it minted past the mark.
-        START.get().fetch_max(start, Ordering::Relaxed);
     }
+    let start = minter.start(ms);
+    for word in node_words(&minter) {
+        // Relaxed: a minter's CAS fails on the new value and reads it again.
+        word.fetch_max(start, Ordering::Relaxed);
+    }
+    // Relaxed: read by the postmaster only once every backend is gone. A word at `start`
+    // has minted nothing since, and one past it minted past the mark.
+    START.get().fetch_max(start, Ordering::Relaxed);
     // Release: see the Acquire load in `mint`.
     COVERED.get().store(mark.stored, Ordering::Release);
     bigint(mark.stored)
@@ -658,12 +677,27 @@ fn atomflake_mark_in(input: &CStr) -> i64 {
 /// The output function of the type `atomflake_mark`: the mark a dump carries now (see
 /// [`carried_mark`]), whatever value the row holds, so that `pg_dump` writes this
 /// server's mark into the dump of every database with the extension.
+///
+/// Without the library preloaded (a server restarted without it in
+/// `shared_preload_libraries`) nothing can have been minted since the server started, so
+/// the mark in the data directory's file covers every ID: that is printed, with a warning,
+/// so that `pg_dump` and `pg_dumpall` still work and carry it.
 #[pg_extern(sql = false)]
 fn atomflake_mark_out(_stored: i64) -> CString {
-    if PRELOADED.get().is_none() {
-        not_preloaded();
-    }
-    CString::new(carried_mark().to_string()).unwrap_or_default()
+    let mark = if PRELOADED.get().is_none() {
+        let stored = raw::read_mark(Path::new(MARK_FILE))
+            .unwrap_or_else(|error| mark_failed(&error))
+            .unwrap_or(0);
+        pgrx::warning!(
+            "atomflake is not loaded at server start (shared_preload_libraries): the mark read \
+             is the one in the data directory's file, {stored} ms, which covers every ID this \
+             server minted, as it can mint none until atomflake is loaded"
+        );
+        stored
+    } else {
+        carried_mark()
+    };
+    CString::new(mark.to_string()).unwrap_or_default()
 }
 
 // The mark travels in every dump: `atomflake_dump` is extension configuration data (so
@@ -706,6 +740,9 @@ END
 $restored$;
 CREATE TRIGGER restored BEFORE INSERT ON @extschema@.atomflake_dump
     FOR EACH ROW EXECUTE FUNCTION @extschema@.atomflake_dump_restored();
+-- Loaders that run with session_replication_role = replica (pgcopydb, the table sync of
+-- logical replication) fire only the triggers enabled ALWAYS.
+ALTER TABLE @extschema@.atomflake_dump ENABLE ALWAYS TRIGGER restored;
 ",
     name = "dump",
     requires = [raise_mark],
@@ -720,6 +757,7 @@ fn mark_failed(error: &atomflake::mark::HighWaterError) -> ! {
 
 /// The layout's decoding of `id`, or the error for an ID outside it.
 fn parts(id: i64) -> atomflake::Parts {
+    require_preloaded();
     let layout = LAYOUT.get().layout();
     match u64::try_from(id) {
         Ok(raw) if raw <= layout.max_id() => layout.decode(atomflake::Id::new(raw)),
@@ -788,6 +826,7 @@ fn id_at(
     at: TimestampWithTimeZone,
     id_of: fn(&Layout, u64) -> Result<atomflake::Id, atomflake::RangeError>,
 ) -> i64 {
+    require_preloaded();
     let layout = LAYOUT.get().layout();
     let micros: i64 = at.into();
     let ms = micros.div_euclid(1000).saturating_add(PG_EPOCH_UNIX_MS);

@@ -5,32 +5,51 @@
 --   {variables}     declarations of `what` (the column's name in messages), `mint` (the
 --                   default the column gets) and, in the script, `tbl` and `col`
 --   {checks}        statements run first: in the script, that the table exists
---   {next_id}       the unqualified call a default may already read: `P_next_id()` in the
---                   script, `atomflake_next_id()` in the extension
 --   {mint_call}     the call that mints an ID: `P_next_id()`, `@extschema@.atomflake_next_id()`
 --   {first_of_tick} the first ID of the tick of the bigint `minted`
 --   {newest_time}, {first_time}  the UTC time `newest` / `first_id` decodes to, as text
 -- Under an ACCESS EXCLUSIVE lock taken before anything is read, the column and every
 -- foreign key to it must be bigint and every value below the first ID of the tick of an
 -- ID minted then; then the default moves and the identity (with its sequence) or the
--- sequence's ownership goes. A column already taking its IDs from `mint` is left alone.
+-- sequence's ownership goes. A column whose default already calls the function `mint`
+-- names (found by the default's dependency, not its text) is left alone.
+-- The maximum is read with row security off: a policy that would hide a row makes the
+-- read fail (42501) instead of passing the check without it. Only a table or a
+-- partitioned table is taken: a view's default would leave its base table on its old
+-- default.
+-- LOCK TABLE waits for every transaction that holds any lock on the table (readers too),
+-- and every statement on the table queues behind it meanwhile; the caller's
+-- `lock_timeout` bounds that wait (55P03, nothing changed).
 DECLARE
 {variables}    att record;
     fk record;
     seq text;
+    kind text;
     minted bigint;
     first_id bigint;
     newest bigint;
+    saved_row_security text;
 BEGIN
-{checks}    SELECT a.attidentity, pg_get_expr(d.adbin, d.adrelid) AS default INTO att
+{checks}    SELECT c.relkind INTO kind FROM pg_class c WHERE c.oid = tbl;
+    IF kind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION USING ERRCODE = '42809', MESSAGE = format(
+            'cannot adopt column %s: %s is %s, not a table: adopt the column of the table it reads',
+            what, tbl, CASE kind WHEN 'v' THEN 'a view' WHEN 'm' THEN 'a materialized view'
+                WHEN 'f' THEN 'a foreign table' WHEN 'S' THEN 'a sequence' WHEN 'c' THEN 'a composite type'
+                WHEN 'i' THEN 'an index' WHEN 'I' THEN 'a partitioned index' WHEN 't' THEN 'a TOAST table'
+                ELSE format('a relation of kind %s', kind) END);
+    END IF;
+    SELECT a.attidentity, d.oid AS default_oid INTO att
     FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
     WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42703', MESSAGE = format(
             'cannot adopt column %s: table %s has no column %I', what, tbl, col);
     END IF;
-    IF att.attidentity = '' AND att.default IN (mint, '{next_id}')
-        AND pg_get_serial_sequence(tbl::text, col) IS NULL THEN
+    IF att.attidentity = '' AND pg_get_serial_sequence(tbl::text, col) IS NULL
+        AND EXISTS (SELECT FROM pg_depend
+            WHERE classid = 'pg_attrdef'::regclass AND objid = att.default_oid
+                AND refclassid = 'pg_proc'::regclass AND refobjid = mint::regprocedure) THEN
         RAISE NOTICE 'column % already takes its ids from %', what, mint;
         RETURN;
     END IF;
@@ -67,7 +86,19 @@ BEGIN
     -- Every id minted from here on is at least the first id of this one's tick, on any node.
     minted := {mint_call};
     first_id := {first_of_tick};
-    EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO newest;
+    saved_row_security := current_setting('row_security');
+    PERFORM set_config('row_security', 'off', true);
+    BEGIN
+        EXECUTE format('SELECT max(%I) FROM %s', col, tbl) INTO newest;
+    EXCEPTION WHEN insufficient_privilege THEN
+        IF NOT (SELECT c.relrowsecurity FROM pg_class c WHERE c.oid = tbl) THEN
+            RAISE;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = format(
+            'cannot adopt column %s: row-level security hides rows of %s from role %s, so their ids cannot be checked; adopt it as a role that sees every row (one with BYPASSRLS, or the owner once the table has NO FORCE ROW LEVEL SECURITY)',
+            what, tbl, current_user);
+    END;
+    PERFORM set_config('row_security', saved_row_security, true);
     IF newest >= first_id THEN
         RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
             'cannot adopt column %s: it holds %s, which decodes to %s, at or above %s (%s), the smallest id atomflake mints from now on; adopt it once atomflake''s ids are past its values (after %s), or use a layout whose ids are above them',

@@ -103,8 +103,16 @@
 //! new one once it is committed (PostgreSQL reads the table's definition again after the
 //! lock); inserts under way finish first. The check reads the rows with a snapshot taken
 //! after the lock, which holds only under `READ COMMITTED`: another isolation level is
-//! refused. A column that already takes its default from `next_id()` (the script applied
-//! again) is left alone, without a lock.
+//! refused. A column whose default already calls `next_id()` (the script applied again;
+//! known by the function the default depends on, not by its text) is left alone, without
+//! a lock. The maximum is read with `row_security` off, so a policy that would hide rows
+//! from the caller makes the adoption fail instead of passing over them; a relation that
+//! is not a table (a view) is refused; the caller's `lock_timeout` bounds the wait for
+//! the lock.
+//!
+//! The script is one transaction: a refusal anywhere (another layout's state, a column)
+//! changes nothing, however `psql` runs it. [`PgScript::to_extension`] writes the move
+//! from the script to the extension.
 //!
 //! # Examples
 //!
@@ -450,7 +458,6 @@ impl PgScript {
 "
                 ),
             ),
-            ("next_id", &next_id),
             ("mint_call", &next_id),
             ("first_of_tick", &first_of_tick),
             ("newest_time", &newest_time),
@@ -462,11 +469,147 @@ impl PgScript {
 -- EXCLUSIVE lock on the table: the column must be bigint (and every foreign key to it),
 -- and every value in it below the first id of the tick {p}_next_id() mints at; then its
 -- default becomes {p}_next_id() and its identity (with its sequence) or its sequence's
--- ownership goes. Nothing is done for a column that already takes its ids from it.
+-- ownership goes. Nothing is done for a column whose default already calls it. The rows
+-- are read with row security off; only a table is taken; lock_timeout bounds the lock.
 DO $adopt$
 {body}$adopt$;
 "
         )
+    }
+}
+
+impl PgScript {
+    /// The SQL that moves a database from this script (its prefix, in the current schema)
+    /// to the extension `atomflake` (`extension/`), in one transaction that changes nothing
+    /// when any step is refused:
+    ///
+    /// 1. checks that the server has the extension's library preloaded with this script's
+    ///    layout (`atomflake.layout`) and that the current schema holds this script's
+    ///    state, of this layout;
+    /// 2. moves the script's functions and state to the schema `PREFIX_retired` and reads
+    ///    the script's mark: the end of the tick of its state's last slot, past every ID
+    ///    the script minted, also ahead of the clock;
+    /// 3. creates the extension in the current schema and raises its mark to the script's
+    ///    (`atomflake_raise_mark`), so every node's IDs start past the script's;
+    /// 4. switches every column whose default calls the script's `next_id()` over to the
+    ///    extension's with `atomflake_adopt` (each checked under its lock, as
+    ///    [`adopt`](Self::adopt) does);
+    /// 5. drops the retired functions, the state and the schema, without `CASCADE`: an
+    ///    object of the database's own that uses one of them (a view that decodes IDs)
+    ///    stops the move, naming it.
+    ///
+    /// Run it as a role that may create the extension (a superuser), with
+    /// `psql -v ON_ERROR_STOP=1`. The extension mints for the server's `atomflake.node`,
+    /// which need not be the script's node.
+    ///
+    /// # Errors
+    ///
+    /// [`SqlError::NoExtensionPreset`] when the script's layout is none of the presets the
+    /// extension mints ([`Layout::PRESETS`]).
+    pub fn to_extension(&self) -> Result<String, SqlError> {
+        let Some((preset, _)) = Layout::PRESETS.iter().find(|(_, layout)| *layout == self.layout) else {
+            return Err(SqlError::NoExtensionPreset { layout: self.layout });
+        };
+        let p = &self.prefix;
+        let k = self.counter_bits;
+        let (epoch, tick_ms) = (self.layout.epoch_ms(), self.layout.tick_ms());
+        let fingerprint = self.fingerprint();
+        let functions = [
+            "advance(bigint, bigint, boolean)",
+            "next_id()",
+            "next_id_at(bigint)",
+            "check(bigint)",
+            "unix_ms(bigint)",
+            "node(bigint)",
+            "sequence(bigint)",
+            "time(bigint)",
+            "first_id_at(timestamptz)",
+            "last_id_at(timestamptz)",
+        ]
+        .map(|function| format!("'{p}_{function}'"));
+        // Dropped in the reverse order: a function whose body is SQL depends on those it
+        // calls, made before it.
+        let dropped = functions.iter().rev().cloned().collect::<Vec<_>>().join(", ");
+        let functions = functions.join(", ");
+        Ok(format!(
+            "\
+-- Moves this database from atomflake's SQL script (prefix {p}, in the current schema) to the
+-- extension atomflake, in one transaction: nothing changes when a step is refused. Run it
+-- with psql -v ON_ERROR_STOP=1, as a role that may create the extension.
+BEGIN;
+
+DO $move$
+DECLARE
+    state regclass := to_regclass(format('%I.%I', current_schema(), '{p}_state'));
+    made_for text;
+    signature text;
+BEGIN
+    IF current_setting('atomflake.layout', true) IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE =
+            'atomflake is not loaded at server start: add atomflake to shared_preload_libraries, set atomflake.layout = {preset} and atomflake.node, and restart the server before the move';
+    END IF;
+    IF current_setting('atomflake.layout') <> '{preset}' THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
+            'the server mints layout %s (atomflake.layout) and the script layout {preset}: set atomflake.layout = {preset} and restart the server before the move',
+            current_setting('atomflake.layout'));
+    END IF;
+    IF state IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '42P01', MESSAGE = format(
+            'there is no sequence %I.{p}_state: schema %I holds no state of the script with prefix {p}',
+            current_schema(), current_schema());
+    END IF;
+    made_for := obj_description(state, 'pg_class');
+    IF made_for IS DISTINCT FROM '{fingerprint}' THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
+            'sequence %s holds the state of another layout: %s', state, made_for);
+    END IF;
+    -- The end of the tick of the state's last slot: past every ID the script minted.
+    PERFORM set_config('atomflake_move.mark',
+        coalesce(((pg_sequence_last_value(state) >> {k}) + 1) * {tick_ms} + {epoch}, 0)::text, true);
+    EXECUTE format('CREATE SCHEMA %I', '{p}_retired');
+    FOREACH signature IN ARRAY ARRAY[{functions}] LOOP
+        EXECUTE format('ALTER FUNCTION %I.%s SET SCHEMA %I', current_schema(), signature, '{p}_retired');
+    END LOOP;
+    EXECUTE format('ALTER SEQUENCE %s SET SCHEMA %I', state, '{p}_retired');
+END
+$move$;
+
+CREATE EXTENSION atomflake;
+SELECT atomflake_raise_mark(current_setting('atomflake_move.mark')::bigint);
+
+DO $columns$
+DECLARE
+    def record;
+BEGIN
+    FOR def IN
+        SELECT d.adrelid::regclass AS tbl, a.attname AS col
+        FROM pg_attrdef d
+        JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+        JOIN pg_depend dep ON dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid
+            AND dep.refclassid = 'pg_proc'::regclass
+        WHERE dep.refobjid = format('%I.%I()', '{p}_retired', '{p}_next_id')::regprocedure
+        ORDER BY d.adrelid::regclass::text, a.attname
+    LOOP
+        PERFORM atomflake_adopt(def.tbl, def.col);
+    END LOOP;
+END
+$columns$;
+
+DO $drop$
+DECLARE
+    signature text;
+BEGIN
+    FOREACH signature IN ARRAY ARRAY[{dropped}] LOOP
+        EXECUTE format('DROP FUNCTION %I.%s', '{p}_retired', signature);
+    END LOOP;
+    EXECUTE format('DROP SEQUENCE %I.%I', '{p}_retired', '{p}_state');
+    EXECUTE format('DROP SCHEMA %I', '{p}_retired');
+END
+$drop$;
+
+COMMIT;
+"
+        ))
     }
 }
 
@@ -704,6 +847,11 @@ END"
 -- after a crash it restarts past every value a committed transaction used. A clock that
 -- moves back continues the last tick; a spent tick waits for the clock. Do not reset,
 -- alter or setval() the sequence by hand.
+--
+-- One transaction: a refusal below changes nothing, however psql runs the script (with
+-- ON_ERROR_STOP=1 psql stops at the refusal; without it, every later statement fails and
+-- COMMIT rolls back).
+BEGIN;
 
 -- The counter has room for {headroom} values past the sequence field, one per session: the
 -- server may run no more sessions at once (checked here and before every jump).
@@ -852,7 +1000,7 @@ RETURN {p}_first_id_at(at) | {below_ts};
         for target in &self.adopt {
             f.write_str(&self.adoption(target))?;
         }
-        Ok(())
+        f.write_str("\nCOMMIT;\n")
     }
 }
 
@@ -894,6 +1042,12 @@ pub enum SqlError {
         /// The least headroom allowed, [`PgScript::MIN_HEADROOM`](crate::sql::PgScript::MIN_HEADROOM).
         min: u64,
     },
+    /// A layout the extension does not mint (it mints the presets alone, by name), given
+    /// to [`PgScript::to_extension`](crate::sql::PgScript::to_extension).
+    NoExtensionPreset {
+        /// The script's layout.
+        layout: Layout,
+    },
     /// A column to adopt ([`PgScript::adopt`](crate::sql::PgScript::adopt)) that is not
     /// `TABLE.COLUMN` or `SCHEMA.TABLE.COLUMN` of names that need no quoting.
     InvalidAdoptColumn {
@@ -931,6 +1085,12 @@ impl fmt::Display for SqlError {
                 f,
                 "layout {layout} leaves in-database minting a headroom of {headroom} sessions: \
                  allowed {min} and more, the sessions of a server with PostgreSQL's default settings"
+            ),
+            SqlError::NoExtensionPreset { layout } => write!(
+                f,
+                "layout {layout} is none of the extension's presets ({}): the extension \
+                 cannot take over this script's IDs",
+                Layout::PRESETS.map(|(name, _)| name).join(", ")
             ),
             SqlError::InvalidAdoptColumn { column } => write!(
                 f,
@@ -984,6 +1144,33 @@ mod tests {
         assert_eq!(
             PgScript::new(Layout::INSTAGRAM, 0).unwrap().end_unix_ms(),
             Layout::INSTAGRAM.i64_end_unix_ms()
+        );
+    }
+
+    #[test]
+    fn only_a_presets_script_moves_to_the_extension() {
+        for (name, layout) in Layout::PRESETS {
+            let moved = PgScript::new(layout, 0).unwrap().to_extension().unwrap();
+            assert!(moved.contains(&format!("set atomflake.layout = {name} and restart")));
+            assert!(moved.starts_with("-- Moves") && moved.ends_with("COMMIT;\n"));
+        }
+        let layout = Layout::builder()
+            .timestamp_bits(41)
+            .node_bits(10)
+            .sequence_bits(12)
+            .epoch_ms(0)
+            .tick_ms(1)
+            .build()
+            .unwrap();
+        let refused = PgScript::new(layout, 0).unwrap().to_extension().unwrap_err();
+        assert_eq!(refused, SqlError::NoExtensionPreset { layout });
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "layout {layout} is none of the extension's presets (twitter, discord, \
+                 instagram, sonyflake, mastodon, javascript): the extension cannot take over \
+                 this script's IDs"
+            )
         );
     }
 

@@ -211,6 +211,68 @@ fn the_script_applies_twice_and_refuses_another_layouts_state() {
     assert!(from_other > second);
 }
 
+/// The script applied over another layout's state is refused and changes nothing, however
+/// psql runs it: statement by statement without `ON_ERROR_STOP` (psql then exits 0), or
+/// with `-1`. The decoders, the mint and the state stay the first layout's.
+#[test]
+fn a_script_refused_over_another_layout_changes_nothing_however_psql_runs_it() {
+    let Some(server) = Server::start("refused-whole") else {
+        return;
+    };
+    install(&server, "s", &PgScript::new(Layout::INSTAGRAM, 5).unwrap());
+    let functions = "SELECT md5(string_agg(pg_get_functiondef(p.oid), '' ORDER BY p.oid)) \
+                     FROM pg_proc p WHERE p.pronamespace = 's'::regnamespace";
+    let before = server.psql(functions);
+    let id = server.psql_u64("SET search_path TO s; SELECT atomflake_next_id()");
+    let decoded = format!(
+        "SET search_path TO s; SELECT atomflake_node({id}), atomflake_sequence({id}), \
+         atomflake_unix_ms({id}), atomflake_time({id}), atomflake_first_id_at(atomflake_time({id})), \
+         atomflake_last_id_at(atomflake_time({id}))"
+    );
+    let parts = Layout::INSTAGRAM.decode(Id::new(id));
+    let expected = server.psql(&decoded);
+    assert!(
+        expected.starts_with(&format!("{}|{}|{}|", parts.node, parts.sequence, parts.unix_ms)),
+        "{expected}"
+    );
+    let path = server.file("twitter-over-instagram.sql");
+    std::fs::write(
+        &path,
+        format!(
+            "SET search_path TO s;\n{}",
+            PgScript::new(Layout::TWITTER, 7).unwrap()
+        ),
+    )
+    .unwrap();
+    for single_transaction in [false, true] {
+        let mut psql = server.client("psql");
+        psql.args(["-X", "-q"]);
+        if single_transaction {
+            psql.arg("-1");
+        }
+        let output = psql.arg("-f").arg(&path).output().unwrap();
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_has(
+            &stderr,
+            "sequence atomflake_state holds the state of another layout: atomflake state: timestamp 41 bits",
+        );
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "psql without ON_ERROR_STOP: {stderr}"
+        );
+        assert_eq!(
+            server.psql(functions),
+            before,
+            "functions changed (-1: {single_transaction})"
+        );
+        assert_eq!(server.psql(&decoded), expected, "-1: {single_transaction}");
+        let next = server.psql_u64("SET search_path TO s; SELECT atomflake_next_id()");
+        assert!(next > id, "{next} after {id}");
+        assert_eq!(Layout::INSTAGRAM.decode(Id::new(next)).node, 5);
+    }
+}
+
 #[test]
 fn sql_decodes_what_rust_decodes_for_every_preset() {
     let Some(server) = Server::start("decode") else {

@@ -388,6 +388,13 @@ impl Server {
         );
     }
 
+    /// Starts the server again (after [`stop`](Self::stop)) with `settings` as its `-c`
+    /// settings instead of those it had: a server restarted with other settings.
+    pub fn start_again_with(&mut self, settings: Vec<(&'static str, String)>) {
+        self.options.settings = settings;
+        self.start_again();
+    }
+
     /// Stops the server: `mode` is `fast` or `immediate` (a crash: no shutdown checkpoint).
     pub fn stop(&self, mode: &str) {
         run(self.server_command("pg_ctl").arg("-D").arg(self.data()).args([

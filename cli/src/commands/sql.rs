@@ -13,8 +13,14 @@ pub(crate) struct SqlArgs {
     layout: LayoutArgs,
     /// Node ID of the database. Give every database (and every other minter) of the
     /// same IDs its own node.
-    #[arg(long, env = "ATOMFLAKE_NODE", value_name = "N", allow_negative_numbers = true)]
-    node: String,
+    #[arg(
+        long,
+        env = "ATOMFLAKE_NODE",
+        value_name = "N",
+        allow_negative_numbers = true,
+        required_unless_present = "to_extension"
+    )]
+    node: Option<String>,
     /// Name prefix of every object the script creates.
     #[arg(long, default_value = "atomflake", value_name = "PREFIX")]
     prefix: String,
@@ -28,12 +34,23 @@ pub(crate) struct SqlArgs {
     /// below the IDs minted from now on. Repeat for more columns.
     #[arg(long, value_name = "TABLE.COLUMN")]
     adopt: Vec<String>,
+    /// Print instead the SQL that moves the database from this script (its layout and
+    /// prefix, in the current schema) to the extension: the columns on the script's
+    /// function, and its mark, in one transaction. The server must preload the extension
+    /// with the same layout; the extension mints for its own `atomflake.node`, so no
+    /// node is needed (one given is checked against the layout, and not used).
+    #[arg(long, conflicts_with_all = ["adopt", "max_wait_ms"])]
+    to_extension: bool,
 }
 
 /// `atomflake sql`: the in-database minting script on stdout.
 pub(crate) fn run(args: &SqlArgs) -> Result<(), Failure> {
     let layout = args.layout.preset()?;
-    let node = node_in(layout, &args.node)?;
+    let node = match &args.node {
+        Some(node) => node_in(layout, node)?,
+        // The move mints nothing for the script's node.
+        None => 0,
+    };
     let script = atomflake_postgres::sql::PgScript::new(layout, node)
         .and_then(|script| script.prefix(&args.prefix))
         .and_then(|script| script.max_wait(Duration::from_millis(args.max_wait_ms)))
@@ -43,8 +60,15 @@ pub(crate) fn run(args: &SqlArgs) -> Result<(), Failure> {
                 .try_fold(script, |script, column| script.adopt(column))
         })
         .map_err(|err| Failure::Usage(err.to_string()))?;
+    let text = if args.to_extension {
+        script
+            .to_extension()
+            .map_err(|err| Failure::Usage(err.to_string()))?
+    } else {
+        script.to_string()
+    };
     let mut out = io::stdout().lock();
-    write!(out, "{script}")
+    write!(out, "{text}")
         .and_then(|()| out.flush())
         .map_err(write_failed)
 }
