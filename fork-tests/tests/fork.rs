@@ -1,17 +1,22 @@
 //! A generator built before a `fork()` and used on both sides of it: the child is refused
 //! with the exact error, never waits for threads it does not have, mints no ID its parent
 //! mints, and can drop the generator. A generator the child builds itself mints at the
-//! wall clock's time, in a grandchild too.
+//! wall clock's time from its first ID, in a grandchild too, and so do a builder and a
+//! clock made before the fork, however far the wall clock moved on meanwhile (the tests
+//! of that step it, on a stepped clock).
 
 use atomflake::{
-    Builder, Clock, Generator, Id, Layout, LocalGenerator, ManualClock, MintError, PreciseClock,
-    ShardedGenerator,
+    Builder, Clock, Generator, Id, Layout, LocalGenerator, ManualClock, MintError, MonotonicClock,
+    PreciseClock, ShardedGenerator,
 };
 use atomflake_fork_tests::{Ended, fork};
+use atomflake_test_servers::clock::{self as stepped, step_clock};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::Write;
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 /// One test at a time: a child inherits every file the process has open, another test's
@@ -338,78 +343,246 @@ fn a_next_ids_iterator_reserved_before_a_fork_hands_out_only_its_current_block_i
     assert_eq!(lines, expected);
 }
 
+/// The wall clock, in Unix ms: on a stepped clock, as stepped.
+fn wall_ms() -> i64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    i64::try_from(now.expect("after 1970").as_millis()).expect("ms fit an i64")
+}
+
+/// How far a time (Unix ms) read by `read` is from the wall clock, in ms, as a line
+/// `offset N`: behind the wall clock read before it (negative), ahead of the one read after
+/// it (positive), or 0 in between.
+fn offset_of(read: impl FnOnce() -> u64) -> String {
+    let before = wall_ms();
+    let read = i64::try_from(read()).expect("ms fit an i64");
+    let after = wall_ms();
+    let offset = if read < before {
+        read - before
+    } else {
+        (read - after).max(0)
+    };
+    format!("offset {offset}")
+}
+
+/// A generator that `build` builds, and how far its first ID is from the wall clock read
+/// before the build and after the mint, as a line `offset N` ([`offset_of`]).
+fn built_and_first_id(build: impl FnOnce() -> Generator) -> (Generator, String) {
+    let mut generator = None;
+    let offset = offset_of(|| {
+        let generator = generator.insert(build());
+        Layout::TWITTER.decode(generator.next_id()).unix_ms
+    });
+    (generator.expect("built"), offset)
+}
+
+/// The number in a child's line `{prefix} N`.
+fn number_in(line: &str, prefix: &str) -> i64 {
+    line.strip_prefix(prefix)
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("not `{prefix}N`: {line:?}"))
+}
+
 /// How far `generator`'s IDs lag the wall clock after minting for `run`, in ms: the
 /// least lag of the mints in the last half second (one every 5 ms), as a line `lag N`. The
 /// least, because the default clock's time is what its thread stored, late by however long
 /// a busy machine keeps that thread waiting; a clock that runs slow lags at every mint.
 fn lag_after(generator: &Generator, run: Duration) -> String {
-    let wall_ms = || {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-        i64::try_from(now.expect("after 1970").as_millis()).expect("ms fit an i64")
-    };
+    lag_of(|| Layout::TWITTER.decode(generator.next_id()).unix_ms, run)
+}
+
+/// How far the times `read` returns lag the wall clock over `run`, as [`lag_after`].
+fn lag_of(read: impl Fn() -> u64, run: Duration) -> String {
     let started = std::time::Instant::now();
     let mut least = i64::MAX;
     while started.elapsed() < run {
         std::thread::sleep(Duration::from_millis(5));
-        let before = wall_ms();
-        let minted = Layout::TWITTER.decode(generator.next_id()).unix_ms;
-        let after = wall_ms();
-        let minted = i64::try_from(minted).expect("ms fit an i64");
+        let offset = number_in(&offset_of(&read), "offset ");
         if started.elapsed() + Duration::from_millis(500) >= run {
-            // Behind the wall clock read before, or ahead of the one read after.
-            least = least.min((before - minted).max(minted - after).max(0));
+            least = least.min(offset.abs());
         }
     }
     format!("lag {least}")
 }
 
+/// The environment variable that makes a run of this test binary the run of one test on a
+/// stepped clock: the path of the clock's file.
+const STEPPED_CLOCK: &str = "ATOMFLAKE_FORK_TEST_STEPPED_CLOCK";
+
+/// Runs `body` with the file that steps the wall clock of this process and of its children
+/// ([`step_clock`]): in a run of this test binary of its own, on the stepped clock, which
+/// runs the test `name` alone. The test passes when that run does.
+fn on_a_stepped_clock(name: &str, body: impl FnOnce(&Path)) {
+    if let Some(file) = std::env::var_os(STEPPED_CLOCK) {
+        body(Path::new(&file));
+        return;
+    }
+    if let Err(why) = stepped::library() {
+        atomflake_test_servers::skip(name, why);
+        return;
+    }
+    let _one = one_test_at_a_time();
+    let file = std::env::temp_dir().join(format!("atomflake-fork-clock-{}-{name}", std::process::id()));
+    step_clock(&file, "+0");
+    let run = Command::new(std::env::current_exe().expect("the test binary"))
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .envs(stepped::environment(&file))
+        .env(STEPPED_CLOCK, &file)
+        .output()
+        .expect("the test binary runs");
+    let _ = std::fs::remove_file(&file);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "on a stepped clock: {}\n{stdout}{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
+
 #[test]
 fn a_generator_built_in_a_child_or_a_grandchild_mints_at_the_wall_clocks_time() {
-    let _one = one_test_at_a_time();
-    let generator = Generator::new(Layout::TWITTER, 13).unwrap();
-    let _ = generator.next_id();
-    // A child's default clock runs on the piece its parent's thread published last, which
-    // runs at the calibrated rate for a second at most and then 1% slow: 3 s after the
-    // fork, a child without a thread of its own lags the wall clock by 20 ms or more.
-    let run = Duration::from_secs(3);
-    let ((), child) = fork(
-        |out| {
-            let own = Generator::new(Layout::TWITTER, 14).unwrap();
-            // The child measures its own lag while the grandchild measures its.
-            let (lag, grandchild) = fork(
-                |out| {
-                    write_lines(
-                        out,
-                        &[lag_after(&Generator::new(Layout::TWITTER, 15).unwrap(), run)],
-                    )
-                },
-                |_| lag_after(&own, run),
-                LIMIT,
+    let name = "a_generator_built_in_a_child_or_a_grandchild_mints_at_the_wall_clocks_time";
+    on_a_stepped_clock(name, |file| {
+        let generator = Generator::new(Layout::TWITTER, 13).unwrap();
+        let _ = generator.next_id();
+        // A child's default clock runs on the piece its parent's thread published last, from
+        // the time the parent's clock had at the fork: it is behind by however far the wall
+        // clock moved on meanwhile (here a step of a minute), and 1% slow from a second
+        // after the fork without a thread of its own (20 ms behind after 3 s).
+        let run = Duration::from_secs(3);
+        let ((), child) = fork(
+            |out| {
+                step_clock(file, "+60");
+                let (own, first) = built_and_first_id(|| Generator::new(Layout::TWITTER, 14).unwrap());
+                let mut lines = vec![first];
+                // The child measures its own lag while the grandchild measures its.
+                let (lag, grandchild) = fork(
+                    |out| {
+                        step_clock(file, "+120");
+                        let (own, first) =
+                            built_and_first_id(|| Generator::new(Layout::TWITTER, 15).unwrap());
+                        write_lines(out, &[first, lag_after(&own, run)])
+                    },
+                    |_| lag_after(&own, run),
+                    LIMIT,
+                );
+                lines.push(lag);
+                // The child's clock has a thread again: the parent's generator is still refused.
+                lines.push(tried(generator.try_next_id()));
+                lines.push(format!("grandchild {:?}", grandchild.ended));
+                lines.extend(grandchild.output.lines().map(str::to_owned));
+                write_lines(out, &lines)
+            },
+            |_| (),
+            LIMIT,
+        );
+        assert_eq!(child.ended, Ended::Exited(0), "{}", child.output);
+        let lines: Vec<&str> = child.output.lines().collect();
+        eprintln!("the child and the grandchild: {lines:?}");
+        assert_eq!(lines.len(), 6, "{lines:?}");
+        let forked = MintError::Forked {
+            parent: std::process::id(),
+            child: child.pid,
+        };
+        assert_eq!(lines[2], format!("error {forked:?}"));
+        assert_eq!(lines[3], "grandchild Exited(0)");
+        for (who, line) in [("child", lines[0]), ("grandchild", lines[4])] {
+            let offset = number_in(line, "offset ");
+            assert!(
+                offset.abs() <= 5,
+                "the {who}'s first id is {offset} ms off the wall clock: {lines:?}"
             );
-            let mut lines = vec![lag];
-            // The child's clock has a thread again: the parent's generator is still refused.
-            lines.push(tried(generator.try_next_id()));
-            lines.push(format!("grandchild {:?}", grandchild.ended));
-            lines.extend(grandchild.output.lines().map(str::to_owned));
-            write_lines(out, &lines)
-        },
-        |_| (),
-        LIMIT,
-    );
-    assert_eq!(child.ended, Ended::Exited(0), "{}", child.output);
-    let lines: Vec<&str> = child.output.lines().collect();
-    assert_eq!(lines.len(), 4, "{lines:?}");
-    let forked = MintError::Forked {
-        parent: std::process::id(),
-        child: child.pid,
-    };
-    assert_eq!(lines[1], format!("error {forked:?}"));
-    assert_eq!(lines[2], "grandchild Exited(0)");
-    for (who, line) in [("child", lines[0]), ("grandchild", lines[3])] {
-        let lag: i64 = line
-            .strip_prefix("lag ")
-            .and_then(|n| n.parse().ok())
-            .expect(line);
-        assert!(lag <= 5, "the {who}'s ids lag the wall clock by {lag} ms");
-    }
+        }
+        for (who, line) in [("child", lines[1]), ("grandchild", lines[5])] {
+            let lag = number_in(line, "lag ");
+            assert!(
+                lag <= 5,
+                "the {who}'s ids lag the wall clock by {lag} ms: {lines:?}"
+            );
+        }
+    });
+}
+
+#[test]
+fn a_builder_or_a_clock_made_before_a_fork_keeps_the_wall_clocks_time_in_the_child() {
+    let name = "a_builder_or_a_clock_made_before_a_fork_keeps_the_wall_clocks_time_in_the_child";
+    on_a_stepped_clock(name, |file| {
+        let builder = Builder::new(Layout::TWITTER);
+        let clock = MonotonicClock::new();
+        let run = Duration::from_secs(1);
+        // The clock, read first in the child, from the first reading on and for good.
+        let ((), reader) = fork(
+            |out| {
+                step_clock(file, "+60");
+                write_lines(
+                    out,
+                    &[offset_of(|| clock.unix_ms()), lag_of(|| clock.unix_ms(), run)],
+                )
+            },
+            |_| (),
+            LIMIT,
+        );
+        // The builder, built in the child, from its first id on.
+        let ((), builder_child) = fork(
+            |out| {
+                step_clock(file, "+120");
+                let (generator, first) = built_and_first_id(|| builder.build(16).unwrap());
+                write_lines(out, &[first, lag_after(&generator, run)])
+            },
+            |_| (),
+            LIMIT,
+        );
+        // A wall clock behind the parent's clock: the clock copied from the parent never
+        // reads earlier than it did there, and neither do the ids the child mints.
+        let last = clock.precise_unix_ms();
+        let ((), behind) = fork(
+            |out| {
+                step_clock(file, "+0");
+                let first = clock.unix_ms();
+                let id = Generator::new(Layout::TWITTER, 17).unwrap().next_id();
+                write_lines(
+                    out,
+                    &[
+                        format!("clock {first}"),
+                        format!("id {}", Layout::TWITTER.decode(id).unix_ms),
+                    ],
+                )
+            },
+            |_| (),
+            LIMIT,
+        );
+        eprintln!(
+            "the children of the clock, the builder, the step back: {:?}",
+            [&reader, &builder_child, &behind].map(|child| &child.output)
+        );
+        for (who, child) in [
+            ("the clock's child", &reader),
+            ("the builder's child", &builder_child),
+        ] {
+            assert_eq!(child.ended, Ended::Exited(0), "{who}: {}", child.output);
+            let lines: Vec<&str> = child.output.lines().collect();
+            assert_eq!(lines.len(), 2, "{who}: {lines:?}");
+            let offset = number_in(lines[0], "offset ");
+            assert!(
+                offset.abs() <= 5,
+                "{who}: the first reading is {offset} ms off the wall clock: {lines:?}, the \
+                 other child's: {:?}",
+                [&reader, &builder_child].map(|child| &child.output)
+            );
+            let lag = number_in(lines[1], "lag ");
+            assert!(
+                lag <= 5,
+                "{who}: the readings lag the wall clock by {lag} ms: {lines:?}"
+            );
+        }
+        assert_eq!(behind.ended, Ended::Exited(0), "{}", behind.output);
+        let lines: Vec<&str> = behind.output.lines().collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        let (first, id) = (number_in(lines[0], "clock "), number_in(lines[1], "id "));
+        let last = i64::try_from(last).expect("ms fit an i64");
+        assert!(
+            first >= last && id >= first,
+            "back from {last}: the clock {first}, then the id {id}"
+        );
+    });
 }

@@ -8,11 +8,18 @@ skipping.
 """
 
 import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+# The repository's stepped wall clock, a library preloaded into a process (its comment says how).
+STEPPED_CLOCK_SOURCE = Path(__file__).resolve().parents[2] / "test-servers" / "src" / "clock" / "stepped_clock.c"
 
 
 def cannot_run(why: str) -> NoReturn:
@@ -35,6 +42,38 @@ def faketime() -> str:
     if not os.path.exists(LIBFAKETIME):
         cannot_run(f"no libfaketime at {LIBFAKETIME} (Debian package faketime)")
     return LIBFAKETIME
+
+
+def stepped_clock(directory: Path) -> dict[str, str]:
+    """The environment that runs a process on a wall clock that `step_clock` steps: the
+    repository's stepped clock, built with the C compiler into `directory`, and its file
+    there, at the real time."""
+    compiler = shutil.which("cc")
+    if compiler is None:
+        cannot_run("no C compiler (cc) to build the stepped clock")
+    library = directory / "stepped_clock.so"
+    built = subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O2", "-o", str(library), str(STEPPED_CLOCK_SOURCE)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    clock = directory / "stepped_clock"
+    step_clock(clock, 0)
+    return {"LD_PRELOAD": str(library), "ATOMFLAKE_STEPPED_CLOCK": str(clock)}
+
+
+def step_clock(clock: Path, seconds: int) -> None:
+    """Steps the wall clock of the processes on the file `clock` to `seconds` from the real
+    time: one 8-byte write in place of the word `ns << 1`, in host order, which a process
+    reads at its next clock reading."""
+    word = (seconds * 1_000_000_000) << 1
+    fd = os.open(clock, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.pwrite(fd, word.to_bytes(8, sys.byteorder, signed=True), 0)
+    finally:
+        os.close(fd)
 
 
 def pytest_configure(config: pytest.Config) -> None:

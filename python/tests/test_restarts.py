@@ -16,7 +16,7 @@ import pytest
 import atomflake
 from atomflake import Layout
 
-from conftest import faketime
+from conftest import faketime, stepped_clock
 
 MINT = """
 import sys, atomflake
@@ -150,6 +150,57 @@ def test_a_generator_built_in_a_forked_worker_mints_at_the_wall_clocks_time() ->
     assert worker.exitcode == 0
     assert isinstance(reported, int) and reported <= 5, reported
     assert lag_after(parent, 0.6) <= 5
+
+
+# Run on a stepped wall clock: a worker forked by `multiprocessing` steps the clock of its
+# processes a minute forward, builds a generator and reports how far its first ID is from
+# the wall clock, in ms (behind the time read before the build: negative; ahead of the
+# time read after the mint: positive).
+FIRST_ID_IN_A_WORKER = """
+import multiprocessing, os, sys, time
+import atomflake
+from conftest import step_clock
+
+def first_id_offset(queue):
+    try:
+        step_clock(os.environ["ATOMFLAKE_STEPPED_CLOCK"], 60)
+        before = time.time_ns() // 1_000_000
+        generator = atomflake.Generator("twitter", node=23)
+        minted = atomflake.Layout.TWITTER.decode(generator.next_id()).unix_ms
+        after = time.time_ns() // 1_000_000
+        queue.put(minted - before if minted < before else max(minted - after, 0))
+    except BaseException as error:
+        queue.put(repr(error))
+
+parent = atomflake.Generator("twitter", node=22)
+parent.next_id()
+context = multiprocessing.get_context("fork")
+queue = context.Queue()
+worker = context.Process(target=first_id_offset, args=(queue,))
+worker.start()
+print(queue.get(timeout=30))
+worker.join(timeout=10)
+print(worker.exitcode)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX")
+def test_a_forked_workers_first_id_is_at_the_wall_clocks_time_after_a_step_forward(tmp_path: Path) -> None:
+    # The worker's clock starts from the time its parent's clock had at the fork: without
+    # stepping to the wall clock when the worker builds, its first IDs are a minute behind.
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_ID_IN_A_WORKER],
+        cwd=Path(__file__).parent,
+        env={**os.environ, **stepped_clock(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    offset, exitcode = done.stdout.split()
+    assert exitcode == "0", done.stdout
+    assert abs(int(offset)) <= 5, f"the first id is {offset} ms off the wall clock"
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX")

@@ -28,24 +28,25 @@ pub(super) struct Anchor {
     clock: quanta::Clock,
     discipline: Discipline,
     timeline: Timeline,
-    /// Whether the discipline thread runs, and so keeps [`RECENT_UNIX_MS`] fresh: set once
-    /// the thread is started, cleared in a child of a fork ([`after_fork_in_child`]), which
-    /// has no such thread until it starts its own.
-    pub(super) ticking: ProcessAtomicBool,
     /// Set in a child of a fork whose parent ran the discipline thread: the child's next
-    /// [`Anchor::get`] (a clock being made) starts the child's own thread.
+    /// [`Anchor::get`] (a clock being made) or [`Anchor::adopt`] (a clock made before the
+    /// fork, read) starts the child's own thread.
     orphaned: ProcessAtomicBool,
 }
 
 /// How many forks lie between this process and the first one of its line that ran the
 /// crate's fork handler: the child handler adds one ([`after_fork_in_child`]). A generator
-/// records it when built, and trusts the heartbeat only in the same line ([`heartbeat`]).
+/// records it when built, trusts the heartbeat only in the same line ([`heartbeat`]), and
+/// is refused in any other (a descendant with a reused process ID included).
 static LINEAGE: ProcessAtomicU64 = ProcessAtomicU64::new(0);
 
 /// The clock's time, Unix ms, as the discipline thread read it just after the start of
-/// each of the clock's milliseconds: what [`MonotonicClock::unix_ms`] returns. On a cache
-/// line of its own, so that no other static's writes evict it from the minting threads'
-/// caches.
+/// each of the clock's milliseconds: what [`MonotonicClock::unix_ms`] returns. 0 while no
+/// discipline thread of this process stores it: before the first clock is made, where the
+/// thread could not be started, and in a child of a fork until the child's own thread
+/// starts ([`after_fork_in_child`] clears it); a reading of 0 reads the clock precisely
+/// instead, and adopts the clock in a child. On a cache line of its own, so that no other
+/// static's writes evict it from the minting threads' caches.
 pub(super) static RECENT_UNIX_MS: CachePadded<ProcessAtomicU64> = CachePadded::new(ProcessAtomicU64::new(0));
 
 /// How long after a millisecond starts the discipline thread aims to wake, so that the
@@ -73,29 +74,32 @@ impl Anchor {
     pub(super) fn get() -> &'static Anchor {
         let anchor = ANCHOR.get_or_init(|| {
             let anchor = Anchor::capture(quanta::Clock::new());
-            // Not under loom: the thread would outlive the model. The thread's own
+            // Not under loom: the thread would outlive the model, and without it the
+            // stored time stays 0, so that clocks read precisely. The thread's own
             // `Anchor::get` waits for this initialisation to finish.
             #[cfg(not(loom))]
             anchor.start_discipline();
-            #[cfg(loom)]
-            anchor.refresh_recent();
             anchor
         });
-        // Relaxed: set in a child by the fork handler on the child's only thread, before
-        // any other thread of the child exists; `adopt` settles who starts the thread.
-        #[cfg(not(loom))]
-        if anchor.orphaned.load(Ordering::Relaxed) {
-            anchor.adopt();
-        }
+        anchor.adopt();
         anchor
     }
 
     /// Starts the discipline thread: once when the anchor is made, and again in each child
-    /// of a fork that makes a clock ([`Anchor::adopt`]). The stored time is fresh before
-    /// the thread exists, so no store of this thread's can land after one of the
-    /// discipline thread's and set the time back.
+    /// of a fork that makes or reads a clock ([`Anchor::adopt`]).
+    ///
+    /// First a check against the wall clock, as the thread's own ([`Steering::catch_up`]):
+    /// in a child, the clock runs on from the time its parent's clock had reached at the
+    /// fork, and since then on the parent's last piece, 1% slow from a second after the
+    /// fork; it jumps forward to the wall clock here if it is behind, before the time is
+    /// stored, so that the child's first reading is on the wall clock. Then the stored time
+    /// is fresh before the thread exists, so no store of this thread's can land after one
+    /// of the discipline thread's and set the time back.
     #[cfg(not(loom))]
     fn start_discipline(&self) {
+        let mut steering = Steering::new(self.discipline, self.timeline.read(|| 0).0);
+        let (raw, wall) = wall_at(&self.clock);
+        steering.catch_up(&self.timeline, raw, wall);
         self.refresh_recent();
         // A child of a fork gets the handler's care only if it is registered before the
         // fork: a process that makes a clock but no generator forks too.
@@ -103,14 +107,13 @@ impl Anchor {
         crate::generator::atfork::install();
         let started = std::thread::Builder::new()
             .name("atomflake-discipline".into())
-            .spawn(Anchor::discipline_thread)
+            .spawn(move || Anchor::discipline_thread(steering))
             .is_ok();
-        if started {
-            // Relaxed: when the anchor is made, published with it by the `OnceLock`; in a
-            // child, a clock that reads it unset only reads precisely.
-            self.ticking.store(true, Ordering::Relaxed);
-        } else {
-            // No thread will renew the current piece: give it no horizon, so that the
+        if !started {
+            // No thread will store the time: clocks read precisely (Relaxed: a reader that
+            // still reads the time stored above reads no later than the precise clock).
+            RECENT_UNIX_MS.store(0, Ordering::Relaxed);
+            // No thread will renew the current piece either: give it no horizon, so that the
             // clock runs on at the calibrated rate, undisciplined, rather than 1% slow
             // after a second. No other writer exists, so no reading can go back (a piece
             // past its horizon runs slower than this one, never faster).
@@ -126,12 +129,27 @@ impl Anchor {
     }
 
     /// In a child of a fork whose parent ran the discipline thread: starts the child's
-    /// own, once, however many threads of the child make clocks at the same time. Without
-    /// it, the child's clock would reach its current piece's horizon within a second and
-    /// run 1% slow for good.
+    /// own ([`Anchor::start_discipline`], which first steps a clock that is behind forward
+    /// to the wall clock), once, however many threads of the child make or read clocks at
+    /// the same time. Without it, the child's clock would stay at the time the parent's had
+    /// reached at the fork, then run 1% slow for good. Called where a clock is made
+    /// ([`Anchor::get`]) and where a clock made before the fork is read with no time
+    /// stored, never on the minting path's common read.
+    #[inline]
+    pub(super) fn adopt(&self) {
+        // Relaxed: set in a child by the fork handler on the child's only thread, before
+        // any other thread of the child exists; `adopt_now` settles who starts the thread.
+        #[cfg(not(loom))]
+        if self.orphaned.load(Ordering::Relaxed) {
+            self.adopt_now();
+        }
+    }
+
+    /// [`Anchor::adopt`]'s work, out of line.
     #[cfg(not(loom))]
     #[cold]
-    fn adopt(&self) {
+    #[inline(never)]
+    fn adopt_now(&self) {
         // Relaxed: the flag is the only thing handed over; the winner starts the thread.
         if self.orphaned.swap(false, Ordering::Relaxed) {
             self.start_discipline();
@@ -151,12 +169,12 @@ impl Anchor {
             clock,
             discipline,
             timeline: Timeline::new(discipline.anchor(raw, wall)),
-            ticking: ProcessAtomicBool::new(false),
             orphaned: ProcessAtomicBool::new(false),
         }
     }
 
     /// Stores the clock's time for [`MonotonicClock::unix_ms`] to read.
+    #[cfg(not(loom))]
     fn refresh_recent(&self) {
         // Relaxed: the value orders nothing; a single writer's stores are seen in order,
         // and the time only grows.
@@ -190,7 +208,8 @@ impl Anchor {
 
     /// The discipline thread: stores the clock's time at the start of each of its
     /// milliseconds for [`MonotonicClock::unix_ms`], and compares the clock with the wall
-    /// clock every [`CHECK_INTERVAL`], publishing the segment the [`Discipline`] asks for.
+    /// clock every [`CHECK_INTERVAL`], publishing the segment the [`Discipline`] asks for,
+    /// with `steering` (the writer's side, from [`Anchor::start_discipline`]'s check).
     ///
     /// A thread rather than the minting path: minting then only reads a segment, and no
     /// mint ever pays for a wall-clock read or a publish.
@@ -200,9 +219,8 @@ impl Anchor {
     /// hook runs outside [`STEP_HOOK`]'s lock and inside `catch_unwind`, so a hook can
     /// neither deadlock the thread nor end it (see [`MonotonicClock::on_step`]).
     #[cfg(not(loom))]
-    fn discipline_thread() {
+    fn discipline_thread(mut steering: Steering) {
         let anchor = Anchor::get();
-        let mut steering = Steering::new(anchor.discipline, anchor.timeline.read(|| 0).0);
         let mut next_check = std::time::Instant::now() + CHECK_INTERVAL;
         loop {
             anchor.sleep_to_next_ms();
@@ -251,11 +269,13 @@ pub(crate) fn lineage() -> u64 {
 /// The time the default clock's thread last stored for [`MonotonicClock::unix_ms`], then
 /// the clock's precise time (Unix ms), for a generator built in `lineage` ([`lineage`]);
 /// `None` while no thread stores it (no default clock in this process yet, or its thread
-/// did not start, or not yet in a child of a fork) and in any other line.
+/// did not start, or not yet in a child of a fork: [`RECENT_UNIX_MS`] is 0) and in any
+/// other line.
 ///
 /// The stored time is the process's heartbeat: a child of a fork has no discipline thread
-/// until it makes a clock, so its copy stands at the last time stored before the fork,
-/// while its precise clock goes on ([`Birth`](crate::generator::fork::Birth)). Once the
+/// until it makes or reads a clock, so its copy would stand at the last time stored before
+/// the fork while its precise clock goes on ([`Birth`](crate::generator::fork::Birth)); the
+/// child handler clears it ([`after_fork_in_child`]). Once the
 /// child has started its own thread, the heartbeat beats again, but only for the
 /// generators built in the child: the line tells them from the ones copied from the
 /// parent, which must check the process.
@@ -263,30 +283,29 @@ pub(crate) fn heartbeat(lineage: u64) -> Option<(u64, u64)> {
     if self::lineage() != lineage {
         return None;
     }
-    // Relaxed: cleared only in a child (`after_fork_in_child`), on the one thread the child
-    // has, and set again by `Anchor::start_discipline` after a fresh time is stored.
-    let anchor = ANCHOR
-        .get()
-        .filter(|anchor| anchor.ticking.load(Ordering::Relaxed))?;
-    // Relaxed: see `Anchor::refresh_recent`.
+    let anchor = ANCHOR.get()?;
+    // Relaxed: see `Anchor::refresh_recent`. Cleared only in a child
+    // (`after_fork_in_child`), on the one thread the child has: a time stored is one this
+    // process stored.
     let stored = RECENT_UNIX_MS.load(Ordering::Relaxed);
-    Some((stored, anchor.precise_unix_ms()))
+    (stored != 0).then(|| (stored, anchor.precise_unix_ms()))
 }
 
 /// Called in a child of a fork ([`atfork`](crate::generator::atfork)), whose copy of the
-/// stored time stands still: starts a new [`LINEAGE`], tells [`heartbeat`] and the default
-/// clocks made from now on that no discipline thread stores the time, and leaves the
-/// child's first clock to start its own ([`Anchor::adopt`]). Takes no lock and allocates
-/// nothing.
+/// stored time stands still: starts a new [`LINEAGE`], clears the stored time, which tells
+/// [`heartbeat`] and every default clock (made before the fork or after) that no
+/// discipline thread stores it, and leaves the child's first clock made or read to start
+/// its own ([`Anchor::adopt`]). Takes no lock and allocates nothing.
 #[cfg_attr(any(loom, not(unix)), allow(dead_code))]
 pub(crate) fn after_fork_in_child() {
     // Relaxed: see `lineage`.
     LINEAGE.fetch_add(1, Ordering::Relaxed);
-    if let Some(anchor) = ANCHOR.get() {
-        // Relaxed: see `heartbeat` and `Anchor::get`.
-        if anchor.ticking.swap(false, Ordering::Relaxed) {
-            anchor.orphaned.store(true, Ordering::Relaxed);
-        }
+    // Relaxed: see `heartbeat` and `Anchor::adopt`. A time stored means the parent's
+    // thread ran (it is stored before the thread starts, and cleared where it fails to).
+    if RECENT_UNIX_MS.swap(0, Ordering::Relaxed) != 0
+        && let Some(anchor) = ANCHOR.get()
+    {
+        anchor.orphaned.store(true, Ordering::Relaxed);
     }
 }
 

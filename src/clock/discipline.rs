@@ -395,11 +395,7 @@ impl Discipline {
     /// argument.
     pub(crate) fn check(&self, current: Segment, raw: u64, wall: u128) -> Plan {
         let clock = current.fixed_at(raw);
-        let offset_ns = if wall >= clock {
-            i64::try_from(ns_from_fixed(wall - clock)).unwrap_or(i64::MAX)
-        } else {
-            -i64::try_from(ns_from_fixed(clock - wall)).unwrap_or(i64::MAX)
-        };
+        let offset_ns = offset_ns(clock, wall);
         let next = if wall > clock.saturating_add(self.deadband) {
             // The wall clock is ahead: jump to it.
             Some(self.piece(raw, wall, current.horizon))
@@ -415,6 +411,16 @@ impl Discipline {
             None
         };
         Plan { next, offset_ns }
+    }
+}
+
+/// The wall-clock time `wall` minus the clock's `clock` (both fixed-point Unix ms), ns,
+/// saturating: positive when the wall clock is ahead.
+fn offset_ns(clock: u128, wall: u128) -> i64 {
+    if wall >= clock {
+        i64::try_from(ns_from_fixed(wall - clock)).unwrap_or(i64::MAX)
+    } else {
+        -i64::try_from(ns_from_fixed(clock - wall)).unwrap_or(i64::MAX)
     }
 }
 
@@ -518,6 +524,23 @@ impl Steering {
             timeline.publish(next);
         }
         self.commit(plan, bound)
+    }
+
+    /// Where a discipline thread starts from a clock it did not keep (in a child of a
+    /// fork, the piece its parent's thread published last, from the time the parent's
+    /// clock had reached): a check at `raw` with the wall clock at `wall` that publishes
+    /// its segment on `timeline` as [`check`](Self::check) does, so a clock behind the wall
+    /// clock jumps forward to it and one ahead is left to slew, never back. It reports no
+    /// step: the clock was behind for want of a thread, not because the wall clock moved,
+    /// and the next check measures steps from the offset it leaves.
+    #[cfg_attr(loom, allow(dead_code))]
+    pub(crate) fn catch_up<A: Atomic64>(&mut self, timeline: &Timeline<A>, raw: u64, wall: u128) {
+        let plan = self.plan(raw, wall);
+        if let Some(next) = plan.next {
+            timeline.publish(next);
+            self.current = next;
+        }
+        self.last_offset_ns = offset_ns(self.current.fixed_at(raw), wall);
     }
 }
 

@@ -15,15 +15,24 @@ use std::time::Duration;
 /// `SystemTime` once and starts the process's discipline thread (`atomflake-discipline`,
 /// awake for a few µs every millisecond; `benches/README.md` has its cost); later ones
 /// share all of that, so creating one is cheap and every generator in the process agrees
-/// on the time. A child of `fork()` has none of its parent's threads: the first
-/// `MonotonicClock` made there (or [`PreciseClock`], or the first generator) starts the
-/// child's own thread, from the time its parent's clock had reached.
+/// on the time.
+///
+/// A child of `fork()` has none of its parent's threads: its clock stands at the time its
+/// parent's had reached at the fork, then runs 1% slow. The child's first clock made
+/// (`MonotonicClock`, [`PreciseClock`], a generator) or first reading of a clock made
+/// before the fork (a `MonotonicClock` copied from the parent, a generator or a builder
+/// holding one) adopts the clock: it starts the child's own thread, and a clock behind the
+/// wall clock first jumps forward to it, so that the child's first reading is on the wall
+/// clock however long it waited. A clock ahead of the wall clock slews from there, as
+/// below: never back, so no reading in the child is earlier than one in the parent.
 ///
 /// - [`unix_ms`](Clock::unix_ms), what a mint reads, is one `Relaxed` load of the time the
 ///   discipline thread stored just after the clock's current millisecond started (it wakes
 ///   for each one). So an ID's timestamp can lag the clock by the thread's wake-up
 ///   latency: a tick late while the thread has not yet run in this millisecond, more
-///   when it is descheduled longer. `benches/README.md` has the measured lag.
+///   when it is descheduled longer. `benches/README.md` has the measured lag. Where no
+///   thread stores the time (it could not be started, or in a child of a fork before the
+///   clock is adopted there), the load finds none, and the reading is precise instead.
 /// - [`precise_unix_ms`](Clock::precise_unix_ms), what a generator reads when its tick's
 ///   sequence is spent (and [`time_until`](Clock::time_until), for its sleep), is the TSC
 ///   itself: one raw read and a multiply-add on the segment the thread publishes. A
@@ -63,20 +72,15 @@ use std::time::Duration;
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct MonotonicClock {
+    /// Read only where no time is stored, and for precise readings.
     anchor: &'static Anchor,
-    /// The anchor's `ticking`, kept beside the pointer so that a read needs no
-    /// dereference: when no discipline thread runs, reads are precise.
-    ticking: bool,
 }
 
 impl MonotonicClock {
     /// The process's monotonic clock (anchored on first use).
     pub fn new() -> MonotonicClock {
-        let anchor = Anchor::get();
         MonotonicClock {
-            anchor,
-            // Relaxed: see `heartbeat`.
-            ticking: anchor.ticking.load(Ordering::Relaxed),
+            anchor: Anchor::get(),
         }
     }
 
@@ -116,12 +120,20 @@ impl MonotonicClock {
 }
 
 impl MonotonicClock {
-    /// The read of a clock whose discipline thread did not start: out of line, so that the
-    /// common read inlines as one load.
+    /// The read where no discipline thread stores the time (its stored time is 0): adopts
+    /// the clock in a child of a fork, then reads the time stored there, or precisely where
+    /// none is (no thread). Never the precise time where a time is stored: a later reading
+    /// of the stored time could be earlier. Out of line, so that the common read inlines
+    /// as one load.
     #[cold]
     #[inline(never)]
-    fn unticked_unix_ms(&self) -> u64 {
-        self.anchor.precise_unix_ms()
+    fn unstored_unix_ms(self) -> u64 {
+        self.anchor.adopt();
+        // Relaxed: see `Anchor::refresh_recent`.
+        match RECENT_UNIX_MS.load(Ordering::Relaxed) {
+            0 => self.anchor.precise_unix_ms(),
+            stored => stored,
+        }
     }
 }
 
@@ -134,20 +146,21 @@ impl Default for MonotonicClock {
 impl Clock for MonotonicClock {
     #[inline]
     fn unix_ms(&self) -> u64 {
-        if self.ticking {
-            // Relaxed: see `Anchor::refresh_recent`.
-            RECENT_UNIX_MS.load(Ordering::Relaxed)
-        } else {
-            self.unticked_unix_ms()
+        // Relaxed: see `Anchor::refresh_recent`.
+        match RECENT_UNIX_MS.load(Ordering::Relaxed) {
+            0 => self.unstored_unix_ms(),
+            stored => stored,
         }
     }
 
     #[inline]
     fn precise_unix_ms(&self) -> u64 {
+        self.anchor.adopt();
         self.anchor.precise_unix_ms()
     }
 
     fn time_until(&self, unix_ms: u64) -> Option<Duration> {
+        self.anchor.adopt();
         Some(self.anchor.time_until(unix_ms))
     }
 }
@@ -176,7 +189,11 @@ mod tests {
     #[test]
     fn monotonic_clock_reads_the_millisecond_the_thread_stored() {
         let clock = MonotonicClock::new();
-        assert!(clock.ticking, "the discipline thread runs");
+        assert_ne!(
+            RECENT_UNIX_MS.load(Ordering::Relaxed),
+            0,
+            "the discipline thread runs"
+        );
         let before = clock.precise_unix_ms();
         let recent = clock.unix_ms();
         assert!(

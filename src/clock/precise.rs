@@ -8,7 +8,8 @@ use std::time::Duration;
 
 /// [`MonotonicClock`] read precisely on every call: one TSC read and a multiply-add per
 /// ID, for timestamps that are never late (the default clock's can lag by the discipline
-/// thread's wake-up latency).
+/// thread's wake-up latency). In a child of a fork, a `PreciseClock` made before the fork
+/// adopts the clock at its first reading, as a `MonotonicClock` does.
 ///
 /// # Examples
 ///
@@ -44,10 +45,12 @@ impl Default for PreciseClock {
 impl Clock for PreciseClock {
     #[inline]
     fn unix_ms(&self) -> u64 {
+        self.anchor.adopt();
         self.anchor.precise_unix_ms()
     }
 
     fn time_until(&self, unix_ms: u64) -> Option<Duration> {
+        self.anchor.adopt();
         Some(self.anchor.time_until(unix_ms))
     }
 }

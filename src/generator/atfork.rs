@@ -18,8 +18,8 @@
 //!   [`after_fork_in_child`](crate::clock::after_fork_in_child)), whose copy in the child
 //!   stands still in the tick of the fork and would otherwise spare the check there. The
 //!   child's first mint on any generator then takes the cold path, checks the process, and
-//!   is refused. The child's first clock starts the child's own discipline thread, whose
-//!   heartbeat spares the check only for generators built in the child.
+//!   is refused. The child's first clock made or read starts the child's own discipline
+//!   thread, whose heartbeat spares the check only for generators built in the child.
 //!
 //! The fast path reads what it read before; what a generator pays is one load more per
 //! mint, of its [`Home`]'s address (`benches/README.md` has the count).

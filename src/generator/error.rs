@@ -222,7 +222,8 @@ pub enum MintError {
     /// [the guarantees](crate::docs::guarantees)).
     Forked {
         /// The process the generator was built in (the child's parent, or an earlier
-        /// ancestor).
+        /// ancestor): the same number as `child` where the system gave the child its
+        /// ancestor's process ID, once the ancestor exited.
         parent: u32,
         /// This process.
         child: u32,

@@ -4,7 +4,9 @@
 //! the default clock's last stored time, but none of its threads (the default clock's
 //! discipline thread, a high-water mark's keeper). Left alone, parent and child would
 //! mint the same slots, and a child waiting for a mark would wait forever. So a generator
-//! records the process it is built in ([`Birth`]) and checks the process it mints in:
+//! records the process it is built in ([`Birth`]): its ID and its fork line
+//! ([`clock::lineage`], which tells apart a descendant that the system gave the same ID once
+//! its ancestor exited), and checks the process it mints in:
 //!
 //! - **once per tick**: the first slot of the tick after the latest one checked is one of
 //!   the limits that the minting path's one load already compares ([`Minter`](super::minter::Minter)), so the
@@ -29,8 +31,8 @@
 //! precise clock is still in it ([`spares`]): then a thread of this process's clock ran
 //! during the tick being minted. A child's copy of the stored time stands still at the
 //! last time stored before the fork, so the child handler stops the heartbeat
-//! ([`clock::after_fork_in_child`]). The child's first clock starts a discipline thread
-//! of the child's own, and the heartbeat beats again, but only for the generators built
+//! ([`clock::after_fork_in_child`]). The child's first clock made or read starts a
+//! discipline thread of the child's own, and the heartbeat beats again, but only for the generators built
 //! in the child: a generator records the fork line it is built in ([`clock::lineage`]),
 //! and one copied from a parent is of an older line, so its mints in the child never skip
 //! the system call, however long the child runs. Everywhere else too
@@ -63,7 +65,7 @@ use std::ops::Range;
 pub(crate) struct Birth {
     pid: u32,
     /// The fork line the generator is built in ([`clock::lineage`]): the heartbeat spares
-    /// the system call only in it.
+    /// the system call only in it, and [`Birth::check`] refuses any other.
     lineage: u64,
     /// The first slot of the tick after the latest one a mint checked the process in:
     /// slots before it need no check. Only grows.
@@ -118,15 +120,18 @@ impl Birth {
         Ok(())
     }
 
-    /// Whether this is the process the generator was built in: a system call.
+    /// Whether this is the process the generator was built in: a system call for the
+    /// process ID, and the fork line ([`clock::lineage`]), which tells a descendant that the
+    /// system gave the same process ID (reused once the ancestor exited) from the ancestor.
     ///
     /// # Errors
     ///
-    /// [`MintError::Forked`] in a child of a fork, naming both processes.
+    /// [`MintError::Forked`] in a child of a fork, naming both processes (the same number
+    /// where the ID was reused).
     #[cold]
     pub(crate) fn check(&self) -> Result<(), MintError> {
         let here = std::process::id();
-        if here == self.pid {
+        if here == self.pid && clock::lineage() == self.lineage {
             Ok(())
         } else {
             Err(MintError::Forked {
@@ -151,6 +156,12 @@ impl Birth {
     pub(crate) fn born_in(&mut self, pid: u32) {
         self.pid = pid;
     }
+
+    /// This record, for a generator built in the fork line `lineage`: what a test stands in
+    /// a descendant that the system gave its ancestor's process ID with.
+    pub(crate) fn born_in_line(&mut self, lineage: u64) {
+        self.lineage = lineage;
+    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -172,5 +183,21 @@ mod tests {
         // A tick the clock has not reached (borrowed), or one long past.
         assert!(!spares(&tick, Some((995, 998))));
         assert!(!spares(&tick, Some((1_020, 1_020))));
+    }
+
+    #[test]
+    fn a_descendant_given_its_ancestors_process_id_is_refused() {
+        let here = std::process::id();
+        assert_eq!(Birth::here().check(), Ok(()));
+        // A generator built in another line (up this process's, by a process whose ID the
+        // system has given this one once it exited): the same ID, another process.
+        let mut birth = Birth::here();
+        birth.born_in_line(clock::lineage().wrapping_sub(1));
+        let forked = Err(MintError::Forked {
+            parent: here,
+            child: here,
+        });
+        assert_eq!(birth.check(), forked);
+        assert_eq!(birth.check_tick(0..1, 1), forked, "at a tick's check too");
     }
 }

@@ -221,6 +221,34 @@ fn steps_beyond_the_bound_are_reported_once_and_drift_is_not() {
     );
 }
 
+#[test]
+fn catching_up_jumps_a_clock_behind_forward_leaves_one_ahead_and_reports_no_step() {
+    let discipline = Discipline::new(three_ghz());
+    let bound = Some(Duration::from_millis(100));
+    let ms = |ms: u128| fixed_from_ns(ms * 1_000_000);
+    // One second of counts after the anchor, the wall clock is 37 s on: the clock is 36 s
+    // behind (a child of a fork that waited).
+    let first = discipline.anchor(0, 0);
+    let timeline: Timeline = Timeline::new(first);
+    let mut steering = Steering::new(discipline, first);
+    let raw = 3_000_000_000;
+    steering.catch_up(&timeline, raw, ms(37_000));
+    assert_eq!(steering.current().fixed_at(raw), ms(37_000), "on the wall clock");
+    assert_eq!(timeline.read(|| raw).0, steering.current(), "published");
+    // The next check: on time, so no step, though the offset moved 36 s since the anchor.
+    let next = raw + 30_000_000;
+    assert_eq!(steering.check(&timeline, next, ms(37_010), bound), None);
+
+    // A clock 1 s ahead of the wall clock: left as it is, to slew, never back; as far
+    // ahead at the next check (less its slew): slewing, not a step.
+    let timeline: Timeline = Timeline::new(first);
+    let mut steering = Steering::new(discipline, first);
+    steering.catch_up(&timeline, raw, ms(0));
+    assert_eq!(steering.current(), first, "nothing published");
+    assert_eq!(timeline.read(|| raw).0, first);
+    assert_eq!(steering.check(&timeline, next, ms(10), bound), None);
+}
+
 /// Clock faults, simulated: a 3 GHz counter with a calibration error
 /// (`drift_ppm`), a wall clock that steps, and suspends that stop the counter. Checks
 /// run every [`CHECK_INTERVAL`] of simulated real time; a Twitter generator mints
