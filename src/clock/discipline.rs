@@ -511,7 +511,9 @@ impl Steering {
     /// One check, as the discipline thread makes it: plans at `raw` with the wall clock at
     /// `wall`, publishes the new segment on `timeline` if there is one (whenever this runs:
     /// no deadline, see the module docs), and commits. Returns the step to report, as
-    /// [`commit`](Self::commit).
+    /// [`commit`](Self::commit). The next check measures steps from the offset the clock
+    /// is left at: after a jump forward, the wall clock it jumped to, so that the jump is
+    /// reported once.
     pub(crate) fn check<A: Atomic64>(
         &mut self,
         timeline: &Timeline<A>,
@@ -523,7 +525,9 @@ impl Steering {
         if let Some(next) = plan.next {
             timeline.publish(next);
         }
-        self.commit(plan, bound)
+        let step = self.commit(plan, bound);
+        self.last_offset_ns = offset_ns(self.current.fixed_at(raw), wall);
+        step
     }
 
     /// Where a discipline thread starts from a clock it did not keep (in a child of a

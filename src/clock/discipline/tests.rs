@@ -222,6 +222,28 @@ fn steps_beyond_the_bound_are_reported_once_and_drift_is_not() {
 }
 
 #[test]
+fn a_jump_forward_is_reported_once_and_the_next_check_measures_from_where_it_jumped() {
+    let discipline = Discipline::new(three_ghz());
+    let bound = Some(Duration::from_millis(100));
+    let ms = |ms: u128| fixed_from_ns(ms * 1_000_000);
+    let first = discipline.anchor(0, 0);
+    let timeline: Timeline = Timeline::new(first);
+    let mut steering = Steering::new(discipline, first);
+    // 10 ms of counts apart, a check each: on time, the wall clock 5 s ahead, on time again.
+    assert_eq!(steering.check(&timeline, 30_000_000, ms(10), bound), None);
+    let step = steering.check(&timeline, 60_000_000, ms(5_020), bound);
+    assert!(
+        matches!(step, Some(ClockStep::Forward { by }) if by.abs_diff(Duration::from_secs(5)) < Duration::from_millis(1)),
+        "{step:?}"
+    );
+    assert_eq!(
+        steering.check(&timeline, 90_000_000, ms(5_030), bound),
+        None,
+        "the jump reported again"
+    );
+}
+
+#[test]
 fn catching_up_jumps_a_clock_behind_forward_leaves_one_ahead_and_reports_no_step() {
     let discipline = Discipline::new(three_ghz());
     let bound = Some(Duration::from_millis(100));
