@@ -586,3 +586,66 @@ fn a_builder_or_a_clock_made_before_a_fork_keeps_the_wall_clocks_time_in_the_chi
         );
     });
 }
+
+/// A fork while another thread is in `MonotonicClock::on_step` (holding the hook's lock,
+/// which in the child no thread will ever release) leaves the child's clock running: its
+/// discipline thread never waits for that lock. Each child makes a clock and waits for it
+/// to pass 200 ms after its first reading; a thread stuck on the lock stores no time, and
+/// the clock stands still.
+#[test]
+fn a_child_forked_while_a_thread_sets_the_step_hook_has_a_running_clock() {
+    let _one = one_test_at_a_time();
+    let parent_clock = MonotonicClock::new();
+    let _ = parent_clock.unix_ms();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let setter = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut calls = 0_u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                MonotonicClock::on_step(Duration::from_secs(3600), |_| {});
+                calls += 1;
+            }
+            calls
+        })
+    };
+    let mut failures = Vec::new();
+    for round in 0..20 {
+        let ((), child) = fork(
+            |out| {
+                let clock = MonotonicClock::new();
+                let first = clock.unix_ms();
+                let deadline = std::time::Instant::now() + Duration::from_secs(3);
+                while clock.unix_ms() < first + 200 {
+                    if std::time::Instant::now() > deadline {
+                        let _ = writeln!(
+                            out,
+                            "the clock stands at {} ms, {first} ms at first",
+                            clock.unix_ms()
+                        );
+                        return 1;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                0
+            },
+            |_| (),
+            LIMIT,
+        );
+        if child.ended != Ended::Exited(0) {
+            failures.push(format!(
+                "round {round}: {:?} {}",
+                child.ended,
+                child.output.trim()
+            ));
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let calls = setter.join().expect("the setter ends");
+    assert!(calls > 0, "the hook was never set");
+    assert!(
+        failures.is_empty(),
+        "{} of 20 children: {failures:#?}",
+        failures.len()
+    );
+}

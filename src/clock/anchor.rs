@@ -64,8 +64,15 @@ pub(super) type Hook = std::sync::Arc<dyn Fn(ClockStep) + Send + Sync>;
 
 /// The hook for clock steps, and the offset change that counts as one. Held only to set,
 /// clone or clear it, never while a hook runs: a hook may call
-/// [`MonotonicClock::on_step`] itself.
+/// [`MonotonicClock::on_step`] itself. The discipline thread never waits for it: it keeps
+/// its own copy, read again with `try_lock` when [`STEP_HOOK_VERSION`] says it changed. A
+/// child forked while a thread of its parent held the lock has a copy that stays locked
+/// for good; its discipline thread runs on (with the hook it could read, or none).
 static STEP_HOOK: Mutex<Option<(Duration, Hook)>> = Mutex::new(None);
+
+/// How many times [`STEP_HOOK`] has been changed: bumped under its lock, after the change.
+/// The standard atomic under loom too, as [`STEP_HOOK`].
+static STEP_HOOK_VERSION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Anchor {
     /// The process's anchor, made on first use; in a child of a fork whose parent ran the
@@ -222,6 +229,9 @@ impl Anchor {
     fn discipline_thread(mut steering: Steering) {
         let anchor = Anchor::get();
         let mut next_check = std::time::Instant::now() + CHECK_INTERVAL;
+        // This thread's copy of the hook, as of `STEP_HOOK_VERSION` `seen` (none read yet).
+        let mut hook: Option<(Duration, Hook)> = None;
+        let mut seen = None;
         loop {
             anchor.sleep_to_next_ms();
             anchor.refresh_recent();
@@ -231,8 +241,15 @@ impl Anchor {
             }
             next_check = now + CHECK_INTERVAL;
             let (raw, wall) = wall_at(&anchor.clock);
-            // A clone, so that the hook runs with the lock released.
-            let hook = step_hook().clone();
+            // Acquire: pairs with the Release bump after a change, which the lock then shows.
+            let version = STEP_HOOK_VERSION.load(std::sync::atomic::Ordering::Acquire);
+            if seen != Some(version)
+                && let Some(current) = try_step_hook()
+            {
+                // A clone, so that the hook runs with the lock released.
+                hook.clone_from(&*current);
+                seen = Some(version);
+            }
             let step = steering.check(
                 &anchor.timeline,
                 raw,
@@ -241,18 +258,20 @@ impl Anchor {
             );
             // A jump forward shows at once.
             anchor.refresh_recent();
-            if let (Some(step), Some((_, hook))) = (step, hook) {
-                let call = std::panic::AssertUnwindSafe(|| hook(step));
+            if let (Some(step), Some((_, called))) = (step, &hook) {
+                let call = std::panic::AssertUnwindSafe(|| called(step));
                 if std::panic::catch_unwind(call).is_err() {
                     // The panic hook has reported it. Drop the hook, unless it was replaced
                     // meanwhile: it would panic again at the next step.
-                    let mut current = step_hook();
-                    if current
-                        .as_ref()
-                        .is_some_and(|(_, set)| std::sync::Arc::ptr_eq(set, &hook))
+                    if let Some(mut current) = try_step_hook()
+                        && current
+                            .as_ref()
+                            .is_some_and(|(_, set)| std::sync::Arc::ptr_eq(set, called))
                     {
                         *current = None;
+                        STEP_HOOK_VERSION.fetch_add(1, std::sync::atomic::Ordering::Release);
                     }
+                    hook = None;
                 }
             }
         }
@@ -309,13 +328,29 @@ pub(crate) fn after_fork_in_child() {
     }
 }
 
-/// [`STEP_HOOK`], locked. A poisoned lock only means a thread panicked while holding it
+/// Sets [`STEP_HOOK`] to `hook` ([`MonotonicClock::on_step`]), and drops the one it
+/// replaces once the lock is released.
+pub(super) fn set_step_hook(hook: Option<(Duration, Hook)>) {
+    let mut current = STEP_HOOK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let replaced = std::mem::replace(&mut *current, hook);
+    // Release: see the Acquire load in the discipline thread.
+    STEP_HOOK_VERSION.fetch_add(1, std::sync::atomic::Ordering::Release);
+    drop(current);
+    drop(replaced);
+}
+
+/// [`STEP_HOOK`], locked, unless another thread holds it (`None`): the discipline thread
+/// never waits for it. A poisoned lock only means a thread panicked while holding it
 /// (never inside a hook, which runs unlocked); the value inside is still right.
 #[cfg_attr(loom, allow(dead_code))]
-pub(super) fn step_hook() -> std::sync::MutexGuard<'static, Option<(Duration, Hook)>> {
-    STEP_HOOK
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+fn try_step_hook() -> Option<std::sync::MutexGuard<'static, Option<(Duration, Hook)>>> {
+    match STEP_HOOK.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
 }
 
 /// A raw count and the wall-clock time at it (fixed-point Unix ms): the wall clock read

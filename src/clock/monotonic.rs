@@ -3,7 +3,7 @@
 use super::Clock;
 #[cfg(doc)]
 use super::PreciseClock;
-use super::anchor::{Anchor, RECENT_UNIX_MS, step_hook};
+use super::anchor::{Anchor, RECENT_UNIX_MS, set_step_hook};
 use super::discipline::ClockStep;
 use crate::sync::Ordering;
 use std::time::Duration;
@@ -93,7 +93,12 @@ impl MonotonicClock {
     /// alert): while it runs there are no checks, and after half a second without one the
     /// clock runs 1% slow (never back) until the next. The clock has already acted when it
     /// runs: jumped forward, or decided to slew. It runs with no lock held, so it may call
-    /// `on_step` itself, to replace or clear itself; the next step calls the hook set last.
+    /// `on_step` itself, to replace or clear itself; the next step calls the hook set last
+    /// (one met while an `on_step` call is under way may call the hook before it). The
+    /// discipline thread never waits for `on_step`'s lock, so a child forked while another
+    /// thread was in `on_step` keeps a running clock (its discipline thread calls no hook
+    /// then; an `on_step` in such a child would wait for good, as for any lock held at a
+    /// fork).
     ///
     /// A hook that panics does not stop the discipline: the panic is caught (the panic
     /// hook still reports it) and the hook is dropped, as if `on_step` had never been
@@ -115,7 +120,7 @@ impl MonotonicClock {
     /// });
     /// ```
     pub fn on_step(bound: Duration, hook: impl Fn(ClockStep) + Send + Sync + 'static) {
-        *step_hook() = Some((bound, std::sync::Arc::new(hook)));
+        set_step_hook(Some((bound, std::sync::Arc::new(hook))));
     }
 }
 
