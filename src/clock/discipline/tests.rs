@@ -221,14 +221,26 @@ fn steps_beyond_the_bound_are_reported_once_and_drift_is_not() {
     );
 }
 
+/// The step bound of the checks below.
+const STEP_BOUND: Option<Duration> = Some(Duration::from_millis(100));
+
+/// `ms` Unix ms, fixed-point.
+fn ms(ms: u128) -> u128 {
+    fixed_from_ns(ms * 1_000_000)
+}
+
+/// A timeline and its steering for a 3 GHz counter anchored at count 0 on Unix time 0, and
+/// that first segment.
+fn anchored_at_zero() -> (Timeline, Steering, Segment) {
+    let discipline = Discipline::new(three_ghz());
+    let first = discipline.anchor(0, 0);
+    (Timeline::new(first), Steering::new(discipline, first), first)
+}
+
 #[test]
 fn a_jump_forward_is_reported_once_and_the_next_check_measures_from_where_it_jumped() {
-    let discipline = Discipline::new(three_ghz());
-    let bound = Some(Duration::from_millis(100));
-    let ms = |ms: u128| fixed_from_ns(ms * 1_000_000);
-    let first = discipline.anchor(0, 0);
-    let timeline: Timeline = Timeline::new(first);
-    let mut steering = Steering::new(discipline, first);
+    let bound = STEP_BOUND;
+    let (timeline, mut steering, _) = anchored_at_zero();
     // 10 ms of counts apart, a check each: on time, the wall clock 5 s ahead, on time again.
     assert_eq!(steering.check(&timeline, 30_000_000, ms(10), bound), None);
     let step = steering.check(&timeline, 60_000_000, ms(5_020), bound);
@@ -245,14 +257,10 @@ fn a_jump_forward_is_reported_once_and_the_next_check_measures_from_where_it_jum
 
 #[test]
 fn catching_up_jumps_a_clock_behind_forward_leaves_one_ahead_and_reports_no_step() {
-    let discipline = Discipline::new(three_ghz());
-    let bound = Some(Duration::from_millis(100));
-    let ms = |ms: u128| fixed_from_ns(ms * 1_000_000);
+    let bound = STEP_BOUND;
     // One second of counts after the anchor, the wall clock is 37 s on: the clock is 36 s
     // behind (a child of a fork that waited).
-    let first = discipline.anchor(0, 0);
-    let timeline: Timeline = Timeline::new(first);
-    let mut steering = Steering::new(discipline, first);
+    let (timeline, mut steering, first) = anchored_at_zero();
     let raw = 3_000_000_000;
     steering.catch_up(&timeline, raw, ms(37_000));
     assert_eq!(steering.current().fixed_at(raw), ms(37_000), "on the wall clock");
@@ -263,8 +271,7 @@ fn catching_up_jumps_a_clock_behind_forward_leaves_one_ahead_and_reports_no_step
 
     // A clock 1 s ahead of the wall clock: left as it is, to slew, never back; as far
     // ahead at the next check (less its slew): slewing, not a step.
-    let timeline: Timeline = Timeline::new(first);
-    let mut steering = Steering::new(discipline, first);
+    let (timeline, mut steering, _) = anchored_at_zero();
     steering.catch_up(&timeline, raw, ms(0));
     assert_eq!(steering.current(), first, "nothing published");
     assert_eq!(timeline.read(|| raw).0, first);
