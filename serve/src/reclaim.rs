@@ -212,6 +212,55 @@ mod tests {
         });
     }
 
+    /// The race between a health probe and the store's watch, held open: the watch given
+    /// to the service is on a store of its own that is never lost, so the generator's
+    /// probe finds the lease lost while the watch still says nothing (as a probe does
+    /// between the keeper's failed store and the watch's record of it). Reclaiming, the
+    /// service answers not ready and stays alive; it does not stop for good.
+    #[test]
+    fn a_probe_that_finds_the_lease_lost_before_the_watch_leaves_a_reclaiming_service_alive() {
+        let lost = Arc::new(AtomicBool::new(false));
+        let generator = Builder::new(Layout::TWITTER)
+            .mark_store(FakeLease {
+                nodes: vec![3],
+                lost: Arc::clone(&lost),
+            })
+            .build_sharded([3])
+            .unwrap();
+        let (_, watch) = Watched::new(FakeLease {
+            nodes: vec![3],
+            lost: Arc::new(AtomicBool::new(false)),
+        });
+        let service = Service::new(generator, Limits::default(), Some(watch))
+            .unwrap()
+            .reclaiming();
+        assert_eq!(service.health(), Ok(()));
+        lost.store(true, Ordering::SeqCst);
+        // The keeper stores every 20 ms: the generator learns of the loss at its next store.
+        let started = std::time::Instant::now();
+        let health = loop {
+            match service.health() {
+                Ok(()) => {
+                    assert!(
+                        started.elapsed() < Duration::from_secs(30),
+                        "the generator never saw the loss (a guard against a hang)"
+                    );
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(health) => break health,
+            }
+        };
+        assert_eq!(service.store().unwrap().lost(), None, "the watch saw nothing");
+        assert!(health.starts_with("claiming fresh nodes: "), "{health}");
+        assert!(health.contains("node [3] taken"), "{health}");
+        assert!(
+            !matches!(service.state(), State::Stopped(_)),
+            "{:?}",
+            service.state()
+        );
+        assert_eq!(service.liveness(), Ok(()));
+    }
+
     #[test]
     fn without_reclaiming_a_lost_lease_stops_the_service() {
         let runtime = tokio::runtime::Builder::new_current_thread()
