@@ -10,17 +10,18 @@
 //! atomflake serve [--layout NAME] ((--node N[,N...] | --statefulset) [--high-water DIR | --no-high-water] | --lease URL [--nodes K]) [--listen ADDR] [--max-connections N] [--header-timeout S] [--idle-timeout S] [--max-streams N] [--ids-rate N] [--cors-origin ORIGIN] [--stay-stopped] [--reclaim]
 //! ```
 //!
-//! Exit codes: 0 on success, 2 for bad input (a usage error, an unknown layout, a node out
-//! of range, an ID that does not parse or does not fit the layout), 1 for anything else
-//! (an I/O error, a clock outside the layout's span). Bad input gets one line on stderr
-//! naming the value. A closed stdout (`atomflake mint -n 1000000 | head`) ends the command
-//! quietly with 0.
+//! Exit codes ([`EXIT_SUCCESS`], [`EXIT_FAILURE`], [`EXIT_BAD_INPUT`]), listed at the end of
+//! `atomflake help` and of every `atomflake help COMMAND`: 0 on success, 2 for bad input (a
+//! usage error, an unknown layout, a node out of range, an ID that does not parse or does
+//! not fit the layout), 1 for anything else (an I/O error, a clock outside the layout's
+//! span). Bad input gets one line on stderr naming the value. A closed stdout (`atomflake
+//! mint -n 1000000 | head`) ends the command quietly with 0.
 
 mod commands;
 mod high_water;
 mod log;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use commands::{decode, layouts, lease, mint, serve, sql};
 use std::fmt;
 use std::io;
@@ -80,6 +81,32 @@ enum Command {
     Sql(sql::SqlArgs),
 }
 
+/// The exit code of a command that did what it was asked (or whose stdout was closed).
+const EXIT_SUCCESS: u8 = 0;
+/// The exit code of a command stopped by anything but bad input: I/O, the clock, a lease lost.
+const EXIT_FAILURE: u8 = 1;
+/// The exit code of bad input: a usage error (clap's too), an unknown layout, a node out of
+/// range, an ID that does not parse or does not fit the layout.
+const EXIT_BAD_INPUT: u8 = 2;
+
+/// The exit codes as the help pages list them, at the end of `atomflake help` and of every
+/// `atomflake help COMMAND`.
+fn exit_codes_help() -> String {
+    format!(
+        "Exit codes:\n  \
+         {EXIT_SUCCESS}  success (also when stdout is closed, as by `| head`)\n  \
+         {EXIT_FAILURE}  any other failure: I/O, the clock, a lease lost\n  \
+         {EXIT_BAD_INPUT}  bad input: a usage error, an unknown layout, a node out of range,\n     \
+         an ID that does not parse or fit the layout"
+    )
+}
+
+/// `cmd` and every subcommand below it with the exit codes at the end of their help.
+fn with_exit_codes(cmd: clap::Command, text: &str) -> clap::Command {
+    cmd.after_help(text.to_owned())
+        .mut_subcommands(|sub| with_exit_codes(sub, text))
+}
+
 /// Why a command stopped.
 #[derive(Debug)]
 enum Failure {
@@ -105,7 +132,8 @@ fn write_failed(err: io::Error) -> Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = with_exit_codes(Cli::command(), &exit_codes_help()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     log::init(match &cli.command {
         Command::Serve(args) => args.log_format,
         _ => log::LogFormat::Text,
@@ -119,15 +147,15 @@ fn main() -> ExitCode {
         Command::Sql(args) => sql::run(&args),
     };
     match result {
-        Ok(()) | Err(Failure::Closed) => ExitCode::SUCCESS,
-        Err(Failure::BadInput) => ExitCode::from(2),
+        Ok(()) | Err(Failure::Closed) => ExitCode::from(EXIT_SUCCESS),
+        Err(Failure::BadInput) => ExitCode::from(EXIT_BAD_INPUT),
         Err(Failure::Usage(message)) => {
             report(message);
-            ExitCode::from(2)
+            ExitCode::from(EXIT_BAD_INPUT)
         }
         Err(Failure::Other(message)) => {
             report(message);
-            ExitCode::from(1)
+            ExitCode::from(EXIT_FAILURE)
         }
     }
 }

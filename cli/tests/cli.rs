@@ -229,7 +229,8 @@ fn decode_goes_on_after_a_bad_id() {
     assert_eq!(
         stderr(&output),
         "atomflake: cannot decode \"12x\": invalid character 'x' at byte 2 in id: ids are \
-         written with the digits 0-9 only\n\
+         decimal (the digits 0-9) or base32 (13 characters: Crockford's digits 0-9 and A-Z \
+         without U, I and L read as 1, O as 0)\n\
          atomflake: cannot decode \"18446744073709551616\": id is out of range: ids allow \
          0..=18446744073709551615\n\
          atomflake: cannot decode \"9223372036854775808\": id 9223372036854775808 is out of \
@@ -264,9 +265,16 @@ fn decode_goes_on_after_a_line_that_is_not_utf8() {
 
 #[test]
 fn decode_bad_arguments_exit_2_with_one_line() {
+    let forms = "decimal (the digits 0-9) or base32 (13 characters: Crockford's digits 0-9 \
+                 and A-Z without U, I and L read as 1, O as 0)";
     assert_bad_input(
         &run(&["decode", "-5"]),
-        "cannot decode \"-5\": sign '-' in id: ids are unsigned, written with the digits 0-9 only",
+        &format!("cannot decode \"-5\": sign '-' in id: ids are unsigned, {forms}"),
+    );
+    // Letters in text that is not 13 characters long: decimal or base32 of a wrong length.
+    assert_bad_input(
+        &run(&["decode", "abc"]),
+        &format!("cannot decode \"abc\": invalid character 'a' at byte 0 in id: ids are {forms}"),
     );
     assert_bad_input(
         &run(&["decode", "G000000000000"]),
@@ -675,4 +683,66 @@ fn high_water_options_that_contradict_each_other_or_a_lease_are_usage_errors() {
         "{}",
         stdout(&help)
     );
+}
+
+/// The exit codes as the help pages list them (`EXIT_SUCCESS`, `EXIT_FAILURE` and
+/// `EXIT_BAD_INPUT` in `src/main.rs`).
+const EXIT_CODES: &str = "Exit codes:\n  \
+    0  success (also when stdout is closed, as by `| head`)\n  \
+    1  any other failure: I/O, the clock, a lease lost\n  \
+    2  bad input: a usage error, an unknown layout, a node out of range,\n     \
+    an ID that does not parse or fit the layout\n";
+
+#[test]
+fn every_help_page_ends_with_the_exit_codes_the_command_exits_with() {
+    for args in [
+        &["help"][..],
+        &["--help"],
+        &["-h"],
+        &["help", "mint"],
+        &["mint", "--help"],
+        &["help", "decode"],
+        &["help", "layouts"],
+        &["help", "sql"],
+        &["help", "serve"],
+        &["help", "lease"],
+        &["help", "lease", "list"],
+        &["lease", "ddl", "--help"],
+    ] {
+        let output = run(args);
+        assert_eq!(output.status.code(), Some(0), "atomflake {args:?}");
+        assert!(
+            stdout(&output).ends_with(&format!("\n\n{EXIT_CODES}")),
+            "atomflake {args:?} does not end with the exit codes:\n{}",
+            stdout(&output)
+        );
+    }
+    // The codes listed are the ones the command exits with.
+    let listed: Vec<i32> = EXIT_CODES
+        .lines()
+        .skip(1)
+        .filter(|line| !line.starts_with("     "))
+        .map(|line| line.trim_start().split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(listed, [0, 1, 2]);
+    let state = StateDir::new();
+    std::fs::create_dir_all(&state.0).unwrap();
+    let file = state.0.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let file = file.to_str().unwrap();
+    for (code, args) in [
+        (0, &["mint", "-n", "1"][..]),
+        (1, &["mint", "--high-water", file]),
+        (2, &["decode", "abc"]),
+        (2, &["mint", "--no-such-flag"]),
+    ] {
+        assert!(listed.contains(&code));
+        let output = run(args);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "atomflake {args:?}: {}",
+            stderr(&output)
+        );
+    }
 }

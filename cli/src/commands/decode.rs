@@ -57,9 +57,10 @@ pub(crate) fn run(args: &DecodeArgs) -> Result<(), Failure> {
 
 /// Writes the decoded `text`, or reports why it does not decode; `Ok(false)` for the latter.
 fn decode_one(out: &mut impl Write, layout: Layout, json: bool, text: &str) -> Result<bool, Failure> {
-    let decoded = parse(text)
-        .map_err(atomflake::Error::from)
-        .and_then(|id| Ok((id, layout.chrono_utc(id)?)));
+    let decoded = parse(text).and_then(|id| match layout.chrono_utc(id) {
+        Ok(time) => Ok((id, time)),
+        Err(err) => Err(err.to_string()),
+    });
     let (id, time) = match decoded {
         Ok(decoded) => decoded,
         Err(err) => return reject(out, format_args!("cannot decode {text:?}: {err}")),
@@ -101,12 +102,24 @@ fn reject(out: &mut impl Write, message: fmt::Arguments<'_>) -> Result<bool, Fai
     Ok(false)
 }
 
+/// The forms [`parse`] takes, as its errors name them.
+const FORMS: &str = "decimal (the digits 0-9) or base32 (13 characters: Crockford's digits 0-9 \
+                     and A-Z without U, I and L read as 1, O as 0)";
+
 /// Decimal, or base32 when the text is 13 characters and not all digits (a 13-digit
-/// decimal ID is read as decimal).
-fn parse(text: &str) -> Result<Id, ParseIdError> {
+/// decimal ID is read as decimal). The error is the line to report: text read as decimal
+/// that holds a letter or a sign is told both forms, as it may be base32 of a wrong length.
+fn parse(text: &str) -> Result<Id, String> {
     if text.len() == Base32::LEN && !text.bytes().all(|b| b.is_ascii_digit()) {
-        Id::from_base32(text)
-    } else {
-        text.parse()
+        return Id::from_base32(text).map_err(|err| err.to_string());
     }
+    text.parse().map_err(|err| match err {
+        ParseIdError::InvalidDigit { found, index } => {
+            format!("invalid character {found:?} at byte {index} in id: ids are {FORMS}")
+        }
+        ParseIdError::SignedId { sign } => {
+            format!("sign {sign:?} in id: ids are unsigned, {FORMS}")
+        }
+        err => err.to_string(),
+    })
 }
