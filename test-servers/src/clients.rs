@@ -28,7 +28,7 @@ pub fn spawn_piped(command: &mut Command) -> (Child, ChildStdin, Lines<BufReader
 ///
 /// # Panics
 ///
-/// With `attempt`'s last `Err` once `within` has passed.
+/// With `attempt`'s last `Err`, how long it tried and `within`, once `within` has passed.
 pub fn retry_for(
     within: Duration,
     every: Duration,
@@ -38,7 +38,11 @@ pub fn retry_for(
     loop {
         match attempt() {
             Ok(()) => return start.elapsed(),
-            Err(why) => assert!(start.elapsed() < within, "{why}"),
+            Err(why) => assert!(
+                start.elapsed() < within,
+                "{why} (still failing after {:?}; the limit {within:?})",
+                start.elapsed()
+            ),
         }
         std::thread::sleep(every);
     }
@@ -47,7 +51,10 @@ pub fn retry_for(
 /// `curl`'s answer to a GET: the status and the body; `None` without curl.
 pub fn curl(url: &str) -> Option<(u16, String)> {
     let output = Command::new("curl")
-        .args(["-s", "--max-time", "10", "-w", "\n%{http_code}", url])
+        // A guard against a server that never answers, not a bound on its speed.
+        .arg("--max-time")
+        .arg(crate::HANG_GUARD.as_secs().to_string())
+        .args(["-s", "-w", "\n%{http_code}", url])
         .output()
         .ok()?;
     assert!(output.status.success(), "curl {url}: {output:?}");
@@ -94,7 +101,7 @@ pub fn http_get(address: &str, path: &str, within: Duration) -> std::io::Result<
 /// The value of the unlabelled or labelled metric line `name` in `GET /metrics` of the
 /// server at `address`.
 pub fn metric(address: &str, name: &str) -> u64 {
-    let (status, body) = http_get(address, "/metrics", Duration::from_secs(5)).unwrap();
+    let (status, body) = http_get(address, "/metrics", crate::HANG_GUARD).unwrap();
     assert_eq!(status, 200);
     body.lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())

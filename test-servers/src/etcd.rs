@@ -295,7 +295,7 @@ impl Cluster {
     }
 
     /// Waits until every running member reports itself healthy (it has a leader), for at
-    /// most 30 s.
+    /// most [`HANG_GUARD`](crate::HANG_GUARD).
     ///
     /// # Panics
     ///
@@ -309,8 +309,9 @@ impl Cluster {
         };
         while !self.members.iter().all(healthy) {
             assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "the etcd cluster is not healthy after 30 s:\n{}",
+                start.elapsed() < crate::HANG_GUARD,
+                "the etcd cluster is not healthy after {:?} (the hang guard):\n{}",
+                start.elapsed(),
                 self.logs()
             );
             std::thread::sleep(Duration::from_millis(50));
@@ -367,7 +368,8 @@ impl Cluster {
         }})
         .to_string();
         let mut stream = TcpStream::connect(("127.0.0.1", self.client_port(0))).unwrap();
-        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        // A guard against a watch that never answers, not a bound on its speed.
+        stream.set_read_timeout(Some(crate::HANG_GUARD)).unwrap();
         write!(
             stream,
             "POST /v3/watch HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\

@@ -36,7 +36,16 @@ pub mod zookeeper;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long a test waits for something that must happen, but whose time nothing in the
+/// test sets (a server to start, stop or answer, a leader to be elected, a process to
+/// print a line or exit), before it fails: a guard against a hang, which turns "never" into
+/// a failure that shows what was seen so far. It is no bound on speed: a loaded machine
+/// (two cores, other servers starting, `yes` beside) may take any part of it, so a wait
+/// that returns within it says nothing about how fast anything is. The longest of the
+/// waits it replaced (a JVM's start on a busy machine).
+pub const HANG_GUARD: Duration = Duration::from_secs(90);
 
 /// `program` in a directory of `PATH`, if there is one.
 fn on_path(program: &str) -> Option<std::path::PathBuf> {

@@ -87,7 +87,8 @@ impl Server {
         )
     }
 
-    /// Waits until the `mariadb` client can connect, then creates the database.
+    /// Waits until the `mariadb` client can connect, then creates the database; for
+    /// [`HANG_GUARD`](crate::HANG_GUARD) at most.
     fn wait_ready(&self) {
         let start = Instant::now();
         loop {
@@ -95,8 +96,9 @@ impl Server {
                 return;
             }
             assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "MariaDB did not come up in 60 s:\n{}",
+                start.elapsed() < crate::HANG_GUARD,
+                "MariaDB did not come up in {:?} (the hang guard):\n{}",
+                start.elapsed(),
                 std::fs::read_to_string(self.root.join("log")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(100));

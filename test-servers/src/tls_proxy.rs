@@ -81,8 +81,9 @@ impl TlsProxy {
         let start = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "haproxy does not listen after 10 s:\n{}",
+                start.elapsed() < crate::HANG_GUARD,
+                "haproxy does not listen after {:?} (the hang guard):\n{}",
+                start.elapsed(),
                 std::fs::read_to_string(proxy.dir.join("haproxy.log")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(20));

@@ -37,9 +37,6 @@ pub const MAX_SESSION_TIMEOUT: Duration = Duration::from_secs(60);
 const INIT_LIMIT: u32 = 50;
 /// How far a follower may fall behind its leader, in ticks (2 s).
 const SYNC_LIMIT: u32 = 10;
-/// How long a member has to serve after it is started: a JVM on a busy two-core machine
-/// takes 5 to 10 s to start, several at once longer.
-const START_TIME: Duration = Duration::from_secs(90);
 
 /// Debian's ZooKeeper jar; its manifest's `Class-Path` names every dependency.
 const DEBIAN_JAR: &str = "/usr/share/java/zookeeper.jar";
@@ -278,8 +275,9 @@ impl Ensemble {
         (0..self.members.len()).find(|&i| matches!(self.mode(i), Some(Mode::Leader | Mode::Standalone)))
     }
 
-    /// Waits until every running member serves and one of them leads, for at most 90 s
-    /// (JVMs start slowly on a loaded machine).
+    /// Waits until every running member serves and one of them leads, for at most
+    /// [`HANG_GUARD`](crate::HANG_GUARD): a JVM on a busy two-core machine takes 5 to 10 s
+    /// to start, several at once longer.
     ///
     /// # Panics
     ///
@@ -299,8 +297,10 @@ impl Ensemble {
                 return;
             }
             assert!(
-                start.elapsed() < START_TIME,
-                "the ZooKeeper ensemble does not serve after {START_TIME:?} (modes {modes:?}):\n{}",
+                start.elapsed() < crate::HANG_GUARD,
+                "the ZooKeeper ensemble does not serve after {:?} (the hang guard {:?}; modes {modes:?}):\n{}",
+                start.elapsed(),
+                crate::HANG_GUARD,
                 self.logs()
             );
             std::thread::sleep(Duration::from_millis(100));

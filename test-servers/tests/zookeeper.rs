@@ -1,10 +1,12 @@
 //! Throwaway ZooKeeper servers: one serves standalone; an ensemble of three serves with one
 //! leader, elects another when its leader is killed, and takes a member back.
 
+use atomflake_test_servers::HANG_GUARD;
 use atomflake_test_servers::zookeeper::{Ensemble, Mode};
 use std::time::{Duration, Instant};
 
-/// Waits up to `limit` for `ensemble` to report a leader other than `old`.
+/// Waits up to `limit` (a guard against a hang) for `ensemble` to report a leader other
+/// than `old`.
 fn new_leader(ensemble: &Ensemble, old: usize, limit: Duration) -> usize {
     let start = Instant::now();
     loop {
@@ -13,7 +15,8 @@ fn new_leader(ensemble: &Ensemble, old: usize, limit: Duration) -> usize {
         }
         assert!(
             start.elapsed() < limit,
-            "no new leader in {limit:?}:\n{}",
+            "no new leader in {:?} (the limit {limit:?}):\n{}",
+            start.elapsed(),
             ensemble.logs()
         );
         std::thread::sleep(Duration::from_millis(100));
@@ -56,7 +59,7 @@ fn a_zookeeper_ensemble_elects_a_new_leader_when_its_leader_is_killed() {
 
     ensemble.kill(leader);
     assert_eq!(ensemble.mode(leader), None);
-    let elected = new_leader(&ensemble, leader, Duration::from_secs(30));
+    let elected = new_leader(&ensemble, leader, HANG_GUARD);
     ensemble.wait_serving();
     // The old leader, started again on its data, rejoins as a follower.
     ensemble.restart(leader);

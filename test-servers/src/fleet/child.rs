@@ -7,7 +7,7 @@ use atomflake::{
     BuildError, Builder, Clock, FieldOrder, Generator, Layout, MintError, MonotonicClock, PreciseClock,
 };
 use atomflake_lease::LeaseOptions;
-use atomflake_lease::{Engine, Lease, LeaseError};
+use atomflake_lease::{CLAIM_TIMEOUT, Engine, Lease, LeaseError};
 use std::fmt::Debug;
 use std::io::Write;
 use std::str::FromStr;
@@ -36,6 +36,12 @@ pub(super) const WAIT: &str = "ATOMFLAKE_HOLDER_WAIT";
 const TAKEN_WAIT: Duration = Duration::from_secs(20);
 /// How long a holder told to wait waits for a free node or an engine that answers.
 const BUSY_WAIT: Duration = Duration::from_secs(30);
+
+/// The longest a holder tries to claim before it says `refused`: its longer wait
+/// ([`BUSY_WAIT`], not [`TAKEN_WAIT`]) and a last claim begun just before it ends, which
+/// takes a claim's time ([`CLAIM_TIMEOUT`]) at most.
+pub(super) const GIVES_UP_AFTER: Duration = BUSY_WAIT.saturating_add(CLAIM_TIMEOUT);
+const _: () = assert!(BUSY_WAIT.as_millis() >= TAKEN_WAIT.as_millis());
 
 /// What a refused claim means to a holder process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

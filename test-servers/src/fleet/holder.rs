@@ -180,9 +180,11 @@ impl Holder {
             let left = timeout.saturating_sub(start.elapsed());
             match self.lines.recv_timeout(left) {
                 Ok(line) => self.seen.push(line),
-                Err(mpsc::RecvTimeoutError::Timeout | mpsc::RecvTimeoutError::Disconnected) => {
-                    panic!("waited {timeout:?}; lines so far: {:?}", tail(&self.seen))
-                }
+                Err(mpsc::RecvTimeoutError::Timeout | mpsc::RecvTimeoutError::Disconnected) => panic!(
+                    "waited {:?} (the limit {timeout:?}); lines so far: {:?}",
+                    start.elapsed(),
+                    tail(&self.seen)
+                ),
             }
         }
     }
@@ -191,10 +193,10 @@ impl Holder {
     ///
     /// # Panics
     ///
-    /// When it was refused, or said neither in 45 s (a holder told to
-    /// [`wait`](Spawn::wait) tries for 30 s).
+    /// When it was refused, or said neither within [`CLAIM_GUARD`](super::CLAIM_GUARD)
+    /// (longer than a holder tries).
     pub fn node(&mut self) -> u64 {
-        self.wait_for(Duration::from_secs(45), |seen| {
+        self.wait_for(super::CLAIM_GUARD, |seen| {
             seen.iter()
                 .any(|l| l.starts_with("node ") || l.starts_with("refused "))
         });
@@ -206,14 +208,15 @@ impl Holder {
         line.split(' ').nth(1).unwrap().parse().unwrap()
     }
 
-    /// Waits until it has claimed a node and minted `count` IDs, 20 s at most.
+    /// Waits until it has claimed a node and minted `count` IDs, for
+    /// [`HANG_GUARD`](crate::HANG_GUARD) at most once it has claimed.
     ///
     /// # Panics
     ///
-    /// When it was refused, or has not minted them in time.
+    /// When it was refused, or has not minted them by then.
     pub fn wait_for_ids(&mut self, count: usize) {
         self.node();
-        self.wait_for(Duration::from_secs(20), |seen| count_ids(seen) >= count);
+        self.wait_for(crate::HANG_GUARD, |seen| count_ids(seen) >= count);
     }
 
     /// The number of its claim (`node N C`: a generation, a revision), once it has one.
@@ -266,7 +269,9 @@ impl Holder {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+        // The reader thread ends at the pipe's end, which the exit closed: the guard is
+        // for a pipe some other process holds open.
+        while let Ok(line) = self.lines.recv_timeout(crate::HANG_GUARD) {
             self.seen.push(line);
         }
         std::mem::take(&mut self.seen)
@@ -277,13 +282,13 @@ impl Holder {
         // Also for a holder that has exited and been waited for already.
         let _ = self.child.kill();
         // A loaded machine can take seconds to tear a process down.
-        self.finish(Duration::from_secs(30))
+        self.finish(crate::HANG_GUARD)
     }
 
     /// Ends a `hold` child: closes its stdin, so it drops its lease and exits.
     pub fn close(mut self) -> Vec<String> {
         drop(self.child.stdin.take());
-        self.finish(Duration::from_secs(20))
+        self.finish(crate::HANG_GUARD)
     }
 }
 

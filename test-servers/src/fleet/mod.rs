@@ -35,6 +35,14 @@ mod nemesis;
 mod quorum;
 mod scenario;
 
+use std::time::Duration;
+
+/// How long a test waits for a holder to say it claimed (or was refused): the longest a
+/// holder tries before it says `refused` (its wait for a node and a last claim's time),
+/// and [`HANG_GUARD`](crate::HANG_GUARD) for starting the process and the rest. A guard
+/// against a hang, not a bound on how fast a claim is.
+pub const CLAIM_GUARD: Duration = child::GIVES_UP_AFTER.saturating_add(crate::HANG_GUARD);
+
 pub use child::{HolderClock, holder, mint};
 pub use history::{assert_unique, check_fleet_history};
 pub use holder::{Holder, Holders, Spawn};
@@ -44,8 +52,8 @@ pub use nemesis::{Dice, Faults, NemesisRun, nemesis};
 pub use quorum::{Quorum, QuorumFaults, quorum_nemesis};
 pub use scenario::{
     Frozen, a_frozen_holder_is_lost, a_killed_holders_successor_starts_past_the_mark, assert_in_order,
-    assert_successor, count_ids_after, freeze_a_holder, kill_a_holder, minted_after, sixteen_holders,
-    successor_behind,
+    assert_successor, clock_lead_ms, count_ids_after, freeze_a_holder, kill_a_holder, minted_after,
+    sixteen_holders, successor_behind,
 };
 
 use atomflake::Layout;

@@ -87,7 +87,7 @@ pub fn nemesis(engine: &str, holders: &Holders, dir: &Path, faults: &mut impl Fa
     for member in &mut fleet.members {
         member
             .holder
-            .wait_for(Duration::from_secs(30), |seen| super::count_ids(seen) >= 10);
+            .wait_for(super::CLAIM_GUARD, |seen| super::count_ids(seen) >= 10);
     }
     let mut schedule = Vec::new();
     for step in 0..steps {

@@ -5,7 +5,7 @@ use super::child::HolderClock;
 use super::history::assert_unique;
 use super::holder::{Holder, Holders};
 use super::lines::{claim, field, ids, last_refusal, minted, tail};
-use crate::now_ms;
+use crate::{HANG_GUARD, now_ms};
 use atomflake::Id;
 use atomflake_lease::{Engine, LeaseError, LeaseRow, list};
 use std::collections::HashSet;
@@ -118,8 +118,8 @@ pub struct Frozen {
 /// A holder minting in `namespace` on `clock` is frozen with `SIGSTOP` after 100 IDs, for
 /// `pause` (past its lease time); a successor asking for its node mints 300 IDs; then the
 /// first is thawed and ends. The successor starts past every ID of the first, none twice;
-/// on the precise clock the first mints nothing after it was thawed (no ID's time is past
-/// the freeze by more than a second).
+/// on the precise clock the first mints nothing after it was thawed
+/// ([`Frozen::minted_after_freeze`] is empty: no ID's time is past the freeze).
 pub fn freeze_a_holder(holders: &Holders, namespace: &str, clock: HolderClock, pause: Duration) -> Frozen {
     let mut frozen = holders.mint(namespace).clock(clock).spawn();
     let node = frozen.node();
@@ -133,7 +133,7 @@ pub fn freeze_a_holder(holders: &Holders, namespace: &str, clock: HolderClock, p
         .clock(clock)
         .count(300)
         .spawn()
-        .finish(Duration::from_secs(30));
+        .finish(super::CLAIM_GUARD);
     // Checked before the first is thawed: a successor refused leaves the claim to the
     // first, which then renews it and mints on.
     assert_eq!(
@@ -144,22 +144,55 @@ pub fn freeze_a_holder(holders: &Holders, namespace: &str, clock: HolderClock, p
     );
     let resumed = now_ms();
     frozen.signal("-CONT");
-    let frozen = frozen.finish(Duration::from_secs(20));
+    let frozen = frozen.finish(HANG_GUARD);
     assert_successor(&frozen, &successor);
-    if clock == HolderClock::Precise {
-        assert_eq!(
-            minted_after(&frozen, stopped + 1_000),
-            [] as [u64; 0],
-            "minted after SIGCONT"
-        );
-    }
-    Frozen {
+    let run = Frozen {
         node,
         frozen,
         successor,
         stopped,
         resumed,
+    };
+    if clock == HolderClock::Precise {
+        assert_eq!(
+            run.minted_after_freeze(),
+            [] as [u64; 0],
+            "minted after SIGCONT: IDs past {} ms (frozen at {stopped} ms, its clock measured {} ms \
+             ahead of this machine's, and a tick)",
+            run.freeze_bound(),
+            clock_lead_ms(&run.frozen)
+        );
     }
+    run
+}
+
+impl Frozen {
+    /// The last time an ID of the frozen holder can have, minted before `SIGSTOP`: the
+    /// freeze ([`stopped`](Self::stopped), read after `kill -STOP` returned), plus how far
+    /// its clock was measured to read ahead of this machine's ([`clock_lead_ms`]), plus a
+    /// tick (both times are whole ticks, cut down).
+    pub fn freeze_bound(&self) -> u64 {
+        self.stopped + clock_lead_ms(&self.frozen) + super::layout().tick_ms()
+    }
+
+    /// The frozen holder's IDs whose own time is past [`freeze_bound`](Self::freeze_bound):
+    /// minted with a clock reading after the freeze, so after `SIGCONT`.
+    pub fn minted_after_freeze(&self) -> Vec<u64> {
+        minted_after(&self.frozen, self.freeze_bound())
+    }
+}
+
+/// How far, in ms, the clock of the holder that printed `lines` read ahead of this
+/// machine's wall clock, as measured: the most an `id` line's ID has its own time past the
+/// line's stamp (read after the mint, so never before it on one clock); 0 when never. A
+/// stamp printed late only hides a lead, so this is the least lead the lines show.
+pub fn clock_lead_ms(lines: &[String]) -> u64 {
+    let layout = super::layout();
+    ids(lines)
+        .into_iter()
+        .map(|(id, stamp)| layout.decode(Id::new(id)).unix_ms.saturating_sub(stamp))
+        .max()
+        .unwrap_or(0)
 }
 
 /// The IDs in `lines` whose own time is past `unix_ms`: minted with a clock reading after
@@ -179,28 +212,37 @@ pub fn kill_a_holder(holders: &Holders, namespace: &str) -> (u64, Vec<String>) {
     let node = killed.node();
     killed.wait_for_ids(100);
     killed.signal("-KILL");
-    (node, killed.finish(Duration::from_secs(10)))
+    (node, killed.finish(HANG_GUARD))
 }
+
+/// How far back [`successor_behind`] steps its successor's clock, in seconds.
+const BEHIND_S: u64 = 3;
 
 /// A successor asking for `node` in `namespace` mints 100 IDs on a clock 3 s behind (the
 /// libfaketime clock `file`). Every line it printed, and how far behind its clock read at
-/// start (more than 2.5 s).
+/// start (the step less a tick at least).
 pub fn successor_behind(holders: &Holders, namespace: &str, node: u64, file: &Path) -> (Vec<String>, u64) {
-    crate::clock::step_clock(file, "-3");
+    crate::clock::step_clock(file, &format!("-{BEHIND_S}"));
     let mut successor = holders
         .mint(namespace)
         .node(node)
         .count(100)
         .faketime(file)
         .spawn();
-    successor.wait_for(Duration::from_secs(30), |seen| {
+    successor.wait_for(super::CLAIM_GUARD, |seen| {
         seen.iter().any(|line| line.starts_with("clock "))
     });
     let real = now_ms();
-    let successor = successor.finish(Duration::from_secs(30));
+    let successor = successor.finish(HANG_GUARD);
     let clock: u64 = field(&successor, "clock ").parse().unwrap();
     let behind = real - clock;
-    assert!(behind > 2_500, "the successor's clock is {behind} ms behind");
+    // The clock line was read on the stepped clock before `real` was read on this one:
+    // behind by the step at least, less a tick for the two readings cut down to whole ms.
+    let least = BEHIND_S * 1_000 - super::layout().tick_ms();
+    assert!(
+        behind >= least,
+        "the successor's clock is {behind} ms behind, not the step's {least} ms at least"
+    );
     (successor, behind)
 }
 
