@@ -16,14 +16,24 @@ use atomflake_test_servers::fleet::{
     self, Holder, HolderClock, Holders, assert_in_order, assert_successor, count_ids, count_ids_after, field,
     four_nodes, ids, last_refusal, layout, lease_lines,
 };
-use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres::can_move_clocks;
 use atomflake_test_servers::proxy::Proxy;
+use atomflake_test_servers::{HANG_GUARD, now_ms};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// The lease time of most tests: etcd's shortest with its default election timeout.
 const TTL: Duration = Duration::from_secs(2);
+
+/// The lease time of the holders that outlive a cluster's faults.
+const LONG_TTL: Duration = Duration::from_secs(5);
+
+/// How long a holder on lease time `ttl` may mint after a renewal began, by its clock: its
+/// hold (the lease time less a fifth, as [`Tenure::lease`](atomflake::mark::Tenure::lease)
+/// says), in ms.
+fn hold_ms(ttl: Duration) -> u64 {
+    u64::try_from(ttl.saturating_sub(ttl / 5).as_millis()).unwrap()
+}
 
 fn endpoints(url: &str) -> Endpoints {
     url.parse().unwrap()
@@ -47,7 +57,7 @@ fn minting_with_a_5_s_lease(cluster: &Cluster, namespace: &str) -> Holder {
     let mut holder = holders(&cluster.url())
         .mint(namespace)
         .clock(HolderClock::Precise)
-        .ttl(Duration::from_secs(5))
+        .ttl(LONG_TTL)
         .spawn();
     holder.wait_for_ids(100);
     holder
@@ -184,22 +194,19 @@ fn an_etcd_lease_outlives_its_leader_killed_and_a_member_restarted() {
             break new_leader;
         }
         assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no new leader:\n{}",
+            start.elapsed() < HANG_GUARD,
+            "no new leader in {:?} (the hang guard):\n{}",
+            start.elapsed(),
             cluster.logs()
         );
         std::thread::sleep(Duration::from_millis(50));
     };
     assert_ne!(new_leader, leader);
-    holder.wait_for(Duration::from_secs(20), |seen| {
-        count_ids_after(seen, killed + 1_000) >= 100
-    });
+    holder.wait_for(HANG_GUARD, |seen| count_ids_after(seen, killed + 1_000) >= 100);
     cluster.start_member(leader);
     cluster.wait_healthy();
     let restarted = now_ms();
-    holder.wait_for(Duration::from_secs(20), |seen| {
-        count_ids_after(seen, restarted + 1_000) >= 100
-    });
+    holder.wait_for(HANG_GUARD, |seen| count_ids_after(seen, restarted + 1_000) >= 100);
     let lines = holder.finish_killed();
     assert_in_order(&lines);
     assert!(
@@ -238,18 +245,18 @@ fn a_holder_cut_off_from_etcd_stops_before_its_successor_starts() {
         .clock(HolderClock::Precise)
         .count(300)
         .spawn()
-        .finish(Duration::from_secs(30));
-    cut_off.wait_for(Duration::from_secs(10), |seen| {
+        .finish(fleet::CLAIM_GUARD);
+    cut_off.wait_for(HANG_GUARD, |seen| {
         lease_lines(seen)
             .iter()
             .any(|(_, text)| text.contains("local deadline"))
     });
     proxy.restore();
-    let first = cut_off.finish(Duration::from_secs(20));
+    let first = cut_off.finish(HANG_GUARD);
     let first_ids: Vec<(u64, u64)> = ids(&first);
     // The last renewal began before the cut; the holder may mint for 0.8 of the lease time
     // after it, by its clock: the time in its IDs, however late the process ran.
-    let deadline = cut + u64::try_from(TTL.saturating_sub(TTL / 5).as_millis()).unwrap();
+    let deadline = cut + hold_ms(TTL);
     let late: Vec<&(u64, u64)> = first_ids
         .iter()
         .filter(|(id, _)| layout().decode(Id::new(*id)).unix_ms >= deadline)
@@ -372,8 +379,9 @@ fn a_store_applied_after_a_later_one_leaves_the_mark_where_it_is() {
     let start = Instant::now();
     while proxies[0].answered() == answered {
         assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the held store got no answer"
+            start.elapsed() < HANG_GUARD,
+            "the held store got no answer in {:?} (the hang guard)",
+            start.elapsed()
         );
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -428,22 +436,30 @@ fn a_store_that_finds_the_mark_moved_on_reads_it_back() {
 /// waiting a minute.
 #[test]
 fn a_free_node_with_a_mark_far_ahead_is_passed_over() {
+    /// How far ahead the first holder's clock runs.
+    const AHEAD_MS: u64 = 60_000;
     let test = "a_free_node_with_a_mark_far_ahead_is_passed_over";
     let Some(cluster) = cluster_with_faketime(test, 1) else {
         return;
     };
     let url = cluster.url();
     let ahead = cluster.file("ahead");
-    step_clock(&ahead, "+60");
+    step_clock(&ahead, &format!("+{}", AHEAD_MS / 1_000));
+    let spawned = now_ms();
     let ran_ahead = holders(&url)
         .mint("ahead")
         .count(10)
         .faketime(&ahead)
         .spawn()
-        .finish(Duration::from_secs(30));
+        .finish(fleet::CLAIM_GUARD);
     assert_eq!(field(&ran_ahead, "node ").split(' ').next(), Some("0"));
     let mark = lease::list(&endpoints(&url), "ahead").unwrap()[0].high_water_ms;
-    assert!(mark > now_ms() + 50_000, "mark {mark}");
+    // Every ID was minted after `spawned` on a clock the step ahead, and the mark is past
+    // every ID.
+    assert!(
+        mark > spawned + AHEAD_MS,
+        "mark {mark}, not past {spawned} ms and the step of {AHEAD_MS} ms"
+    );
     let lease = Lease::acquire(&endpoints(&url), &layout(), &LeaseOptions::new("ahead").ttl(TTL)).unwrap();
     assert_eq!(lease.node(), 1);
     assert_eq!(
@@ -480,12 +496,12 @@ fn a_holder_waits_out_its_whole_cluster_restarting_and_keeps_its_claim() {
     let up = now_ms();
     cluster.start_member(0);
     cluster.wait_healthy();
-    holder.wait_for(Duration::from_secs(20), |seen| count_ids_after(seen, up) >= 100);
+    holder.wait_for(HANG_GUARD, |seen| count_ids_after(seen, up) >= 100);
     let lines = holder.finish_killed();
     let minted = ids(&lines);
-    // The last renewal began before `down`: 4 s (0.8 of 5 s) later at most by the holder's
-    // clock, the time in its IDs, minting stops until etcd is back.
-    let fence = down + 4_000;
+    // The last renewal began before `down`: a hold later at most by the holder's clock, the
+    // time in its IDs, minting stops until etcd is back.
+    let fence = down + hold_ms(LONG_TTL);
     let inside: Vec<&(u64, u64)> = minted
         .iter()
         .filter(|(id, _)| (fence..up).contains(&layout().decode(Id::new(*id)).unix_ms))
