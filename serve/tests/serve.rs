@@ -8,7 +8,7 @@ use atomflake::{Id, Layout, ShardedGenerator};
 use atomflake_serve::{Drained, Limits, Service, Tls, TlsFiles, Tokens, serve};
 use atomflake_test_servers::clients::{
     PythonClient, curl, curl_https, curl_sequence, grpc_body_over_curl, grpc_over_curl, grpc_status,
-    http_get, ids_of, metric, retry_for, spawn_piped, tls_pki,
+    http_get, ids_of, metric, spawn_piped, tls_pki,
 };
 use atomflake_test_servers::files::{replace, replace_keeping_stamp};
 use atomflake_test_servers::{now_ms, skip};
@@ -647,11 +647,73 @@ fn a_keep_alive_connection_idle_past_the_idle_timeout_is_closed() {
     );
 }
 
+/// A probe of `path` on a keep-alive connection: when it was sent and answered (ms since
+/// 1970), its status and body.
+struct Probe {
+    sent_ms: u64,
+    answered_ms: u64,
+    status: u16,
+    body: String,
+}
+
+/// Sends health probes (`/readyz` and `/healthz` in turn) over one keep-alive connection
+/// to `address` until `stop` is set, and returns them; `started` is sent once the first
+/// one is answered.
+fn probe_until(address: &str, stop: &std::sync::atomic::AtomicBool, started: mpsc::Sender<()>) -> Vec<Probe> {
+    use std::io::{Read, Write};
+    let stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_nodelay(true).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut probes = Vec::new();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let path = if probes.len() % 2 == 0 {
+            "/readyz"
+        } else {
+            "/healthz"
+        };
+        let sent_ms = now_ms();
+        write!(writer, "GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let status = line.split_whitespace().nth(1).and_then(|code| code.parse().ok());
+        let status = status.unwrap_or_else(|| panic!("not a status line: {line:?}"));
+        let mut length = None;
+        loop {
+            line.clear();
+            reader.read_line(&mut line).unwrap();
+            if line == "\r\n" {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse::<usize>().ok();
+            }
+        }
+        let length = length.unwrap_or_else(|| panic!("{path}: no content-length"));
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        probes.push(Probe {
+            sent_ms,
+            answered_ms: now_ms(),
+            status,
+            body: String::from_utf8(body).unwrap(),
+        });
+        if probes.len() == 1 {
+            let _ = started.send(());
+        }
+    }
+    probes
+}
+
 /// Health checks need no token and take no ID: a flood of them, unauthenticated, beside a
 /// client with a token minting one ID a request, takes none of its IDs. Only that client
 /// mints, so each tick's IDs are sequences 0, 1, 2, ... with none missing; a probe that
 /// took an ID would leave a hole (or a tick not starting at 0). Sonyflake: 256 IDs a
-/// 10 ms tick, the layout where a probe's ID costs most.
+/// 10 ms tick, the layout where a probe's ID costs most. The probes answered while the
+/// minting ran (sent at or after the first ID's tick, answered before the last one's
+/// ended) were all ready, and there were some.
 #[test]
 fn health_checks_take_no_id_from_the_clients_that_mint() {
     let test = "health_checks_take_no_id_from_the_clients_that_mint";
@@ -660,23 +722,31 @@ fn health_checks_take_no_id_from_the_clients_that_mint() {
     let tokens = state.join("tokens");
     std::fs::write(&tokens, format!("{token}\n")).unwrap();
     let server = Server::start(Setup::node(7).layout(Layout::SONYFLAKE).tokens(&tokens, false));
-    let health_urls: Vec<String> = (0..20_000)
-        .map(|n| server.url(if n % 2 == 0 { "/readyz" } else { "/healthz" }))
+    // Two probing connections; the flood is under way before the minting starts.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (started, probing) = mpsc::channel();
+    let probers: Vec<_> = (0..2)
+        .map(|_| {
+            let (address, stop, started) = (server.address.clone(), Arc::clone(&stop), started.clone());
+            std::thread::spawn(move || probe_until(&address, &stop, started))
+        })
         .collect();
-    let Some(mut prober) = curl_sequence(&health_urls, &[]) else {
+    for _ in 0..2 {
+        probing.recv().unwrap();
+    }
+    let mints = vec![server.url("/v1/ids?count=1"); 3_000];
+    let bearer = format!("Authorization: Bearer {token}");
+    let Some(minter) = curl_sequence(&mints, &[&bearer]) else {
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
         skip(test, "no curl");
         return;
     };
-    // The flood is under way before the minting starts.
-    let mut health_lines = BufReader::new(prober.stdout.take().unwrap()).lines();
-    assert_eq!(health_lines.next().unwrap().unwrap(), "serving");
-    let mints = vec![server.url("/v1/ids?count=1"); 3_000];
-    let bearer = format!("Authorization: Bearer {token}");
-    let minter = curl_sequence(&mints, &[&bearer]).unwrap();
     let output = minter.wait_with_output().unwrap();
-    let _ = prober.kill();
-    let answers: Vec<String> = health_lines.map_while(Result::ok).collect();
-    let _ = prober.wait();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let probes: Vec<Probe> = probers
+        .into_iter()
+        .flat_map(|prober| prober.join().unwrap())
+        .collect();
     let bodies = String::from_utf8(output.stdout).unwrap();
     let lines: Vec<&str> = bodies.lines().collect();
     let mut ids = Vec::new();
@@ -685,15 +755,6 @@ fn health_checks_take_no_id_from_the_clients_that_mint() {
         ids.extend(ids_of(answer[0]));
     }
     assert_eq!(ids.len(), 3_000);
-    // Every probe answered while the minting went on was a ready one ("serving\n", then
-    // the status line curl adds); the last line may be cut by the kill.
-    let answered = answers.len().saturating_sub(1);
-    let unready: Vec<&String> = answers[..answered]
-        .iter()
-        .filter(|line| !matches!(line.as_str(), "serving" | "" | "200"))
-        .collect();
-    assert!(unready.is_empty(), "{unready:?}");
-    let answered_ready = answers[..answered].iter().filter(|line| *line == "200").count();
     let mut ticks = std::collections::BTreeMap::<u64, Vec<u64>>::new();
     for &id in &ids {
         let parts = Layout::SONYFLAKE.decode(Id::new(id));
@@ -707,10 +768,34 @@ fn health_checks_take_no_id_from_the_clients_that_mint() {
             "the IDs of the tick at {tick} ms: sequences taken by someone else"
         );
     }
+    // The minting window, by the IDs' own times: from the first ID's tick to the end of
+    // the last one's (a Sonyflake tick is 10 ms).
+    let first_tick = *ticks.keys().next().unwrap();
+    let window = first_tick..ticks.keys().next_back().unwrap() + 10;
+    let during: Vec<&Probe> = probes
+        .iter()
+        .filter(|probe| window.contains(&probe.sent_ms) && window.contains(&probe.answered_ms))
+        .collect();
+    let unready: Vec<(u16, &str)> = probes
+        .iter()
+        .filter(|probe| (probe.status, probe.body.as_str()) != (200, "serving\n"))
+        .map(|probe| (probe.status, probe.body.as_str()))
+        .collect();
+    assert!(unready.is_empty(), "probes not answered ready: {unready:?}");
+    assert!(
+        !during.is_empty(),
+        "no probe was answered while the minting ran ({} ms from {first_tick}); {} probes in all",
+        window.end - window.start,
+        probes.len()
+    );
     println!(
-        "{} IDs in {} ticks beside {answered_ready} probes, none taken",
+        "{} IDs in {} ticks over {} ms beside {} probes answered ready within that time ({} in all), none \
+         taken",
         ids.len(),
         ticks.len(),
+        window.end - window.start,
+        during.len(),
+        probes.len()
     );
 }
 
@@ -813,9 +898,10 @@ fn a_stream_whose_client_stops_reading_ends_at_the_stall_timeout_and_frees_its_p
     let Some(client) = PythonClient::new(test, &venv(), "serve_stall.py") else {
         return;
     };
+    let stall = Duration::from_secs(3);
     let server = Server::start(Setup::node(3).limits(Limits {
         max_streams: 1,
-        stall_timeout: Duration::from_secs(3),
+        stall_timeout: stall,
         ..Limits::default()
     }));
     let stubs = tempdir("stubs-stall");
@@ -832,18 +918,53 @@ fn a_stream_whose_client_stops_reading_ends_at_the_stall_timeout_and_frees_its_p
             "the server has its most streams under way (1): try again once one ends"
         )
     );
-    // Reading nothing, it loses the place: a new stream is served.
-    let took = retry_for(
-        Duration::from_secs(60),
-        Duration::from_millis(200),
-        || match grpc_status(test, grpc(&server, "StreamIds", 10, None)).unwrap() {
-            (status, _, _) if status == "0" => Ok(()),
-            (status, message, _) => Err(format!(
-                "the stream that is not read still holds its place: {status} {message}"
-            )),
-        },
+    // Reading nothing, it loses the place: a new stream is served. The stream's IDs are
+    // counted as each message is handed on; once the client's window and the buffers are
+    // full, the next send waits, and the stall timeout runs from there. So the place is
+    // free within the stall timeout of the count's last change, give or take what this
+    // loop cannot see: one turn of it (a metrics read, a stream asked for, a pause).
+    let served = || metric(&server.address, "atomflake_ids_served_total{api=\"grpc\"}");
+    let pause = Duration::from_millis(100);
+    let (mut count, mut changed) = (served(), Instant::now());
+    let mut longest_turn = Duration::ZERO;
+    let freed = loop {
+        let turn = Instant::now();
+        let now_served = served();
+        if now_served != count {
+            (count, changed) = (now_served, turn);
+        }
+        let (status, message, _) = grpc_status(test, grpc(&server, "StreamIds", 10, None)).unwrap();
+        if status == "0" {
+            longest_turn = longest_turn.max(turn.elapsed());
+            break turn.elapsed() + turn.duration_since(changed);
+        }
+        assert_eq!(
+            (status.as_str(), message.as_str()),
+            (
+                "8",
+                "the server has its most streams under way (1): try again once one ends"
+            )
+        );
+        std::thread::sleep(pause);
+        longest_turn = longest_turn.max(turn.elapsed());
+        assert!(
+            changed.elapsed() < stall + 2 * longest_turn + pause,
+            "the stream not read still holds its place {:?} after its last IDs were counted (stall \
+             timeout {stall:?}, longest turn of this loop {longest_turn:?})",
+            changed.elapsed()
+        );
+    };
+    // The count's last change was seen within one turn after it happened, and the place
+    // freed is seen within one turn after it is.
+    assert!(
+        freed <= stall + 2 * longest_turn,
+        "freed {freed:?} after the last IDs were counted: past the stall timeout {stall:?} and two \
+         turns of this loop ({longest_turn:?} each)"
     );
-    println!("a new stream served {took:?} after the first one's client stopped reading");
+    println!(
+        "a new stream served {freed:?} after the first one's last IDs were counted (stall timeout {stall:?}, \
+         longest turn {longest_turn:?})"
+    );
     std::io::Write::write_all(&mut resume, b"go\n").unwrap();
     let ended = said.next().unwrap().unwrap();
     let _ = reader.wait();
