@@ -4,7 +4,7 @@ import datetime as _datetime
 import os
 from array import array
 from types import TracebackType
-from typing import Literal, Optional, Union, final
+from typing import Literal, Optional, Union, final, overload
 
 from typing_extensions import Self
 
@@ -129,6 +129,11 @@ class Layout:
         """Whether every ID is at most ``2**53 - 1``: a JavaScript number holds it exactly."""
     def decode(self, id: int) -> Parts:
         """An ID's parts; a ``ValueError`` for an ID with bits outside the layout."""
+    @overload
+    def encode(self, parts: Parts, /) -> int:
+        """The ID of these parts (``layout.encode(layout.decode(id)) == id``); a ``ValueError``
+        names a part out of range, a ``TypeError`` anything but a ``Parts`` or the keywords."""
+    @overload
     def encode(self, *, unix_ms: _When, node: int, sequence: int = 0) -> int:
         """The ID of these parts; a ``ValueError`` names a part out of range."""
     def datetime(self, id: int) -> _datetime.datetime:

@@ -3,7 +3,7 @@
 
 use crate::args;
 use atomflake::{Id, Layout, Parts};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyDict};
 
@@ -19,6 +19,10 @@ fn preset_name(layout: Layout) -> Option<&'static str> {
         .find(|(_, preset)| *preset == layout)
         .map(|(name, _)| *name)
 }
+
+/// What `Layout.encode` takes, as its `TypeError`s name it.
+const ENCODE_FORMS: &str =
+    "a Parts (as decode returns) or the keywords unix_ms and node (and sequence, 0 unless given)";
 
 /// A tick length in ms.
 fn tick_ms_arg(value: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -212,23 +216,67 @@ impl PyLayout {
             .map_err(|error| PyValueError::new_err(error.to_string()))
     }
 
-    /// The ID of these parts; a `ValueError` names a part out of range.
-    #[pyo3(signature = (*, unix_ms, node, sequence = 0))]
+    /// The ID of these parts: a `Parts` (as `decode` returns), or the keywords `unix_ms`
+    /// (an aware `datetime` or Unix ms), `node` and `sequence` (0 unless given). A
+    /// `ValueError` names a part out of range; a `TypeError` anything but those two forms.
+    // The signature Python shows (`inspect`, stubtest) marks the arguments that may be left
+    // out with `...`, not None, which none of them is documented to take: `sequence` is 0
+    // when left out beside the keywords, and is left out beside a `Parts`.
+    #[pyo3(
+        signature = (parts = None, /, *, unix_ms = None, node = None, sequence = None),
+        text_signature = "($self, parts=..., /, *, unix_ms=..., node=..., sequence=...)"
+    )]
     fn encode(
         &self,
-        unix_ms: &Bound<'_, PyAny>,
-        node: &Bound<'_, PyAny>,
-        #[pyo3(from_py_with = sequence_arg)] sequence: u64,
+        parts: Option<&Bound<'_, PyAny>>,
+        unix_ms: Option<&Bound<'_, PyAny>>,
+        node: Option<&Bound<'_, PyAny>>,
+        sequence: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<u64> {
-        let parts = Parts {
-            unix_ms: self::unix_ms(unix_ms)?,
-            node: args::unsigned(
-                node,
-                "node",
-                u64::MAX,
-                &format!("the layout allows 0..={}", self.0.max_node()),
-            )?,
-            sequence,
+        let parts = match (parts, unix_ms, node) {
+            (Some(parts), None, None) if sequence.is_none() => match parts.cast::<PyParts>() {
+                Ok(parts) => parts.get().0,
+                Err(_) => {
+                    return Err(PyTypeError::new_err(format!(
+                        "Layout.encode() takes {ENCODE_FORMS}, not {} ({})",
+                        parts.repr()?,
+                        parts.get_type().name()?
+                    )));
+                }
+            },
+            (Some(parts), ..) => {
+                let keywords: Vec<&str> = [("unix_ms", unix_ms), ("node", node), ("sequence", sequence)]
+                    .into_iter()
+                    .filter_map(|(name, value)| value.map(|_| name))
+                    .collect();
+                return Err(PyTypeError::new_err(format!(
+                    "Layout.encode() takes {ENCODE_FORMS}, not both: {} and {}",
+                    parts.repr()?,
+                    keywords.join(", ")
+                )));
+            }
+            (None, Some(unix_ms), Some(node)) => Parts {
+                unix_ms: self::unix_ms(unix_ms)?,
+                node: args::unsigned(
+                    node,
+                    "node",
+                    u64::MAX,
+                    &format!("the layout allows 0..={}", self.0.max_node()),
+                )?,
+                sequence: sequence.map_or(Ok(0), sequence_arg)?,
+            },
+            (None, unix_ms, _) => {
+                let missing = if unix_ms.is_some() {
+                    "node"
+                } else if node.is_some() {
+                    "unix_ms"
+                } else {
+                    "unix_ms and node"
+                };
+                return Err(PyTypeError::new_err(format!(
+                    "Layout.encode() is missing {missing}: it takes {ENCODE_FORMS}"
+                )));
+            }
         };
         self.0
             .encode(parts)

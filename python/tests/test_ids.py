@@ -43,6 +43,7 @@ def test_every_id_round_trips_through_its_parts_text_and_time() -> None:
         for id in [generator.next_id(), *generator.next_ids(100)]:
             parts = layout.decode(id)
             assert layout.encode(unix_ms=parts.unix_ms, node=parts.node, sequence=parts.sequence) == id, name
+            assert layout.encode(parts) == id, name
             assert layout.first_id_at(parts.datetime) <= id <= layout.last_id_at(parts.unix_ms), name
             assert atomflake.from_base32(atomflake.to_base32(id)) == id
             assert atomflake.parse_id(str(id)) == id
@@ -92,6 +93,40 @@ def test_bad_input_is_a_value_error_with_the_rust_message(call: Any, message: st
     with pytest.raises(ValueError) as raised:
         call()
     assert str(raised.value) == message
+
+
+ENCODE_FORMS = "a Parts (as decode returns) or the keywords unix_ms and node (and sequence, 0 unless given)"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: Layout.TWITTER.encode(5), f"Layout.encode() takes {ENCODE_FORMS}, not 5 (int)"),  # type: ignore[call-overload]
+        (lambda: Layout.TWITTER.encode((1, 2, 3)), f"Layout.encode() takes {ENCODE_FORMS}, not (1, 2, 3) (tuple)"),  # type: ignore[call-overload]
+        (
+            lambda: Layout.TWITTER.encode(Layout.TWITTER.decode(1 << 22), node=2, sequence=1),  # type: ignore[call-overload]
+            f"Layout.encode() takes {ENCODE_FORMS}, not both: Parts(unix_ms=1288834974658, node=0, sequence=0) and node, sequence",
+        ),
+        (lambda: Layout.TWITTER.encode(), f"Layout.encode() is missing unix_ms and node: it takes {ENCODE_FORMS}"),  # type: ignore[call-overload]
+        (lambda: Layout.TWITTER.encode(unix_ms=1288834974657), f"Layout.encode() is missing node: it takes {ENCODE_FORMS}"),  # type: ignore[call-overload]
+        (lambda: Layout.TWITTER.encode(node=1, sequence=2), f"Layout.encode() is missing unix_ms: it takes {ENCODE_FORMS}"),  # type: ignore[call-overload]
+    ],
+)
+def test_encode_takes_a_parts_or_keywords_and_anything_else_is_a_type_error(call: Any, message: str) -> None:
+    with pytest.raises(TypeError) as raised:
+        call()
+    assert str(raised.value) == message
+
+
+def test_encode_takes_the_parts_decode_returns_positionally() -> None:
+    id = 175928847299117063
+    parts = Layout.DISCORD.decode(id)
+    assert Layout.DISCORD.encode(parts) == id
+    assert Layout.DISCORD.encode(parts) == Layout.DISCORD.encode(unix_ms=parts.unix_ms, node=parts.node, sequence=parts.sequence)
+    # Another layout's check applies: Discord's node 32 is past Mastodon's 0..=0.
+    with pytest.raises(ValueError) as raised:
+        Layout.MASTODON.encode(parts)
+    assert str(raised.value) == "node 32 is out of range: the layout allows 0..=0"
 
 
 def test_sonyflake_ids_agree_with_the_sonyflake_package() -> None:
