@@ -157,9 +157,10 @@ pub fn freeze_a_holder(holders: &Holders, namespace: &str, clock: HolderClock, p
         assert_eq!(
             run.minted_after_freeze(),
             [] as [u64; 0],
-            "minted after SIGCONT: IDs past {} ms (frozen at {stopped} ms, its clock measured {} ms \
-             ahead of this machine's, and a tick)",
+            "minted after SIGCONT: IDs past {} ms (frozen at {stopped} ms, last seen running at {} ms, \
+             its clock measured {} ms ahead of this machine's, and a tick)",
             run.freeze_bound(),
+            run.last_seen_running(),
             clock_lead_ms(&run.frozen)
         );
     }
@@ -167,12 +168,26 @@ pub fn freeze_a_holder(holders: &Holders, namespace: &str, clock: HolderClock, p
 }
 
 impl Frozen {
-    /// The last time an ID of the frozen holder can have, minted before `SIGSTOP`: the
-    /// freeze ([`stopped`](Self::stopped), read after `kill -STOP` returned), plus how far
-    /// its clock was measured to read ahead of this machine's ([`clock_lead_ms`]), plus a
-    /// tick (both times are whole ticks, cut down).
+    /// When the frozen holder was last seen running before the thaw: the freeze
+    /// ([`stopped`](Self::stopped), read after `kill -STOP` returned), or the last stamp it
+    /// printed before [`resumed`](Self::resumed) where that is later. (`SIGSTOP` acts once
+    /// the holder next enters the kernel, which a loaded machine can delay past `kill`'s
+    /// return by milliseconds; a stamp before `resumed` was printed before the thaw, on
+    /// this machine's clock.)
+    pub fn last_seen_running(&self) -> u64 {
+        ids(&self.frozen)
+            .into_iter()
+            .map(|(_, stamp)| stamp)
+            .filter(|&stamp| stamp < self.resumed)
+            .fold(self.stopped, u64::max)
+    }
+
+    /// The last time an ID of the frozen holder can have, minted before the thaw: when it
+    /// was [last seen running](Self::last_seen_running), plus how far its clock was
+    /// measured to read ahead of this machine's ([`clock_lead_ms`]), plus a tick (both
+    /// times are whole ticks, cut down).
     pub fn freeze_bound(&self) -> u64 {
-        self.stopped + clock_lead_ms(&self.frozen) + super::layout().tick_ms()
+        self.last_seen_running() + clock_lead_ms(&self.frozen) + super::layout().tick_ms()
     }
 
     /// The frozen holder's IDs whose own time is past [`freeze_bound`](Self::freeze_bound):
