@@ -201,18 +201,20 @@ fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_d
         .ttl(ttl)
         .spawn();
     holder.wait_for_ids(100);
-    // The lease's one connection, once it has one: a renewal the server answered too late
-    // for (a loaded machine) gives its connection up, and the next renewal makes another.
+    // The lease's connection, once it has one. A renewal the server answered too late for
+    // (a loaded machine) gives its connection up and the next renewal makes another; the
+    // backend of the one given up lives on until the server notices the client gone, so
+    // there may be two for a while. Every one is ended.
     let start = Instant::now();
     loop {
         let terminated = server.psql(
             "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
              WHERE application_name = 'atomflake-lease') t",
         );
-        if terminated.trim() == "1" {
+        let terminated: u32 = terminated.trim().parse().unwrap();
+        if terminated >= 1 {
             break;
         }
-        assert_eq!(terminated.trim(), "0", "the lease's connections");
         assert!(
             start.elapsed() < HANG_GUARD,
             "the lease has no connection for {:?} (the hang guard)",
@@ -418,8 +420,11 @@ fn a_generator_on_a_lease_starts_past_the_mark_keeps_it_and_releases_it() {
     assert_eq!(in_async.node(), 7);
     runtime.block_on(async { in_async.release() }).unwrap();
 
-    // A node asked for that is held; a mark too far ahead; a file beside the lease.
-    let held = Lease::acquire(&config, &layout(), &options.clone().node(5)).unwrap();
+    // A node asked for that is held; a mark too far ahead; a file beside the lease. The
+    // held claim is not renewed (no generator keeps it): its lease time is the hang guard,
+    // so that it is still live at the second claim however long a loaded machine takes
+    // between the two.
+    let held = Lease::acquire(&config, &layout(), &options.clone().node(5).ttl(HANG_GUARD)).unwrap();
     assert_eq!(
         Lease::acquire(&config, &layout(), &options.clone().node(5)).unwrap_err(),
         LeaseError::NodeTaken {

@@ -137,9 +137,10 @@ where
         };
         match minted {
             Ok(()) => return,
-            // A successor is there to take the node: a store that failed for now (a loaded
-            // machine's server slow to answer) is tried again with a claim of its own.
-            Err(error) if asked.for_a_node && error.is_transient() && start.elapsed() < TAKEN_WAIT => {
+            // The build's first store failed for now (a loaded machine's server slow to
+            // answer, a nemesis's pause): the claim is given back and made again, as a
+            // program would (a successor asking for the node waits for it the same way).
+            Err(error) if error.is_transient() && start.elapsed() < TAKEN_WAIT => {
                 eprintln!(
                     "holder {}: no generator on node {node} (claim {generation}), claiming again: {error}",
                     std::process::id()
