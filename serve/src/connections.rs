@@ -1,6 +1,6 @@
 //! The connections a server keeps: how many at once, how long a silent or idle one stays
-//! open, the few kept for health checks once the rest are taken, and the open-file limit
-//! they live under.
+//! open, how old one may grow, the few kept for health checks once the rest are taken, and
+//! the open-file limit they live under.
 
 use crate::metrics::{Closed, Metrics};
 use crate::streams::Streams;
@@ -122,6 +122,12 @@ pub(crate) struct Timeouts {
     /// past the cap, which must not keep its place (an HTTP/2 client calling again and
     /// again, a health `Watch`).
     pub(crate) lifetime: Option<Duration>,
+    /// From the accept to the start of a graceful close, requests under way or not: the
+    /// maximum age, [`jittered`] for this connection.
+    pub(crate) age: Option<Duration>,
+    /// How long a connection closed at its age, or at its client certificate's expiry, has
+    /// to finish the requests under way.
+    pub(crate) grace: Duration,
 }
 
 impl Timeouts {
@@ -130,7 +136,25 @@ impl Timeouts {
         header: HEALTH_TIMEOUT,
         idle: HEALTH_TIMEOUT,
         lifetime: Some(HEALTH_TIMEOUT),
+        age: None,
+        grace: CLOSE_GRACE,
     };
+}
+
+/// `age` give or take a tenth, as grpc-go jitters its `MaxConnectionAge`: `draw` (any
+/// number, [`draw`] for a random one) picks the point in `age * 0.9..=age * 1.1`, so that
+/// connections opened together do not all close, and reconnect, together.
+pub(crate) fn jittered(age: Duration, draw: u64) -> Duration {
+    let tenth = age / 10;
+    // At most a tenth of the longest age allowed, 30 days: far within a u64 of nanoseconds.
+    let tenth_ns = u64::try_from(tenth.as_nanos()).unwrap_or(u64::MAX / 4);
+    age.saturating_sub(tenth) + Duration::from_nanos(draw % (2 * tenth_ns + 1))
+}
+
+/// A random number for [`jittered`]: std's randomly keyed hasher, drawn once a connection.
+pub(crate) fn draw() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(Instant::now())
 }
 
 /// A connection's requests: how many are under way, and since when none is.
@@ -313,22 +337,32 @@ impl HttpBody for Tracked {
 }
 
 /// Drives `connection` and its HTTP/2 `streams` until it ends, the server drains
-/// (`closing` turns true), `untrusted` completes (its client's certificate is no longer
-/// trusted), or it has no request under way past its `timeouts`: then closes it
-/// gracefully, and but for a drain drops it after [`CLOSE_GRACE`] (a request head still
-/// trickling in, a stream under way).
+/// (`closing` turns true), `client` completes (its client's certificate no longer
+/// authenticates it: why), it reaches its age, or it has no request under way past its
+/// `timeouts`: then closes it gracefully (HTTP/2 `GOAWAY`; HTTP/1.1 no request read after
+/// the one under way), and but for a drain drops it after the grace of `timeouts` (at its
+/// age or its certificate's expiry) or [`CLOSE_GRACE`] (a request head still trickling
+/// in, a stream under way).
 pub(crate) async fn keep<C: GracefulConnection>(
     connection: C,
     streams: &Streams,
     activity: &Activity,
     timeouts: Timeouts,
     mut closing: watch::Receiver<bool>,
-    untrusted: impl Future<Output = ()>,
+    client: impl Future<Output = Closed>,
     metrics: &Metrics,
 ) {
     let mut connection = pin!(connection);
     let mut streams = pin!(streams.run());
-    let mut untrusted = pin!(untrusted);
+    let mut client = pin!(client);
+    // One timer for the connection's life, when it has an age.
+    let aged = timeouts.age.map(|age| activity.opened + age);
+    let mut aged = pin!(async move {
+        match aged {
+            Some(at) => tokio::time::sleep_until(at.into()).await,
+            None => std::future::pending().await,
+        }
+    });
     let mut check = tokio::time::interval(CHECK_EVERY);
     let why = loop {
         tokio::select! {
@@ -338,7 +372,8 @@ pub(crate) async fn keep<C: GracefulConnection>(
             _ = connection.as_mut() => return,
             never = streams.as_mut() => match never {},
             _ = closing.wait_for(|closing| *closing) => break Closed::Drain,
-            () = untrusted.as_mut() => break Closed::Untrusted,
+            why = client.as_mut() => break why,
+            () = aged.as_mut() => break Closed::MaxAge,
             _ = check.tick() => {
                 if let Some(why) = activity.overdue(timeouts) {
                     break why;
@@ -359,7 +394,11 @@ pub(crate) async fn keep<C: GracefulConnection>(
         closed.await;
     } else {
         metrics.count_closed(why);
-        let _ = tokio::time::timeout(CLOSE_GRACE, closed).await;
+        let grace = match why {
+            Closed::MaxAge | Closed::Expired => timeouts.grace,
+            _ => CLOSE_GRACE,
+        };
+        let _ = tokio::time::timeout(grace, closed).await;
     }
 }
 
@@ -376,11 +415,15 @@ mod tests {
         header: Duration::ZERO,
         idle: Duration::ZERO,
         lifetime: None,
+        age: None,
+        grace: CLOSE_GRACE,
     };
     const LATER: Timeouts = Timeouts {
         header: Duration::from_secs(3600),
         idle: Duration::from_secs(3600),
         lifetime: None,
+        age: None,
+        grace: CLOSE_GRACE,
     };
 
     #[test]
@@ -408,6 +451,28 @@ mod tests {
         };
         assert_eq!(activity.overdue(ended), Some(Closed::Lifetime));
         assert_eq!(activity.overdue(LATER), None);
+    }
+
+    #[test]
+    fn a_jittered_age_is_within_a_tenth_of_the_age_and_reaches_both_ends() {
+        let age = Duration::from_secs(10);
+        let (least, most) = (Duration::from_secs(9), Duration::from_secs(11));
+        let span = 2 * 1_000_000_000 + 1;
+        assert_eq!(jittered(age, 0), least);
+        assert_eq!(jittered(age, span - 1), most);
+        assert_eq!(jittered(age, span), least);
+        assert_eq!(jittered(age, span / 2), age);
+        for draw in [1, 12_345, u64::MAX, draw(), draw()] {
+            let jittered = jittered(age, draw);
+            assert!((least..=most).contains(&jittered), "{draw}: {jittered:?}");
+        }
+        let longest = crate::Limits::MAX_CONNECTION_AGE;
+        let (far, tenth) = (jittered(longest, u64::MAX), longest / 10);
+        assert!(
+            (longest.saturating_sub(tenth)..=longest + tenth).contains(&far),
+            "{far:?}"
+        );
+        assert_eq!(jittered(Duration::from_secs(1), 0), Duration::from_millis(900));
     }
 
     #[test]

@@ -81,6 +81,25 @@ pub struct Limits {
     /// with `DEADLINE_EXCEEDED` and frees its place among the server's streams.
     /// [`MIN_TIMEOUT`](Self::MIN_TIMEOUT)..=[`MAX_TIMEOUT`](Self::MAX_TIMEOUT).
     pub stall_timeout: Duration,
+    /// How long a connection may stay open, requests under way or not, when set: at that
+    /// age, give or take a tenth drawn for each connection (as grpc-go's
+    /// `MaxConnectionAge`, so that connections opened together do not all end together),
+    /// the server closes it gracefully: HTTP/2 `GOAWAY`, the calls under way finish and
+    /// the client opens a new connection for the next; HTTP/1.1 reads no request after the
+    /// one under way, whose answer says `Connection: close` when its head is still to be
+    /// written. [`max_connection_age_grace`](Self::max_connection_age_grace) later, what
+    /// is still open is cut. [`MIN_TIMEOUT`](Self::MIN_TIMEOUT)..=[`MAX_CONNECTION_AGE`](Self::MAX_CONNECTION_AGE).
+    ///
+    /// `None` unless set: an ID carries no state of the connection it was minted on, so
+    /// age alone is no reason to close one. Set it to spread long-lived clients (gRPC
+    /// channels) over the servers behind a layer-4 balancer, which places a connection only
+    /// when it opens.
+    pub max_connection_age: Option<Duration>,
+    /// How long a connection closed gracefully at its
+    /// [`max_connection_age`](Self::max_connection_age), or when its client certificate's
+    /// `notAfter` passes (mTLS), has to finish the requests under way before it is cut.
+    /// [`MIN_TIMEOUT`](Self::MIN_TIMEOUT)..=[`MAX_TIMEOUT`](Self::MAX_TIMEOUT).
+    pub max_connection_age_grace: Duration,
 }
 
 impl Limits {
@@ -102,10 +121,18 @@ impl Limits {
     /// collect garbage or a congested link's, short enough that clients that stop reading
     /// cannot keep every place among the streams for long.
     pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
+    /// The longest [`max_connection_age`](Self::max_connection_age) allowed: 30 days, past
+    /// any use of it to spread connections over servers.
+    pub const MAX_CONNECTION_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+    /// The [`max_connection_age_grace`](Self::max_connection_age_grace) unless set: far
+    /// past a call's time (its wait for minting included, 2 s unless set), short enough
+    /// that a connection whose client certificate has expired is gone seconds after.
+    pub const DEFAULT_CONNECTION_AGE_GRACE: Duration = Duration::from_secs(10);
 
     /// The limits unless set: 4096 IDs a call, 100,000 requests per second on a connection
     /// and no ID rate, 64 calls on a connection, 1024 streams, a patience of 2 s, 4096
-    /// connections, header, idle and stall timeouts of 10 s, 60 s and 30 s.
+    /// connections, header, idle and stall timeouts of 10 s, 60 s and 30 s, no maximum
+    /// connection age and a grace of 10 s.
     pub const DEFAULT: Limits = Limits {
         max_count: 4096,
         requests_per_second: 100_000,
@@ -117,6 +144,8 @@ impl Limits {
         header_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(60),
         stall_timeout: Limits::DEFAULT_STALL_TIMEOUT,
+        max_connection_age: None,
+        max_connection_age_grace: Limits::DEFAULT_CONNECTION_AGE_GRACE,
     };
 
     /// Checks every limit against its allowed range, in the order of the fields.
@@ -152,7 +181,20 @@ impl Limits {
         within_u32(Limit::MaxConnections, self.max_connections, u32::MAX)?;
         within_time(Limit::HeaderTimeout, self.header_timeout, Limits::MIN_TIMEOUT)?;
         within_time(Limit::IdleTimeout, self.idle_timeout, Limits::MIN_TIMEOUT)?;
-        within_time(Limit::StallTimeout, self.stall_timeout, Limits::MIN_TIMEOUT)
+        within_time(Limit::StallTimeout, self.stall_timeout, Limits::MIN_TIMEOUT)?;
+        if let Some(age) = self.max_connection_age {
+            within_span(
+                Limit::MaxConnectionAge,
+                age,
+                Limits::MIN_TIMEOUT,
+                Limits::MAX_CONNECTION_AGE,
+            )?;
+        }
+        within_time(
+            Limit::MaxConnectionAgeGrace,
+            self.max_connection_age_grace,
+            Limits::MIN_TIMEOUT,
+        )
     }
 
     /// [`check`](Self::check), and that [`max_connections`](Self::max_connections) fits
@@ -224,14 +266,19 @@ fn within_u32(limit: Limit, value: u32, max: u32) -> Result<(), LimitsError> {
 
 /// `value` of `limit` within `min..=`[`Limits::MAX_TIMEOUT`].
 fn within_time(limit: Limit, value: Duration, min: Duration) -> Result<(), LimitsError> {
-    if (min..=Limits::MAX_TIMEOUT).contains(&value) {
+    within_span(limit, value, min, Limits::MAX_TIMEOUT)
+}
+
+/// `value` of `limit` within `min..=max`, for the limits that are times.
+fn within_span(limit: Limit, value: Duration, min: Duration, max: Duration) -> Result<(), LimitsError> {
+    if (min..=max).contains(&value) {
         return Ok(());
     }
     Err(LimitsError(Kind::OutOfRange {
         limit,
         value: Amount::Time(value),
         min: Amount::Time(min),
-        max: Amount::Time(Limits::MAX_TIMEOUT),
+        max: Amount::Time(max),
         file_limit: None,
     }))
 }
@@ -260,6 +307,10 @@ pub enum Limit {
     IdleTimeout,
     /// [`Limits::stall_timeout`].
     StallTimeout,
+    /// [`Limits::max_connection_age`].
+    MaxConnectionAge,
+    /// [`Limits::max_connection_age_grace`].
+    MaxConnectionAgeGrace,
 }
 
 impl Limit {
@@ -283,6 +334,8 @@ impl Limit {
             Limit::HeaderTimeout => "header_timeout",
             Limit::IdleTimeout => "idle_timeout",
             Limit::StallTimeout => "stall_timeout",
+            Limit::MaxConnectionAge => "max_connection_age",
+            Limit::MaxConnectionAgeGrace => "max_connection_age_grace",
         }
     }
 }
@@ -446,7 +499,7 @@ mod tests {
     /// Every limit just past each end of its range (where its type has room past the end:
     /// `requests_per_second`, `streams_per_connection` and `max_connections` allow every
     /// `u32` but 0, `patience` any time up to the longest), with the error it gets.
-    const PAST_THE_ENDS: [(Limits, Limit, &str); 17] = [
+    const PAST_THE_ENDS: [(Limits, Limit, &str); 21] = [
         (
             Limits {
                 max_count: 0,
@@ -585,6 +638,38 @@ mod tests {
             Limit::StallTimeout,
             "stall_timeout 3601s is out of range: allowed 1s..=3600s",
         ),
+        (
+            Limits {
+                max_connection_age: Some(Duration::ZERO),
+                ..Limits::DEFAULT
+            },
+            Limit::MaxConnectionAge,
+            "max_connection_age 0s is out of range: allowed 1s..=2592000s",
+        ),
+        (
+            Limits {
+                max_connection_age: Some(secs(2_592_001)),
+                ..Limits::DEFAULT
+            },
+            Limit::MaxConnectionAge,
+            "max_connection_age 2592001s is out of range: allowed 1s..=2592000s",
+        ),
+        (
+            Limits {
+                max_connection_age_grace: Duration::ZERO,
+                ..Limits::DEFAULT
+            },
+            Limit::MaxConnectionAgeGrace,
+            "max_connection_age_grace 0s is out of range: allowed 1s..=3600s",
+        ),
+        (
+            Limits {
+                max_connection_age_grace: secs(3601),
+                ..Limits::DEFAULT
+            },
+            Limit::MaxConnectionAgeGrace,
+            "max_connection_age_grace 3601s is out of range: allowed 1s..=3600s",
+        ),
     ];
 
     #[test]
@@ -610,6 +695,8 @@ mod tests {
             header_timeout: secs(1),
             idle_timeout: secs(1),
             stall_timeout: secs(1),
+            max_connection_age: Some(secs(1)),
+            max_connection_age_grace: secs(1),
         };
         let most = Limits {
             max_count: 1 << 20,
@@ -622,6 +709,8 @@ mod tests {
             header_timeout: secs(3600),
             idle_timeout: secs(3600),
             stall_timeout: secs(3600),
+            max_connection_age: Some(secs(2_592_000)),
+            max_connection_age_grace: secs(3600),
         };
         for limits in [
             least,
@@ -713,6 +802,16 @@ mod tests {
         assert_eq!(
             error.named("--idle-timeout").to_string(),
             "--idle-timeout 3601 is out of range: allowed 1..=3600"
+        );
+        let error = Limits {
+            max_connection_age: Some(Duration::ZERO),
+            ..Limits::DEFAULT
+        }
+        .check()
+        .unwrap_err();
+        assert_eq!(
+            error.named("--max-connection-age").to_string(),
+            "--max-connection-age 0 is out of range: allowed 1..=2592000"
         );
         let error = Limits::DEFAULT.check_open_files(80).unwrap_err();
         assert_eq!(error.named("--max-connections").to_string(), error.to_string());

@@ -22,6 +22,10 @@ pub(crate) enum Closed {
     Lifetime,
     /// Its client's certificate is not trusted by the client CA reloaded since it opened.
     Untrusted,
+    /// At its maximum age ([`Limits::max_connection_age`](crate::Limits::max_connection_age)).
+    MaxAge,
+    /// Its client's certificate expired (its `notAfter` passed) while it was open.
+    Expired,
     /// The server drains.
     Drain,
 }
@@ -117,6 +121,8 @@ pub(crate) struct Metrics {
     closed_idle: AtomicU64,
     closed_lifetime: AtomicU64,
     closed_untrusted: AtomicU64,
+    closed_max_age: AtomicU64,
+    closed_expired: AtomicU64,
     accept_errors: AtomicU64,
     /// TLS handshakes that failed or did not finish within the header timeout.
     failed_handshakes: AtomicU64,
@@ -143,6 +149,8 @@ impl Metrics {
             closed_idle: AtomicU64::default(),
             closed_lifetime: AtomicU64::default(),
             closed_untrusted: AtomicU64::default(),
+            closed_max_age: AtomicU64::default(),
+            closed_expired: AtomicU64::default(),
             accept_errors: AtomicU64::default(),
             failed_handshakes: AtomicU64::default(),
         }
@@ -208,6 +216,8 @@ impl Metrics {
             Closed::Idle => &self.closed_idle,
             Closed::Lifetime => &self.closed_lifetime,
             Closed::Untrusted => &self.closed_untrusted,
+            Closed::MaxAge => &self.closed_max_age,
+            Closed::Expired => &self.closed_expired,
             Closed::Drain => return,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -352,13 +362,15 @@ impl Metrics {
             out,
             "atomflake_connections_closed_total",
             "counter",
-            "Connections the server closed: no first request head within the header timeout, idle past the idle timeout, taken past the cap for health checks and at the end of their 2 s, or a client certificate the client CA reloaded no longer trusts.",
+            "Connections the server closed: no first request head within the header timeout, idle past the idle timeout, taken past the cap for health checks and at the end of their 2 s, a client certificate the client CA reloaded no longer trusts, at the maximum connection age, or a client certificate that expired while open.",
         );
         for (reason, counter) in [
             ("header_timeout", &self.closed_header),
             ("idle_timeout", &self.closed_idle),
             ("health_only_lifetime", &self.closed_lifetime),
             ("client_untrusted", &self.closed_untrusted),
+            ("max_connection_age", &self.closed_max_age),
+            ("client_certificate_expired", &self.closed_expired),
         ] {
             let _ = writeln!(
                 out,

@@ -53,7 +53,9 @@ pub enum Drained {
 /// Connections are held to the service's [`Limits`]: at most `max_connections` at once
 /// (and [`HEALTH_CONNECTIONS`](crate::HEALTH_CONNECTIONS) more for health checks alone),
 /// closed when their first request's head is not in within `header_timeout` or when
-/// idle past `idle_timeout`; HTTP/2 connections are pinged every 20 s.
+/// idle past `idle_timeout`, and gracefully at `max_connection_age` (jittered) or when
+/// their client certificate expires, cut `max_connection_age_grace` later; HTTP/2
+/// connections are pinged every 20 s.
 ///
 /// # Errors
 ///
@@ -103,11 +105,9 @@ pub async fn serve<D: Future<Output = ()>>(
             match tls {
                 None => {
                     let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                    let untrusted = std::future::pending();
-                    connections::keep(
-                        connection, &streams, &activity, timeouts, closed, untrusted, metrics,
-                    )
-                    .await;
+                    let client = std::future::pending();
+                    connections::keep(connection, &streams, &activity, timeouts, closed, client, metrics)
+                        .await;
                 }
                 // The handshake within the header timeout: a client that never finishes
                 // one holds its slot no longer than one that never sends a head.
@@ -120,9 +120,9 @@ pub async fn serve<D: Future<Output = ()>>(
                                 });
                             let connection =
                                 builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                            let untrusted = trust.lost(chain);
+                            let client = trust.ended(chain);
                             connections::keep(
-                                connection, &streams, &activity, timeouts, closed, untrusted, metrics,
+                                connection, &streams, &activity, timeouts, closed, client, metrics,
                             )
                             .await;
                         }
@@ -454,6 +454,10 @@ impl Timeouts {
             header: limits.header_timeout,
             idle: limits.idle_timeout,
             lifetime: None,
+            age: limits
+                .max_connection_age
+                .map(|age| connections::jittered(age, connections::draw())),
+            grace: limits.max_connection_age_grace,
         }
     }
 }

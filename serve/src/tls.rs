@@ -1,7 +1,9 @@
 //! TLS for the one port ([`Tls`]): rustls with the ring provider, HTTP/2 (gRPC) and
 //! HTTP/1.1 chosen by ALPN, a certificate that is reloaded without dropping connections,
-//! and optional client certificates, checked again on open connections at each reload.
+//! and optional client certificates, checked again on open connections at each reload and
+//! whose connections end when they expire.
 
+use crate::metrics::Closed;
 use rustls::RootCertStore;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -11,6 +13,7 @@ use rustls::server::{ClientHello, ResolvesServerCert, ServerConfig, WebPkiClient
 use rustls::sign::CertifiedKey;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
 /// Where a server's certificate and key are, and the CA of the client certificates it
@@ -30,7 +33,7 @@ pub struct TlsFiles {
 /// client CA) for the connections after it. A connection keeps the certificate it was
 /// opened with; its client's certificate, when the server asks for one, is checked again
 /// against the client CA of each reload, and the connection is closed once that CA no
-/// longer trusts it (or it has expired).
+/// longer trusts it, or once the certificate's `notAfter` passes.
 #[derive(Debug, Clone)]
 pub struct Tls {
     files: TlsFiles,
@@ -53,24 +56,58 @@ pub(crate) struct Config {
 pub(crate) struct Trust(watch::Receiver<Config>);
 
 impl Trust {
-    /// Completes once a reload brings a client CA that does not trust `chain` now (the
-    /// certificates the connection's client presented, its own first); never when there
-    /// is no chain (no client certificate asked for) or no reload to come.
-    pub(crate) async fn lost(mut self, chain: Option<Vec<CertificateDer<'static>>>) {
-        if let Some((own, intermediates)) = chain.as_deref().and_then(<[_]>::split_first) {
-            while self.0.changed().await.is_ok() {
-                let clients = self.0.borrow_and_update().clients.clone();
-                if let Some(clients) = clients
-                    && clients
-                        .verify_client_cert(own, intermediates, UnixTime::now())
-                        .is_err()
-                {
-                    return;
-                }
+    /// Completes, with why, once `chain` (the certificates the connection's client
+    /// presented, its own first) no longer authenticates the connection: its own
+    /// certificate expires ([`Closed::Expired`], the second after its `notAfter`), or a
+    /// reload brings a client CA that does not trust it now ([`Closed::Untrusted`]). Never
+    /// when there is no chain (no client certificate asked for).
+    pub(crate) async fn ended(self, chain: Option<Vec<CertificateDer<'static>>>) -> Closed {
+        let Some((own, intermediates)) = chain.as_deref().and_then(<[_]>::split_first) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            () = self.lost(own, intermediates) => Closed::Untrusted,
+            () = expiry(own) => Closed::Expired,
+        }
+    }
+
+    /// Completes once a reload brings a client CA that does not trust `own` (with
+    /// `intermediates`) now; never when no reload comes.
+    async fn lost(mut self, own: &CertificateDer<'_>, intermediates: &[CertificateDer<'_>]) {
+        while self.0.changed().await.is_ok() {
+            let clients = self.0.borrow_and_update().clients.clone();
+            if let Some(clients) = clients
+                && clients
+                    .verify_client_cert(own, intermediates, UnixTime::now())
+                    .is_err()
+            {
+                return;
             }
         }
         std::future::pending::<()>().await;
     }
+}
+
+/// Completes when `cert` has expired by the wall clock, as read now: at the second after
+/// its `notAfter` (a certificate is valid through that second, RFC 5280 4.1.2.5; from the
+/// next one the handshake's verifier refuses it too, so a client cannot reconnect with
+/// it). At once when that is past; never when the certificate cannot be read, which the
+/// verifier could.
+async fn expiry(cert: &CertificateDer<'_>) {
+    match expired_from(cert).map(|at| at.duration_since(SystemTime::now())) {
+        Some(Ok(left)) => tokio::time::sleep(left).await,
+        Some(Err(_passed)) => {}
+        None => std::future::pending().await,
+    }
+}
+
+/// The second after `cert`'s `notAfter`, from which it has expired: `None` when it is not
+/// an X.509 certificate in DER.
+fn expired_from(cert: &CertificateDer<'_>) -> Option<SystemTime> {
+    use x509_cert::der::Decode;
+    let cert = x509_cert::Certificate::from_der(cert).ok()?;
+    let not_after = cert.tbs_certificate.validity.not_after.to_unix_duration();
+    Some(UNIX_EPOCH + not_after + Duration::from_secs(1))
 }
 
 /// One certificate, for every handshake of the configuration that holds it.
