@@ -93,6 +93,35 @@ impl Pki {
         self.leaf_at(name, ca, cn, names, Some("-5d"))
     }
 
+    /// [`leaf`](Pki::leaf) whose `notAfter` is `seconds` from now (to the second): signed
+    /// under the `faketime` command two days less `seconds` ago, valid for two days.
+    pub fn expiring_leaf(&self, name: &str, ca: &str, cn: &str, seconds: u64) -> (PathBuf, PathBuf) {
+        let offset = format!("-{}", 2 * 24 * 3600 - seconds);
+        self.leaf_at(name, ca, cn, "", Some(&offset))
+    }
+
+    /// The `notAfter` of the certificate `NAME.crt`, in Unix seconds (read by `openssl`,
+    /// converted by GNU `date`).
+    pub fn not_after(&self, name: &str) -> u64 {
+        let output = Command::new("openssl")
+            .args(["x509", "-noout", "-enddate", "-dateopt", "iso_8601", "-in"])
+            .arg(self.path(&format!("{name}.crt")))
+            .output()
+            .expect("openssl");
+        let text = String::from_utf8(output.stdout).unwrap();
+        // notAfter=2026-11-28 21:32:11Z
+        let date = text.trim().trim_start_matches("notAfter=");
+        let output = Command::new("date")
+            .args(["-u", "+%s", "-d", date])
+            .output()
+            .expect("date");
+        let seconds = String::from_utf8(output.stdout).unwrap();
+        seconds
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("notAfter {text:?}: {seconds:?}"))
+    }
+
     fn leaf_at(
         &self,
         name: &str,
