@@ -1,10 +1,11 @@
 // Validates the manifests of deploy/kubernetes/ offline: every object against the
 // Kubernetes API's schema (kubernetes-models, which ships it), then what the schema cannot
-// say: each workload's probes, drain time, ports, scrape annotations, resource requests,
-// Service and PodDisruptionBudget. Run with NODE_PATH naming kubernetes-models and js-yaml.
+// say: each workload's image pull policy, probes, drain time, ports, scrape annotations,
+// resource requests, Service and PodDisruptionBudget. Run with NODE_PATH naming kubernetes-models and js-yaml.
 //
 //   node .ci/kubernetes.js check FILE...   validate, print one line per object
 //   node .ci/kubernetes.js args FILE       the workload container's args, one per line
+//   node .ci/kubernetes.js image FILE      the workload container's image
 "use strict";
 const fs = require("fs");
 const yaml = require("js-yaml");
@@ -49,6 +50,12 @@ function checkWorkload(file, workload, docs) {
   const containers = pod.spec.containers;
   if (containers.length !== 1) fail(where, `${containers.length} containers, expected 1`);
   const [container] = containers;
+  // A :latest image (or one without a tag) is pulled on every start unless the policy says
+  // otherwise, and then an image loaded into the nodes by hand is not found.
+  const tag = /:([^:/]+)$/.exec(container.image || "");
+  if ((!tag || tag[1] === "latest") && !["IfNotPresent", "Never"].includes(container.imagePullPolicy)) {
+    fail(where, `image ${container.image} with imagePullPolicy ${container.imagePullPolicy || "unset (Always for :latest)"}: expected IfNotPresent or Never`);
+  }
   const args = container.args || [];
   if (args[0] !== "serve") fail(where, `args start ${JSON.stringify(args[0])}, expected "serve"`);
   const port = Number((flag(args, "--listen") || "").split(":").pop());
@@ -114,14 +121,16 @@ function main(command, files) {
       const workloads = docs.filter((doc) => doc.kind === "StatefulSet" || doc.kind === "Deployment");
       if (workloads.length !== 1) fail(file, `${workloads.length} workloads, expected 1`);
       checkWorkload(file, workloads[0], docs);
-      console.log(`${file}: ${workloads[0].kind} ${workloads[0].metadata.name}: probes, drain, ports, requests, Service, PodDisruptionBudget checked`);
+      console.log(`${file}: ${workloads[0].kind} ${workloads[0].metadata.name}: image pull policy, probes, drain, ports, requests, Service, PodDisruptionBudget checked`);
     }
-  } else if (command === "args" && files.length === 1) {
+  } else if ((command === "args" || command === "image") && files.length === 1) {
     const docs = load(files[0]);
     const workload = docs.find((doc) => doc.kind === "StatefulSet" || doc.kind === "Deployment");
-    for (const arg of workload.spec.template.spec.containers[0].args) console.log(arg);
+    const [container] = workload.spec.template.spec.containers;
+    if (command === "image") console.log(container.image);
+    else for (const arg of container.args) console.log(arg);
   } else {
-    console.error("usage: kubernetes.js check FILE... | args FILE");
+    console.error("usage: kubernetes.js check FILE... | args FILE | image FILE");
     process.exit(2);
   }
 }
