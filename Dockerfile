@@ -1,8 +1,8 @@
 # The `atomflake` command as an image, for `atomflake serve`:
 #
 #   deploy/image/stage && docker build -t atomflake .
-#   docker run atomflake mint -n 5
-#   docker run -p 8080:8080 -v atomflake:/var/lib/atomflake atomflake serve --node 1 --listen 0.0.0.0:8080
+#   docker run --rm atomflake mint -n 5
+#   docker run --rm -p 8080:8080 -v atomflake:/var/lib/atomflake atomflake serve --node 1 --listen 0.0.0.0:8080
 #
 # FROM scratch, so that nothing is pulled from a registry: deploy/image/stage puts the
 # release binary, the libraries it links and the CA certificates in target/image/ (the
