@@ -291,6 +291,22 @@ fn a_server_without_one_node_source_is_refused() {
             "atomflake: --stall-timeout 3601 is out of range: allowed 1..=3600\n",
         ),
         (
+            &["--node", "1", "--max-connection-age", "0"][..],
+            "atomflake: --max-connection-age 0 is out of range: allowed 1..=2592000\n",
+        ),
+        (
+            &["--node", "1", "--max-connection-age", "2592001"][..],
+            "atomflake: --max-connection-age 2592001 is out of range: allowed 1..=2592000\n",
+        ),
+        (
+            &["--node", "1", "--max-connection-age-grace", "0"][..],
+            "atomflake: --max-connection-age-grace 0 is out of range: allowed 1..=3600\n",
+        ),
+        (
+            &["--node", "1", "--max-connection-age-grace", "3601"][..],
+            "atomflake: --max-connection-age-grace 3601 is out of range: allowed 1..=3600\n",
+        ),
+        (
             &["--node", "1", "--max-connections", "0"][..],
             "atomflake: --max-connections 0 is out of range: allowed 1..=",
         ),

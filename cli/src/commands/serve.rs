@@ -90,6 +90,18 @@ pub(crate) struct ServeArgs {
     /// `--max-streams`.
     #[arg(long, default_value_t = Limits::DEFAULT_STALL_TIMEOUT.as_secs(), value_name = "S")]
     stall_timeout: u64,
+    /// Close each connection gracefully after this many seconds, give or take a tenth
+    /// drawn for each (as gRPC's `MaxConnectionAge`): HTTP/2 `GOAWAY`, the calls under way
+    /// finish and clients reconnect; HTTP/1.1 no request after the one under way. Off
+    /// unless set: IDs carry no state of their connection; set it to spread long-lived
+    /// clients over servers behind a layer-4 balancer.
+    #[arg(long, value_name = "S")]
+    max_connection_age: Option<u64>,
+    /// How long, in seconds, a connection closed at `--max-connection-age`, or when its
+    /// client certificate expires (`--tls-client-ca`), has for the requests under way
+    /// before it is cut.
+    #[arg(long, default_value_t = Limits::DEFAULT_CONNECTION_AGE_GRACE.as_secs(), value_name = "S")]
+    max_connection_age_grace: u64,
     /// The runtime's worker threads, which run the connections and the minting: one per
     /// core unless set (or `TOKIO_WORKER_THREADS`), at most 1024. Where the cores are
     /// shared with busy neighbours (a sidecar, the clients), fewer threads than cores can
@@ -144,7 +156,8 @@ struct AccessArgs {
     tls_key: Option<PathBuf>,
     /// Require client certificates signed by this CA (PEM); a client without one is
     /// refused in the handshake. When the file is read again, an open connection whose
-    /// client certificate it no longer trusts (or that has expired) is closed.
+    /// client certificate it no longer trusts is closed; one whose certificate expires is
+    /// closed then (no request after; `--max-connection-age-grace` for those under way).
     #[arg(long, requires = "tls_cert", value_name = "PEM")]
     tls_client_ca: Option<PathBuf>,
     /// Ask every request but health checks for a bearer token (`Authorization: Bearer
@@ -449,6 +462,8 @@ fn limits(args: &ServeArgs, file_limit: u64) -> Result<Limits, Failure> {
         header_timeout: Duration::from_secs(args.header_timeout),
         idle_timeout: Duration::from_secs(args.idle_timeout),
         stall_timeout: Duration::from_secs(args.stall_timeout),
+        max_connection_age: args.max_connection_age.map(Duration::from_secs),
+        max_connection_age_grace: Duration::from_secs(args.max_connection_age_grace),
         ..Limits::default()
     };
     limits.check_open_files(file_limit).map_err(|error| {
@@ -465,6 +480,8 @@ fn limits(args: &ServeArgs, file_limit: u64) -> Result<Limits, Failure> {
             Limit::HeaderTimeout => "--header-timeout",
             Limit::IdleTimeout => "--idle-timeout",
             Limit::StallTimeout => "--stall-timeout",
+            Limit::MaxConnectionAge => "--max-connection-age",
+            Limit::MaxConnectionAgeGrace => "--max-connection-age-grace",
             // Not a flag: the default is within its range.
             _ => return Failure::Other(error.to_string()),
         };
