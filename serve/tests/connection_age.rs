@@ -339,19 +339,18 @@ fn at_its_maximum_age_a_grpc_connection_is_sent_goaway_and_grpcio_reconnects_wit
         failed.len(),
         channel.calls.len()
     );
-    // Every connection that ended, ended at its age: no sooner than 0.9 of it (less the
-    // time from the accept, where the age starts, to the channel's READY), no later than
-    // 1.1 of it and the grace.
-    let (shortest, longest) = (
-        ms(age * 9 / 10),
-        ms(age * 11 / 10 + grace + MARGIN + stalls.so_far()),
-    );
+    // Every connection that ended, ended by its age: no later than 1.1 of it and the grace
+    // from the channel's READY (which comes after the accept, where the age starts). The
+    // channel reports its states late and coalesced (READY again without CONNECTING, when
+    // it connected while still reporting the last one), so no time READY bounds an age
+    // from below: the count of connections does, below.
+    let longest = ms(age * 11 / 10 + grace + MARGIN + stalls.so_far());
     let connections = channel.connections();
     for (opened, ended) in &connections {
         let lived = ended - opened;
         assert!(
-            (shortest.saturating_sub(ms(MARGIN) / 4)..=longest).contains(&lived),
-            "a connection lived {lived} ms, not {shortest}..={longest}: {channel:?}"
+            lived <= longest,
+            "a connection lived {lived} ms, past {longest}: {channel:?}"
         );
     }
     // Over 5 s, connections of at most 1.1 s and a reconnection each: at least 3 ended.
@@ -369,7 +368,15 @@ fn at_its_maximum_age_a_grpc_connection_is_sent_goaway_and_grpcio_reconnects_wit
         "{closed} closed at their age by the server, {} seen by the channel",
         connections.len()
     );
+    // Connections of at least 0.9 of the age: at most one a 0.9 age over the calls, and
+    // the one open at their end.
     let readies = channel.calls.last().unwrap().3;
+    let most = u32::try_from(ms(Duration::from_secs(seconds)).div_ceil(ms(age * 9 / 10))).unwrap() + 1;
+    assert!(
+        readies <= most,
+        "{readies} connections in {seconds} s of connections of at least {:?}: {channel:?}",
+        age * 9 / 10
+    );
     println!(
         "{} calls, none failed, over {readies} connections: {connections:?}; the test unrun for {:?}",
         channel.calls.len(),
