@@ -23,15 +23,18 @@
 //! - a crash (`pg_ctl stop -m immediate`) and a rollback give no ID back;
 //! - times outside the span, IDs past `i64::MAX`, negative IDs: exact errors.
 
-use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres as pg;
+use atomflake_test_servers::{HANG_GUARD, now_ms};
 
 use atomflake::{Builder, Id, Layout, PreciseClock};
 use atomflake_postgres::sql::PgScript;
 use pg::Server;
 use std::ffi::OsStr;
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::Output;
+use std::process::{Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// A fixed time inside the span of every preset but the JavaScript one (whose epoch is
@@ -907,33 +910,69 @@ fn measure_rows_per_second_against_the_seed() {
 }
 
 /// A backend reads the clock in its `SIGALRM` handler (its timeouts): on a stepped clock a
-/// signal that lands in a clock reading of the backend's own never hangs it. Four sessions
-/// run 30,000 statements each under a 5 ms `statement_timeout` (a timer signal every few
-/// statements), while the clock steps between 2 s behind and 2 s ahead every 50 ms; every
-/// session must end within a minute.
+/// signal that lands in a clock reading of the backend's own never hangs it. Each of four
+/// sessions runs statements that do nothing but read the clock, each cancelled by a 1 ms
+/// `statement_timeout`: every statement ends in a timer signal, and the signal lands in
+/// one of the statement's clock readings (the backend does little else), thousands of
+/// times a run. Meanwhile the clock steps between 2 s behind and 2 s ahead every 50 ms.
+/// Sessions that end no statement for the hang guard hang (a statement ends in 1 ms).
 #[test]
 fn a_stepped_clock_never_hangs_a_backend_in_its_timer_signal() {
     let test = "a_stepped_clock_never_hangs_a_backend_in_its_timer_signal";
     let Some((server, faketime)) = faked(test) else {
         return;
     };
+    const STATEMENTS: usize = 250;
     let script = server.file("timer-signals.sql");
-    let statements = "SET statement_timeout = '5ms';\nSELECT now(), clock_timestamp();\n".repeat(15_000);
-    std::fs::write(&script, format!("\\set ON_ERROR_STOP off\n{statements}")).unwrap();
+    // Each statement prints a line when it ends (its cancel, on stderr): the sessions'
+    // progress.
+    let statements =
+        "SELECT count(clock_timestamp()) FROM generate_series(1, 100000000);\n".repeat(STATEMENTS);
+    std::fs::write(
+        &script,
+        format!("\\set ON_ERROR_STOP off\nSET statement_timeout = '1ms';\n{statements}"),
+    )
+    .unwrap();
+    let ended = Arc::new(AtomicUsize::new(0));
     let sessions: Vec<_> = (0..4)
         .map(|_| {
             let mut psql = server.client("psql");
             psql.args(["-X", "-q", "-A", "-t", "-o", "/dev/null", "-f"])
-                .arg(&script);
-            std::thread::spawn(move || psql.output())
+                .arg(&script)
+                .stderr(Stdio::piped());
+            let ended = Arc::clone(&ended);
+            std::thread::spawn(move || {
+                let mut child = psql.spawn().unwrap();
+                // A statement cancelled by its timer: "due to statement timeout", or, when a
+                // step moved the clock the backend's timeouts are kept by, "due to user
+                // request". Any other line is kept to fail the test with.
+                let (mut cancelled, mut other) = (0, Vec::new());
+                for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+                    let line = line.unwrap();
+                    if line.contains("ERROR:  canceling statement due to") {
+                        cancelled += 1;
+                        ended.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        other.push(line);
+                    }
+                }
+                (child.wait().unwrap(), cancelled, other)
+            })
         })
         .collect();
     let started = std::time::Instant::now();
     let mut steps = ["-2", "+2", "+0"].iter().cycle();
+    let (mut seen, mut progress) = (0, std::time::Instant::now());
     while !sessions.iter().all(std::thread::JoinHandle::is_finished) {
+        let now_ended = ended.load(Ordering::Relaxed);
+        if now_ended != seen {
+            (seen, progress) = (now_ended, std::time::Instant::now());
+        }
         assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "a session has not ended in 60 s: its backend hangs; backends:\n{}",
+            progress.elapsed() < HANG_GUARD,
+            "no statement ended for {HANG_GUARD:?} after {seen} of {}: a backend hangs in its timer \
+             signal; backends:\n{}",
+            4 * STATEMENTS,
             server.psql(
                 "SELECT pid, state, wait_event_type, wait_event, left(query, 40) FROM pg_stat_activity"
             )
@@ -943,8 +982,13 @@ fn a_stepped_clock_never_hangs_a_backend_in_its_timer_signal() {
     }
     pg::step_clock(&faketime, "+0");
     for session in sessions {
-        let output = session.join().unwrap().unwrap();
-        assert!(output.status.success(), "{output:?}");
+        let (status, cancelled, other) = session.join().unwrap();
+        assert!(status.success() && other.is_empty(), "psql {status}: {other:?}");
+        // Every statement was cancelled by its timer: each signal landed mid-statement.
+        assert_eq!(cancelled, STATEMENTS);
     }
-    println!("4 sessions x 30,000 statements in {:?}", started.elapsed());
+    println!(
+        "4 sessions x {STATEMENTS} statements, each cancelled by its timer signal, in {:?}",
+        started.elapsed()
+    );
 }
