@@ -11,7 +11,7 @@ use atomflake_test_servers::clients::{
     http_get, ids_of, metric, spawn_piped, tls_pki,
 };
 use atomflake_test_servers::files::{replace, replace_keeping_stamp};
-use atomflake_test_servers::{now_ms, skip};
+use atomflake_test_servers::{HANG_GUARD, now_ms, skip};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -545,10 +545,11 @@ fn closed_within(stream: &mut std::net::TcpStream, within: Duration) -> bool {
 
 #[test]
 fn silent_and_trickling_clients_are_closed_and_health_checks_still_get_in() {
+    let header_timeout = Duration::from_secs(3);
     let server = Server::start(Setup::node(1).limits(Limits {
         max_connections: 24,
-        header_timeout: Duration::from_secs(3),
-        idle_timeout: Duration::from_secs(3),
+        header_timeout,
+        idle_timeout: header_timeout,
         ..Limits::default()
     }));
     let opened = Instant::now();
@@ -575,11 +576,11 @@ fn silent_and_trickling_clients_are_closed_and_health_checks_still_get_in() {
     };
     // A health check behind them all gets in once the health checks' slots turn over
     // (2 s each), well before the trickling clients' header timeout.
-    let (status, body) = http_get(&server.address, "/healthz", Duration::from_secs(8)).unwrap();
+    let (status, body) = http_get(&server.address, "/healthz", HANG_GUARD).unwrap();
     assert_eq!((status, body.as_str()), (200, "serving\n"));
     let health_took = opened.elapsed();
     // An ID request on a connection taken past the cap is refused, naming the cap.
-    let (status, body) = http_get(&server.address, "/v1/ids", Duration::from_secs(8)).unwrap();
+    let (status, body) = http_get(&server.address, "/v1/ids", HANG_GUARD).unwrap();
     assert_eq!(
         (status, body.as_str()),
         (
@@ -587,10 +588,13 @@ fn silent_and_trickling_clients_are_closed_and_health_checks_still_get_in() {
             "{\"error\":\"the server has its most connections open (24): this one answers health checks alone\"}"
         )
     );
-    // Every one of them is closed by the server: the trickling ones at the header timeout
-    // (3 s), the silent ones at theirs.
+    // Every one of them is closed by the server: the trickling ones at the header timeout,
+    // the silent ones at theirs; those left in the backlog are let in once the first ones
+    // close, and closed a header timeout later. So all within two header timeouts, and two
+    // more for a loaded machine's late timers.
+    let closed_by = 4 * header_timeout;
     for stream in trickling.iter_mut().chain(&mut silent) {
-        let within = Duration::from_secs(12).saturating_sub(opened.elapsed());
+        let within = closed_by.saturating_sub(opened.elapsed());
         assert!(
             closed_within(stream, within),
             "a connection still open after {:?}",
@@ -599,7 +603,7 @@ fn silent_and_trickling_clients_are_closed_and_health_checks_still_get_in() {
     }
     trickler.join().unwrap();
     // The slots are free again: IDs over a fresh connection.
-    let (status, body) = http_get(&server.address, "/v1/ids?count=2", Duration::from_secs(5)).unwrap();
+    let (status, body) = http_get(&server.address, "/v1/ids?count=2", HANG_GUARD).unwrap();
     assert_eq!(status, 200, "{body}");
     assert!(
         metric(
@@ -614,14 +618,15 @@ fn silent_and_trickling_clients_are_closed_and_health_checks_still_get_in() {
 #[test]
 fn a_keep_alive_connection_idle_past_the_idle_timeout_is_closed() {
     use std::io::{Read, Write};
+    let idle_timeout = Duration::from_secs(2);
     let server = Server::start(Setup::node(1).limits(Limits {
-        idle_timeout: Duration::from_secs(2),
+        idle_timeout,
         ..Limits::default()
     }));
     let mut stream = std::net::TcpStream::connect(&server.address).unwrap();
     let request = "GET /v1/ids?count=1 HTTP/1.1\r\nHost: atomflake\r\n\r\n";
     stream.write_all(request.as_bytes()).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    stream.set_read_timeout(Some(HANG_GUARD)).unwrap();
     let mut answer = [0; 512];
     let read = stream.read(&mut answer).unwrap();
     assert!(
@@ -635,9 +640,10 @@ fn a_keep_alive_connection_idle_past_the_idle_timeout_is_closed() {
     stream.write_all(request.as_bytes()).unwrap();
     let read = stream.read(&mut answer).unwrap();
     assert!(answer[..read].starts_with(b"HTTP/1.1 200"));
-    assert!(closed_within(&mut stream, Duration::from_secs(6)));
+    // Closed at the idle timeout after the second answer; twice more for late timers.
+    assert!(closed_within(&mut stream, 3 * idle_timeout));
     let idle = answered.elapsed();
-    assert!(idle >= Duration::from_secs(2), "closed after {idle:?}");
+    assert!(idle >= idle_timeout, "closed after {idle:?}");
     assert_eq!(
         metric(
             &server.address,
@@ -659,7 +665,11 @@ struct Probe {
 /// Sends health probes (`/readyz` and `/healthz` in turn) over one keep-alive connection
 /// to `address` until `stop` is set, and returns them; `started` is sent once the first
 /// one is answered.
-fn probe_until(address: &str, stop: &std::sync::atomic::AtomicBool, started: mpsc::Sender<()>) -> Vec<Probe> {
+fn probe_until(
+    address: &str,
+    stop: &std::sync::atomic::AtomicBool,
+    started: &mpsc::Sender<()>,
+) -> Vec<Probe> {
     use std::io::{Read, Write};
     let stream = std::net::TcpStream::connect(address).unwrap();
     stream.set_nodelay(true).unwrap();
@@ -728,7 +738,7 @@ fn health_checks_take_no_id_from_the_clients_that_mint() {
     let probers: Vec<_> = (0..2)
         .map(|_| {
             let (address, stop, started) = (server.address.clone(), Arc::clone(&stop), started.clone());
-            std::thread::spawn(move || probe_until(&address, &stop, started))
+            std::thread::spawn(move || probe_until(&address, &stop, &started))
         })
         .collect();
     for _ in 0..2 {
@@ -743,7 +753,7 @@ fn health_checks_take_no_id_from_the_clients_that_mint() {
     };
     let output = minter.wait_with_output().unwrap();
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let probes: Vec<Probe> = probers
+    let answered: Vec<Probe> = probers
         .into_iter()
         .flat_map(|prober| prober.join().unwrap())
         .collect();
@@ -772,11 +782,11 @@ fn health_checks_take_no_id_from_the_clients_that_mint() {
     // the last one's (a Sonyflake tick is 10 ms).
     let first_tick = *ticks.keys().next().unwrap();
     let window = first_tick..ticks.keys().next_back().unwrap() + 10;
-    let during: Vec<&Probe> = probes
+    let during: Vec<&Probe> = answered
         .iter()
         .filter(|probe| window.contains(&probe.sent_ms) && window.contains(&probe.answered_ms))
         .collect();
-    let unready: Vec<(u16, &str)> = probes
+    let unready: Vec<(u16, &str)> = answered
         .iter()
         .filter(|probe| (probe.status, probe.body.as_str()) != (200, "serving\n"))
         .map(|probe| (probe.status, probe.body.as_str()))
@@ -786,7 +796,7 @@ fn health_checks_take_no_id_from_the_clients_that_mint() {
         !during.is_empty(),
         "no probe was answered while the minting ran ({} ms from {first_tick}); {} probes in all",
         window.end - window.start,
-        probes.len()
+        answered.len()
     );
     println!(
         "{} IDs in {} ticks over {} ms beside {} probes answered ready within that time ({} in all), none \
@@ -795,7 +805,7 @@ fn health_checks_take_no_id_from_the_clients_that_mint() {
         ticks.len(),
         window.end - window.start,
         during.len(),
-        probes.len()
+        answered.len()
     );
 }
 
@@ -825,7 +835,9 @@ fn a_grpc_call_past_its_grpc_timeout_is_ended_by_the_server() {
         (status.as_str(), message.as_str()),
         ("4", "the call's deadline (grpc-timeout) passed before its answer")
     );
-    assert!(took < Duration::from_secs(10), "{took:?}");
+    // Ended by the server, not by the answer's end: half the time the whole answer takes.
+    let whole = Duration::from_millis(1_000_000 / 256 * 10);
+    assert!(took < whole / 2, "{took:?}");
     assert_eq!(
         metric(
             &server.address,
@@ -861,7 +873,7 @@ fn a_stream_past_the_servers_most_is_refused_until_one_ends() {
         skip(test, "no curl");
         return;
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + HANG_GUARD;
     while metric(&server.address, "atomflake_ids_served_total{api=\"grpc\"}") == 0 {
         assert!(Instant::now() < deadline, "the first stream never started");
         std::thread::sleep(Duration::from_millis(50));
@@ -877,7 +889,7 @@ fn a_stream_past_the_servers_most_is_refused_until_one_ends() {
     // The first client goes away: its stream stops, and the place is free again.
     let _ = first.kill();
     let _ = first.wait();
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + HANG_GUARD;
     loop {
         let (status, message, _) = grpc_status(test, grpc(&server, "StreamIds", 10, None)).unwrap();
         if status == "0" {
@@ -923,15 +935,15 @@ fn a_stream_whose_client_stops_reading_ends_at_the_stall_timeout_and_frees_its_p
     // full, the next send waits, and the stall timeout runs from there. So the place is
     // free within the stall timeout of the count's last change, give or take what this
     // loop cannot see: one turn of it (a metrics read, a stream asked for, a pause).
-    let served = || metric(&server.address, "atomflake_ids_served_total{api=\"grpc\"}");
+    let ids_counted = || metric(&server.address, "atomflake_ids_served_total{api=\"grpc\"}");
     let pause = Duration::from_millis(100);
-    let (mut count, mut changed) = (served(), Instant::now());
+    let (mut count, mut changed) = (ids_counted(), Instant::now());
     let mut longest_turn = Duration::ZERO;
     let freed = loop {
         let turn = Instant::now();
-        let now_served = served();
-        if now_served != count {
-            (count, changed) = (now_served, turn);
+        let now_counted = ids_counted();
+        if now_counted != count {
+            (count, changed) = (now_counted, turn);
         }
         let (status, message, _) = grpc_status(test, grpc(&server, "StreamIds", 10, None)).unwrap();
         if status == "0" {
@@ -1188,10 +1200,7 @@ fn client_certificates_of_the_ca_alone_are_served_and_expired_ones_are_refused()
     replace(&client_ca, std::fs::read(pki.path("other-ca.pem")).unwrap(), None);
     let start = Instant::now();
     while with("stranger").0 != 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "the new client CA is not taken"
-        );
+        assert!(start.elapsed() < HANG_GUARD, "the new client CA is not taken");
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_ne!(with("client").0, 0, "the old client CA is still trusted");
@@ -1228,10 +1237,7 @@ fn a_client_ca_taken_out_of_trust_closes_its_clients_open_connections() {
     replace(&client_ca, std::fs::read(pki.path("other-ca.pem")).unwrap(), None);
     let seen = Instant::now();
     while !server.logs.text().contains("TLS certificate reloaded") {
-        assert!(
-            seen.elapsed() < Duration::from_secs(10),
-            "no reload of the client CA"
-        );
+        assert!(seen.elapsed() < HANG_GUARD, "no reload of the client CA");
         std::thread::sleep(Duration::from_millis(20));
     }
     std::io::Write::write_all(&mut go, b"go\n").unwrap();
@@ -1341,7 +1347,7 @@ fn tokens_guard_the_id_endpoints_reload_when_asked_or_changed_and_are_never_show
         let start = Instant::now();
         while get("/v1/ids?count=1", Some(token)).0 != 200 {
             refused += 1;
-            assert!(start.elapsed() < Duration::from_secs(5), "{token} is not taken");
+            assert!(start.elapsed() < HANG_GUARD, "{token} is not taken");
             std::thread::sleep(Duration::from_millis(50));
         }
     };
