@@ -99,8 +99,10 @@ fn a_mint_restarted_on_its_node_with_its_clock_3_s_behind_mints_no_id_twice() {
 
     // Started again at once, its clock 3 s behind (NTP stepping it back at boot, a VM
     // restored from a snapshot): within the 10 s a restart waits for its clock.
+    let behind_ms = 3_000;
+    let behind = format!("-{}s", behind_ms / 1_000);
     let started = Instant::now();
-    let mut second = mint(&state, &["-n", count], Some("-3s"))
+    let mut second = mint(&state, &["-n", count], Some(&behind))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -137,19 +139,25 @@ fn a_mint_restarted_on_its_node_with_its_clock_3_s_behind_mints_no_id_twice() {
     // (later still: the output is buffered). So the restart minted nothing until 3 s
     // after the first run's last ID: it waited for its clock to pass the mark the first
     // run left.
+    // The ID's time, plus `behind_ms`, less 50 ms of slack between the mint's clock
+    // reading and this process's (`now_ms`).
     let (last_ms, first_ms) = (unix_ms(last), unix_ms(after[0]));
+    let earliest_ms = first_ms + behind_ms - 50;
     assert!(
-        first_seen_ms >= first_ms + 3_000 - 50,
-        "the first ID after the restart, at {first_ms} ms, came at {first_seen_ms} ms"
+        first_seen_ms >= earliest_ms,
+        "the first ID after the restart, at {first_ms} ms, came at {first_seen_ms} ms, before {earliest_ms} ms"
     );
     // It went on from its mark: just past the first run's last ID after a clean stop, up
     // to 1.5 s past it where the stop could not store the exact mark within the 200 ms a
     // generator's drop waits (a slow disk), a second more for a late wake-up; or from its
     // clock, if a loaded machine started it so late that its clock had passed the mark.
-    let from_clock = first_seen_ms - 3_000 + 50;
+    let from_clock = first_seen_ms - behind_ms + 50;
+    let latest_ms = (last_ms + 2_500).max(from_clock);
     assert!(
-        first_ms > last_ms && first_ms <= (last_ms + 2_500).max(from_clock),
-        "the first ID after the restart is at {first_ms} ms, the last before at {last_ms} ms"
+        first_ms > last_ms && first_ms <= latest_ms,
+        "the first ID after the restart is at {first_ms} ms, the last before at {last_ms} ms: \
+         not in {}..={latest_ms}",
+        last_ms + 1
     );
 }
 
@@ -168,8 +176,12 @@ fn a_mint_restarted_with_its_clock_20_s_behind_is_refused_naming_the_mark() {
         "the mark {mark} does not cover the ID"
     );
 
-    let second = mint(&state, &[], Some("-20s")).output().unwrap();
-    let real = now_ms();
+    let behind_ms = 20_000;
+    let asked = now_ms();
+    let second = mint(&state, &[], Some(&format!("-{}s", behind_ms / 1_000)))
+        .output()
+        .unwrap();
+    let answered = now_ms();
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert_eq!(
         (second.status.code(), second.stdout.len()),
@@ -182,9 +194,14 @@ fn a_mint_restarted_with_its_clock_20_s_behind_is_refused_naming_the_mark() {
         .and_then(|(_, rest)| rest.split_once(" ms)"))
         .and_then(|(clock, _)| clock.parse().ok())
         .unwrap_or_else(|| panic!("{stderr}"));
+    // Read between `asked` and `answered`, `behind_ms` behind, give or take a second of
+    // the clocks' precision: no bound on how long a busy machine takes to run it.
+    let read_from = asked - behind_ms - 1_000;
+    let read_to = answered - behind_ms + 1_000;
     assert!(
-        (real - 21_000..real - 19_000).contains(&clock),
-        "the clock read {clock} ms at {real} ms: {stderr}"
+        (read_from..=read_to).contains(&clock),
+        "the clock read {clock} ms, not in {read_from}..={read_to} (asked at {asked} ms, answered at \
+         {answered} ms): {stderr}"
     );
     assert_eq!(
         stderr,

@@ -10,6 +10,7 @@ use atomflake::{
     PreciseClock, ShardedGenerator,
 };
 use atomflake_fork_tests::{Ended, fork};
+use atomflake_test_servers::HANG_GUARD;
 use atomflake_test_servers::clock::{self as stepped, step_clock};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -29,8 +30,10 @@ fn one_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// How long a child may run: far longer than any of these children needs.
-const LIMIT: Duration = Duration::from_secs(5);
+/// How long a child may run: a hang guard, not a bound on its speed (a busy machine may
+/// keep it waiting any part of it). A child that reports on a process or a wait of its own
+/// gives that half, so that its report comes back before its own limit ends.
+const LIMIT: Duration = HANG_GUARD;
 
 /// A panic's message.
 fn message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -464,7 +467,7 @@ fn a_generator_built_in_a_child_or_a_grandchild_mints_at_the_wall_clocks_time() 
                         write_lines(out, &[first, lag_after(&own, run)])
                     },
                     |_| lag_after(&own, run),
-                    LIMIT,
+                    LIMIT / 2,
                 );
                 lines.push(lag);
                 // The child's clock has a thread again: the parent's generator is still refused.
@@ -615,7 +618,8 @@ fn a_child_forked_while_a_thread_sets_the_step_hook_has_a_running_clock() {
             |out| {
                 let clock = MonotonicClock::new();
                 let first = clock.unix_ms();
-                let deadline = std::time::Instant::now() + Duration::from_secs(3);
+                // A clock that stands still; one that a busy machine reads late has moved on.
+                let deadline = std::time::Instant::now() + LIMIT / 2;
                 while clock.unix_ms() < first + 200 {
                     if std::time::Instant::now() > deadline {
                         let _ = writeln!(
