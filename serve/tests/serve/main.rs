@@ -4,6 +4,8 @@
 //! process (its flags, signals, exit codes, the open-file limit, leases) is tested in
 //! `cli/tests/serve.rs`.
 
+mod connection_age;
+
 use atomflake::{Id, Layout, ShardedGenerator};
 use atomflake_serve::{Drained, Limits, Service, Tls, TlsFiles, Tokens, serve};
 use atomflake_test_servers::clients::{
@@ -126,7 +128,10 @@ impl Server {
         let served = std::thread::spawn(move || {
             thread_logs.capture_on_this_thread();
             let worker_logs = thread_logs.clone();
+            // More workers than a test's requests that mint a million IDs at once, so
+            // that a connection's timers never wait behind them on a two-core machine.
             let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(4)
                 .enable_all()
                 .thread_name("atomflake-serve")
                 .on_thread_start(move || worker_logs.capture_on_this_thread())

@@ -1,17 +1,17 @@
 //! How long a connection may live: its maximum age (`Limits::max_connection_age`, closed
 //! gracefully, cut after `Limits::max_connection_age_grace`) and, under mTLS, its client
-//! certificate's expiry. Served in this process by [`serve`] on a loopback port, driven by
+//! certificate's expiry. Served in this process by the tests' [`Server`], driven by
 //! `grpcio` (one channel held throughout), a raw HTTP/1.1 connection and `openssl`.
 //!
 //! Every bound below comes from what the test sets: the age (give or take the tenth it is
 //! jittered by), the grace, the certificate's `notAfter`, and [`MARGIN`]; a late bound
 //! also from the time the test's process was kept from running meanwhile ([`Stalls`]).
 
-use atomflake::ShardedGenerator;
-use atomflake_serve::{Drained, Limits, Service, Tls, TlsFiles, serve};
+use super::{Server, Setup, tempdir, venv};
+use atomflake::Layout;
+use atomflake_serve::{Drained, Limits};
 use atomflake_test_servers::clients::{PythonClient, curl_https, metric, spawn_piped, tls_pki};
 use std::io::{BufReader, Lines, Read, Write};
-use std::path::{Path, PathBuf};
 use std::process::ChildStdout;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,74 +20,6 @@ use std::time::{Duration, Instant};
 /// How late past its bound the test accepts an end: the server's timer firing, its task
 /// run and the client noticing, on a loaded two-core machine.
 const MARGIN: Duration = Duration::from_secs(1);
-
-/// [`serve`] with `limits` on a free loopback port, on a runtime of its own on a thread of
-/// its own, with TLS when given, until dropped or [`stop`](Server::stop)ped.
-struct Server {
-    address: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    served: Option<std::thread::JoinHandle<std::io::Result<Drained>>>,
-}
-
-impl Server {
-    fn start(limits: Limits, tls: Option<TlsFiles>) -> Server {
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (started, start) = std::sync::mpsc::channel();
-        let served = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let generator = ShardedGenerator::new(atomflake::Layout::TWITTER, vec![4]).unwrap();
-                let mut service = Service::new(generator, limits, None).unwrap();
-                if let Some(files) = tls {
-                    service = service.with_tls(Tls::new(files).unwrap());
-                }
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                started.send(listener.local_addr().unwrap().to_string()).unwrap();
-                let shutdown = async move {
-                    let _ = stopped.await;
-                };
-                serve(listener, Arc::new(service), shutdown, || {
-                    tokio::time::sleep(Duration::from_secs(10))
-                })
-                .await
-            })
-        });
-        Server {
-            address: start.recv().expect("the server starts"),
-            stop: Some(stop),
-            served: Some(served),
-        }
-    }
-
-    fn stop(mut self) -> Drained {
-        let _ = self.stop.take().unwrap().send(());
-        self.served.take().unwrap().join().unwrap().unwrap()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
-/// The venv of the Python clients, shared with `serve.rs` and `cli/tests/serve.rs`.
-fn venv() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-venv")
-}
-
-/// A fresh directory under the target's temporary directory.
-fn tempdir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("age-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// What `serve_long_channel.py` said: its channel's states and its calls.
 #[derive(Debug, Default)]
@@ -202,12 +134,7 @@ fn a_client_certificate_that_expires_on_an_open_connection_ends_it_and_a_new_one
         max_connection_age_grace: grace,
         ..Limits::default()
     };
-    let files = TlsFiles {
-        cert: pki.path("server.crt"),
-        key: pki.path("server.key"),
-        client_ca: Some(pki.path("ca.pem")),
-    };
-    let server = Server::start(limits, Some(files));
+    let server = Server::start(Setup::node(4).limits(limits).tls(&pki, Some(pki.path("ca.pem"))));
     // The certificate lives 4 s from its making; the calls go on 3 s past its expiry,
     // grace and margin.
     let life = 4;
@@ -313,14 +240,11 @@ fn at_its_maximum_age_a_grpc_connection_is_sent_goaway_and_grpcio_reconnects_wit
         return;
     };
     let (age, grace) = (Duration::from_secs(1), Duration::from_secs(2));
-    let server = Server::start(
-        Limits {
-            max_connection_age: Some(age),
-            max_connection_age_grace: grace,
-            ..Limits::default()
-        },
-        None,
-    );
+    let server = Server::start(Setup::node(4).limits(Limits {
+        max_connection_age: Some(age),
+        max_connection_age_grace: grace,
+        ..Limits::default()
+    }));
     let seconds = 5;
     let stubs = tempdir("stubs-age");
     let mut command = client.command(&server.address, &stubs, &seconds.to_string());
@@ -444,28 +368,29 @@ fn head_of(answer: &[u8]) -> (String, usize) {
 }
 
 /// Over HTTP/1.1 at its maximum age, give or take a tenth: an idle keep-alive connection
-/// is closed at once; one with an answer under way (a million IDs, far more than the
-/// sockets' buffers hold, not read yet) reads no other request but sends that answer
-/// whole within the grace, then closes; one whose answer is still not read at the end of
-/// the grace is cut.
+/// is closed at once; one with an answer under way reads no other request but sends that
+/// answer whole within the grace, then closes; one whose answer is still not done at the
+/// end of the grace is cut. On Sonyflake's layout (256 IDs a 10 ms tick, one node) the
+/// clock sets how long an answer takes, not the machine's speed: 3 s for the one under
+/// way at the age, 10 s for the one cut.
 #[test]
 fn at_its_maximum_age_an_http1_connection_closes_when_idle_and_after_the_answer_under_way() {
     let (age, grace) = (Duration::from_secs(2), Duration::from_secs(5));
-    let server = Server::start(
-        Limits {
-            max_count: 1 << 20,
-            max_connection_age: Some(age),
-            max_connection_age_grace: grace,
-            ..Limits::default()
-        },
-        None,
-    );
+    // IDs a second on one node of Sonyflake's layout.
+    let per_second = 25_600;
+    let (under_way_ids, cut_ids) = (3 * per_second, 10 * per_second);
+    let server = Server::start(Setup::node(4).layout(Layout::SONYFLAKE).limits(Limits {
+        max_count: cut_ids,
+        max_connection_age: Some(age),
+        max_connection_age_grace: grace,
+        ..Limits::default()
+    }));
     let (earliest, latest) = (age * 9 / 10, age * 11 / 10);
     let stalls = Stalls::watch();
     let opened = Instant::now();
     let mut idle = ask_for_ids(&server.address, 1);
-    let mut under_way = ask_for_ids(&server.address, 1 << 20);
-    let mut never_read = ask_for_ids(&server.address, 1 << 20);
+    let mut under_way = ask_for_ids(&server.address, under_way_ids);
+    let mut never_read = ask_for_ids(&server.address, cut_ids);
 
     // Answered, kept alive, then closed at its age, without a grace.
     let (answer, ended) = read_to_end(&mut idle, latest + MARGIN * 2);
@@ -500,12 +425,17 @@ fn at_its_maximum_age_an_http1_connection_closes_when_idle_and_after_the_answer_
         "the connection of the answer under way still open after {closed_at:?}"
     );
     let body = std::str::from_utf8(&answer[head.len() + 4..]).unwrap();
-    assert_eq!(atomflake_test_servers::clients::ids_of(body).len(), 1 << 20);
+    assert_eq!(
+        atomflake_test_servers::clients::ids_of(body).len(),
+        under_way_ids as usize
+    );
 
-    // Read after the latest end of the grace: cut short.
+    // Read after the latest end of the grace: cut short (its IDs take 10 s to mint, so
+    // before its head is sent).
     std::thread::sleep((latest + grace + MARGIN).saturating_sub(opened.elapsed()));
     let (answer, ended) = read_to_end(&mut never_read, MARGIN);
-    let (_, length) = head_of(&answer);
+    let has_head = answer.windows(4).any(|window| window == b"\r\n\r\n");
+    let length = if has_head { head_of(&answer).1 } else { usize::MAX };
     assert!(
         ended && answer.len() < length,
         "the answer not read within the grace was not cut: {} of {length} bytes, ended: {ended}",
