@@ -918,11 +918,11 @@ fn measure_rows_per_second_against_the_seed() {
 /// Sessions that end no statement for the hang guard hang (a statement ends in 1 ms).
 #[test]
 fn a_stepped_clock_never_hangs_a_backend_in_its_timer_signal() {
+    const STATEMENTS: usize = 250;
     let test = "a_stepped_clock_never_hangs_a_backend_in_its_timer_signal";
     let Some((server, faketime)) = faked(test) else {
         return;
     };
-    const STATEMENTS: usize = 250;
     let script = server.file("timer-signals.sql");
     // Each statement prints a line when it ends (its cancel, on stderr): the sessions'
     // progress.
