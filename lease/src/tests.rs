@@ -2,7 +2,13 @@
 //! release, as every engine gets them.
 
 use super::*;
+use crate::lease::unix_now_ms;
+use atomflake::Layout;
+use atomflake::mark::{MarkStore, Tenure};
+use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// An engine error: the memory "server" is unreachable.
 #[derive(Debug, Clone, PartialEq, Eq)]
