@@ -104,6 +104,8 @@ impl<C: Clock> Builder<C> {
     }
 }
 
+// `next_id`, `next_ids`, `fill`, their bounded and async twins and `Debug`: written once
+// for the three generator types by `minting_methods!` in `src/generator/ids.rs`.
 minting_methods!(
     LocalGenerator, LocalIds,
     node: |self| &self.home.nodes,
