@@ -61,26 +61,60 @@ const NAP_LIMIT: Duration = Duration::from_millis(5);
 /// The mark file, in the data directory (the backends' working directory).
 const MARK_FILE: &str = "atomflake.mark";
 
-/// `atomflake.layout`: the layout presets, in [`Layout::PRESETS`]' order (the decode test
-/// starts a server for each name and checks it against that preset's layout).
-#[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
-enum Preset {
-    #[name = c"twitter"]
-    Twitter,
-    #[name = c"discord"]
-    Discord,
-    #[name = c"instagram"]
-    Instagram,
-    #[name = c"sonyflake"]
-    Sonyflake,
-    #[name = c"mastodon"]
-    Mastodon,
-    #[name = c"javascript"]
-    Javascript,
+/// Declares [`Preset`] from `VARIANT = c"name"` pairs, in [`Layout::PRESETS`]' order, and
+/// checks at compile time that the names are those of [`Layout::PRESETS`], one for one:
+/// [`Preset::preset`] indexes it by the variant's number.
+macro_rules! presets {
+    ($($variant:ident = $name:literal),+ $(,)?) => {
+        /// `atomflake.layout`: the layout presets, in [`Layout::PRESETS`]' order (the decode
+        /// test starts a server for each name and checks it against that preset's layout).
+        #[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+        enum Preset {
+            $(#[name = $name] $variant,)+
+        }
+
+        const _: () = {
+            let names: &[&CStr] = &[$($name),+];
+            assert!(names.len() == Layout::PRESETS.len(), "Preset has not one variant for each of Layout::PRESETS");
+            let mut i = 0;
+            while i < names.len() {
+                assert!(
+                    same_bytes(names[i].to_bytes(), Layout::PRESETS[i].0.as_bytes()),
+                    "a Preset variant is not named as Layout::PRESETS is at its place"
+                );
+                i += 1;
+            }
+        };
+    };
+}
+
+/// `a == b`, in a constant.
+const fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+presets! {
+    Twitter = c"twitter",
+    Discord = c"discord",
+    Instagram = c"instagram",
+    Sonyflake = c"sonyflake",
+    Mastodon = c"mastodon",
+    Javascript = c"javascript",
 }
 
 impl Preset {
-    /// The preset's name and layout: the variants are in [`Layout::PRESETS`]' order.
+    /// The preset's name and layout: the variants are in [`Layout::PRESETS`]' order (checked
+    /// where [`Preset`] is declared).
     fn preset(self) -> (&'static str, Layout) {
         Layout::PRESETS[self as usize]
     }
