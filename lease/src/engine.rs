@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 /// How many passed-over nodes a claim reports at most.
 const MAX_PASSED_OVER: usize = 16;
 
-/// What a lease engine does on its server; [`Lease`] does the rest. An engine implements
+/// What a lease engine does on its server; [`Lease`](crate::Lease) does the rest. An engine implements
 /// it the way `parking_lot` implements `lock_api::RawMutex`: the guarantees are argued
 /// once, in the [crate docs](crate#why-two-holders-never-mint-the-same-id), on what these
 /// calls promise.
 ///
-/// Every call may block; [`Lease`] makes them on a thread of their own, so engines may run
+/// Every call may block; [`Lease`](crate::Lease) makes them on a thread of their own, so engines may run
 /// a runtime of their own inside.
 pub trait Engine: Sized + Send + fmt::Debug + 'static {
     /// Where the engine's server is.
@@ -75,7 +75,7 @@ pub trait Engine: Sized + Send + fmt::Debug + 'static {
         deadline: Instant,
     ) -> Written<Self::Error>;
 
-    /// Every node of `namespace` that is claimed or has a mark, by node ([`list()`] checks the
+    /// Every node of `namespace` that is claimed or has a mark, by node ([`list()`](crate::list()) checks the
     /// namespace first).
     ///
     /// # Errors
@@ -141,7 +141,7 @@ pub struct Claimed<F> {
     /// The highest of their marks, Unix ms (0 for none).
     pub mark: u64,
     /// The free nodes passed over because their marks are past the reach: the lowest
-    /// [`MAX_PASSED_OVER`](self) at most.
+    /// 16 at most.
     pub passed_over: Vec<PassedOver>,
 }
 
@@ -215,7 +215,7 @@ impl<E> From<E> for WriteError<E> {
     }
 }
 
-/// A free node that [`Lease::acquire`] passed over because its high-water mark is further
+/// A free node that [`Lease::acquire`](crate::Lease::acquire) passed over because its high-water mark is further
 /// ahead of this process's clock than a generator waits for at start-up: a previous
 /// holder's clock ran ahead. It is free for a claimant whose clock has reached its mark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
