@@ -1,55 +1,39 @@
 //! Writes `$OUT_DIR/adopt.rs`: the `extension_sql!` that creates `atomflake_adopt(tbl, col)`,
-//! its body `postgres/src/adopt.sql` (shared with the SQL script's `--adopt`) with the
-//! extension's names filled in. `extension_sql!` takes only a string literal, so the filled
-//! body is written out here and `src/lib.rs` includes the file.
+//! from the templates of `atomflake-sql` (the adoption body that the SQL script's `--adopt`
+//! fills too) with the extension's names filled in. `extension_sql!` takes only a string
+//! literal, so the filled SQL is written out here and `src/lib.rs` includes the file.
 
+use atomflake_sql::{ADOPT, EXTENSION_ADOPT, EXTENSION_ADOPT_VARIABLES, EXTENSION_DECODED_TIME, fill};
 use std::{env, fs, path::PathBuf};
 
-const TEMPLATE: &str = "../postgres/src/adopt.sql";
-
-/// The UTC time the bigint `id` decodes to, as text.
-fn time_of(id: &str) -> String {
-    format!(
-        "to_char(@extschema@.atomflake_time({id}) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') || ' UTC'"
-    )
+fn filled(template: &str, values: &[(&str, &str)]) -> String {
+    fill(template, values).unwrap_or_else(|error| panic!("the extension's atomflake_adopt: {error}"))
 }
 
 fn main() {
-    println!("cargo::rerun-if-changed={TEMPLATE}");
-    let template =
-        fs::read_to_string(TEMPLATE).unwrap_or_else(|error| panic!("cannot read {TEMPLATE}: {error}"));
-    let (_, body) = template
-        .split_once("\nDECLARE\n")
-        .unwrap_or_else(|| panic!("{TEMPLATE} has no DECLARE line"));
-    let mut body = format!("DECLARE\n{body}");
-    for (name, value) in [
-        (
-            "variables",
-            "    what text := format('%s.%I', tbl, col);\n    mint text := '@extschema@.atomflake_next_id()';\n".to_owned(),
-        ),
-        ("checks", String::new()),
-        ("mint_call", "@extschema@.atomflake_next_id()".to_owned()),
-        (
-            "first_of_tick",
-            "@extschema@.atomflake_first_id_at(@extschema@.atomflake_time(minted))".to_owned(),
-        ),
-        ("newest_time", time_of("newest")),
-        ("first_time", time_of("first_id")),
-    ] {
-        let placeholder = format!("{{{name}}}");
-        assert!(body.contains(&placeholder), "{TEMPLATE} has no {placeholder}");
-        body = body.replace(&placeholder, &value);
-    }
+    let body = filled(
+        ADOPT,
+        &[
+            ("variables", &filled(EXTENSION_ADOPT_VARIABLES, &[])),
+            ("checks", ""),
+            ("mint_call", "@extschema@.atomflake_next_id()"),
+            (
+                "first_of_tick",
+                "@extschema@.atomflake_first_id_at(@extschema@.atomflake_time(minted))",
+            ),
+            ("newest_time", &filled(EXTENSION_DECODED_TIME, &[("id", "newest")])),
+            ("first_time", &filled(EXTENSION_DECODED_TIME, &[("id", "first_id")])),
+        ],
+    );
+    let sql = filled(EXTENSION_ADOPT, &[("body", &body)]);
     assert!(
-        !body.contains(['{', '"']),
-        "{TEMPLATE} has a placeholder build.rs does not fill, or a double quote (it goes into a raw string r\"…\")"
+        !sql.contains('"'),
+        "atomflake_adopt's SQL has a double quote: it goes into a raw string r\"…\""
     );
     let rust = format!(
         "extension_sql!(
     r\"
-CREATE FUNCTION @extschema@.atomflake_adopt(tbl regclass, col name) RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT AS $adopt$
-{body}$adopt$;
+{sql}
 \",
     name = \"adopt\",
     requires = [next_id, time, first_id_at],

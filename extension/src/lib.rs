@@ -418,8 +418,8 @@ REVOKE EXECUTE ON FUNCTION @extschema@.atomflake_raise_mark(bigint) FROM PUBLIC;
 // this extension's `atomflake_next_id()` (by its dependency, not its text) is left alone,
 // with no lock and no ID minted. The maximum is read with row security off; a relation
 // that is not a table is refused; the caller's `lock_timeout` bounds the wait for the
-// lock. The body is
-// `postgres/src/adopt.sql`, shared with the script; `build.rs` fills in its names.
+// lock. The body is the template `atomflake_sql::ADOPT` (`sql/templates/adopt.sql`),
+// shared with the script; `build.rs` fills in its names.
 include!(concat!(env!("OUT_DIR"), "/adopt.rs"));
 
 fn node_not_set() -> ! {

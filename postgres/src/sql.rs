@@ -129,7 +129,8 @@
 //! ```
 
 use atomflake::{Field, FieldOrder, Layout, RangeError};
-use core::fmt::{self, Write as _};
+use atomflake_sql as templates;
+use core::fmt;
 use std::time::Duration;
 
 /// The SQL script that mints and decodes IDs of one layout inside PostgreSQL.
@@ -415,65 +416,48 @@ impl PgScript {
 }
 
 impl PgScript {
-    /// The statement that switches `target` over to `next_id()` (see [`PgScript::adopt`]).
+    /// The statement that switches `target` over to `next_id()` (see [`PgScript::adopt`]):
+    /// [`ADOPTION`] around [`ADOPT`].
     fn adoption(&self, target: &AdoptColumn) -> String {
-        let p = &self.prefix;
+        let p = self.prefix.as_str();
         let layout = self.layout;
         let ts_shift = layout.timestamp_shift();
-        let (epoch, tick_ms) = (layout.epoch_ms(), layout.tick_ms());
+        let (epoch, tick_ms) = (layout.epoch_ms().to_string(), layout.tick_ms().to_string());
         let AdoptColumn { table, column } = target;
         // The UTC time an id decodes to in this layout, in ms when past what a timestamp
         // holds.
         let time_of = |id: &str| {
-            format!(
-                "(SELECT CASE WHEN ms < 9000000000000000
-            THEN to_char(to_timestamp(ms / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') || ' UTC'
-            ELSE ms || ' ms after 1970' END
-        FROM (SELECT {}::numeric * {tick_ms} + {epoch} AS ms) AS decoded)",
-                unshifted(id, ts_shift)
+            filled(
+                templates::SCRIPT_DECODED_TIME,
+                &[
+                    ("ticks", &unshifted(id, ts_shift)),
+                    ("tick_ms", &tick_ms),
+                    ("epoch", &epoch),
+                ],
             )
         };
-        let newest_time = time_of("newest");
-        let first_time = time_of("first_id");
-        let first_of_tick = shifted(&unshifted("minted", ts_shift), ts_shift);
-        let next_id = format!("{p}_next_id()");
-        let body = fill_adopt(&[
-            (
-                "variables",
-                &format!(
-                    "    what text := '{table}.{column}';
-    tbl regclass := to_regclass('{table}');
-    col name := '{column}';
-    mint text := format('%I.%I()', current_schema(), '{p}_next_id');
-"
+        let names = [("table", table.as_str()), ("column", column.as_str()), ("p", p)];
+        let body = filled(
+            templates::ADOPT,
+            &[
+                ("variables", &filled(templates::SCRIPT_ADOPT_VARIABLES, &names)),
+                ("checks", &filled(templates::SCRIPT_ADOPT_CHECKS, &names[..1])),
+                ("mint_call", &format!("{p}_next_id()")),
+                (
+                    "first_of_tick",
+                    &shifted(&unshifted("minted", ts_shift), ts_shift),
                 ),
-            ),
-            (
-                "checks",
-                &format!(
-                    "    IF tbl IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '42P01', MESSAGE = format(
-            'cannot adopt column %s: there is no table {table}', what);
-    END IF;
-"
-                ),
-            ),
-            ("mint_call", &next_id),
-            ("first_of_tick", &first_of_tick),
-            ("newest_time", &newest_time),
-            ("first_time", &first_time),
-        ]);
+                ("newest_time", &time_of("newest")),
+                ("first_time", &time_of("first_id")),
+            ],
+        );
+        // A blank line before and after each.
         format!(
-            "
--- Adopt {table}.{column}: new rows take {p}_next_id(). In one statement, under an ACCESS
--- EXCLUSIVE lock on the table: the column must be bigint (and every foreign key to it),
--- and every value in it below the first id of the tick {p}_next_id() mints at; then its
--- default becomes {p}_next_id() and its identity (with its sequence) or its sequence's
--- ownership goes. Nothing is done for a column whose default already calls it. The rows
--- are read with row security off; only a table is taken; lock_timeout bounds the lock.
-DO $adopt$
-{body}$adopt$;
-"
+            "\n{}\n",
+            filled(
+                templates::ADOPTION,
+                &[names[0], names[1], names[2], ("body", &body)]
+            )
         )
     }
 }
@@ -531,116 +515,33 @@ impl PgScript {
         // calls, made before it.
         let dropped = functions.iter().rev().cloned().collect::<Vec<_>>().join(", ");
         let functions = functions.join(", ");
-        Ok(format!(
-            "\
--- Moves this database from atomflake's SQL script (prefix {p}, in the current schema) to the
--- extension atomflake, in one transaction: nothing changes when a step is refused. Run it
--- with psql -v ON_ERROR_STOP=1, as a role that may create the extension.
-BEGIN;
-
-DO $move$
-DECLARE
-    state regclass := to_regclass(format('%I.%I', current_schema(), '{p}_state'));
-    made_for text;
-    signature text;
-BEGIN
-    IF current_setting('atomflake.layout', true) IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE =
-            'atomflake is not loaded at server start: add atomflake to shared_preload_libraries, set atomflake.layout = {preset} and atomflake.node, and restart the server before the move';
-    END IF;
-    IF current_setting('atomflake.layout') <> '{preset}' THEN
-        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
-            'the server mints layout %s (atomflake.layout) and the script layout {preset}: set atomflake.layout = {preset} and restart the server before the move',
-            current_setting('atomflake.layout'));
-    END IF;
-    IF state IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '42P01', MESSAGE = format(
-            'there is no sequence %I.{p}_state: schema %I holds no state of the script with prefix {p}',
-            current_schema(), current_schema());
-    END IF;
-    made_for := obj_description(state, 'pg_class');
-    IF made_for IS DISTINCT FROM '{fingerprint}' THEN
-        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
-            'sequence %s holds the state of another layout: %s', state, made_for);
-    END IF;
-    -- The end of the tick of the state's last slot: past every ID the script minted.
-    PERFORM set_config('atomflake_move.mark',
-        coalesce(((pg_sequence_last_value(state) >> {k}) + 1) * {tick_ms} + {epoch}, 0)::text, true);
-    EXECUTE format('CREATE SCHEMA %I', '{p}_retired');
-    FOREACH signature IN ARRAY ARRAY[{functions}] LOOP
-        EXECUTE format('ALTER FUNCTION %I.%s SET SCHEMA %I', current_schema(), signature, '{p}_retired');
-    END LOOP;
-    EXECUTE format('ALTER SEQUENCE %s SET SCHEMA %I', state, '{p}_retired');
-END
-$move$;
-
-CREATE EXTENSION atomflake;
-SELECT atomflake_raise_mark(current_setting('atomflake_move.mark')::bigint);
-
-DO $columns$
-DECLARE
-    def record;
-BEGIN
-    FOR def IN
-        SELECT d.adrelid::regclass AS tbl, a.attname AS col
-        FROM pg_attrdef d
-        JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
-        JOIN pg_depend dep ON dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid
-            AND dep.refclassid = 'pg_proc'::regclass
-        WHERE dep.refobjid = format('%I.%I()', '{p}_retired', '{p}_next_id')::regprocedure
-        ORDER BY d.adrelid::regclass::text, a.attname
-    LOOP
-        PERFORM atomflake_adopt(def.tbl, def.col);
-    END LOOP;
-END
-$columns$;
-
-DO $drop$
-DECLARE
-    signature text;
-BEGIN
-    FOREACH signature IN ARRAY ARRAY[{dropped}] LOOP
-        EXECUTE format('DROP FUNCTION %I.%s', '{p}_retired', signature);
-    END LOOP;
-    EXECUTE format('DROP SEQUENCE %I.%I', '{p}_retired', '{p}_state');
-    EXECUTE format('DROP SCHEMA %I', '{p}_retired');
-END
-$drop$;
-
-COMMIT;
-"
-        ))
+        let (k, epoch, tick_ms) = (k.to_string(), epoch.to_string(), tick_ms.to_string());
+        let mut sql = filled(
+            templates::TO_EXTENSION,
+            &[
+                ("p", p),
+                ("preset", preset),
+                ("fingerprint", &fingerprint),
+                ("k", &k),
+                ("tick_ms", &tick_ms),
+                ("epoch", &epoch),
+                ("functions", &functions),
+                ("dropped", &dropped),
+            ],
+        );
+        sql.push('\n');
+        Ok(sql)
     }
 }
 
-/// `adopt.sql`: the body of the block that switches a column over, with placeholders;
-/// the extension builds its `atomflake_adopt` from the same file.
-const ADOPT_SQL: &str = include_str!("adopt.sql");
-
-/// [`ADOPT_SQL`] from its `DECLARE` on, each `{name}` in it replaced by its value in
-/// `values` in one pass (so a value's own braces stay as they are).
+/// `template` filled with `values` ([`atomflake_sql::fill`]).
 ///
 /// # Panics
 ///
-/// On a placeholder `values` lacks: `adopt.sql` and its callers are out of step.
-fn fill_adopt(values: &[(&str, &str)]) -> String {
-    let (_, body) = ADOPT_SQL
-        .split_once("\nDECLARE\n")
-        .expect("adopt.sql has its DECLARE");
-    let mut rest = body;
-    let mut out = String::from("DECLARE\n");
-    while let Some((before, after)) = rest.split_once('{') {
-        let (name, after) = after.split_once('}').expect("adopt.sql closes its braces");
-        let value = values
-            .iter()
-            .find_map(|&(key, value)| (key == name).then_some(value))
-            .unwrap_or_else(|| panic!("adopt.sql's {{{name}}} has no value"));
-        out.push_str(before);
-        out.push_str(value);
-        rest = after;
-    }
-    out.push_str(rest);
-    out
+/// When the template and its values are out of step: a placeholder without a value, or a
+/// value without a placeholder. The unit tests write every template.
+fn filled(template: &str, values: &[(&str, &str)]) -> String {
+    atomflake_sql::fill(template, values).unwrap_or_else(|error| panic!("the script's SQL: {error}"))
 }
 
 /// `value << shift` in SQL, or `value` alone for a shift of 0.
@@ -670,22 +571,19 @@ const CLOCK: &str = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
 const LOCK_CLASS: u32 = u32::from_be_bytes(*b"atom");
 
 impl fmt::Display for PgScript {
-    #[expect(clippy::too_many_lines, reason = "the script, written once, top to bottom")]
+    /// [`SCRIPT`](templates::SCRIPT) filled with the layout's numbers and the expressions
+    /// computed from them.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the value of each of the script's placeholders, listed once"
+    )]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let layout = self.layout;
-        let p = &self.prefix;
+        let p = self.prefix.as_str();
         let k = self.counter_bits;
-        let epoch = layout.epoch_ms();
-        let tick_ms = layout.tick_ms();
+        let (epoch, tick_ms) = (layout.epoch_ms(), layout.tick_ms());
         let ts_shift = layout.timestamp_shift();
-        let per_tick = layout.ids_per_tick();
         let counter_mask = (1_u64 << k) - 1;
-        let node = self.node;
-        let node_part = node << layout.node_shift();
-        let last_tick = self.last_tick;
-        let end_ms = self.end_unix_ms();
-        let max_wait_ms = self.max_wait.as_millis();
-        let below_ts = (1_u64 << ts_shift) - 1;
         let tick_of = |ms: &str| {
             if tick_ms == 1 {
                 format!("({ms} - {epoch})")
@@ -693,314 +591,102 @@ impl fmt::Display for PgScript {
                 format!("(({ms} - {epoch}) / {tick_ms})")
             }
         };
-        let now_tick = tick_of("now_ms");
-        let slot_tick = unshifted("slot", k);
         let id = format!(
-            "({} | {node_part} | {})",
-            shifted(&slot_tick, ts_shift),
+            "({} | {} | {})",
+            shifted(&unshifted("slot", k), ts_shift),
+            self.node << layout.node_shift(),
             shifted(&format!("(slot & {counter_mask})"), layout.sequence_shift()),
         );
-        let fingerprint = self.fingerprint();
-        let max_id = layout.max_id().min(i64::MAX as u64);
-        let max_node = layout.max_node();
-        let max_sequence = layout.max_sequence();
-        let node_shift = layout.node_shift();
-        let sequence_shift = layout.sequence_shift();
-        let lock_class = LOCK_CLASS;
-        let headroom = self.headroom();
-        let (ts_bits, node_bits, seq_bits) = (
-            layout.timestamp_bits(),
-            layout.node_bits(),
-            layout.sequence_bits(),
-        );
-        let order = match layout.order() {
-            FieldOrder::NodeSequence => "time | node | sequence",
-            FieldOrder::SequenceNode => "time | sequence | node",
+        let decoded = |shift: u32| unshifted(&format!("{p}_check(id)"), shift);
+        let number = |value: u64| value.to_string();
+        let headroom = number(self.headroom());
+        let max_ahead_ms = self.max_ahead().as_millis().to_string();
+        let (epoch_text, tick_ms_text) = (number(epoch), number(tick_ms));
+        let (now_tick, next_tick) = (tick_of("now_ms"), unshifted("next_free", k));
+        let (counter_mask, per_tick) = (number(counter_mask), number(layout.ids_per_tick()));
+        let mint = |now: &str, may_wait: &str, guard: &str| {
+            filled(
+                templates::MINT,
+                &[
+                    ("guard", guard),
+                    ("now", now),
+                    ("epoch", &epoch_text),
+                    ("next_tick", &next_tick),
+                    ("now_tick", &now_tick),
+                    ("counter_mask", &counter_mask),
+                    ("per_tick", &per_tick),
+                    ("id", &id),
+                    ("may_wait", may_wait),
+                ],
+            )
         };
-        let version = env!("CARGO_PKG_VERSION");
-        // The server's sessions against the headroom (see the module docs), checked when the
-        // script is applied and before every jump.
-        let settings = [
-            "max_connections",
-            "max_worker_processes",
-            "max_wal_senders",
-            "autovacuum_max_workers",
-        ];
-        let sessions = settings
-            .map(|name| format!("current_setting('{name}')::int"))
-            .join(" + ");
-        let room_check = format!(
-            "IF {sessions} > {headroom} THEN
-        RAISE EXCEPTION USING ERRCODE = '53400', MESSAGE = format(
-            'this server runs up to %s sessions at once ({}), more than the {headroom} that {p}''s state has room for (layout {layout})',
-            {sessions}, {}),
-            HINT = 'lower these settings, or use a layout with more sequence bits or fewer timestamp bits';
-    END IF;",
-            settings.map(|name| format!("{name} %s")).join(" + "),
-            settings.map(|name| format!("current_setting('{name}')")).join(", "),
-        );
-
-        let next_tick = unshifted("next_free", k);
-        // The mint's body, with `now_ms` from the clock or from the argument, after `guard`.
-        let mint = |now: &str, may_wait: bool, guard: &str| {
-            let mut body = String::new();
-            let _ = write!(
-                body,
-                "DECLARE
-    next_free bigint;
-    slot bigint;
-    now_ms bigint;
-BEGIN{guard}
-    LOOP
-        now_ms := {now};
-        -- Take a slot only when the next one is an ID at now_ms.
-        next_free := coalesce(pg_sequence_last_value(@state@) + 1, 0);
-        IF now_ms >= {epoch} AND {next_tick} >= {now_tick} AND (next_free & {counter_mask}) < {per_tick} THEN
-            slot := nextval(@state@);
-            IF (slot & {counter_mask}) < {per_tick} THEN
-                RETURN {id};
-            END IF;
-            -- Other calls spent the tick in between: the slot is dropped.
-        ELSE
-            -- Stale, spent, or a time outside the span: wait and jump, or raise.
-            PERFORM @advance@(next_free, now_ms, {may_wait});
-        END IF;
-    END LOOP;
-END"
-            );
-            body
-        };
-        let max_ahead_ms = self.max_ahead().as_millis();
-        let mint_now = mint(CLOCK, true, "");
         // A time ahead of the clock moves the state that next_id() continues: at most
         // max_ahead_ms (see the module docs).
-        let mint_at = mint(
-            "unix_ms",
-            false,
-            &format!(
-                "
-    now_ms := {CLOCK};
-    IF unix_ms > now_ms + {max_ahead_ms} THEN
-        RAISE EXCEPTION USING ERRCODE = '22008', MESSAGE = format(
-            'time %s ms is %s ms ahead of the clock: {p}_next_id_at mints at most {max_ahead_ms} ms ahead',
-            unix_ms, unix_ms - now_ms);
-    END IF;"
-            ),
+        let guard = filled(
+            templates::MINT_AT_GUARD,
+            &[("clock", CLOCK), ("max_ahead_ms", &max_ahead_ms), ("p", p)],
         );
-
-        let unix_ms_of_id = format!(
-            "{} * {tick_ms} + {epoch}",
-            unshifted(&format!("{p}_check(id)"), ts_shift)
+        let adoptions: String = self.adopt.iter().map(|target| self.adoption(target)).collect();
+        let script = filled(
+            templates::SCRIPT,
+            &[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("ts_bits", &layout.timestamp_bits().to_string()),
+                ("node_bits", &layout.node_bits().to_string()),
+                ("seq_bits", &layout.sequence_bits().to_string()),
+                (
+                    "order",
+                    match layout.order() {
+                        FieldOrder::NodeSequence => "time | node | sequence",
+                        FieldOrder::SequenceNode => "time | sequence | node",
+                    },
+                ),
+                ("tick_ms", &tick_ms_text),
+                ("epoch", &epoch_text),
+                ("node", &number(self.node)),
+                ("p", p),
+                ("end_ms", &number(self.end_unix_ms())),
+                ("k", &k.to_string()),
+                ("per_tick", &per_tick),
+                ("max_wait_ms", &self.max_wait.as_millis().to_string()),
+                ("headroom", &headroom),
+                ("max_ahead_ms", &max_ahead_ms),
+                (
+                    "room_check",
+                    &filled(
+                        templates::ROOM_CHECK,
+                        &[("headroom", &headroom), ("p", p), ("layout", &layout.to_string())],
+                    ),
+                ),
+                ("fingerprint", &self.fingerprint()),
+                ("now_tick", &now_tick),
+                ("last_tick", &number(self.last_tick)),
+                ("next_tick", &next_tick),
+                ("clock", CLOCK),
+                ("lock_class", &LOCK_CLASS.to_string()),
+                ("mint_now", &mint(CLOCK, "true", "")),
+                ("mint_at", &mint("unix_ms", "false", &guard)),
+                ("max_id", &number(layout.max_id().min(i64::MAX as u64))),
+                (
+                    "unix_ms_of_id",
+                    &format!("{} * {tick_ms} + {epoch}", decoded(ts_shift)),
+                ),
+                (
+                    "node_of_id",
+                    &format!("{} & {}", decoded(layout.node_shift()), layout.max_node()),
+                ),
+                (
+                    "sequence_of_id",
+                    &format!("{} & {}", decoded(layout.sequence_shift()), layout.max_sequence()),
+                ),
+                ("i64_end_ms", &number(layout.i64_end_unix_ms())),
+                ("first_of_ms", &shifted(&tick_of("ms"), ts_shift)),
+                ("below_ts", &number((1_u64 << ts_shift) - 1)),
+                ("adoptions", &adoptions),
+            ],
         );
-        let node_of_id = format!(
-            "{} & {max_node}",
-            unshifted(&format!("{p}_check(id)"), node_shift)
-        );
-        let sequence_of_id = format!(
-            "{} & {max_sequence}",
-            unshifted(&format!("{p}_check(id)"), sequence_shift)
-        );
-        let i64_end_ms = layout.i64_end_unix_ms();
-        let first_of_ms = shifted(&tick_of("ms"), ts_shift);
-
-        write!(
-            f,
-            "\
--- atomflake {version}: Snowflake IDs minted inside PostgreSQL.
---
--- Layout: {ts_bits}-bit timestamp ({tick_ms} ms ticks since {epoch} ms), {node_bits}-bit node,
--- {seq_bits}-bit sequence, {order}. Node: {node}. Prefix: {p}.
--- IDs fit a bigint until {end_ms} ms (Unix); past it {p}_next_id() raises an error.
---
--- Idempotent: apply it again, or with another node, at any time; the state is kept. It
--- creates its objects in the current schema (the first of search_path).
---
---     CREATE TABLE t (id bigint PRIMARY KEY DEFAULT {p}_next_id(), ...);
---     GRANT USAGE, UPDATE ON SEQUENCE {p}_state TO <each role that inserts>;
---
--- Why no two calls mint the same ID
---
--- The state is the sequence {p}_state. Its value is a slot: tick * 2^{k} + n, a tick of
--- the layout and a counter n within it. A call reads the clock's tick and the sequence's
--- next slot (pg_sequence_last_value() + 1):
---   * if that slot's tick is at or past the clock's and n < {per_tick} (the sequence
---     field), it takes a slot with nextval() and returns the ID (tick, node, n) if n is
---     still in the field, or starts again (other calls spent the tick in between);
---   * if the tick is spent (n past the field), it waits, holding nothing, for the clock to
---     pass it, at most {max_wait_ms} ms;
---   * if the tick is before the clock's, it takes an advisory lock, reads the sequence
---     again and, if it is still before the clock's tick, jumps: setval() to that tick's
---     first slot. Then it starts again.
--- An ID is a one-to-one function of its slot, so IDs repeat only if usable slots do. The
--- only setval() is the jump, made under the lock after a read under the lock, to a later
--- tick than its read saw: the sequence only grows. A call takes a slot past the field only
--- if its read came before the tick was spent and its nextval() after, and then no other
--- in that tick: at most one per session, however calls end (errors, cancels, killed
--- sessions take nothing more). n has room for {headroom} slots past the field, so with no
--- more sessions than that it never carries into the next tick while a jump is under way:
--- every slot handed out before a jump is below its target and every slot after it above.
--- Sessions are max_connections + max_worker_processes + max_wal_senders +
--- autovacuum_max_workers: checked when this script is applied and before every jump.
--- {p}_next_id_at(t) mints from the same state, so t may be at most {max_ahead_ms} ms ahead of
--- the server's clock: a later {p}_next_id() is stamped at most that far ahead of its time.
--- The sequence is not transactional (a rolled-back transaction keeps its IDs used), and
--- after a crash it restarts past every value a committed transaction used. A clock that
--- moves back continues the last tick; a spent tick waits for the clock. Do not reset,
--- alter or setval() the sequence by hand.
---
--- One transaction: a refusal below changes nothing, however psql runs the script (with
--- ON_ERROR_STOP=1 psql stops at the refusal; without it, every later statement fails and
--- COMMIT rolls back).
-BEGIN;
-
--- The counter has room for {headroom} values past the sequence field, one per session: the
--- server may run no more sessions at once (checked here and before every jump).
-DO $room$
-BEGIN
-    {room_check}
-END
-$room$;
-
-CREATE SEQUENCE IF NOT EXISTS {p}_state AS bigint MINVALUE -1 START 0 CACHE 1 NO CYCLE;
-
-DO $install$
-DECLARE
-    state text := format('%I.%I', current_schema(), '{p}_state');
-    advance text := format('%I.%I', current_schema(), '{p}_advance');
-    made_for text := obj_description(state::regclass, 'pg_class');
-BEGIN
-    IF made_for IS NOT NULL AND made_for <> '{fingerprint}' THEN
-        RAISE EXCEPTION 'sequence {p}_state holds the state of another layout: %', made_for
-            USING HINT = 'use another prefix, or drop the sequence if no IDs of that layout are minted any more';
-    END IF;
-    EXECUTE format('COMMENT ON SEQUENCE %s IS %L', state, '{fingerprint}');
-
-    -- The slow path: called with the sequence's next value when it is no ID at now_ms.
-    EXECUTE replace($sql$
-CREATE OR REPLACE FUNCTION {p}_advance(next_free bigint, now_ms bigint, may_wait boolean)
-RETURNS void LANGUAGE plpgsql VOLATILE AS $body$
-DECLARE
-    tick bigint;
-    waited_ms bigint := 0;
-    wait_ms bigint;
-BEGIN
-    LOOP
-        IF now_ms < {epoch} THEN
-            RAISE EXCEPTION USING ERRCODE = '22008', MESSAGE = format(
-                'time %s ms is before the layout''s epoch: the layout allows {epoch} ms and later', now_ms);
-        END IF;
-        tick := {now_tick};
-        IF tick > {last_tick} THEN
-            RAISE EXCEPTION USING ERRCODE = '22008', MESSAGE = format(
-                'time %s ms is past the end of {p}''s ids: ids are minted for times before {end_ms} ms', now_ms);
-        END IF;
-        EXIT WHEN {next_tick} < tick;
-        -- The state's tick is spent and the clock has not passed it: wait, holding nothing.
-        wait_ms := ({next_tick} + 1) * {tick_ms} + {epoch} - now_ms;
-        IF NOT may_wait THEN
-            RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
-                'sequence exhausted at %s ms: tick %s is spent, ids are available again at %s ms',
-                now_ms, {next_tick}, now_ms + wait_ms);
-        END IF;
-        IF waited_ms + wait_ms > {max_wait_ms} THEN
-            RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format(
-                'clock is %s ms behind {p}''s state: a call waits at most {max_wait_ms} ms for a spent tick',
-                wait_ms);
-        END IF;
-        PERFORM pg_sleep(wait_ms / 1000.0);
-        waited_ms := waited_ms + wait_ms;
-        now_ms := {CLOCK};
-    END LOOP;
-    -- The state was in a tick before the clock's: jump, if the server runs no more
-    -- sessions than the counter has room for. Under the lock, to the clock's tick unless
-    -- another call has moved the state there or past since. The lock is released on every
-    -- way out, a cancel included.
-    {room_check}
-    BEGIN
-        PERFORM pg_advisory_lock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
-        next_free := coalesce(pg_sequence_last_value(@state@) + 1, 0);
-        IF {next_tick} < tick THEN
-            PERFORM setval(@state@, (tick << {k}) - 1);
-        END IF;
-        PERFORM pg_advisory_unlock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
-    EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM pg_advisory_unlock(({lock_class}::bigint << 32) | @state@::regclass::oid::bigint);
-        RAISE;
-    END;
-END
-$body$
-$sql$, '@state@', quote_literal(state));
-
-    -- The mint, reading the clock.
-    EXECUTE replace(replace($sql$
-CREATE OR REPLACE FUNCTION {p}_next_id()
-RETURNS bigint LANGUAGE plpgsql VOLATILE AS $body$
-{mint_now}
-$body$
-$sql$, '@state@', quote_literal(state)), '@advance@', advance);
-
-    -- The mint at a given time: never waits.
-    EXECUTE replace(replace($sql$
-CREATE OR REPLACE FUNCTION {p}_next_id_at(unix_ms bigint)
-RETURNS bigint LANGUAGE plpgsql VOLATILE STRICT AS $body$
-{mint_at}
-$body$
-$sql$, '@state@', quote_literal(state)), '@advance@', advance);
-END
-$install$;
-
--- Decoding. Negative values and bits above the layout are errors, never masked.
-CREATE OR REPLACE FUNCTION {p}_check(id bigint)
-RETURNS bigint LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $body$
-BEGIN
-    IF id < 0 OR id > {max_id} THEN
-        RAISE EXCEPTION 'id % is out of range: the layout allows 0..={max_id}', id
-            USING ERRCODE = '22003';
-    END IF;
-    RETURN id;
-END
-$body$;
-
-CREATE OR REPLACE FUNCTION {p}_unix_ms(id bigint)
-RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN {unix_ms_of_id};
-
-CREATE OR REPLACE FUNCTION {p}_node(id bigint)
-RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN {node_of_id};
-
-CREATE OR REPLACE FUNCTION {p}_sequence(id bigint)
-RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN {sequence_of_id};
-
-CREATE OR REPLACE FUNCTION {p}_time(id bigint)
-RETURNS timestamptz LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN to_timestamp({p}_unix_ms(id) / 1000) + ({p}_unix_ms(id) % 1000) * interval '1 millisecond';
-
--- Paging by time with the primary key: WHERE id BETWEEN {p}_first_id_at(t1) AND
--- {p}_last_id_at(t2) holds every ID whose tick overlaps [t1, t2].
-CREATE OR REPLACE FUNCTION {p}_first_id_at(at timestamptz)
-RETURNS bigint LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $body$
-DECLARE
-    ms bigint := floor(extract(epoch FROM at) * 1000)::bigint;
-BEGIN
-    IF ms < {epoch} OR ms >= {i64_end_ms} THEN
-        RAISE EXCEPTION 'time % ms is out of range: the layout''s bigint ids cover {epoch}..{i64_end_ms} ms', ms
-            USING ERRCODE = '22008';
-    END IF;
-    RETURN {first_of_ms};
-END
-$body$;
-
-CREATE OR REPLACE FUNCTION {p}_last_id_at(at timestamptz)
-RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-RETURN {p}_first_id_at(at) | {below_ts};
-",
-        )?;
-        for target in &self.adopt {
-            f.write_str(&self.adoption(target))?;
-        }
-        f.write_str("\nCOMMIT;\n")
+        f.write_str(&script)?;
+        f.write_str("\n")
     }
 }
 
@@ -1107,6 +793,64 @@ impl std::error::Error for SqlError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The script for each preset, as it was written before its SQL moved into templates
+    /// (`tests/script/`: the default script, one with another prefix, wait and two
+    /// adopted columns, and the move to the extension), the version set apart.
+    #[test]
+    fn every_presets_script_is_the_text_written_before_byte_for_byte() {
+        macro_rules! expected {
+            ($name:literal) => {
+                (
+                    include_str!(concat!("../tests/script/", $name, ".sql")),
+                    include_str!(concat!("../tests/script/", $name, "-adopt.sql")),
+                    include_str!(concat!("../tests/script/", $name, "-ext.sql")),
+                )
+            };
+        }
+        let expected = [
+            ("twitter", expected!("twitter")),
+            ("discord", expected!("discord")),
+            ("instagram", expected!("instagram")),
+            ("sonyflake", expected!("sonyflake")),
+            ("mastodon", expected!("mastodon")),
+            ("javascript", expected!("javascript")),
+        ];
+        assert_eq!(expected.len(), Layout::PRESETS.len());
+        let version = |script: String| {
+            script.replacen(
+                &format!("-- atomflake {}: ", env!("CARGO_PKG_VERSION")),
+                "-- atomflake VERSION: ",
+                1,
+            )
+        };
+        for ((name, layout), (name_again, (plain, adopting, moving))) in
+            Layout::PRESETS.into_iter().zip(expected)
+        {
+            assert_eq!(name, name_again);
+            let node = layout.max_node().min(1);
+            let script = PgScript::new(layout, node).unwrap();
+            assert!(version(script.to_string()) == plain, "{name}: the script differs");
+            let other = PgScript::new(layout, node)
+                .unwrap()
+                .prefix("idz")
+                .unwrap()
+                .max_wait(Duration::from_millis(2_500))
+                .unwrap()
+                .adopt("public.orders.id")
+                .unwrap()
+                .adopt("t.c")
+                .unwrap();
+            assert!(
+                version(other.to_string()) == adopting,
+                "{name}: the script with --adopt differs"
+            );
+            assert!(
+                script.to_extension().unwrap() == moving,
+                "{name}: the move to the extension differs"
+            );
+        }
+    }
 
     #[test]
     fn counter_bits_leave_headroom_for_every_preset() {

@@ -1,25 +1,3 @@
--- The body of the PL/pgSQL block that switches a bigint column over to atomflake's IDs:
--- `atomflake sql --adopt` (postgres/src/sql.rs, `PgScript::adopt`) wraps it in a DO block
--- for one column, the extension (extension/src/lib.rs, built by extension/build.rs) in the
--- function atomflake_adopt(tbl regclass, col name). Each fills the placeholders in braces:
---   {variables}     declarations of `what` (the column's name in messages), `mint` (the
---                   default the column gets) and, in the script, `tbl` and `col`
---   {checks}        statements run first: in the script, that the table exists
---   {mint_call}     the call that mints an ID: `P_next_id()`, `@extschema@.atomflake_next_id()`
---   {first_of_tick} the first ID of the tick of the bigint `minted`
---   {newest_time}, {first_time}  the UTC time `newest` / `first_id` decodes to, as text
--- Under an ACCESS EXCLUSIVE lock taken before anything is read, the column and every
--- foreign key to it must be bigint and every value below the first ID of the tick of an
--- ID minted then; then the default moves and the identity (with its sequence) or the
--- sequence's ownership goes. A column whose default already calls the function `mint`
--- names (found by the default's dependency, not its text) is left alone.
--- The maximum is read with row security off: a policy that would hide a row makes the
--- read fail (42501) instead of passing the check without it. Only a table or a
--- partitioned table is taken: a view's default would leave its base table on its old
--- default.
--- LOCK TABLE waits for every transaction that holds any lock on the table (readers too),
--- and every statement on the table queues behind it meanwhile; the caller's
--- `lock_timeout` bounds that wait (55P03, nothing changed).
 DECLARE
 {variables}    att record;
     fk record;

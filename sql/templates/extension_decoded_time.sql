@@ -1,0 +1,1 @@
+to_char(@extschema@.atomflake_time({id}) AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.MS') || ' UTC'
