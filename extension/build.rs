@@ -21,8 +21,14 @@ fn main() {
                 "first_of_tick",
                 "@extschema@.atomflake_first_id_at(@extschema@.atomflake_time(minted))",
             ),
-            ("newest_time", &filled(EXTENSION_DECODED_TIME, &[("id", "newest")])),
-            ("first_time", &filled(EXTENSION_DECODED_TIME, &[("id", "first_id")])),
+            (
+                "newest_time",
+                &filled(EXTENSION_DECODED_TIME, &[("id", "newest")]),
+            ),
+            (
+                "first_time",
+                &filled(EXTENSION_DECODED_TIME, &[("id", "first_id")]),
+            ),
         ],
     );
     let sql = filled(EXTENSION_ADOPT, &[("body", &body)]);
