@@ -417,7 +417,7 @@ impl PgScript {
 
 impl PgScript {
     /// The statement that switches `target` over to `next_id()` (see [`PgScript::adopt`]):
-    /// [`ADOPTION`] around [`ADOPT`].
+    /// [`ADOPTION`](templates::ADOPTION) around [`ADOPT`](templates::ADOPT).
     fn adoption(&self, target: &AdoptColumn) -> String {
         let p = self.prefix.as_str();
         let layout = self.layout;
