@@ -48,11 +48,6 @@
 //! `next_id_async` and friends. [`Builder`] sets what they share: the clock, borrow-ahead,
 //! how to [`Wait`] for a spent tick, and a [mark store](mark) for restarts.
 //!
-//! # Design
-//!
-//! One state word per node, a pure transition, a CAS loop, a disciplined clock, and the
-//! atomic orderings they rest on: [design](docs::design).
-//!
 //! # Feature flags
 //!
 //! All off by default, each additive: [features](docs::features).
@@ -67,7 +62,8 @@
 //!
 //! # Performance
 //!
-//! What a mint does is in [design](docs::design#what-a-mint-does); the measured figures are
+//! What a mint does, and the atomic orderings it rests on, is in
+//! [design](docs::design#what-a-mint-does); the measured figures are
 //! in `benches/README.md` in the repository, the one place that keeps them.
 #![deny(unsafe_code)]
 
