@@ -1024,16 +1024,15 @@ fn two_servers_on_one_fixed_node_hand_out_the_same_ids_and_two_on_a_lease_never_
 }
 
 #[test]
-fn sigterm_lets_a_stream_under_way_finish_and_cuts_it_at_the_drain_time_or_a_second_signal() {
-    let test = "sigterm_lets_a_stream_under_way_finish_and_cuts_it_at_the_drain_time_or_a_second_signal";
+fn sigterm_drains_a_stream_under_way_until_the_drain_time_or_a_second_signal() {
+    let test = "sigterm_drains_a_stream_under_way_until_the_drain_time_or_a_second_signal";
     let Some(streamer) = PythonClient::new(test, &venv(), "serve_stream.py") else {
         return;
     };
     // 12 M IDs take about 3 s at one Twitter node's cap, longer on a busy machine: past a
-    // 1 s drain and past a second signal 0.3 s into a 60 s one however fast it runs, and
-    // within a drain of the hang guard however slow (a stream cut there never ends).
-    let whole_drain = HANG_GUARD.as_secs().to_string();
-    for (drain, whole) in [(whole_drain.as_str(), true), ("1", false), ("60", false)] {
+    // 1 s drain and past a second signal 0.3 s into a 60 s one however fast it runs. (A
+    // drain the stream finishes within: serve/tests/serve/lifecycle.rs.)
+    for drain in ["1", "60"] {
         let server = Server::start(&["--node", "5", "--drain", drain]);
         let stubs = tempdir(&format!("stream-stubs-{drain}"));
         let mut client = streamer
@@ -1062,20 +1061,16 @@ fn sigterm_lets_a_stream_under_way_finish_and_cuts_it_at_the_drain_time_or_a_sec
             stderr.ends_with("atomflake serve: stopped"),
             "drain {drain}: {stderr}"
         );
-        if whole {
-            assert_eq!((last.as_str(), exit.success()), ("received 12000000", true));
+        assert!(
+            last.starts_with("ended ") && !exit.success(),
+            "drain {drain} s: {last}"
+        );
+        let cut = if drain == "1" {
+            "requests still under way after the drain time of 1s: closing"
         } else {
-            assert!(
-                last.starts_with("ended ") && !exit.success(),
-                "drain {drain} s: {last}"
-            );
-            let cut = if drain == "1" {
-                "requests still under way after the drain time of 1s: closing"
-            } else {
-                "a second signal: closing the connections now"
-            };
-            assert!(stderr.contains(cut), "{stderr}");
-        }
+            "a second signal: closing the connections now"
+        };
+        assert!(stderr.contains(cut), "{stderr}");
         let _ = std::fs::remove_dir_all(stubs);
     }
 }

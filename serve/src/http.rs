@@ -3,7 +3,7 @@
 
 use crate::metrics::{Api, Outcome};
 use crate::rate::IdBudget;
-use crate::service::{Refusal, Service, State};
+use crate::service::{Refusal, Service};
 use atomflake::{Id, Layout};
 use axum::extract::{Path, Query, State as With};
 use axum::http::{StatusCode, header};
@@ -198,9 +198,7 @@ async fn liveness(With(service): With<Arc<Service>>) -> Response {
 
 /// `GET /metrics`: Prometheus' text format.
 async fn metrics(With(service): With<Arc<Service>>) -> Response {
-    let serving = service.state() == State::Serving;
-    let store = service.store().map(|store| (store.stored(), store.failed()));
-    let mut body = service.metrics.render(serving, store);
+    let mut body = crate::prometheus(&service.metrics());
     let _ = writeln!(body);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],

@@ -1,13 +1,14 @@
 //! `atomflake serve`: Snowflake IDs for any language, over HTTP/JSON and gRPC from one port.
 //!
 //! A [`Service`] holds a [`ShardedGenerator`](atomflake::ShardedGenerator) (on fixed nodes,
-//! or on nodes leased with their high-water marks) and [`serve`] answers on a TCP listener:
+//! or on nodes leased with their high-water marks) and a [`Server`] answers on a TCP
+//! listener, from serving to the drain at shutdown:
 //!
 //! - HTTP: `GET /v1/ids?count=N` → `{"ids": ["<decimal>", ...]}` (`&as=number`: JSON
 //!   numbers, for a layout of at most 53 bits), `GET /v1/ids/{id}` (the
 //!   ID decoded), `GET /v1/layout`, `GET /readyz` and `GET /healthz` (200 only while IDs
 //!   can be handed out), `GET /livez` (200 unless minting has ended for good) and
-//!   `GET /metrics` (Prometheus' text format);
+//!   `GET /metrics` (Prometheus' text format, [`prometheus()`] of a [`Snapshot`]);
 //! - gRPC: `atomflake.v1.Ids` (`proto/atomflake/v1/ids.proto`): `GetIds`, `StreamIds`
 //!   (IDs as runs: first, step, count), `GetLayout` and `Decode`; the standard health
 //!   service and reflection.
@@ -23,9 +24,11 @@ mod deadline;
 mod direct;
 mod grpc;
 mod http;
+mod lifecycle;
 mod limits;
 mod metrics;
 mod openapi;
+mod prometheus;
 mod rate;
 mod reclaim;
 mod reload;
@@ -48,7 +51,13 @@ pub mod proto {
 
 pub use auth::{MIN_TOKEN_LEN, Tokens};
 pub use connections::{HEALTH_CONNECTIONS, raise_file_limit};
-pub use limits::{Limit, Limits, LimitsError, RESERVED_FILES, max_connections_within};
+pub use lifecycle::{DrainCause, Ended, Server};
+pub use limits::{
+    Limit, Limits, LimitsError, MAX_WORKER_THREADS, RESERVED_FILES, check_worker_threads,
+    max_connections_within,
+};
+pub use metrics::{ApiSnapshot, ConnectionsSnapshot, Snapshot, StoreSnapshot};
+pub use prometheus::prometheus;
 pub use reclaim::reclaim;
 pub use server::{Drained, serve};
 pub use service::{Refusal, Service, State};

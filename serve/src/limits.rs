@@ -25,6 +25,29 @@ pub fn max_connections_within(file_limit: u64) -> u32 {
     u32::try_from(left).unwrap_or(u32::MAX)
 }
 
+/// The most worker threads a server's runtime may have: far past any machine's cores.
+pub const MAX_WORKER_THREADS: usize = 1024;
+
+/// Whether `threads` worker threads are within `1..=`[`MAX_WORKER_THREADS`].
+///
+/// # Errors
+///
+/// [`Limit::WorkerThreads`] out of its range.
+///
+/// # Examples
+///
+/// ```
+/// assert!(atomflake_serve::check_worker_threads(16).is_ok());
+/// assert_eq!(
+///     atomflake_serve::check_worker_threads(0).unwrap_err().named("--threads").to_string(),
+///     "--threads 0 is out of range: allowed 1..=1024"
+/// );
+/// ```
+pub fn check_worker_threads(threads: usize) -> Result<(), LimitsError> {
+    let threads = u64::try_from(threads).unwrap_or(u64::MAX);
+    within(Limit::WorkerThreads, threads, 1, MAX_WORKER_THREADS as u64)
+}
+
 /// The limits that keep one client from starving the others.
 ///
 /// Each field has an allowed range, said in its docs and checked by [`check`](Self::check):
@@ -311,6 +334,8 @@ pub enum Limit {
     MaxConnectionAge,
     /// [`Limits::max_connection_age_grace`].
     MaxConnectionAgeGrace,
+    /// The runtime's worker threads ([`check_worker_threads`]), not one of the [`Limits`].
+    WorkerThreads,
 }
 
 impl Limit {
@@ -336,6 +361,7 @@ impl Limit {
             Limit::StallTimeout => "stall_timeout",
             Limit::MaxConnectionAge => "max_connection_age",
             Limit::MaxConnectionAgeGrace => "max_connection_age_grace",
+            Limit::WorkerThreads => "worker_threads",
         }
     }
 }

@@ -1,11 +1,11 @@
-//! The service's counters, and their Prometheus text form (`GET /metrics`).
+//! The service's counters, and a [`Snapshot`] of them all that exporters write out
+//! (`prometheus.rs`: the text of `GET /metrics`).
 //!
 //! The counters every request bumps are kept per shard, a shard for each core: a thread
 //! bumps its own shard's, so no cache line moves between cores on a request, and
 //! `/metrics` adds the shards up.
 
 use crossbeam_utils::CachePadded;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -231,183 +231,120 @@ impl Metrics {
         self.failed_handshakes.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition of every counter, with the service's `serving`
-    /// state and its mark store's counts (when it has a store).
-    pub(crate) fn render(&self, serving: bool, store: Option<(u64, u64)>) -> String {
-        let mut out = String::with_capacity(4096);
-        header(
-            &mut out,
-            "atomflake_ids_served_total",
-            "counter",
-            "IDs handed out.",
-        );
-        for (api, name) in APIS {
-            let _ = writeln!(
-                out,
-                "atomflake_ids_served_total{{api=\"{name}\"}} {}",
-                self.total(|shard| &shard.api(api).ids)
-            );
-        }
-        header(
-            &mut out,
-            "atomflake_requests_total",
-            "counter",
-            "Requests (HTTP requests and gRPC calls), by how they ended.",
-        );
-        for (api, name) in APIS {
-            for (outcome, label) in OUTCOMES {
-                let count = self.total(|shard| &shard.api(api).requests[outcome as usize]);
-                let _ = writeln!(
-                    out,
-                    "atomflake_requests_total{{api=\"{name}\",outcome=\"{label}\"}} {count}"
-                );
-            }
-        }
-        header(
-            &mut out,
-            "atomflake_request_duration_seconds",
-            "histogram",
-            "How long requests took, streams until their last message.",
-        );
-        for (api, name) in APIS {
-            let mut cumulative = 0;
-            for (index, bound) in BUCKETS_US.iter().enumerate() {
-                cumulative += self.total(|shard| &shard.api(api).buckets[index]);
-                let le = seconds(*bound);
-                let _ = writeln!(
-                    out,
-                    "atomflake_request_duration_seconds_bucket{{api=\"{name}\",le=\"{le}\"}} {cumulative}"
-                );
-            }
-            let count = cumulative + self.total(|shard| &shard.api(api).slower);
-            let _ = writeln!(
-                out,
-                "atomflake_request_duration_seconds_bucket{{api=\"{name}\",le=\"+Inf\"}} {count}"
-            );
-            let sum = seconds(self.total(|shard| &shard.api(api).latency_us_sum));
-            let _ = writeln!(
-                out,
-                "atomflake_request_duration_seconds_sum{{api=\"{name}\"}} {sum}"
-            );
-            let _ = writeln!(
-                out,
-                "atomflake_request_duration_seconds_count{{api=\"{name}\"}} {count}"
-            );
-        }
-        single(
-            &mut out,
-            "atomflake_spent_tick_waits_total",
-            "counter",
-            "Waits for the next tick because the current one's sequence was spent.",
-            self.total(|shard| &shard.spent_tick_waits),
-        );
-        if let Some(store) = store {
-            self.render_store(&mut out, store);
-        }
-        self.render_connections(&mut out);
-        single(
-            &mut out,
-            "atomflake_serving",
-            "gauge",
-            "1 while IDs are handed out, else 0.",
-            u64::from(serving),
-        );
-        out
-    }
-}
-
-impl Metrics {
-    /// The mark store's counts (stores made, failed) and the fresh claims.
-    fn render_store(&self, out: &mut String, (stored, failed): (u64, u64)) {
-        single(
-            out,
-            "atomflake_mark_stores_total",
-            "counter",
-            "High-water mark stores that succeeded (each renews a lease).",
-            stored,
-        );
-        single(
-            out,
-            "atomflake_mark_store_failures_total",
-            "counter",
-            "High-water mark stores that failed.",
-            failed,
-        );
-        single(
-            out,
-            "atomflake_lease_reclaims_total",
-            "counter",
-            "Nodes claimed afresh after the lease was lost (--reclaim).",
-            self.reclaims.load(Ordering::Relaxed),
-        );
-    }
-
-    fn render_connections(&self, out: &mut String) {
+    /// Every counter added up, with the service's `serving` state and its mark store's
+    /// counts `(stored, failed)` when it has a store.
+    pub(crate) fn snapshot(&self, serving: bool, store: Option<(u64, u64)>) -> Snapshot {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        single(
-            out,
-            "atomflake_connections_open",
-            "gauge",
-            "Connections open now.",
-            load(&self.connections_open),
-        );
-        single(
-            out,
-            "atomflake_health_only_connections_total",
-            "counter",
-            "Connections taken for health checks alone, every other slot being taken.",
-            load(&self.health_only_connections),
-        );
-        header(
-            out,
-            "atomflake_connections_closed_total",
-            "counter",
-            "Connections the server closed: no first request head within the header timeout, idle past the idle timeout, taken past the cap for health checks and at the end of their 2 s, a client certificate the client CA reloaded no longer trusts, at the maximum connection age, or a client certificate that expired while open.",
-        );
-        for (reason, counter) in [
-            ("header_timeout", &self.closed_header),
-            ("idle_timeout", &self.closed_idle),
-            ("health_only_lifetime", &self.closed_lifetime),
-            ("client_untrusted", &self.closed_untrusted),
-            ("max_connection_age", &self.closed_max_age),
-            ("client_certificate_expired", &self.closed_expired),
-        ] {
-            let _ = writeln!(
-                out,
-                "atomflake_connections_closed_total{{reason=\"{reason}\"}} {}",
-                load(counter)
-            );
+        let api = |api: Api| {
+            let mut count = 0;
+            let latency = std::array::from_fn(|index| {
+                count += self.total(|shard| &shard.api(api).buckets[index]);
+                (Duration::from_micros(BUCKETS_US[index]), count)
+            });
+            ApiSnapshot {
+                ids: self.total(|shard| &shard.api(api).ids),
+                requests: OUTCOMES.map(|(outcome, label)| {
+                    (
+                        label,
+                        self.total(|shard| &shard.api(api).requests[outcome as usize]),
+                    )
+                }),
+                latency,
+                count: count + self.total(|shard| &shard.api(api).slower),
+                latency_sum: Duration::from_micros(self.total(|shard| &shard.api(api).latency_us_sum)),
+            }
+        };
+        Snapshot {
+            apis: APIS.map(|(which, name)| (name, api(which))),
+            spent_tick_waits: self.total(|shard| &shard.spent_tick_waits),
+            store: store.map(|(stored, failed)| StoreSnapshot {
+                stored,
+                failed,
+                reclaims: load(&self.reclaims),
+            }),
+            connections: ConnectionsSnapshot {
+                open: load(&self.connections_open),
+                health_only: load(&self.health_only_connections),
+                closed: [
+                    ("header_timeout", load(&self.closed_header)),
+                    ("idle_timeout", load(&self.closed_idle)),
+                    ("health_only_lifetime", load(&self.closed_lifetime)),
+                    ("client_untrusted", load(&self.closed_untrusted)),
+                    ("max_connection_age", load(&self.closed_max_age)),
+                    ("client_certificate_expired", load(&self.closed_expired)),
+                ],
+                accept_errors: load(&self.accept_errors),
+                failed_handshakes: load(&self.failed_handshakes),
+            },
+            serving,
         }
-        single(
-            out,
-            "atomflake_accept_errors_total",
-            "counter",
-            "Failed accepts (out of open files, say), each followed by a pause.",
-            load(&self.accept_errors),
-        );
-        single(
-            out,
-            "atomflake_tls_handshake_failures_total",
-            "counter",
-            "TLS handshakes that failed (a certificate refused, not TLS) or did not finish within the header timeout.",
-            load(&self.failed_handshakes),
-        );
     }
 }
 
-/// Microseconds as decimal seconds, exactly: `0.000025`.
-fn seconds(us: u64) -> String {
-    format!("{}.{:06}", us / 1_000_000, us % 1_000_000)
+/// Every counter of a service at one moment, added up over its shards: what an exporter
+/// writes out. [`Service::metrics`](crate::Service::metrics) takes one;
+/// [`prometheus`](crate::prometheus()) is the exporter of `GET /metrics`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Snapshot {
+    /// Each API's requests, by its name: `http` (HTTP/JSON) and `grpc`.
+    pub apis: [(&'static str, ApiSnapshot); 2],
+    /// Waits for the next tick because the current one's sequence was spent.
+    pub spent_tick_waits: u64,
+    /// The mark store's counts, when the service has a store (a lease, a high-water file).
+    pub store: Option<StoreSnapshot>,
+    /// The connections.
+    pub connections: ConnectionsSnapshot,
+    /// Whether IDs are handed out now.
+    pub serving: bool,
 }
 
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+/// One API's requests in a [`Snapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ApiSnapshot {
+    /// IDs handed out (a stream's as they are sent).
+    pub ids: u64,
+    /// Requests (HTTP requests, gRPC calls) by how they ended: `ok`, `invalid`,
+    /// `unavailable`, `limited`, `deadline_exceeded`, `unauthenticated`.
+    pub requests: [(&'static str, u64); 6],
+    /// How long requests took (streams until their last message): for each bound, the
+    /// requests that took at most that long (cumulative, as Prometheus' buckets are).
+    pub latency: [(Duration, u64); 14],
+    /// Every request counted in the histogram, the slower than its last bound too.
+    pub count: u64,
+    /// The time all of them took, to the microsecond.
+    pub latency_sum: Duration,
 }
 
-/// A metric of one value, without labels.
-fn single(out: &mut String, name: &str, kind: &str, help: &str, value: u64) {
-    header(out, name, kind, help);
-    let _ = writeln!(out, "{name} {value}");
+/// The mark store's counts in a [`Snapshot`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreSnapshot {
+    /// Stores of the high-water mark that succeeded (each renews a lease).
+    pub stored: u64,
+    /// Stores that failed.
+    pub failed: u64,
+    /// Nodes claimed afresh after the lease was lost.
+    pub reclaims: u64,
+}
+
+/// The connections in a [`Snapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConnectionsSnapshot {
+    /// Open now.
+    pub open: u64,
+    /// Taken for health checks alone, every other slot being taken.
+    pub health_only: u64,
+    /// Closed by the server, by reason: `header_timeout`, `idle_timeout`,
+    /// `health_only_lifetime`, `client_untrusted`, `max_connection_age`,
+    /// `client_certificate_expired` (a drain's are not counted).
+    pub closed: [(&'static str, u64); 6],
+    /// Failed accepts (out of open files, say), each followed by a pause.
+    pub accept_errors: u64,
+    /// TLS handshakes that failed or did not finish within the header timeout.
+    pub failed_handshakes: u64,
 }
 
 #[cfg(test)]
@@ -429,7 +366,7 @@ mod tests {
                     });
                 }
             });
-            let text = metrics.render(true, None);
+            let text = crate::prometheus(&metrics.snapshot(true, None));
             for line in [
                 "atomflake_ids_served_total{api=\"grpc\"} 16000",
                 "atomflake_requests_total{api=\"grpc\",outcome=\"ok\"} 8000",
@@ -453,7 +390,7 @@ mod tests {
         metrics.count(Api::Http, Outcome::Invalid, 0, Duration::from_micros(30));
         metrics.count(Api::Http, Outcome::Ok, 1, Duration::from_secs(2));
         metrics.count(Api::Grpc, Outcome::Ok, 5, Duration::from_micros(10));
-        let text = metrics.render(true, Some((4, 1)));
+        let text = crate::prometheus(&metrics.snapshot(true, Some((4, 1))));
         for line in [
             "atomflake_ids_served_total{api=\"http\"} 4",
             "atomflake_ids_served_total{api=\"grpc\"} 5",

@@ -156,6 +156,19 @@ impl Service {
         self.tls.as_ref()
     }
 
+    /// Every counter now, for an exporter: [`prometheus`](crate::prometheus()) writes
+    /// `GET /metrics` from it.
+    pub fn metrics(&self) -> crate::Snapshot {
+        let serving = self.state() == State::Serving;
+        let store = self.store().map(|store| (store.stored(), store.failed()));
+        self.metrics.snapshot(serving, store)
+    }
+
+    /// The bearer tokens it asks for, if any.
+    pub fn tokens(&self) -> Option<&Arc<crate::Tokens>> {
+        self.tokens.as_ref()
+    }
+
     /// Whether a request for `path` with these `headers` may be answered: its
     /// `Authorization` header is read only when tokens are asked for.
     pub(crate) fn admits(&self, path: &str, headers: &axum::http::HeaderMap) -> bool {

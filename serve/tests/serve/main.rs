@@ -1,13 +1,14 @@
-//! The service's behaviour, served in this process by [`serve`] on a loopback port and
+//! The service's behaviour, served in this process by [`atomflake_serve::Server`] on a loopback port and
 //! driven by clients no one here wrote: `curl`, Python's `requests` and `grpcio` (stubs
 //! generated from the proto by `grpcio-tools`) and `openssl`. What needs the `atomflake`
 //! process (its flags, signals, exit codes, the open-file limit, leases) is tested in
 //! `cli/tests/serve.rs`.
 
 mod connection_age;
+mod lifecycle;
 
 use atomflake::{Id, Layout, ShardedGenerator};
-use atomflake_serve::{Drained, Limits, Service, Tls, TlsFiles, Tokens, serve};
+use atomflake_serve::{DrainCause, Drained, Ended, Limits, Service, Tls, TlsFiles, Tokens};
 use atomflake_test_servers::clients::{
     PythonClient, curl, curl_https, curl_sequence, grpc_body_over_curl, grpc_over_curl, grpc_status,
     http_get, ids_of, metric, spawn_piped, tls_pki,
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant};
+use tokio_stream::wrappers::UnboundedReceiverStream;
 
 /// What a [`Server`] serves, and how.
 struct Setup {
@@ -30,6 +32,8 @@ struct Setup {
     tls: Option<TlsFiles>,
     /// The token file, and whether `/metrics` asks for a token too.
     tokens: Option<(PathBuf, bool)>,
+    /// How long the drain waits for the requests under way.
+    drain: Duration,
 }
 
 impl Setup {
@@ -42,7 +46,12 @@ impl Setup {
             cors_origins: Vec::new(),
             tls: None,
             tokens: None,
+            drain: Duration::from_secs(10),
         }
+    }
+
+    fn drain(self, drain: Duration) -> Setup {
+        Setup { drain, ..self }
     }
 
     fn layout(self, layout: Layout) -> Setup {
@@ -109,20 +118,25 @@ impl Logs {
     }
 }
 
-/// [`serve`] on a free loopback port, on a runtime of its own on a thread of its own,
-/// until [`stop`](Server::stop) (or its drop) asks it to drain.
+/// An [`atomflake_serve::Server`] on a free loopback port, on a runtime of its own on a
+/// thread of its own, until [`stop`](Server::stop) (or its drop) asks it to drain.
 struct Server {
     address: String,
-    tokens: Option<Arc<Tokens>>,
     logs: Logs,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    served: Option<std::thread::JoinHandle<std::io::Result<Drained>>>,
+    /// Cuts the drain.
+    cut: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Asks for a reload of the TLS certificate and the tokens.
+    reload: tokio::sync::mpsc::UnboundedSender<()>,
+    served: Option<std::thread::JoinHandle<std::io::Result<Ended>>>,
 }
 
 impl Server {
     fn start(setup: Setup) -> Server {
         let logs = Logs::default();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (cut, cut_asked) = tokio::sync::oneshot::channel::<()>();
+        let (reload, reloads) = tokio::sync::mpsc::unbounded_channel::<()>();
         let (started, start) = mpsc::channel();
         let thread_logs = logs.clone();
         let served = std::thread::spawn(move || {
@@ -144,37 +158,36 @@ impl Server {
                     .allow_origins(&setup.cors_origins)
                     .unwrap();
                 if let Some(files) = setup.tls {
-                    let tls = Tls::new(files).unwrap();
-                    tls.watch_files();
-                    service = service.with_tls(tls);
+                    service = service.with_tls(Tls::new(files).unwrap());
                 }
-                let tokens = setup.tokens.map(|(file, metrics)| {
-                    let tokens = Arc::new(Tokens::from_file(&file, metrics).unwrap());
-                    tokens.watch_file();
-                    tokens
-                });
-                if let Some(tokens) = &tokens {
-                    service = service.require_tokens(Arc::clone(tokens));
+                if let Some((file, metrics)) = setup.tokens {
+                    service = service.require_tokens(Arc::new(Tokens::from_file(&file, metrics).unwrap()));
                 }
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                started
-                    .send((listener.local_addr().unwrap().to_string(), tokens))
-                    .unwrap();
-                let shutdown = async move {
-                    let _ = stopped.await;
-                };
-                serve(listener, Arc::new(service), shutdown, || {
-                    tokio::time::sleep(Duration::from_secs(10))
-                })
-                .await
+                started.send(listener.local_addr().unwrap().to_string()).unwrap();
+                atomflake_serve::Server::new(listener, service)
+                    .drain_time(setup.drain)
+                    .with_graceful_shutdown(async move {
+                        let _ = stopped.await;
+                    })
+                    .cut_drain_when(|_| async move {
+                        // A test that never cuts drops the sender: no cut then.
+                        if cut_asked.await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                    })
+                    .reload_on(UnboundedReceiverStream::new(reloads), "asked by the test")
+                    .run()
+                    .await
             })
         });
-        let (address, tokens) = start.recv().expect("the server starts");
+        let address = start.recv().expect("the server starts");
         Server {
             address,
-            tokens,
             logs,
             stop: Some(stop),
+            cut: Some(cut),
+            reload,
             served: Some(served),
         }
     }
@@ -184,8 +197,30 @@ impl Server {
     }
 
     /// Drains it, as a SIGTERM does the command's: how the drain ended.
-    fn stop(mut self) -> Drained {
-        let _ = self.stop.take().unwrap().send(());
+    fn stop(self) -> Drained {
+        self.stop_ended().drained
+    }
+
+    /// Drains it: how it ended.
+    fn stop_ended(mut self) -> Ended {
+        self.begin_drain();
+        self.served.take().unwrap().join().unwrap().unwrap()
+    }
+
+    /// Begins the drain (the shutdown future completes), as a SIGTERM does the command's.
+    fn begin_drain(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+
+    /// Cuts the drain, as a second SIGTERM does the command's.
+    fn cut(&mut self) {
+        let _ = self.cut.take().unwrap().send(());
+    }
+
+    /// Once the drain has ended: how the server ended.
+    fn ended(mut self) -> Ended {
         self.served.take().unwrap().join().unwrap().unwrap()
     }
 }
@@ -1356,7 +1391,8 @@ fn tokens_guard_the_id_endpoints_reload_when_asked_or_changed_and_are_never_show
             std::thread::sleep(Duration::from_millis(50));
         }
     };
-    server.tokens.as_ref().unwrap().reload_logged("asked");
+    // The server's reload trigger.
+    server.reload.send(()).unwrap();
     wait_for(third);
     // A change of the file is enough.
     let fourth = "fourth-token-0123456789";
@@ -1380,7 +1416,8 @@ fn tokens_guard_the_id_endpoints_reload_when_asked_or_changed_and_are_never_show
             "{token} shown: {logs}"
         );
     }
-    // The watch's reload is the server's (the asked one logs on the test's thread).
+    // The trigger's reload and the watch's.
+    assert!(logs.contains("tokens reloaded (asked by the test): 1"), "{logs}");
     assert!(logs.contains("tokens reloaded (its file changed): 1"), "{logs}");
 }
 
