@@ -1035,13 +1035,7 @@ fn sigterm_drains_a_stream_under_way_until_the_drain_time_or_a_second_signal() {
     for drain in ["1", "60"] {
         let server = Server::start(&["--node", "5", "--drain", drain]);
         let stubs = tempdir(&format!("stream-stubs-{drain}"));
-        let mut client = streamer
-            .command(&server.address, &stubs, "12000000")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
-        assert_eq!(lines.next().unwrap().unwrap(), "streaming");
+        let (mut client, mut lines) = streamer.stream(&server.address, &stubs, "12000000");
         let address = server.address.clone();
         signal(&server, "-TERM");
         std::thread::sleep(Duration::from_millis(300));

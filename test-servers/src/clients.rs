@@ -330,6 +330,28 @@ impl PythonClient {
         command
     }
 
+    /// `serve_stream.py` streaming `count` IDs from the server at `address`, once it has
+    /// printed that the stream began: the client, and its output's lines after that one.
+    pub fn stream(
+        &self,
+        address: &str,
+        stubs: &Path,
+        count: &str,
+    ) -> (
+        std::process::Child,
+        std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    ) {
+        use std::io::BufRead as _;
+        let mut client = self
+            .command(address, stubs, count)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(client.stdout.take().unwrap()).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "streaming");
+        (client, lines)
+    }
+
     /// Runs `command` (of [`PythonClient::command`]): the IDs it printed, one per line.
     /// Panics with `what` and its stderr if it fails.
     pub fn ids(mut command: Command, what: &str) -> Vec<u64> {

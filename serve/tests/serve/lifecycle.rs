@@ -5,8 +5,6 @@
 use super::{DrainCause, Drained, Server, Setup, tempdir, venv};
 use atomflake_test_servers::HANG_GUARD;
 use atomflake_test_servers::clients::{PythonClient, http_get};
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
 use std::time::Duration;
 
 /// How a drain is ended in [`a_drain_lets_a_stream_under_way_finish_or_ends_it_at_the_drain_time_or_the_cut`].
@@ -37,13 +35,7 @@ fn a_drain_lets_a_stream_under_way_finish_or_ends_it_at_the_drain_time_or_the_cu
         };
         let mut server = Server::start(Setup::node(5).drain(drain));
         let stubs = tempdir(&format!("lifecycle-stubs-{end:?}"));
-        let mut client = streamer
-            .command(&server.address, &stubs, "12000000")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(client.stdout.take().unwrap()).lines();
-        assert_eq!(lines.next().unwrap().unwrap(), "streaming");
+        let (mut client, mut lines) = streamer.stream(&server.address, &stubs, "12000000");
         server.begin_drain();
         std::thread::sleep(Duration::from_millis(300));
         let refused = http_get(&server.address, "/healthz", HANG_GUARD);
