@@ -1,6 +1,7 @@
 //! The core: the state word and its pure transition ([`state`]), the CAS loop over it
-//! ([`minter`]), the keeper thread that moves a mark store's mark ahead of the minting
-//! path ([`keeper`]), waiting for a spent tick, the three generator types and the
+//! ([`minter`]), where the word and its window live ([`word`]), the keeper thread that
+//! moves a mark store's mark ahead of the minting path ([`keeper`]), waiting for a spent
+//! tick, the three generator types and the
 //! [`Builder`] they share, and the errors of building and minting.
 
 pub(crate) mod atfork;
@@ -16,6 +17,7 @@ mod sharded;
 mod shared;
 pub(crate) mod state;
 pub(crate) mod wait;
+pub(crate) mod word;
 
 pub use builder::Builder;
 pub use error::{BuildError, FillError, MintError};

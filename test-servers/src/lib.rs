@@ -63,6 +63,36 @@ pub fn now_ms() -> u64 {
     u64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
 }
 
+/// Asserts that a process restarted with its clock `behind_ms` behind went on from the
+/// high-water mark its first run left, from when its first ID was seen: that ID (its time
+/// `first_ms`) was seen at `first_seen_ms` (by [`now_ms`]), no earlier than the restart's
+/// clock passed the ID's time (the time plus `behind_ms`, less 50 ms of slack between the
+/// two processes' clock readings): it waited for its clock to pass the mark. And the ID is
+/// just past the first run's last one (its time `last_ms`) after a clean stop, up to 1.5 s
+/// past it where the stop could not store the exact mark within the 200 ms a generator's
+/// drop waits (a slow disk), a second more for a late wake-up; or from the restart's
+/// clock, if a loaded machine started it so late that its clock had passed the mark.
+///
+/// # Panics
+///
+/// When it did not.
+pub fn assert_restarted_from_the_mark(last_ms: u64, first_ms: u64, first_seen_ms: u64, behind_ms: u64) {
+    let earliest_ms = first_ms + behind_ms - 50;
+    assert!(
+        first_seen_ms >= earliest_ms,
+        "the first ID after the restart, at {first_ms} ms, was seen at {first_seen_ms} ms, \
+         before {earliest_ms} ms"
+    );
+    let from_clock = first_seen_ms - behind_ms + 50;
+    let latest_ms = (last_ms + 2_500).max(from_clock);
+    assert!(
+        first_ms > last_ms && first_ms <= latest_ms,
+        "the first ID after the restart is at {first_ms} ms, the last before at {last_ms} ms: \
+         not in {}..={latest_ms}",
+        last_ms + 1
+    );
+}
+
 /// Says loudly that `test` did not run, and why; under `CI=true` that is a failure.
 ///
 /// # Panics
