@@ -12,8 +12,9 @@ def sub(path, old, new):
     assert old in s, (path, old)
     open(path, 'w').write(s.replace(old, new, 1))
 G, S, D = 'src/generator/minter.rs', 'src/generator/state.rs', 'src/clock/discipline.rs'
+W = 'src/generator/word.rs'
 if m == 'M1':  # CAS replaced by a load and a store
-    sub(G, '''        self.compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed)
+    sub(W, '''        self.compare_exchange_weak(current, new, Ordering::Relaxed, Ordering::Relaxed)
             .map(drop)''', '''        let _ = current;
         self.store(new, Ordering::Relaxed);
         Ok(())''')
