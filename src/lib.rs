@@ -21,7 +21,7 @@
 //! | layer | items |
 //! |---|---|
 //! | the format | [`Id`], [`Parts`], [`Layout`] (presets, custom layouts), [`Base32`], and their errors |
-//! | the core | [`Generator`], [`ShardedGenerator`], [`LocalGenerator`], [`Builder`], [`Wait`], [`BuildError`], [`MintError`]: one state word per node, its pure transition and a CAS loop |
+//! | the core | [`Generator`], [`ShardedGenerator`], [`LocalGenerator`], [`Builder`], [`Wait`], [`Until`], [`Sleep`], [`BuildError`], [`MintError`]: one state word per node, its pure transition and a CAS loop |
 //! | time | [`Clock`], [`MonotonicClock`] (the default, disciplined to the wall clock), [`PreciseClock`], [`ManualClock`], [`ClockStep`] |
 //! | the mark | [`mark`]: the seam [`mark::MarkStore`], what a store must promise, the high-water file |
 //! | node IDs | [`node`]: from the environment, a Kubernetes StatefulSet ordinal |
@@ -62,9 +62,8 @@
 //!
 //! # Performance
 //!
-//! What a mint does, and the atomic orderings it rests on, is in
-//! [design](docs::design#what-a-mint-does); the measured figures are
-//! in `benches/README.md` in the repository, the one place that keeps them.
+//! What a mint does and the atomic orderings it rests on: [design](docs::design#what-a-mint-does);
+//! the measured figures: `benches/README.md` in the repository, the one place that keeps them.
 #![deny(unsafe_code)]
 
 mod clock;
@@ -88,9 +87,11 @@ pub use external::serde;
 pub use format::{
     Base32, Field, FieldOrder, Id, Layout, LayoutBuilder, LayoutError, ParseIdError, Parts, RangeError,
 };
+#[cfg(feature = "tokio")]
+pub use generator::Tokio;
 pub use generator::{
     BuildError, Builder, FillError, Generator, Ids, LocalGenerator, LocalIds, MintError, Run, RunIter,
-    ShardedGenerator, Wait,
+    ShardedGenerator, Sleep, Until, Wait,
 };
 pub use io::IoCause;
 

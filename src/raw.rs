@@ -165,7 +165,11 @@ impl WordMinter {
             if slot < covered {
                 Ok(())
             } else {
-                Err(mint::Blocked::Uncovered { slot, failure: None })
+                // The caller stores the mark itself: it may mint again at once after.
+                let refusal = crate::MintError::MarkPending {
+                    retry_after: std::time::Duration::ZERO,
+                };
+                Err(mint::Blocked::Uncovered { slot, refusal })
             }
         };
         match self.minter.reserve_within(word, unix_ms, 1, within) {

@@ -2,7 +2,9 @@
 //! thread, and mint the same unique, increasing IDs as the blocking ones.
 #![cfg(feature = "tokio")]
 
-use atomflake::{Clock, Generator, Id, Layout, LocalGenerator, ManualClock, ShardedGenerator};
+use atomflake::{
+    Clock, Generator, Id, Layout, LocalGenerator, ManualClock, MintError, ShardedGenerator, Tokio, Until,
+};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -146,4 +148,37 @@ fn async_futures_of_shared_generators_are_send() {
     send(&generator.next_id_async());
     send(&generator.next_ids_async(3));
     send(&sharded.next_id_async());
+}
+
+#[test]
+fn a_deadline_ends_the_async_wait_with_the_refusal_a_try_reports() {
+    // One ID a tick and a clock that stands still: the second mint waits in vain.
+    let one_per_tick = Layout::builder().timestamp_bits(41).build().unwrap();
+    let generator = Generator::with_clock(one_per_tick, 0, ManualClock::new(T0)).unwrap();
+    let timeout = Duration::from_millis(30);
+    let (first, refused, filled) = current_thread().block_on(async {
+        let first = generator.next_id_until(Until::Patient, &Tokio).await;
+        let started = std::time::Instant::now();
+        let refused = generator.next_id_until(Until::timeout(timeout), &Tokio).await;
+        // Refused once the next tick could not start before the deadline: in its last
+        // millisecond, by the clock's reckoning.
+        assert!(
+            started.elapsed() + Duration::from_millis(1) >= timeout,
+            "{:?}",
+            started.elapsed()
+        );
+        let mut ids = [Id::new(0); 2];
+        let filled = generator
+            .fill_until(&mut ids, Until::timeout(Duration::ZERO), &Tokio)
+            .await;
+        (first, refused, filled)
+    });
+    assert_eq!(one_per_tick.decode(first.unwrap()).unix_ms, T0);
+    let spent = MintError::SequenceExhausted {
+        tick: T0 + 1,
+        retry_after: Duration::from_millis(1),
+    };
+    assert_eq!(refused, Err(spent.clone()));
+    let filled = filled.unwrap_err();
+    assert_eq!((filled.filled(), filled.error()), (0, &spent));
 }

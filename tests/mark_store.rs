@@ -240,7 +240,7 @@ fn a_first_store_that_fails_fails_the_build_and_a_lost_store_ends_minting() {
     clock.set(T0 + 1_500);
     let error = loop {
         match generator.try_next_id() {
-            Err(MintError::MarkPending) => std::thread::yield_now(),
+            Err(MintError::MarkPending { .. }) => std::thread::yield_now(),
             other => break other.unwrap_err(),
         }
     };

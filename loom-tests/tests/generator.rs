@@ -4,10 +4,14 @@
 //! thread moves.
 #![cfg(loom)]
 
-use atomflake::{Builder, Clock, Generator, Id, Layout, ManualClock, MintError, Parts, ShardedGenerator};
+use atomflake::{
+    Builder, Clock, Generator, Id, Layout, ManualClock, MintError, Parts, ShardedGenerator, Sleep, Until,
+};
 use loom::sync::Arc;
 use loom::thread;
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 const T0: u64 = 1_700_000_000_000;
@@ -228,6 +232,54 @@ fn bounded_wait_waits_for_the_clock_or_reports_exhaustion() {
         let (layout, per_thread) = race_for_the_next_tick(
             |g| g.next_id_timeout(Duration::MAX).unwrap(),
             |g| g.next_id_timeout(Duration::ZERO),
+        );
+        let ticks = ticks_start_at_zero(layout, &distinct_and_ordered(per_thread));
+        assert_eq!(
+            ticks.keys().copied().collect::<Vec<_>>(),
+            [T0, T0 + 1],
+            "{ticks:?}"
+        );
+    });
+}
+
+/// A timer for the async waits that yields the model thread at each sleep and yield, so
+/// that loom runs the others (the clock thread among them) while a task waits.
+struct YieldingTimer;
+
+impl Sleep for YieldingTimer {
+    fn sleep(&self, _: Duration) -> impl Future<Output = ()> {
+        self.yield_now()
+    }
+
+    fn yield_now(&self) -> impl Future<Output = ()> {
+        std::future::poll_fn(|_| {
+            thread::yield_now();
+            Poll::Ready(())
+        })
+    }
+}
+
+/// Polls `future` until it is ready: with [`YieldingTimer`] it never waits on a waker.
+fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return output;
+        }
+    }
+}
+
+/// Invariant: the async wait (`next_id_until`, the one every async mint uses), in the
+/// same race: with [`Until::Patient`] it waits for the clock thread as `next_id` does,
+/// and with a zero timeout it answers as `try_next_id`, exhaustion until the next tick or a
+/// mint in it; whoever opens the new tick has read the clock there; no duplicates.
+#[test]
+fn async_wait_waits_for_the_clock_or_reports_exhaustion() {
+    loom::model(|| {
+        let (layout, per_thread) = race_for_the_next_tick(
+            |g| block_on(g.next_id_until(Until::Patient, &YieldingTimer)).unwrap(),
+            |g| block_on(g.next_id_until(Until::timeout(Duration::ZERO), &YieldingTimer)),
         );
         let ticks = ticks_start_at_zero(layout, &distinct_and_ordered(per_thread));
         assert_eq!(

@@ -566,7 +566,7 @@ fn lease_errors_while_minting<C: Clock>(generator: &Generator<C>, how_long: Dura
     let mut errors: Vec<LeaseError> = Vec::new();
     while start.elapsed() < how_long {
         match generator.try_next_id() {
-            Ok(_) | Err(MintError::MarkPending | MintError::SequenceExhausted { .. }) => {}
+            Ok(_) | Err(MintError::MarkPending { .. } | MintError::SequenceExhausted { .. }) => {}
             Err(MintError::Store(store)) => {
                 let error = lease_error(&store);
                 let lost = matches!(error, LeaseError::Lost { .. });

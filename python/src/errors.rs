@@ -90,15 +90,6 @@ pub(crate) enum Refusal {
     Closed,
 }
 
-/// How long after a transient refusal minting may succeed.
-fn retry_after(error: &RustMintError) -> Option<Duration> {
-    match error {
-        RustMintError::SequenceExhausted { retry_after, .. } => Some(*retry_after),
-        _ if error.is_transient() => Some(Duration::from_millis(10)),
-        _ => None,
-    }
-}
-
 impl From<Refusal> for PyErr {
     fn from(refusal: Refusal) -> PyErr {
         match refusal {
@@ -113,7 +104,7 @@ impl From<Refusal> for PyErr {
                     RustMintError::Forked { .. } => ForkedError::new_err(message),
                     _ => MintError::new_err(message),
                 };
-                with_retry(raised, error.is_transient(), retry_after(&error))
+                with_retry(raised, error.is_transient(), error.retry_after())
             }
         }
     }

@@ -12,9 +12,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-/// Waits of at most this long for a spent tick yield to the runtime between clock reads
-/// until the tick begins (counted once); longer ones sleep on its timer (whose resolution
-/// is 1 ms).
+/// Waits of at most this long after a refusal yield to the runtime between clock reads
+/// until they end; longer ones sleep on its timer (whose resolution is 1 ms).
 const YIELD_BELOW: Duration = Duration::from_millis(2);
 
 /// How often [`Service::stopped`] and [`reclaim`](crate::reclaim()) look at the state.
@@ -280,14 +279,18 @@ impl Service {
         let probe = self.minting().generator.probe_any();
         match probe {
             Ok(()) => Ok(()),
-            Err(MintError::SequenceExhausted { retry_after, .. }) if retry_after <= self.limits.patience => {
-                Ok(())
+            Err(spent @ MintError::SequenceExhausted { .. }) => {
+                let waiting = spent.retry_after().unwrap_or_default();
+                if waiting <= self.limits.patience {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "waiting {waiting:?} for this clock to pass the nodes' high-water mark: longer \
+                         than the patience of {:?}",
+                        self.limits.patience
+                    ))
+                }
             }
-            Err(MintError::SequenceExhausted { retry_after, .. }) => Err(format!(
-                "waiting {retry_after:?} for this clock to pass the nodes' high-water mark: longer than \
-                 the patience of {:?}",
-                self.limits.patience
-            )),
             // Lost before the store's watch says so: with `--reclaim`, fresh nodes are
             // claimed (as `turn` does), so not ready, but not stopped.
             Err(MintError::Store(store)) if self.reclaims && store.kind() == StoreErrorKind::Lost => {
@@ -456,13 +459,9 @@ impl Service {
         };
         match minted {
             Ok(run) => Turn::Done(Ok(run)),
-            Err(MintError::SequenceExhausted { retry_after, .. }) => {
+            Err(spent @ MintError::SequenceExhausted { .. }) => {
                 self.metrics.count_spent_tick_wait();
-                if retry_after <= YIELD_BELOW {
-                    Turn::YieldUntil(Instant::now() + retry_after)
-                } else {
-                    Turn::Sleep(retry_after)
-                }
+                Turn::after(&spent)
             }
             // Lost, and claimed afresh: the next turn waits for the new nodes (or mints on
             // them, put in meanwhile). A drain claims nothing.
@@ -473,8 +472,9 @@ impl Service {
                     Turn::Again
                 }
             }
-            Err(error) if error.is_transient() => out_of_patience(format!("cannot mint now: {error}"))
-                .unwrap_or(Turn::Sleep(Duration::from_millis(1))),
+            Err(error) if error.is_transient() => {
+                out_of_patience(format!("cannot mint now: {error}")).unwrap_or_else(|| Turn::after(&error))
+            }
             Err(error) => {
                 let reason = format!("cannot mint: {error}");
                 self.stop(&reason);
@@ -518,6 +518,18 @@ enum Turn {
     YieldUntil(Instant),
     /// Try again at once.
     Again,
+}
+
+impl Turn {
+    /// The wait after a transient `refusal`: the time the generator says
+    /// ([`MintError::retry_after`]), yielded for when it is at most [`YIELD_BELOW`],
+    /// slept for on the runtime's timer otherwise.
+    fn after(refusal: &MintError) -> Turn {
+        match refusal.retry_after() {
+            Some(wait) if wait <= YIELD_BELOW => Turn::YieldUntil(Instant::now() + wait),
+            wait => Turn::Sleep(wait.unwrap_or(YIELD_BELOW)),
+        }
+    }
 }
 
 /// The generator minted on, its nodes and the watch on its store.

@@ -200,7 +200,11 @@ pub enum MintError {
     /// The clock has passed the stored high-water mark while a thread of the generator's
     /// own is storing the next one (a clock that jumped ahead, a store slower than half a
     /// second). Transient: minting resumes as soon as the mark is stored.
-    MarkPending,
+    MarkPending {
+        /// How long until that store is expected to have finished: the last store's
+        /// time, counted from when this one was sent (at least 1 ms).
+        retry_after: Duration,
+    },
     /// The clock reads outside the layout's span: [`RangeError::TimeBeforeEpoch`] (the
     /// clock is set before the epoch) or [`RangeError::TimePastEnd`] (the layout has run
     /// out of timestamps). Permanent for this clock.
@@ -242,12 +246,31 @@ impl MintError {
     /// a store that failed for now or a hold that lapsed and may be renewed.
     pub fn is_transient(&self) -> bool {
         match self {
-            MintError::SequenceExhausted { .. } | MintError::MarkPending => true,
+            MintError::SequenceExhausted { .. } | MintError::MarkPending { .. } => true,
             MintError::Store(error) => error.is_transient(),
             MintError::ClockOutOfSpan(_)
             | MintError::SpanSpent { .. }
             | MintError::Forked { .. }
             | MintError::KeeperPanicked { .. } => false,
+        }
+    }
+
+    /// When to try again, for every transient refusal: the time until a spent tick ends
+    /// ([`SequenceExhausted`](MintError::SequenceExhausted)), or until the keeper's store
+    /// of the mark is expected to have finished ([`MarkPending`](MintError::MarkPending),
+    /// and a transient [`Store`](MintError::Store) error: [`StoreError::retry_after`]).
+    /// `None` for a permanent one. What every waiting mint waits for, and what a caller
+    /// of `try_next_id` should.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            MintError::SequenceExhausted { retry_after, .. } | MintError::MarkPending { retry_after } => {
+                Some(*retry_after)
+            }
+            MintError::Store(error) => error.retry_after(),
+            MintError::ClockOutOfSpan(_)
+            | MintError::SpanSpent { .. }
+            | MintError::Forked { .. }
+            | MintError::KeeperPanicked { .. } => None,
         }
     }
 }
@@ -259,9 +282,10 @@ impl fmt::Display for MintError {
                 f,
                 "sequence exhausted: ids are available again at tick {tick}, in {retry_after:?}"
             ),
-            MintError::MarkPending => f.write_str(
+            MintError::MarkPending { retry_after } => write!(
+                f,
                 "the clock has passed the high-water mark while the next mark is being \
-                 stored: ids are available again once it is",
+                 stored: ids are available again once it is, expected in {retry_after:?}"
             ),
             MintError::ClockOutOfSpan(error) => fmt::Display::fmt(error, f),
             MintError::SpanSpent { end_ms } => write!(

@@ -12,7 +12,7 @@ use crate::generator::keeper::Finish;
 use crate::generator::minter::{AtomicWord, LocalWord, Minter, Windowed, Word};
 use crate::generator::run::Run;
 use crate::generator::state::SlotPacker;
-use crate::generator::wait::Until;
+use crate::generator::wait::{Sleep, Until};
 use crossbeam_utils::CachePadded;
 use std::time::Duration;
 
@@ -239,29 +239,44 @@ impl<C: Clock> Core<C> {
         }
     }
 
-    #[cfg(feature = "tokio")]
-    pub(crate) async fn next_id_async<W: Windowed>(&self, node: &Shard<W>) -> Id {
-        let (slot, _) = self.minter.reserve_async(&node.state, &self.clock, 1).await;
-        node.packer.id(slot)
+    /// The next ID, waiting as `until` says on `sleep`'s timer.
+    pub(crate) async fn next_id_until<W: Windowed, S: Sleep>(
+        &self,
+        node: &Shard<W>,
+        until: Until,
+        sleep: &S,
+    ) -> Result<Id, MintError> {
+        let (slot, _) = self
+            .minter
+            .reserve_async(&node.state, &self.clock, 1, until, sleep)
+            .await?;
+        Ok(node.packer.id(slot))
     }
 
-    #[cfg(feature = "tokio")]
-    pub(crate) async fn fill_async<W: Windowed>(&self, node: &Shard<W>, ids: &mut [Id]) {
+    /// Fills `ids` a tick's block at a time, each block waiting as
+    /// [`next_id_until`](Self::next_id_until) does, all by one `until`; a refusal stops
+    /// it, with how many it filled.
+    pub(crate) async fn fill_until<W: Windowed, S: Sleep>(
+        &self,
+        node: &Shard<W>,
+        ids: &mut [Id],
+        until: Until,
+        sleep: &S,
+    ) -> Result<(), FillError> {
+        let len = ids.len();
         let mut rest = ids;
         while !rest.is_empty() {
-            let block = self
+            let want = rest.len() as u64;
+            match self
                 .minter
-                .reserve_async(&node.state, &self.clock, rest.len() as u64)
-                .await;
-            rest = write_block(node.packer, self.minter.unit(), block, rest);
+                .reserve_async(&node.state, &self.clock, want, until, sleep)
+                .await
+            {
+                Ok(block) => rest = write_block(node.packer, self.minter.unit(), block, rest),
+                Err(error) => return Err(FillError::new(len - rest.len(), error)),
+            }
         }
-    }
-
-    #[cfg(feature = "tokio")]
-    pub(crate) async fn next_ids_async<W: Windowed>(&self, node: &Shard<W>, n: usize) -> Vec<Id> {
-        let mut ids = vec![Id::new(0); n];
-        self.fill_async(node, &mut ids).await;
-        ids
+        Ok(())
     }
 }
 
@@ -698,19 +713,61 @@ macro_rules! minting_methods {
             }
         }
 
-        /// Async minting (feature `tokio`): waits for a spent tick without blocking the
-        /// runtime.
+        /// Async minting: waits without blocking the thread, on any runtime's timer
+        /// ([`Sleep`](crate::Sleep)).
+        impl<C: $crate::clock::Clock> $ty<C> {
+            /// The next ID, waiting while the refusal is transient for as long as `until`
+            /// says, on `sleep`'s timer, without blocking the thread: the async twin of
+            /// [`next_id`](Self::next_id) ([`Until::Patient`](crate::Until::Patient)) and
+            /// of [`next_id_timeout`](Self::next_id_timeout)
+            /// ([`Until::timeout`](crate::Until::timeout)), by the same rules.
+            ///
+            /// A spent tick's wait sleeps on the timer when it is longer than twice the
+            /// timer's [resolution](crate::Sleep::resolution) (a clock that moved back,
+            /// long ticks), to within that of the tick; shorter ones yield to the runtime
+            /// between clock reads, so that the task resumes within the next tick instead
+            /// of a whole timer tick later. At saturation the task therefore keeps its
+            /// thread busy while other tasks still run. A mark being stored is looked at
+            /// again when its refusal says ([`MintError::retry_after`](crate::MintError::retry_after)).
+            ///
+            /// # Errors
+            ///
+            /// As [`next_id_timeout`](Self::next_id_timeout)'s with a deadline; with
+            /// [`Until::Patient`](crate::Until::Patient), what
+            /// [`next_id`](Self::next_id) panics with.
+            pub async fn next_id_until<S: $crate::Sleep>(
+                &$self,
+                until: $crate::Until,
+                sleep: &S,
+            ) -> Result<$crate::Id, $crate::MintError> {
+                $self.home.core.next_id_until($node, until, sleep).await
+            }
+
+            /// Fills `ids` a tick's block at a time, each block waiting as
+            /// [`next_id_until`](Self::next_id_until) does, all by one `until`.
+            ///
+            /// # Errors
+            ///
+            /// As [`fill_timeout`](Self::fill_timeout)'s: how many IDs it filled, and the
+            /// refusal that stopped it.
+            pub async fn fill_until<S: $crate::Sleep>(
+                &$self,
+                ids: &mut [$crate::Id],
+                until: $crate::Until,
+                sleep: &S,
+            ) -> Result<(), $crate::FillError> {
+                $self.home.core.fill_until($node, ids, until, sleep).await
+            }
+        }
+
+        /// Async minting on tokio (feature `tokio`).
         #[cfg(feature = "tokio")]
         impl<C: $crate::clock::Clock> $ty<C> {
             /// The next ID; while the current tick is spent, waits without blocking the
-            /// runtime thread.
-            ///
-            /// Waits of more than 2 ms (a clock that moved back, long ticks) sleep on
-            /// Tokio's timer, which needs the runtime's time driver (`enable_time`);
-            /// shorter ones yield to the runtime between clock reads, so that the task
-            /// resumes within the next tick instead of a whole 1 ms timer tick later. At
-            /// saturation the task therefore keeps its runtime thread busy while other
-            /// tasks still run.
+            /// runtime thread: [`next_id_until`](Self::next_id_until) with
+            /// [`Until::Patient`](crate::Until::Patient) on tokio's timer
+            /// ([`Tokio`](crate::Tokio)), which needs the runtime's time driver
+            /// (`enable_time`) for waits of more than 2 ms.
             ///
             /// # Panics
             ///
@@ -730,7 +787,10 @@ macro_rules! minting_methods {
             /// # Ok::<(), Box<dyn std::error::Error>>(())
             /// ```
             pub async fn next_id_async(&$self) -> $crate::Id {
-                $self.home.core.next_id_async($node).await
+                $self
+                    .next_id_until($crate::Until::Patient, &$crate::Tokio)
+                    .await
+                    .unwrap_or_else(|error| panic!("atomflake: cannot mint an id: {error}"))
             }
 
             /// `n` IDs, reserved a tick at a time, waiting as
@@ -741,7 +801,9 @@ macro_rules! minting_methods {
             ///
             /// As [`next_id`](Self::next_id).
             pub async fn next_ids_async(&$self, n: usize) -> Vec<$crate::Id> {
-                $self.home.core.next_ids_async($node, n).await
+                let mut ids = vec![$crate::Id::new(0); n];
+                $self.fill_async(&mut ids).await;
+                ids
             }
 
             /// Fills `ids` with new IDs, reserved a tick at a time, waiting as
@@ -751,7 +813,10 @@ macro_rules! minting_methods {
             ///
             /// As [`next_id`](Self::next_id).
             pub async fn fill_async(&$self, ids: &mut [$crate::Id]) {
-                $self.home.core.fill_async($node, ids).await;
+                $self
+                    .fill_until(ids, $crate::Until::Patient, &$crate::Tokio)
+                    .await
+                    .unwrap_or_else(|error| panic!("atomflake: cannot mint an id: {}", error.error()));
             }
         }
     };

@@ -53,6 +53,10 @@ pub(crate) const WINDOW_MS: u64 = 1_000;
 /// How long the keeper waits before it tries a failed store again.
 const RETRY: Duration = Duration::from_millis(100);
 
+/// The least time a refusal for the mark says to wait ([`MintError::retry_after`]): a
+/// store overdue by its last time is looked at again this often.
+const RETRY_MIN: Duration = Duration::from_millis(1);
+
 /// How long `next_id` waits for a failing store with no [`Fence`]: about one more attempt.
 const PATIENCE: Duration = Duration::from_millis(200);
 
@@ -149,11 +153,12 @@ pub(crate) struct Mark {
     keeper: Option<Keeper>,
 }
 
-/// Why a slot may not be minted yet.
+/// Why a slot may not be minted yet, each with the error a mint that does not wait
+/// reports, which says when to try again ([`MintError::retry_after`]).
 #[derive(Debug)]
 pub(crate) enum Uncovered {
-    /// The keeper is storing a mark past the slot: transient.
-    Pending,
+    /// The keeper is storing a mark past the slot ([`MintError::MarkPending`]): transient.
+    Pending(MintError),
     /// The store failed (the keeper tries again), or the slot is past the store's hold.
     Failed(MintError),
     /// The store failed for good ([`StoreErrorKind::Lost`]).
@@ -181,7 +186,9 @@ impl Mark {
     ) -> Result<Mark, BuildError> {
         let first = ahead(store.mark().max(now));
         let sent = fence.as_ref().map(|fence| (fence.clock)());
+        let started = Instant::now();
         store.store(first)?;
+        let took = started.elapsed();
         let fence_slot = fence_slot(slots, sent, fence.as_ref());
         let early = early_slot(slots, first).min(fence_slot);
         let shared = Arc::new(Shared {
@@ -199,6 +206,9 @@ impl Mark {
                 stored: first,
                 failure: None,
                 attempts: 0,
+                sending: None,
+                took,
+                next_at: None,
                 ended: false,
                 finished: None,
                 stop: false,
@@ -267,14 +277,34 @@ impl Mark {
         })
     }
 
-    /// Whether a wait for a slot past the mark that began at `since` has waited long
-    /// enough for a failing store: the store has ended, or it has failed for longer than
-    /// the patience.
-    #[cfg(feature = "tokio")]
-    pub(crate) fn out_of_patience(&self, since: Instant) -> bool {
-        self.keeper
-            .as_ref()
-            .is_some_and(|keeper| keeper.shared.gives_up(&keeper.shared.lock(), since))
+    /// One look of an async wait for `slot`, which began at `since`: `Ok(None)` when the
+    /// slot is covered now, `Ok(Some(time))` to look again after that time (when the
+    /// refusal says the keeper's store is due, at most until `until`'s deadline), or the
+    /// error that ends the wait, as [`wait_covered`](Self::wait_covered) decides it.
+    pub(crate) fn look(
+        &self,
+        slot: u64,
+        until: Until,
+        since: Instant,
+    ) -> Result<Option<Duration>, MintError> {
+        let Some(keeper) = &self.keeper else {
+            return Ok(None);
+        };
+        let shared = &keeper.shared;
+        shared.ask(slot);
+        let state = shared.lock();
+        if slot < shared.covered.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let refusal = shared.refusal(slot, &state);
+        let wait = match &refusal {
+            Uncovered::Pending(error) | Uncovered::Failed(error) => error.retry_after(),
+            Uncovered::Ended(_) => None,
+        };
+        match shared.ends(&state, refusal, until, since) {
+            Some(error) => Err(error),
+            None => Ok(Some(until.at_most(wait.unwrap_or(RETRY_MIN)))),
+        }
     }
 
     /// Waits until `slot` is covered by a stored mark, for as long as `until` says. Gives
@@ -299,16 +329,7 @@ impl Mark {
             if slot < shared.covered.load(Ordering::Relaxed) {
                 return Ok(());
             }
-            let refusal = match (until, shared.refusal(slot, &state)) {
-                (_, Uncovered::Ended(error)) => Some(error),
-                (Until::Patient, Uncovered::Failed(error)) => shared.gives_up(&state, since).then_some(error),
-                (Until::Deadline(_), Uncovered::Failed(error)) => {
-                    (!error.is_transient() || until.passed()).then_some(error)
-                }
-                (Until::Deadline(_), Uncovered::Pending) => until.passed().then_some(MintError::MarkPending),
-                (Until::Patient, Uncovered::Pending) => None,
-            };
-            if let Some(error) = refusal {
+            if let Some(error) = shared.ends(&state, shared.refusal(slot, &state), until, since) {
                 return Err(error);
             }
             // Woken by every store that finishes; the timeout measures the patience or
@@ -470,6 +491,13 @@ struct KeeperState {
     failure: Option<MintError>,
     /// How many stores have finished, well or not.
     attempts: u64,
+    /// When the store in progress was sent; `None` between stores.
+    sending: Option<Instant>,
+    /// How long the last store took.
+    took: Duration,
+    /// When the keeper stores next unless asked sooner: a failed store's retry, a fenced
+    /// store's renewal; `None` when it waits only to be asked.
+    next_at: Option<Instant>,
     /// A store failed for good ([`StoreErrorKind::Lost`]): nothing is stored again.
     ended: bool,
     /// The mark that covers exactly what the generator minted, once it stopped.
@@ -479,26 +507,68 @@ struct KeeperState {
     exited: bool,
 }
 
+impl KeeperState {
+    /// How long until the keeper's next store is expected to have finished, at least
+    /// [`RETRY_MIN`]: the store in progress, else the next one (the retry after a
+    /// failure; at once for a mark asked for; the renewal of a fenced store), each taking
+    /// as long as the last store took.
+    fn due(&self) -> Duration {
+        let now = Instant::now();
+        let start = match self.sending {
+            Some(sent) => sent,
+            None if self.failure.is_none() && self.wanted > self.stored => now,
+            None => self.next_at.unwrap_or(now),
+        };
+        start
+            .checked_add(self.took)
+            .map_or(Duration::MAX, |done| done.saturating_duration_since(now))
+            .max(RETRY_MIN)
+    }
+}
+
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, KeeperState> {
         // Poisoned only by a panic while held, which nothing here does between updates.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether a wait for a covering mark that began at `since` ends: the store has ended,
-    /// or it is failing and the wait has lasted the patience.
-    fn gives_up(&self, state: &KeeperState, since: Instant) -> bool {
-        state.ended || (state.failure.is_some() && since.elapsed() >= self.patience)
+    /// Whether a wait for a covering mark that began at `since` ends, refused with
+    /// `refusal`, and with what: when the store has ended; with [`Until::Patient`] when it
+    /// is failing and the wait has lasted the patience; with [`Until::Deadline`] when the
+    /// refusal is permanent, or at the deadline. The sync and the async waits' one rule.
+    fn ends(
+        &self,
+        state: &KeeperState,
+        refusal: Uncovered,
+        until: Until,
+        since: Instant,
+    ) -> Option<MintError> {
+        let out_of_patience = state.ended || (state.failure.is_some() && since.elapsed() >= self.patience);
+        match (until, refusal) {
+            (_, Uncovered::Ended(error)) => Some(error),
+            (Until::Patient, Uncovered::Failed(error)) => out_of_patience.then_some(error),
+            (Until::Deadline(_), Uncovered::Failed(error)) => {
+                (!error.is_transient() || until.passed()).then_some(error)
+            }
+            (Until::Deadline(_), Uncovered::Pending(pending)) => until.passed().then_some(pending),
+            (Until::Patient, Uncovered::Pending(_)) => None,
+        }
     }
 
     /// Why `slot`, not covered, may not be minted now.
     fn refusal(&self, slot: u64, state: &KeeperState) -> Uncovered {
         let past_fence = slot >= self.fence.load(Ordering::Relaxed);
+        let retrying = |error: &MintError| match error {
+            MintError::Store(error) => MintError::Store(error.clone().retrying_in(state.due())),
+            other => other.clone(),
+        };
         match (&state.failure, &self.lapsed) {
             (Some(failure), _) if state.ended => Uncovered::Ended(failure.clone()),
-            (_, Some(lapsed)) if past_fence => Uncovered::Failed(lapsed.clone()),
-            (Some(failure), _) => Uncovered::Failed(failure.clone()),
-            (None, _) => Uncovered::Pending,
+            (_, Some(lapsed)) if past_fence => Uncovered::Failed(retrying(lapsed)),
+            (Some(failure), _) => Uncovered::Failed(retrying(failure)),
+            (None, _) => Uncovered::Pending(MintError::MarkPending {
+                retry_after: state.due(),
+            }),
         }
     }
 
@@ -549,6 +619,7 @@ impl Shared {
             let renew = due.is_some_and(|due| Instant::now() >= due);
             let idle = state.wanted <= state.stored && state.failure.is_none() && !renew;
             if state.ended || idle {
+                state.next_at = if state.ended { None } else { due };
                 state = match due {
                     Some(due) if !state.ended => {
                         let timeout = due.saturating_duration_since(Instant::now());
@@ -562,12 +633,15 @@ impl Shared {
                 continue;
             }
             let target = state.wanted.max(state.stored);
-            drop(state);
             last_sent = Instant::now();
+            state.sending = Some(last_sent);
+            drop(state);
             let sent = fence.map(|fence| (fence.clock)());
             let result = store.store(target);
             state = self.lock();
             state.attempts += 1;
+            state.sending = None;
+            state.took = last_sent.elapsed();
             match result {
                 Ok(()) => {
                     state.stored = target;
@@ -587,6 +661,7 @@ impl Shared {
                     state.failure = Some(error.into());
                     self.moved.notify_all();
                     if !state.ended {
+                        state.next_at = Some(Instant::now() + RETRY);
                         state = self
                             .asked
                             .wait_timeout(state, RETRY)

@@ -56,7 +56,7 @@ use crate::format::layout::{Layout, Span};
 use crate::generator::fork::Birth;
 use crate::generator::keeper::{Finish, Mark, Slots, Uncovered};
 use crate::generator::state::{StateWord, Step};
-use crate::generator::wait::{self, Backoff, Until, Wait};
+use crate::generator::wait::{self, Backoff, Sleep, Until, Wait};
 pub(crate) use crate::generator::word::{AtomicWord, LocalWord, Window, Windowed, Word};
 use crate::sync::{Ordering, ProcessAtomicU64};
 use std::time::Duration;
@@ -85,8 +85,10 @@ pub(crate) enum Blocked {
     /// The tick of `unix_ms` is spent; the next free slot is in `tick`.
     Spent { tick: u64, unix_ms: u64 },
     /// `slot` is past the stored high-water mark (or the store's hold), and the keeper is
-    /// moving it; `failure` is what its last attempt reported, if it failed.
-    Uncovered { slot: u64, failure: Option<MintError> },
+    /// moving it; `refusal` is what a mint that does not wait reports: the store in
+    /// progress ([`MintError::MarkPending`]), or what its last attempt reported, if it
+    /// failed.
+    Uncovered { slot: u64, refusal: MintError },
     /// Nothing can be minted: the clock is outside the layout's span, or the mark cannot
     /// be stored.
     Fatal(MintError),
@@ -192,11 +194,9 @@ impl Minter {
         }
         if slot >= self.mark.early() {
             self.mark.check(slot).map_err(|uncovered| match uncovered {
-                Uncovered::Pending => Blocked::Uncovered { slot, failure: None },
-                Uncovered::Failed(error) => Blocked::Uncovered {
-                    slot,
-                    failure: Some(error),
-                },
+                Uncovered::Pending(refusal) | Uncovered::Failed(refusal) => {
+                    Blocked::Uncovered { slot, refusal }
+                }
                 Uncovered::Ended(error) => Blocked::Fatal(error),
             })?;
         }
@@ -204,16 +204,6 @@ impl Minter {
         self.limit
             .fetch_max(self.birth.limit().min(self.mark.early()), Ordering::Relaxed);
         Ok(())
-    }
-
-    /// Panics, as `next_id` does, in a child of a fork: called before a wait, which there
-    /// could wait for threads the child does not have.
-    #[cfg(feature = "tokio")]
-    #[cold]
-    fn panic_in_a_child(&self) {
-        if let Err(error) = self.birth.check() {
-            panic!("atomflake: cannot mint an id: {error}");
-        }
     }
 
     /// The common case of a mint, small enough to inline: while the clock reads a time in
@@ -382,7 +372,7 @@ impl Minter {
                 tick,
                 retry_after: Duration::from_millis(self.layout.unix_ms_of_tick(tick).saturating_sub(unix_ms)),
             },
-            Blocked::Uncovered { failure, .. } => failure.unwrap_or(MintError::MarkPending),
+            Blocked::Uncovered { refusal, .. } => refusal,
             Blocked::Fatal(error) => error,
         }
     }
@@ -529,6 +519,16 @@ impl Minter {
         }
     }
 
+    /// For a tick spent at `unix_ms` whose successor is `tick`: when that starts (Unix ms),
+    /// or `None` when `until`'s deadline comes first, and waiting for it is in vain.
+    fn next_tick_within<C: Clock>(&self, clock: &C, tick: u64, unix_ms: u64, until: Until) -> Option<u64> {
+        let start = self.layout.unix_ms_of_tick(tick);
+        let left = clock
+            .time_until(start)
+            .unwrap_or(Duration::from_millis(start.saturating_sub(unix_ms)));
+        (!until.comes_within(left)).then_some(start)
+    }
+
     /// The wait for a free slot after `refusal`, the one loop of every waiting mint: the
     /// slow path of [`reserve`](Self::reserve) ([`Until::Patient`]) and of
     /// [`reserve_until`](Self::reserve_until) ([`Until::Deadline`]).
@@ -571,13 +571,9 @@ impl Minter {
                 Blocked::Fatal(error) => return Err(error),
                 Blocked::Uncovered { slot, .. } => self.mark.wait_covered(slot, until)?,
                 Blocked::Spent { tick, unix_ms } => {
-                    let start = self.layout.unix_ms_of_tick(tick);
-                    let left = clock
-                        .time_until(start)
-                        .unwrap_or(Duration::from_millis(start.saturating_sub(unix_ms)));
-                    if until.comes_within(left) {
+                    let Some(start) = self.next_tick_within(clock, tick, unix_ms, until) else {
                         return Err(self.error_of(refusal));
-                    }
+                    };
                     if self.wait == Wait::Sleep && napped != Some(tick) {
                         wait::nap(clock, start);
                         napped = Some(tick);
@@ -592,46 +588,55 @@ impl Minter {
         }
     }
 
-    /// [`reserve`](Self::reserve) for async code: waits for a spent tick without blocking
-    /// the runtime thread (see [`wait::nap_async`]).
-    #[cfg(feature = "tokio")]
-    pub(crate) async fn reserve_async<W: Windowed, C: Clock>(
+    /// [`reserve_until`](Self::reserve_until) for async code, sleeping on `sleep`, the
+    /// runtime's timer: the one async wait, by the same rules. A spent tick is waited for
+    /// with [`nap_async`](wait::nap_async), and the wait for it refused at once when its
+    /// successor starts after the deadline; a slot past the mark is looked at again when
+    /// the refusal says the keeper's store is due ([`Mark::look`]), which ends the wait as
+    /// the sync one ends. Nothing is reserved while it waits.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait_for_block`](Self::wait_for_block)'s.
+    pub(crate) async fn reserve_async<W: Windowed, C: Clock, S: Sleep>(
         &self,
         state: &W,
         clock: &C,
         want: u64,
-    ) -> (u64, u64) {
-        let mut unix_ms = clock.unix_ms();
+        until: Until,
+        sleep: &S,
+    ) -> Result<(u64, u64), MintError> {
+        let mut refusal = match self.try_reserve_full(state, clock, want) {
+            Ok(block) => return Ok(block),
+            Err(refusal) => refusal,
+        };
+        // A child of a fork is told so rather than asked to wait (as `error_of` tells it).
+        if !matches!(refusal, Blocked::Fatal(_)) {
+            self.birth.check()?;
+        }
         // When the first refusal for the mark came: a failing store is waited for as
         // `wait_for_block` waits for it.
         let mut uncovered_since = None;
-        // Whether the process was checked, before the first wait.
-        let mut checked = false;
         loop {
-            let refusal = match self.reserve_at(state, unix_ms, want) {
-                Ok(block) => return block,
-                Err(refusal) => refusal,
-            };
-            if !checked {
-                self.panic_in_a_child();
-                checked = true;
-            }
             match refusal {
-                Blocked::Fatal(error) => panic!("atomflake: cannot mint an id: {error}"),
-                Blocked::Spent { tick, .. } => {
-                    wait::nap_async(clock, self.layout.unix_ms_of_tick(tick), self.wait).await;
+                Blocked::Fatal(error) => return Err(error),
+                Blocked::Spent { tick, unix_ms } => {
+                    let Some(start) = self.next_tick_within(clock, tick, unix_ms, until) else {
+                        return Err(self.error_of(refusal));
+                    };
+                    wait::nap_async(clock, start, self.wait, until, sleep).await;
                 }
-                // The keeper stores the mark within a write's time: poll at the timer's
-                // resolution rather than block the runtime thread on it.
-                Blocked::Uncovered { failure, .. } => {
+                Blocked::Uncovered { slot, .. } => {
                     let since = *uncovered_since.get_or_insert_with(std::time::Instant::now);
-                    if let Some(error) = failure.filter(|_| self.mark.out_of_patience(since)) {
-                        panic!("atomflake: cannot mint an id: {error}");
+                    if let Some(wait) = self.mark.look(slot, until, since)? {
+                        sleep.sleep(wait).await;
                     }
-                    tokio::time::sleep(Duration::from_millis(1)).await;
                 }
             }
-            unix_ms = clock.precise_unix_ms();
+            refusal = match self.reserve_at(state, clock.precise_unix_ms(), want) {
+                Ok(block) => return Ok(block),
+                Err(again) => again,
+            };
         }
     }
 }

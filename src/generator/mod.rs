@@ -26,4 +26,6 @@ pub use local::LocalGenerator;
 pub use run::{Run, RunIter};
 pub use sharded::ShardedGenerator;
 pub use shared::Generator;
-pub use wait::Wait;
+#[cfg(feature = "tokio")]
+pub use wait::Tokio;
+pub use wait::{Sleep, Until, Wait};

@@ -1,12 +1,13 @@
 //! Waiting for a spent tick: the [`Wait`] policy, the sleep before a tick boundary
-//! ([`nap`]) and the spin-then-yield between clock reads ([`Backoff`]); and how long any
-//! wait of a mint may last ([`Until`]).
+//! ([`nap`]) and the spin-then-yield between clock reads ([`Backoff`]); how long any
+//! wait of a mint may last ([`Until`]); and the timer an async wait sleeps on ([`Sleep`]).
 //!
 //! Nothing here decides *whether* to wait; the CAS loop in [`minter`](super::minter) does, from
 //! the pure transition in [`state`](super::state). This module only spends the time well.
 
 use crate::clock::Clock;
 use crate::sync::{self, Ordering, ProcessAtomicU64};
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 /// How a generator waits when the current tick's sequence is spent.
@@ -28,9 +29,23 @@ pub enum Wait {
     Spin,
 }
 
-/// How long a mint waits for a free slot.
+/// How long a mint waits for a transient refusal to pass: every waiting mint's one
+/// policy, for the time each refusal says ([`MintError::retry_after`](crate::MintError::retry_after)).
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::Until;
+/// use std::time::{Duration, Instant};
+///
+/// let soon = Until::timeout(Duration::from_millis(5));
+/// assert!(matches!(soon, Until::Deadline(Some(at)) if at > Instant::now() - Duration::from_secs(1)));
+/// // No deadline `Instant` can represent: none.
+/// assert_eq!(Until::timeout(Duration::MAX), Until::Deadline(None));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Until {
+#[non_exhaustive]
+pub enum Until {
     /// As `next_id`: for every spent tick and pending mark; for a failing store, the mark's
     /// patience. Only a permanent refusal, or a store that stays failed, ends the wait.
     Patient,
@@ -42,7 +57,7 @@ pub(crate) enum Until {
 impl Until {
     /// A wait of at most `timeout` from now. A deadline `Instant` cannot represent
     /// (`Duration::MAX`, say) is none: the wait lasts while the refusal is transient.
-    pub(crate) fn timeout(timeout: Duration) -> Until {
+    pub fn timeout(timeout: Duration) -> Until {
         Until::Deadline(Instant::now().checked_add(timeout))
     }
 
@@ -160,21 +175,97 @@ impl Backoff {
     }
 }
 
-/// Async waits longer than this sleep on Tokio's timer, which wakes up to 1 ms late; this
-/// much before the tick is left to yielding.
-#[cfg(feature = "tokio")]
-const ASYNC_SLEEP_OVER: Duration = Duration::from_millis(2);
+/// The timer an async wait sleeps on: a runtime's. The async mints (`next_id_until`,
+/// `fill_until`) wait with it, so they run on any runtime; [`Tokio`] is tokio's, which
+/// `next_id_async` uses.
+///
+/// # Examples
+///
+/// A timer that only yields the thread, for an executor with none:
+///
+/// ```
+/// use atomflake::{Generator, Layout, Sleep, Until};
+/// use std::future::Future;
+/// use std::time::Duration;
+///
+/// struct Yielding;
+///
+/// impl Sleep for Yielding {
+///     fn sleep(&self, _: Duration) -> impl Future<Output = ()> {
+///         self.yield_now()
+///     }
+///
+///     fn yield_now(&self) -> impl Future<Output = ()> {
+///         std::thread::yield_now();
+///         std::future::ready(())
+///     }
+/// }
+///
+/// let generator = Generator::new(Layout::TWITTER, 1)?;
+/// let id = block_on(generator.next_id_until(Until::Patient, &Yielding))?;
+/// assert_eq!(Layout::TWITTER.decode(id).node, 1);
+/// # // An executor that polls until done.
+/// # fn block_on<F: Future>(future: F) -> F::Output {
+/// #     let mut future = std::pin::pin!(future);
+/// #     let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+/// #     loop {
+/// #         if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
+/// #             return output;
+/// #         }
+/// #     }
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait Sleep {
+    /// Completes after `duration`, or somewhat later.
+    fn sleep(&self, duration: Duration) -> impl Future<Output = ()>;
 
-/// The async wait for `clock` to read `unix_ms`, one round of it: waits longer than
-/// [`ASYNC_SLEEP_OVER`] sleep on Tokio's timer (to within that of the tick), shorter ones
-/// yield to the runtime, since Tokio's timer has a 1 ms resolution and would oversleep a
-/// whole tick. The caller reads the clock again and loops.
+    /// Lets the runtime run other tasks once, then completes.
+    fn yield_now(&self) -> impl Future<Output = ()>;
+
+    /// How late [`sleep`](Self::sleep) may complete: a wait shorter than twice this yields
+    /// between clock reads instead of sleeping (1 ms, tokio's timer's resolution, unless
+    /// overridden).
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+}
+
+/// Tokio's timer (`tokio::time::sleep`, `tokio::task::yield_now`), which
+/// `next_id_async` and the other `_async` mints sleep on. Needs a runtime with its time
+/// driver enabled.
 #[cfg(feature = "tokio")]
-pub(crate) async fn nap_async<C: Clock>(clock: &C, unix_ms: u64, wait: Wait) {
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tokio;
+
+#[cfg(feature = "tokio")]
+impl Sleep for Tokio {
+    fn sleep(&self, duration: Duration) -> impl Future<Output = ()> {
+        tokio::time::sleep(duration)
+    }
+
+    fn yield_now(&self) -> impl Future<Output = ()> {
+        tokio::task::yield_now()
+    }
+}
+
+/// The async wait for `clock` to read `unix_ms`, one round of it, at most until `until`:
+/// waits longer than twice `sleep`'s resolution sleep (to within that of the tick, with
+/// [`Wait::Sleep`]), shorter ones yield to the runtime, since a timer that wakes a
+/// resolution late would oversleep a whole tick. The caller reads the clock again and
+/// loops.
+pub(crate) async fn nap_async<C: Clock, S: Sleep>(
+    clock: &C,
+    unix_ms: u64,
+    wait: Wait,
+    until: Until,
+    sleep: &S,
+) {
+    let over = sleep.resolution().saturating_mul(2);
     let left = clock.time_until(unix_ms);
-    match left.and_then(|left| left.checked_sub(ASYNC_SLEEP_OVER)) {
-        Some(sleep) if wait == Wait::Sleep && !sleep.is_zero() => tokio::time::sleep(sleep).await,
-        _ => tokio::task::yield_now().await,
+    match left.and_then(|left| left.checked_sub(over)) {
+        Some(nap) if wait == Wait::Sleep && !nap.is_zero() => sleep.sleep(until.at_most(nap)).await,
+        _ => sleep.yield_now().await,
     }
 }
 

@@ -255,6 +255,7 @@ impl Tenure {
 pub struct StoreError {
     kind: StoreErrorKind,
     error: Arc<dyn Error + Send + Sync>,
+    retry_after: Option<Duration>,
 }
 
 /// What a [`StoreError`] says about the store.
@@ -292,7 +293,25 @@ impl StoreError {
         StoreError {
             kind,
             error: Arc::from(error.into()),
+            retry_after: None,
         }
+    }
+
+    /// The error with `retry_after` set: the keeper's, when it refuses a mint.
+    pub(crate) fn retrying_in(self, retry_after: Duration) -> StoreError {
+        StoreError {
+            retry_after: Some(retry_after),
+            ..self
+        }
+    }
+
+    /// When a mint refused with this error may succeed, if the store's next attempt
+    /// does: the time until the generator's keeper expects its next store to have
+    /// finished. Set on the errors a generator's mints report
+    /// ([`MintError::Store`](crate::MintError::Store)) while the error is transient;
+    /// `None` on a store's own errors and on a store lost.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after.filter(|_| self.is_transient())
     }
 
     /// What the error says about the store.
@@ -321,7 +340,8 @@ impl StoreError {
     }
 }
 
-/// Two store errors are equal when their kinds and messages are.
+/// Two store errors are equal when their kinds and messages are (whatever their
+/// [`retry_after`](StoreError::retry_after)).
 impl PartialEq for StoreError {
     fn eq(&self, other: &StoreError) -> bool {
         self.kind == other.kind && self.error.to_string() == other.error.to_string()

@@ -16,10 +16,14 @@ fn each_error_says_whether_retrying_can_help() {
             tick: 1,
             retry_after: Duration::from_millis(1),
         },
-        MintError::MarkPending,
-        MintError::Store(StoreError::failed("away")),
-        MintError::Store(StoreError::lapsed("lapsed")),
-        MintError::Store(StoreError::failed(high_water(io::ErrorKind::StorageFull))),
+        MintError::MarkPending {
+            retry_after: Duration::from_millis(2),
+        },
+        MintError::Store(StoreError::failed("away").retrying_in(Duration::from_millis(3))),
+        MintError::Store(StoreError::lapsed("lapsed").retrying_in(Duration::from_millis(4))),
+        MintError::Store(
+            StoreError::failed(high_water(io::ErrorKind::StorageFull)).retrying_in(Duration::from_millis(5)),
+        ),
     ];
     let permanent = [
         MintError::ClockOutOfSpan(RangeError::TimeBeforeEpoch {
@@ -27,18 +31,32 @@ fn each_error_says_whether_retrying_can_help() {
             epoch_ms: 2,
         }),
         MintError::SpanSpent { end_ms: 1 },
-        MintError::Store(StoreError::lost("taken")),
-        MintError::Store(StoreError::failed(high_water(io::ErrorKind::PermissionDenied))),
+        MintError::Store(StoreError::lost("taken").retrying_in(Duration::from_millis(3))),
+        MintError::Store(
+            StoreError::failed(high_water(io::ErrorKind::PermissionDenied))
+                .retrying_in(Duration::from_millis(3)),
+        ),
         MintError::Forked { parent: 1, child: 2 },
         MintError::KeeperPanicked { message: "m".into() },
     ];
+    // Each transient one says when to try again (as the keeper's store errors do), and
+    // no permanent one does.
+    let retry_after: Vec<_> = transient.iter().map(MintError::retry_after).collect();
+    let ms = |ms| Some(Duration::from_millis(ms));
+    assert_eq!(retry_after, [ms(1), ms(2), ms(3), ms(4), ms(5)]);
     for error in &transient {
         assert!(error.is_transient(), "{error:?}");
         assert!(crate::Error::from(error.clone()).is_transient(), "{error:?}");
     }
     for error in &permanent {
         assert!(!error.is_transient(), "{error:?}");
+        assert_eq!(error.retry_after(), None, "{error:?}");
     }
+    assert_eq!(
+        StoreError::failed("away").retry_after(),
+        None,
+        "a store's own error says nothing"
+    );
     let transient = [
         BuildError::HighWater(high_water(io::ErrorKind::Interrupted)),
         BuildError::Store(StoreError::failed("away")),

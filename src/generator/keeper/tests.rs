@@ -74,7 +74,10 @@ fn crossing_the_early_limit_asks_the_keeper_and_mints_without_waiting() {
     assert!(mark.check(slot_at(T0 + 1_200)).is_ok());
     assert_eq!(stored.recv().unwrap(), T0 + 1_200 + 1 + 1_500);
     // Past the stored mark while the store is in progress: pending, never minted.
-    assert!(matches!(mark.check(slot_at(T0 + 1_500)), Err(Uncovered::Pending)));
+    assert!(matches!(
+        mark.check(slot_at(T0 + 1_500)),
+        Err(Uncovered::Pending(_))
+    ));
     go.send(Ok(())).unwrap();
     mark.wait_covered(slot_at(T0 + 1_500), Until::Patient).unwrap();
     assert_eq!(
@@ -113,6 +116,74 @@ fn a_failed_store_is_reported_to_mints_that_need_it_and_retried() {
     go.send(Ok(())).unwrap();
     mark.wait_covered(past, Until::Patient).unwrap();
     assert!(mark.check(past).is_ok());
+}
+
+/// The time a refusal for the mark says to wait: while a store is in progress, the last
+/// store's time counted from when it was sent; after a failure, the retry's time plus
+/// the last store's. Each bound below follows from when the test let the stores finish.
+#[test]
+fn a_refusal_for_the_mark_says_when_the_keepers_store_is_due() {
+    const FIRST: Duration = Duration::from_millis(200);
+    let (marks, stored) = mpsc::channel();
+    let (go, gate) = mpsc::channel();
+    // The first store is let through FIRST after it began: it takes at least that, and at
+    // most the build.
+    let letting_through = std::thread::spawn({
+        let go = go.clone();
+        move || {
+            assert_eq!(stored.recv().unwrap(), T0 + 1_500);
+            std::thread::sleep(FIRST);
+            go.send(Ok(())).unwrap();
+            stored
+        }
+    });
+    let building = Instant::now();
+    let mark = Mark::kept(Gate { marks, go: gate }, ms_slots(), T0, None).unwrap();
+    let built_in = building.elapsed();
+    let stored = letting_through.join().unwrap();
+
+    let past = slot_at(T0 + 1_600);
+    let asked = Instant::now();
+    assert!(matches!(mark.check(past), Err(Uncovered::Pending(_))));
+    assert_eq!(
+        stored.recv().unwrap(),
+        T0 + 1_601 + 1_500,
+        "the next store is sent"
+    );
+    let Err(Uncovered::Pending(MintError::MarkPending { retry_after })) = mark.check(past) else {
+        panic!("not pending");
+    };
+    // Sent after `asked`, due the first store's time after it.
+    let since_asked = asked.elapsed();
+    assert!(retry_after <= built_in, "{retry_after:?} > {built_in:?}");
+    assert!(
+        retry_after + since_asked >= FIRST,
+        "{retry_after:?} + {since_asked:?} < {FIRST:?}"
+    );
+
+    let failing = Instant::now();
+    let failure = fail_next_store(&go, std::io::ErrorKind::StorageFull);
+    let error = loop {
+        match mark.check(past) {
+            Err(Uncovered::Failed(MintError::Store(error))) => break error,
+            Err(Uncovered::Pending(_)) => std::thread::yield_now(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(error, failure);
+    // Retried RETRY after the failure (or being retried, sent then), each store taking at
+    // most the time since `asked`.
+    let since_failing = failing.elapsed();
+    let took_at_most = asked.elapsed();
+    let retry_after = error.retry_after().expect("a transient failure says when");
+    assert!(retry_after <= RETRY + took_at_most, "{retry_after:?}");
+    assert!(
+        retry_after + since_failing >= RETRY,
+        "{retry_after:?} + {since_failing:?}"
+    );
+    assert_eq!(MintError::Store(error.clone()).retry_after(), Some(retry_after));
+    assert_eq!(failure.retry_after(), None, "a store's own error says nothing");
+    go.send(Ok(())).unwrap();
 }
 
 const HOLD: Duration = Duration::from_secs(3);

@@ -29,11 +29,18 @@ fn try_next_id_reports_a_mark_being_stored_as_pending() {
     // held: nothing is minted past the mark.
     let clock = ManualClock::new(T0 + 1_600);
     let pending = minter.try_reserve_one(&state, &clock);
-    assert_eq!(pending, Err(MintError::MarkPending));
+    // When the store is due, by the first store's time: at least the 1 ms floor.
+    let Err(MintError::MarkPending { retry_after }) = pending else {
+        panic!("{pending:?}");
+    };
+    assert!(retry_after >= Duration::from_millis(1), "{retry_after:?}");
     assert_eq!(
-        MintError::MarkPending.to_string(),
+        MintError::MarkPending {
+            retry_after: Duration::from_millis(3)
+        }
+        .to_string(),
         "the clock has passed the high-water mark while the next mark is being stored: \
-         ids are available again once it is"
+         ids are available again once it is, expected in 3ms"
     );
     assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500);
     go.send(Ok(())).unwrap();
@@ -281,7 +288,11 @@ fn refused_then_minted_once_stored(
     unix_ms: u64,
 ) {
     let (answer, took) = timed(|| minter.reserve_for(state, clock, 1, SHORT));
-    assert_eq!(answer, Err(refusal));
+    // A pending mark's time depends on when the store was sent: any is the same refusal.
+    match (answer, refusal) {
+        (Err(MintError::MarkPending { .. }), MintError::MarkPending { .. }) => {}
+        (answer, refusal) => assert_eq!(answer, Err(refusal)),
+    }
     assert!(took >= SHORT, "refused after {took:?}");
     assert_eq!(stored.recv().unwrap(), mark);
     let letting_through = std::thread::spawn(move || {
@@ -302,7 +313,9 @@ fn a_pending_mark_is_waited_for_until_the_deadline_then_refused() {
     // Stored while the next call waits: it mints.
     refused_then_minted_once_stored(
         (&minter, &clock, &state),
-        MintError::MarkPending,
+        MintError::MarkPending {
+            retry_after: Duration::ZERO,
+        },
         (&stored, go, T0 + 1_601 + 1_500),
         T0 + 1_600,
     );
@@ -406,4 +419,92 @@ fn a_child_of_a_fork_and_a_clock_out_of_span_are_refused_at_once() {
         }))
     );
     assert!(took < AT_ONCE, "refused after {took:?}");
+}
+
+/// A timer that blocks the thread for each sleep and records it, for the async wait
+/// driven by [`block_on`].
+#[derive(Default)]
+struct RecordingTimer {
+    slept: std::sync::Mutex<Vec<Duration>>,
+    yields: std::sync::atomic::AtomicUsize,
+}
+
+impl Sleep for RecordingTimer {
+    fn sleep(&self, duration: Duration) -> impl std::future::Future<Output = ()> {
+        self.slept.lock().unwrap().push(duration);
+        std::thread::sleep(duration);
+        std::future::ready(())
+    }
+
+    fn yield_now(&self) -> impl std::future::Future<Output = ()> {
+        self.yields.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        std::thread::yield_now();
+        std::future::ready(())
+    }
+}
+
+/// Polls `future` until it is ready (the timers above never leave it pending).
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return output;
+        }
+    }
+}
+
+#[test]
+fn the_async_wait_refuses_a_spent_tick_at_the_deadline_and_mints_once_the_clock_moves() {
+    let (minter, clock, state) = spent(1, Wait::Sleep);
+    let timer = RecordingTimer::default();
+    let (answer, took) =
+        timed(|| block_on(minter.reserve_async(&state, &clock, 1, Until::timeout(SHORT), &timer)));
+    assert_eq!(
+        answer,
+        Err(MintError::SequenceExhausted {
+            tick: T0 + 1,
+            retry_after: Duration::from_millis(1)
+        })
+    );
+    assert!(took + Duration::from_millis(1) >= SHORT, "refused after {took:?}");
+    // A clock that cannot tell how far the tick is: yielded for, never slept.
+    assert!(timer.slept.lock().unwrap().is_empty());
+    assert!(timer.yields.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    let mover = advance_soon(&clock, 1);
+    let answer = block_on(minter.reserve_async(&state, &clock, 1, Until::Patient, &timer));
+    assert!(answer.is_ok(), "{answer:?}");
+    mover.join().unwrap();
+}
+
+#[test]
+fn the_async_wait_looks_at_a_pending_mark_when_its_store_is_due_until_the_deadline() {
+    let (minter, clock, state, stored, go) = past_the_mark();
+    let timer = RecordingTimer::default();
+    let (answer, took) =
+        timed(|| block_on(minter.reserve_async(&state, &clock, 1, Until::timeout(SHORT), &timer)));
+    assert!(matches!(answer, Err(MintError::MarkPending { .. })), "{answer:?}");
+    assert!(took >= SHORT, "refused after {took:?}");
+    // Each look waited what the refusal said (at least 1 ms), the last one cut at the
+    // deadline.
+    let slept = timer.slept.lock().unwrap().clone();
+    assert!(!slept.is_empty());
+    let (last, looks) = slept.split_last().unwrap();
+    assert!(
+        looks
+            .iter()
+            .all(|&wait| wait >= Duration::from_millis(1) && wait <= SHORT),
+        "{slept:?}"
+    );
+    assert!(*last <= SHORT, "{slept:?}");
+    assert_eq!(stored.recv().unwrap(), T0 + 1_601 + 1_500);
+    // Stored 20 ms into a patient wait: it mints.
+    let letting_through = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        go.send(Ok(())).unwrap();
+        go
+    });
+    let answer = block_on(minter.reserve_async(&state, &clock, 1, Until::Patient, &timer));
+    assert_eq!(answer, Ok((slot_at(T0 + 1_600), 1)));
+    letting_through.join().unwrap();
 }

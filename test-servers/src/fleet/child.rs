@@ -310,7 +310,7 @@ pub fn mint<C: Clock>(generator: &Generator<C>, count: usize) {
                     return;
                 }
             }
-            Err(error @ (MintError::MarkPending | MintError::SequenceExhausted { .. })) => {
+            Err(error @ (MintError::MarkPending { .. } | MintError::SequenceExhausted { .. })) => {
                 if !stall_said && last_id.elapsed() >= STALLED {
                     eprintln!(
                         "holder {}: at {} ms no id for {:?}, its clock at {} ms ({} ms read \
