@@ -1422,10 +1422,17 @@ fn a_claimant_frozen_within_its_turn_holds_the_namespace_for_half_a_claim_time_a
     );
     assert_eq!(count(&server, idle), 0, "the frozen session was ended");
 
-    // Woken, the frozen claimant finds its session ended: it holds nothing.
+    // Woken, the frozen claimant finds its session ended and its claim in it rolled back:
+    // it claims again on a new connection, a node of its own, never the one taken
+    // meanwhile (or, woken past its claim's deadline, nothing).
     assert!(frozen.signal("-CONT"));
-    let lines = frozen.finish(HANG_GUARD);
-    assert!(!lines.iter().any(|line| line.starts_with("node ")), "{lines:?}");
+    let lines = frozen.close();
+    let claimed: Vec<_> = lines.iter().filter(|line| line.starts_with("node ")).collect();
+    assert!(
+        claimed.iter().all(|line| !line.starts_with("node 0 ")),
+        "{lines:?}"
+    );
+    assert!(claimed.len() <= 1, "{lines:?}");
     println!("the turn was free again after {took:?}; the frozen claimant said {lines:?}");
     next.close();
 }
@@ -1499,4 +1506,37 @@ fn a_call_the_server_never_answers_is_given_up_at_its_deadline_and_made_again() 
          {took:?}: {text}"
     );
     proxy.deliver();
+}
+
+/// A claim whose session the server ends within its transaction (here its own trigger,
+/// once; on a loaded machine, anything that closes the connection) is claimed again on a
+/// new connection: the broken transaction left nothing.
+#[test]
+fn a_claim_whose_session_the_server_ends_is_made_again_on_a_new_connection() {
+    let Some((server, config)) = start_with_config("lease-broken-claim") else {
+        return;
+    };
+    let options = LeaseOptions::new("broken").ttl(TTL);
+    // The table, made by a first claim, and node 0 free again.
+    drop(Lease::acquire(&config, &layout(), &options).unwrap());
+    server.psql(
+        "CREATE SEQUENCE breaks; \
+         CREATE FUNCTION break_once() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$ \
+         BEGIN \
+             IF nextval('breaks') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF; \
+             RETURN NEW; \
+         END $$; \
+         CREATE TRIGGER break_once BEFORE INSERT OR UPDATE ON atomflake_lease \
+             FOR EACH ROW EXECUTE FUNCTION break_once()",
+    );
+    let lease = Lease::acquire(&config, &layout(), &options).unwrap();
+    assert_eq!(lease.node(), 0);
+    assert_eq!(lease.generation(), 2, "the broken claim left nothing");
+    // The first claim's session ended in its write; the second's wrote.
+    let writes: u64 = server
+        .psql("SELECT last_value FROM breaks")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(writes >= 2, "{writes}");
 }

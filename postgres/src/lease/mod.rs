@@ -115,7 +115,7 @@ use atomflake_lease::{
 use connection::{
     check_grants, column, connect, create_table, current_user, failed, table_exists, unsigned, with_timeouts,
 };
-use session::{Connection, Session};
+use session::{Connection, Session, on_live_connection};
 use statements::{CLAIM, CLAIM_TURN, LIST, NOTHING_CLAIMED, PASSED_OVER, RELEASE, RELEASE_FINISHED, RENEW};
 use std::time::{Duration, Instant};
 
@@ -203,13 +203,12 @@ impl Engine for Postgres {
             ttl_ms: to_i64(millis(request.ttl)),
             reach: request.reach,
         };
+        // A claim is one transaction: one broken with its connection either committed, and
+        // its node stays claimed by a token no generator knows until its lease time
+        // passes, or left nothing. So it may be tried again on a new connection.
         self.session
             .call("claim a node", until(request.deadline), move |connection| {
-                let client = match connection {
-                    Some(client) => client,
-                    slot => slot.insert(connect(&database, ttl)?),
-                };
-                claim(client, &asked)
+                on_live_connection(connection, &database, ttl, |client| claim(client, &asked))
             })
     }
 
@@ -319,27 +318,13 @@ fn update(
     mark: u64,
 ) -> Result<u64, PostgresError> {
     let (namespace, node, mark) = (key.namespace.as_str(), to_i64(claim.node), to_i64(mark));
-    let mut fresh = false;
-    loop {
-        let client = match &mut *connection {
-            Some(client) if !client.is_closed() => client,
-            slot => {
-                fresh = true;
-                slot.insert(connect(&key.database, key.ttl)?)
-            }
-        };
-        let result = match ttl_ms {
+    on_live_connection(connection, &key.database, key.ttl, |client| {
+        match ttl_ms {
             Some(ttl_ms) => client.execute(sql, &[&namespace, &node, &claim.fence, &ttl_ms, &mark]),
             None => client.execute(sql, &[&namespace, &node, &claim.fence, &mark]),
-        };
-        if result.is_err() && client.is_closed() {
-            *connection = None;
-            if !fresh {
-                continue;
-            }
         }
-        return result.map_err(failed(action));
-    }
+        .map_err(failed(action))
+    })
 }
 
 /// A claim asked for, owned, for the session's thread.

@@ -12,7 +12,9 @@
 //! statement given up on can still commit later: the lease's statements are safe at any
 //! later point (the table in [`lease`](super)).
 
+use super::connection::connect;
 use super::error::{DbCause, PostgresError};
+use crate::database::Database;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -77,6 +79,40 @@ impl Session {
     /// has ended.
     pub(super) fn close(&mut self) {
         self.thread = None;
+    }
+}
+
+/// `call` on the connection, made first when there is none or it is closed. When `call`
+/// fails on a connection that was open before and is closed now (the server ended the
+/// session, or the network did), once more on a new one: each call given to it must be
+/// safe to run twice.
+///
+/// # Errors
+///
+/// What `call` returned, or why no connection could be made.
+pub(super) fn on_live_connection<T>(
+    connection: &mut Connection,
+    database: &Database,
+    ttl: Duration,
+    mut call: impl FnMut(&mut postgres::Client) -> Result<T, PostgresError>,
+) -> Result<T, PostgresError> {
+    let mut fresh = false;
+    loop {
+        let client = match &mut *connection {
+            Some(client) if !client.is_closed() => client,
+            slot => {
+                fresh = true;
+                slot.insert(connect(database, ttl)?)
+            }
+        };
+        let result = call(client);
+        if result.is_err() && client.is_closed() {
+            *connection = None;
+            if !fresh {
+                continue;
+            }
+        }
+        return result;
     }
 }
 
