@@ -9,6 +9,7 @@ pub(crate) mod builder;
 mod error;
 pub(crate) mod fork;
 pub(crate) mod ids;
+pub(crate) mod ids_async;
 pub(crate) mod keeper;
 mod local;
 pub(crate) mod minter;
