@@ -696,6 +696,7 @@ mod tests {
     use crate::{
         FillError, Generator, Id, Layout, LocalGenerator, ManualClock, MintError, Parts, ShardedGenerator,
     };
+    use std::sync::Arc;
     use std::time::Duration;
 
     const T0: u64 = 1_700_000_000_000;
@@ -781,12 +782,26 @@ mod tests {
     fn a_fill_waits_for_each_tick_by_one_deadline() {
         on_each_type!(|generator, clock| {
             let mut ids = [Id::new(0); 6];
-            let mover = advance_later(&clock, 2);
+            // The clock moves on every 10 ms until the fill is done: a fill held up for
+            // longer (a loaded machine) finds a later tick, never a spent one.
+            let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let mover = {
+                let (clock, done) = (clock.clone(), Arc::clone(&done));
+                std::thread::spawn(move || {
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(10));
+                        clock.advance(1);
+                    }
+                })
+            };
             generator.fill_timeout(&mut ids, Duration::from_secs(60)).unwrap();
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
             mover.join().unwrap();
-            let expected = [0, 1, 2]
-                .map(|tick| [id(T0 + tick, 0), id(T0 + tick, 1)])
-                .concat();
+            // Three ticks, each waited for, the first the clock's; both IDs of each.
+            let ticks = [ids[0], ids[2], ids[4]].map(|first| two_per_tick().decode(first).unix_ms);
+            assert_eq!(ticks[0], T0);
+            assert!(ticks[0] < ticks[1] && ticks[1] < ticks[2], "{ticks:?}");
+            let expected = ticks.map(|tick| [id(tick, 0), id(tick, 1)]).concat();
             assert_eq!(ids[..], expected[..]);
         });
     }
