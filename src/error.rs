@@ -22,7 +22,6 @@
 use crate::format::{LayoutError, ParseIdError, RangeError};
 use crate::generator::{BuildError, FillError, MintError};
 use crate::node::NodeSourceError;
-use core::fmt;
 
 /// `From` for each error that another error holds whole, as the variant named.
 macro_rules! holds {
@@ -37,26 +36,19 @@ macro_rules! holds {
 
 pub(crate) use holds;
 
-/// Declares [`Error`] with one variant per error type, its `From` conversions, and the
-/// inner error that its `Display` and `source` pass through to.
+/// Declares [`Error`] with one variant per error type, each passing its `Display` and
+/// `source` through, and its `From` conversions.
 macro_rules! umbrella {
     ($(#[$doc:meta])* $($variant:ident($error:ident)),* $(,)?) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq)]
+        #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
         #[non_exhaustive]
         pub enum Error {
             $(
                 #[doc = concat!("See [`", stringify!($error), "`].")]
+                #[error(transparent)]
                 $variant($error),
             )*
-        }
-
-        impl Error {
-            fn inner(&self) -> &(dyn std::error::Error + 'static) {
-                match self {
-                    $(Error::$variant(error) => error,)*
-                }
-            }
         }
 
         holds!($(Error::$variant($error)),*);
@@ -90,18 +82,6 @@ umbrella! {
     Mint(MintError),
     Fill(FillError),
     Node(NodeSourceError),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self.inner(), f)
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.inner().source()
-    }
 }
 
 impl Error {

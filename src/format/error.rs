@@ -3,7 +3,6 @@
 
 use super::base32::Base32;
 use super::field::Field;
-use core::fmt;
 
 /// Text that is not an ID. Permanent.
 ///
@@ -15,12 +14,14 @@ use core::fmt;
 /// assert_eq!("12x".parse::<Id>(), Err(ParseIdError::InvalidDigit { found: 'x', index: 2 }));
 /// assert_eq!(Id::from_base32("12"), Err(ParseIdError::Base32Length { length: 2 }));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ParseIdError {
     /// The text was empty.
+    #[error("cannot parse an id from empty text")]
     EmptyId,
     /// The text held something other than the digits 0-9.
+    #[error("invalid character {found:?} at byte {index} in id: ids are written with the digits 0-9 only")]
     InvalidDigit {
         /// The character found.
         found: char,
@@ -28,19 +29,26 @@ pub enum ParseIdError {
         index: usize,
     },
     /// The text started with a sign; IDs are unsigned and written bare.
+    #[error("sign {sign:?} in id: ids are unsigned, written with the digits 0-9 only")]
     SignedId {
         /// The sign, `+` or `-`.
         sign: char,
     },
     /// The text holds a number above `u64::MAX`.
+    #[error("id is out of range: ids allow 0..={}", u64::MAX)]
     IdOverflow,
     /// Base32 text that is not 13 characters long.
+    #[error("base32 id has {length} characters: a base32 id has exactly {}", Base32::LEN)]
     Base32Length {
         /// The number of characters given.
         length: usize,
     },
     /// Base32 text holding a character outside Crockford's alphabet (`U`, punctuation,
     /// non-ASCII).
+    #[error(
+        "invalid character {found:?} at byte {index} in base32 id: base32 ids use Crockford's digits 0-9 and \
+         A-Z without U (I and L read as 1, O as 0)"
+    )]
     InvalidBase32 {
         /// The character found.
         found: char,
@@ -49,47 +57,16 @@ pub enum ParseIdError {
     },
     /// A base32 ID above `u64::MAX`: 13 characters hold 65 bits, so the first may only be
     /// `0`..=`F`.
+    #[error(
+        "base32 id \"{text}\" is out of range: ids allow {}..={}",
+        Base32::encode(0),
+        Base32::encode(u64::MAX)
+    )]
     Base32Overflow {
         /// The text given.
         text: Base32,
     },
 }
-
-impl fmt::Display for ParseIdError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            ParseIdError::EmptyId => f.write_str("cannot parse an id from empty text"),
-            ParseIdError::InvalidDigit { found, index } => write!(
-                f,
-                "invalid character {found:?} at byte {index} in id: ids are written with \
-                 the digits 0-9 only"
-            ),
-            ParseIdError::SignedId { sign } => write!(
-                f,
-                "sign {sign:?} in id: ids are unsigned, written with the digits 0-9 only"
-            ),
-            ParseIdError::IdOverflow => write!(f, "id is out of range: ids allow 0..={}", u64::MAX),
-            ParseIdError::Base32Length { length } => write!(
-                f,
-                "base32 id has {length} characters: a base32 id has exactly {}",
-                Base32::LEN
-            ),
-            ParseIdError::InvalidBase32 { found, index } => write!(
-                f,
-                "invalid character {found:?} at byte {index} in base32 id: base32 ids use \
-                 Crockford's digits 0-9 and A-Z without U (I and L read as 1, O as 0)"
-            ),
-            ParseIdError::Base32Overflow { text } => write!(
-                f,
-                "base32 id \"{text}\" is out of range: ids allow {}..={}",
-                Base32::encode(0),
-                Base32::encode(u64::MAX)
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ParseIdError {}
 
 /// A layout that cannot be built. Permanent.
 ///
@@ -100,10 +77,15 @@ impl std::error::Error for ParseIdError {}
 ///
 /// assert_eq!(Layout::builder().timestamp_bits(41).tick_ms(0).build(), Err(LayoutError::ZeroTick));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LayoutError {
     /// The fields need more than the 64 bits of an ID.
+    #[error(
+        "layout needs {} bits ({timestamp_bits} timestamp + {node_bits} node + {sequence_bits} sequence): an id \
+         holds at most 64",
+        u64::from(*timestamp_bits) + u64::from(*node_bits) + u64::from(*sequence_bits)
+    )]
     LayoutTooWide {
         /// Width of the timestamp field.
         timestamp_bits: u32,
@@ -113,10 +95,15 @@ pub enum LayoutError {
         sequence_bits: u32,
     },
     /// A 0-bit timestamp: every ID would carry the same time.
+    #[error("timestamp width 0 is out of range: a layout needs 1..=64 timestamp bits")]
     NoTimestampBits,
     /// A tick of 0 ms.
+    #[error("tick length 0 ms is out of range: a tick is at least 1 ms")]
     ZeroTick,
     /// The last tick ends beyond `u64::MAX` Unix milliseconds.
+    #[error(
+        "layout span overflows: epoch {epoch_ms} ms + 2^{timestamp_bits} ticks of {tick_ms} ms is past u64::MAX ms"
+    )]
     SpanOverflow {
         /// The layout's epoch, Unix ms.
         epoch_ms: u64,
@@ -126,38 +113,6 @@ pub enum LayoutError {
         timestamp_bits: u32,
     },
 }
-
-impl fmt::Display for LayoutError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            LayoutError::LayoutTooWide {
-                timestamp_bits,
-                node_bits,
-                sequence_bits,
-            } => write!(
-                f,
-                "layout needs {} bits ({timestamp_bits} timestamp + {node_bits} node + \
-                 {sequence_bits} sequence): an id holds at most 64",
-                u64::from(timestamp_bits) + u64::from(node_bits) + u64::from(sequence_bits),
-            ),
-            LayoutError::NoTimestampBits => {
-                f.write_str("timestamp width 0 is out of range: a layout needs 1..=64 timestamp bits")
-            }
-            LayoutError::ZeroTick => f.write_str("tick length 0 ms is out of range: a tick is at least 1 ms"),
-            LayoutError::SpanOverflow {
-                epoch_ms,
-                tick_ms,
-                timestamp_bits,
-            } => write!(
-                f,
-                "layout span overflows: epoch {epoch_ms} ms + 2^{timestamp_bits} ticks of \
-                 {tick_ms} ms is past u64::MAX ms"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for LayoutError {}
 
 /// A value outside what a layout, an integer type or a time type can hold. Permanent.
 ///
@@ -172,10 +127,11 @@ impl std::error::Error for LayoutError {}
 ///     Err(RangeError::FieldOutOfRange { field: Field::Node, value: 1024, max: 1023 }),
 /// );
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RangeError {
     /// A node or sequence value that does not fit its field.
+    #[error("{field} {value} is out of range: the layout allows 0..={max}")]
     FieldOutOfRange {
         /// Which field.
         field: Field,
@@ -185,6 +141,7 @@ pub enum RangeError {
         max: u64,
     },
     /// A time before the layout's epoch.
+    #[error("time {unix_ms} ms is before the layout's epoch: the layout allows {epoch_ms} ms and later")]
     TimeBeforeEpoch {
         /// The time, Unix ms.
         unix_ms: u64,
@@ -192,6 +149,7 @@ pub enum RangeError {
         epoch_ms: u64,
     },
     /// A time at or after the end of the layout's timestamp span.
+    #[error("time {unix_ms} ms is past the layout's end: the layout allows times before {end_ms} ms")]
     TimePastEnd {
         /// The time, Unix ms.
         unix_ms: u64,
@@ -200,6 +158,7 @@ pub enum RangeError {
     },
     /// A raw ID with bits set above the layout's width (for example Twitter's always-zero
     /// top bit).
+    #[error("id {id} is out of range: the layout allows 0..={max}")]
     IdOutOfLayout {
         /// The raw ID.
         id: u64,
@@ -207,60 +166,24 @@ pub enum RangeError {
         max: u64,
     },
     /// An ID above `i64::MAX` does not fit a signed `BIGINT`.
+    #[error("id {id} is out of range for i64: i64 allows 0..={}", i64::MAX)]
     IdAboveI64 {
         /// The ID.
         id: u64,
     },
     /// A negative `i64` is not an ID.
+    #[error("{value} is out of range for an id: ids allow 0..={}", u64::MAX)]
     NegativeId {
         /// The value given.
         value: i64,
     },
     /// An ID's time that the target time type cannot hold (a custom layout whose span runs
     /// past that type's last date).
+    #[error("time {unix_ms} ms is out of range for {target}")]
     TimeOutOfRange {
         /// The time, Unix ms.
         unix_ms: u64,
         /// The time type, such as `SystemTime`.
         target: &'static str,
     },
-}
-
-impl fmt::Display for RangeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            RangeError::FieldOutOfRange { field, value, max } => field_out_of_range(f, field, value, max),
-            RangeError::TimeBeforeEpoch { unix_ms, epoch_ms } => write!(
-                f,
-                "time {unix_ms} ms is before the layout's epoch: the layout allows {epoch_ms} ms and later"
-            ),
-            RangeError::TimePastEnd { unix_ms, end_ms } => write!(
-                f,
-                "time {unix_ms} ms is past the layout's end: the layout allows times before {end_ms} ms"
-            ),
-            RangeError::IdOutOfLayout { id, max } => {
-                write!(f, "id {id} is out of range: the layout allows 0..={max}")
-            }
-            RangeError::IdAboveI64 { id } => {
-                write!(f, "id {id} is out of range for i64: i64 allows 0..={}", i64::MAX)
-            }
-            RangeError::NegativeId { value } => {
-                write!(f, "{value} is out of range for an id: ids allow 0..={}", u64::MAX)
-            }
-            RangeError::TimeOutOfRange { unix_ms, target } => {
-                write!(f, "time {unix_ms} ms is out of range for {target}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for RangeError {}
-
-pub(crate) fn field_out_of_range(
-    f: &mut fmt::Formatter<'_>,
-    field: Field,
-    value: u64,
-    max: u64,
-) -> fmt::Result {
-    write!(f, "{field} {value} is out of range: the layout allows 0..={max}")
 }

@@ -8,7 +8,6 @@ pub(crate) mod id;
 pub(crate) mod layout;
 
 pub use base32::Base32;
-pub(crate) use error::field_out_of_range;
 pub use error::{LayoutError, ParseIdError, RangeError};
 pub use field::Field;
 pub use id::{Id, Parts};

@@ -1,7 +1,7 @@
 //! The errors of building a generator and of minting.
 
 use crate::error::holds;
-use crate::format::{Field, FieldOutOfRange, OutOfSpan, RangeError, field_out_of_range};
+use crate::format::{FieldOutOfRange, OutOfSpan, RangeError};
 use crate::io::IoCause;
 use crate::mark::{HighWaterError, StoreError};
 use core::fmt;
@@ -103,7 +103,9 @@ impl BuildError {
 impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            BuildError::NodeOutOfRange { node, max } => field_out_of_range(f, Field::Node, *node, *max),
+            BuildError::NodeOutOfRange { node, max } => {
+                write!(f, "node {node} is out of range: the layout allows 0..={max}")
+            }
             BuildError::NoNodes => f.write_str("no node ids: a sharded generator needs at least one"),
             BuildError::DuplicateNode { node } => {
                 write!(f, "node {node} is given twice: each shard needs its own node id")
@@ -186,11 +188,12 @@ impl From<FieldOutOfRange> for BuildError {
 /// assert!(!error.is_transient());
 /// # Ok::<(), atomflake::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum MintError {
     /// Every sequence value of the current tick is taken. Transient: IDs are available
     /// again after `retry_after`.
+    #[error("sequence exhausted: ids are available again at tick {tick}, in {retry_after:?}")]
     SequenceExhausted {
         /// The tick (since the epoch) at which IDs are available again.
         tick: u64,
@@ -200,6 +203,10 @@ pub enum MintError {
     /// The clock has passed the stored high-water mark while a thread of the generator's
     /// own is storing the next one (a clock that jumped ahead, a store slower than half a
     /// second). Transient: minting resumes as soon as the mark is stored.
+    #[error(
+        "the clock has passed the high-water mark while the next mark is being stored: ids are available again \
+         once it is, expected in {retry_after:?}"
+    )]
     MarkPending {
         /// How long until that store is expected to have finished: the last store's
         /// time, counted from when this one was sent (at least 1 ms).
@@ -208,9 +215,14 @@ pub enum MintError {
     /// The clock reads outside the layout's span: [`RangeError::TimeBeforeEpoch`] (the
     /// clock is set before the epoch) or [`RangeError::TimePastEnd`] (the layout has run
     /// out of timestamps). Permanent for this clock.
-    ClockOutOfSpan(RangeError),
+    #[error("{0}")]
+    ClockOutOfSpan(#[source] RangeError),
     /// Every slot of the layout's span is used: the next ID would need a time at or past
     /// the end of the span, which the clock has not reached. Permanent for this generator.
+    #[error(
+        "every id of the layout's span is used: the next id would need a time at or past the layout's end, \
+         {end_ms} ms"
+    )]
     SpanSpent {
         /// The first Unix ms the layout cannot express.
         end_ms: u64,
@@ -218,12 +230,17 @@ pub enum MintError {
     /// The high-water mark cannot be stored past the clock, or the store's hold on it has
     /// lapsed, or the store is lost: [`StoreError::is_transient`] says which. The
     /// generator's keeper thread tries again until the store is lost.
+    #[error(transparent)]
     Store(StoreError),
     /// The generator was built in another process and copied into this one by `fork()`:
     /// parent and child would mint the same IDs. Permanent for this generator in this
     /// process: build a new generator in the child, on a node of its own. A child is
     /// refused from its first mint, in the tick of the fork too (on Unix: see
     /// [the guarantees](crate::docs::guarantees)).
+    #[error(
+        "generator built in process {parent} cannot mint in process {child}, a child of a fork: both would \
+         mint the same ids; build a new generator in the child, on a node of its own"
+    )]
     Forked {
         /// The process the generator was built in (the child's parent, or an earlier
         /// ancestor): the same number as `child` where the system gave the child its
@@ -235,6 +252,10 @@ pub enum MintError {
     /// The thread that stores the generator's high-water mark (`atomflake-mark`) panicked,
     /// so the mark no longer moves. IDs the stored mark covers still mint; past it,
     /// permanent for this generator: build a new one.
+    #[error(
+        "the thread that stores the high-water mark panicked ({message}): no id past the stored mark can be \
+         minted; build a new generator"
+    )]
     KeeperPanicked {
         /// The panic's message.
         message: String,
@@ -271,50 +292,6 @@ impl MintError {
             | MintError::SpanSpent { .. }
             | MintError::Forked { .. }
             | MintError::KeeperPanicked { .. } => None,
-        }
-    }
-}
-
-impl fmt::Display for MintError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MintError::SequenceExhausted { tick, retry_after } => write!(
-                f,
-                "sequence exhausted: ids are available again at tick {tick}, in {retry_after:?}"
-            ),
-            MintError::MarkPending { retry_after } => write!(
-                f,
-                "the clock has passed the high-water mark while the next mark is being \
-                 stored: ids are available again once it is, expected in {retry_after:?}"
-            ),
-            MintError::ClockOutOfSpan(error) => fmt::Display::fmt(error, f),
-            MintError::SpanSpent { end_ms } => write!(
-                f,
-                "every id of the layout's span is used: the next id would need a time at or \
-                 past the layout's end, {end_ms} ms"
-            ),
-            MintError::Store(error) => fmt::Display::fmt(error, f),
-            MintError::Forked { parent, child } => write!(
-                f,
-                "generator built in process {parent} cannot mint in process {child}, a child of \
-                 a fork: both would mint the same ids; build a new generator in the child, on a \
-                 node of its own"
-            ),
-            MintError::KeeperPanicked { message } => write!(
-                f,
-                "the thread that stores the high-water mark panicked ({message}): no id past \
-                 the stored mark can be minted; build a new generator"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for MintError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            MintError::ClockOutOfSpan(error) => Some(error),
-            MintError::Store(error) => std::error::Error::source(error),
-            _ => None,
         }
     }
 }

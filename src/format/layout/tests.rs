@@ -334,3 +334,48 @@ fn display() {
         "39/8/16 bits, 10 ms ticks, epoch 1409529600000 ms, time|sequence|node"
     );
 }
+
+#[test]
+fn each_format_error_names_the_value_and_the_allowed_range() {
+    let cases: [(Box<dyn std::error::Error>, &str); 6] = [
+        (
+            Box::new(LayoutError::LayoutTooWide {
+                timestamp_bits: 42,
+                node_bits: 12,
+                sequence_bits: 12,
+            }),
+            "layout needs 66 bits (42 timestamp + 12 node + 12 sequence): an id holds at most 64",
+        ),
+        (
+            Box::new(LayoutError::NoTimestampBits),
+            "timestamp width 0 is out of range: a layout needs 1..=64 timestamp bits",
+        ),
+        (
+            Box::new(LayoutError::ZeroTick),
+            "tick length 0 ms is out of range: a tick is at least 1 ms",
+        ),
+        (
+            Box::new(LayoutError::SpanOverflow {
+                epoch_ms: 5,
+                tick_ms: 1,
+                timestamp_bits: 64,
+            }),
+            "layout span overflows: epoch 5 ms + 2^64 ticks of 1 ms is past u64::MAX ms",
+        ),
+        (
+            Box::new(RangeError::IdAboveI64 { id: 1 << 63 }),
+            "id 9223372036854775808 is out of range for i64: i64 allows 0..=9223372036854775807",
+        ),
+        (
+            Box::new(RangeError::IdOutOfLayout {
+                id: 1 << 63,
+                max: (1 << 63) - 1,
+            }),
+            "id 9223372036854775808 is out of range: the layout allows 0..=9223372036854775807",
+        ),
+    ];
+    for (error, message) in cases {
+        assert_eq!(error.to_string(), message);
+        assert!(error.source().is_none(), "{error}");
+    }
+}
