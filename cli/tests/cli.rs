@@ -1,6 +1,6 @@
 //! The real `atomflake` binary, run as a user would: stdout, stderr and exit codes.
 
-use std::io::Write;
+use atomflake_test_servers::output_with_stdin;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,22 +44,11 @@ fn atomflake(state: &StateDir) -> Command {
 fn run_with(args: &[&str], stdin: impl AsRef<[u8]>, node_env: Option<&str>) -> Output {
     let state = StateDir::new();
     let mut command = atomflake(&state);
-    command
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    command.args(args);
     if let Some(node) = node_env {
         command.env("ATOMFLAKE_NODE", node);
     }
-    let mut child = command.spawn().expect("the atomflake binary starts");
-    child
-        .stdin
-        .take()
-        .expect("stdin is piped")
-        .write_all(stdin.as_ref())
-        .expect("stdin takes the input");
-    child.wait_with_output().expect("the atomflake binary runs")
+    output_with_stdin(&mut command, stdin.as_ref(), "the atomflake binary")
 }
 
 fn run(args: &[&str]) -> Output {

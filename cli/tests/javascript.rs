@@ -3,9 +3,9 @@
 //! CI=true).
 
 use atomflake::Layout;
+use atomflake_test_servers::output_with_stdin;
 use std::fmt::Write as _;
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 /// Reads decimal IDs, one a line, from stdin; prints how many and exits 1 naming the first
 /// one that `Number` does not hold exactly.
@@ -30,20 +30,7 @@ fn has_node(test: &str) -> bool {
 
 /// `node -e CHECK` over `ids`.
 fn node_reads(ids: &str) -> Output {
-    let mut child = Command::new("node")
-        .args(["-e", CHECK])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("node starts");
-    child
-        .stdin
-        .take()
-        .expect("stdin is piped")
-        .write_all(ids.as_bytes())
-        .expect("node takes the IDs");
-    child.wait_with_output().expect("node runs")
+    output_with_stdin(Command::new("node").args(["-e", CHECK]), ids.as_bytes(), "node")
 }
 
 /// `atomflake mint` with these arguments; its stdout.

@@ -1235,6 +1235,13 @@ fn minted_then_dumped(test: &str) -> Option<(Server, u64)> {
     Some((server, newest))
 }
 
+/// A server with IDs minted ahead of its clock (the newest of them too), and a second
+/// server 3 s behind it to copy them into; `None` where either cannot start (skipped).
+fn minted_and_a_server_behind(test: &str) -> Option<(Server, u64, Server)> {
+    let (old, newest) = minted_then_dumped(test)?;
+    Some((old, newest, behind(test)?))
+}
+
 /// Checks that the copy `new` has one row in `atomflake_dump` per database, holds a mark
 /// past `newest` in its mark file, and continues past it.
 fn the_copy_continues_past(new: &Server, newest: u64) {
@@ -1258,10 +1265,7 @@ fn the_copy_continues_past(new: &Server, newest: u64) {
 #[test]
 fn pg_dump_and_pg_restore_carry_the_mark_into_a_server_3_s_behind() {
     let test = "ext-dump";
-    let Some((old, newest)) = minted_then_dumped(test) else {
-        return;
-    };
-    let Some(new) = behind(test) else {
+    let Some((old, newest, new)) = minted_and_a_server_behind(test) else {
         return;
     };
     new.psql("CREATE DATABASE other");
@@ -1274,10 +1278,7 @@ fn pg_dump_and_pg_restore_carry_the_mark_into_a_server_3_s_behind() {
 #[test]
 fn pg_dumpall_carries_the_mark_into_a_server_3_s_behind() {
     let test = "ext-dumpall";
-    let Some((old, newest)) = minted_then_dumped(test) else {
-        return;
-    };
-    let Some(new) = behind(test) else {
+    let Some((old, newest, new)) = minted_and_a_server_behind(test) else {
         return;
     };
     copies::pg_dumpall_and_psql(&old, &new);
@@ -1287,10 +1288,7 @@ fn pg_dumpall_carries_the_mark_into_a_server_3_s_behind() {
 #[test]
 fn a_dump_of_a_database_where_nothing_was_minted_carries_the_servers_mark() {
     let test = "ext-dump-other";
-    let Some((old, newest)) = minted_then_dumped(test) else {
-        return;
-    };
-    let Some(new) = behind(test) else {
+    let Some((old, newest, new)) = minted_and_a_server_behind(test) else {
         return;
     };
     // Only `other` is copied; the IDs of `postgres` are then copied by hand, as an

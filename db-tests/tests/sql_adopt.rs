@@ -278,13 +278,17 @@ fn minted_then_dumped(test: &str) -> Option<(Server, u64)> {
     Some((server, newest))
 }
 
+/// A server with IDs minted ahead of its clock (the newest of them too), and a second
+/// server 3 s behind it to copy them into; `None` where either cannot start (skipped).
+fn minted_and_a_server_behind(test: &str) -> Option<(Server, u64, Server)> {
+    let (old, newest) = minted_then_dumped(test)?;
+    Some((old, newest, behind(test)?))
+}
+
 #[test]
 fn pg_dump_and_pg_restore_into_a_server_3_s_behind_continue_past_every_id() {
     let test = "dump-restore";
-    let Some((old, newest)) = minted_then_dumped(test) else {
-        return;
-    };
-    let Some(new) = behind(test) else {
+    let Some((old, newest, new)) = minted_and_a_server_behind(test) else {
         return;
     };
     copies::pg_dump_and_pg_restore(&old, &new);
@@ -294,10 +298,7 @@ fn pg_dump_and_pg_restore_into_a_server_3_s_behind_continue_past_every_id() {
 #[test]
 fn pg_dumpall_into_a_server_3_s_behind_continues_past_every_id() {
     let test = "dumpall";
-    let Some((old, newest)) = minted_then_dumped(test) else {
-        return;
-    };
-    let Some(new) = behind(test) else {
+    let Some((old, newest, new)) = minted_and_a_server_behind(test) else {
         return;
     };
     copies::pg_dumpall_and_psql(&old, &new);

@@ -16,6 +16,8 @@ from typing import NoReturn
 
 import pytest
 
+from atomflake import Generator, Layout
+
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 # The repository's stepped wall clock, a library preloaded into a process (its comment says how).
@@ -78,3 +80,17 @@ def step_clock(clock: Path, seconds: int) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "servers: needs the lease servers (PostgreSQL, etcd, ZooKeeper)")
+
+
+# One ID per 500 ms tick: a mint after the first in a tick waits up to half a second.
+HALF_SECOND = Layout(timestamp_bits=53, node_bits=10, sequence_bits=0, epoch_ms=1288834974657, tick_ms=500)
+
+
+def at_a_tick_start(node: int) -> Generator:
+    """A generator on ``HALF_SECOND`` whose tick has just begun and is spent: its next mint
+    waits for most of a tick."""
+    generator = Generator(HALF_SECOND, node=node)
+    generator.next_id()
+    # Returns as its tick begins.
+    generator.next_id()
+    return generator

@@ -11,8 +11,8 @@ import pytest
 
 import atomflake
 from atomflake import Generator, Layout
+from conftest import HALF_SECOND, at_a_tick_start
 
-# One ID per 500 ms tick: a mint after the first in a tick waits up to half a second.
 HALF_SECOND = Layout(timestamp_bits=53, node_bits=10, sequence_bits=0, epoch_ms=1288834974657, tick_ms=500)
 # Four IDs per 500 ms tick.
 FOUR_PER_TICK = Layout(timestamp_bits=53, node_bits=8, sequence_bits=2, epoch_ms=1288834974657, tick_ms=500)
@@ -20,10 +20,7 @@ FOUR_PER_TICK = Layout(timestamp_bits=53, node_bits=8, sequence_bits=2, epoch_ms
 
 @pytest.mark.parametrize("batch", [False, True])
 def test_a_ticker_keeps_its_pace_while_a_mint_waits_for_the_next_tick(batch: bool) -> None:
-    generator = Generator(HALF_SECOND, node=0)
-    generator.next_id()
-    # Returns as its tick begins: the next mint waits for most of a tick (two for the batch).
-    generator.next_id()
+    generator = at_a_tick_start(node=0)
 
     async def main() -> tuple[list[int], float, float]:
         loop = asyncio.get_running_loop()

@@ -9,6 +9,7 @@ import pytest
 
 import atomflake
 from atomflake import Generator, Layout
+from conftest import HALF_SECOND, at_a_tick_start
 
 # One ID per 50 ms tick: every mint after the first in a tick waits.
 SLOW = Layout(timestamp_bits=53, node_bits=10, sequence_bits=0, epoch_ms=1288834974657, tick_ms=50)
@@ -62,15 +63,9 @@ def test_threads_get_distinct_ids() -> None:
     assert len(set(every)) == len(every) == 8 * 60_000
 
 
-HALF_SECOND = Layout(timestamp_bits=53, node_bits=10, sequence_bits=0, epoch_ms=1288834974657, tick_ms=500)
-
-
 @pytest.mark.parametrize("batch", [False, True])
 def test_a_mint_waiting_for_the_next_tick_lets_other_threads_run(batch: bool) -> None:
-    generator = Generator(HALF_SECOND, node=0)
-    generator.next_id()
-    # Returns as its tick begins: the next mint waits for most of a tick.
-    generator.next_id()
+    generator = at_a_tick_start(node=0)
     stamps: list[float] = []
     done = threading.Event()
 

@@ -206,7 +206,7 @@ impl Limits {
         within_time(Limit::IdleTimeout, self.idle_timeout, Limits::MIN_TIMEOUT)?;
         within_time(Limit::StallTimeout, self.stall_timeout, Limits::MIN_TIMEOUT)?;
         if let Some(age) = self.max_connection_age {
-            within_span(
+            within(
                 Limit::MaxConnectionAge,
                 age,
                 Limits::MIN_TIMEOUT,
@@ -268,16 +268,16 @@ impl Default for Limits {
     }
 }
 
-/// `value` of `limit` within `min..=max`.
-fn within(limit: Limit, value: u64, min: u64, max: u64) -> Result<(), LimitsError> {
-    if (min..=max).contains(&value) {
+/// `value` of `limit` within `min..=max`: a number, or a time.
+fn within<V: PartialOrd + Into<Amount>>(limit: Limit, value: V, min: V, max: V) -> Result<(), LimitsError> {
+    if min <= value && value <= max {
         return Ok(());
     }
     Err(LimitsError(Kind::OutOfRange {
         limit,
-        value: Amount::Number(value),
-        min: Amount::Number(min),
-        max: Amount::Number(max),
+        value: value.into(),
+        min: min.into(),
+        max: max.into(),
         file_limit: None,
     }))
 }
@@ -289,21 +289,7 @@ fn within_u32(limit: Limit, value: u32, max: u32) -> Result<(), LimitsError> {
 
 /// `value` of `limit` within `min..=`[`Limits::MAX_TIMEOUT`].
 fn within_time(limit: Limit, value: Duration, min: Duration) -> Result<(), LimitsError> {
-    within_span(limit, value, min, Limits::MAX_TIMEOUT)
-}
-
-/// `value` of `limit` within `min..=max`, for the limits that are times.
-fn within_span(limit: Limit, value: Duration, min: Duration, max: Duration) -> Result<(), LimitsError> {
-    if (min..=max).contains(&value) {
-        return Ok(());
-    }
-    Err(LimitsError(Kind::OutOfRange {
-        limit,
-        value: Amount::Time(value),
-        min: Amount::Time(min),
-        max: Amount::Time(max),
-        file_limit: None,
-    }))
+    within(limit, value, min, Limits::MAX_TIMEOUT)
 }
 
 /// One of the [`Limits`], as a [`LimitsError`] names it.
@@ -415,6 +401,18 @@ enum Kind {
 enum Amount {
     Number(u64),
     Time(Duration),
+}
+
+impl From<u64> for Amount {
+    fn from(number: u64) -> Amount {
+        Amount::Number(number)
+    }
+}
+
+impl From<Duration> for Amount {
+    fn from(time: Duration) -> Amount {
+        Amount::Time(time)
+    }
 }
 
 impl Amount {

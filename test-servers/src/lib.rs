@@ -93,6 +93,30 @@ pub fn assert_restarted_from_the_mark(last_ms: u64, first_ms: u64, first_seen_ms
     );
 }
 
+/// Runs `command` with `stdin` on its standard input, to its end: its status and output.
+///
+/// # Panics
+///
+/// When `command` cannot start or its output cannot be read (`what` names it).
+pub fn output_with_stdin(command: &mut Command, stdin: &[u8], what: &str) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|error| panic!("{what} does not start: {error}"));
+    let mut input = child.stdin.take().expect("stdin is piped");
+    input
+        .write_all(stdin)
+        .unwrap_or_else(|error| panic!("{what} does not take its input: {error}"));
+    drop(input);
+    child
+        .wait_with_output()
+        .unwrap_or_else(|error| panic!("{what} cannot be read: {error}"))
+}
+
 /// Says loudly that `test` did not run, and why; under `CI=true` that is a failure.
 ///
 /// # Panics

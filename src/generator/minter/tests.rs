@@ -149,6 +149,12 @@ const AT_ONCE: Duration = Duration::from_secs(2);
 /// A timeout that the waits below wait out.
 const SHORT: Duration = Duration::from_millis(60);
 
+/// The refusal of a tick spent at `T0` (1 ms ticks): the next tick, 1 ms away.
+const SPENT_AT_T0: MintError = MintError::SequenceExhausted {
+    tick: T0 + 1,
+    retry_after: Duration::from_millis(1),
+};
+
 /// `work`'s answer and how long it took.
 fn timed<T>(work: impl FnOnce() -> T) -> (T, Duration) {
     let start = std::time::Instant::now();
@@ -186,13 +192,7 @@ fn a_spent_tick_is_waited_for_until_the_deadline_then_refused() {
         let (minter, clock, state) = spent(1, wait);
         let before = Word::load(&state);
         let (answer, took) = timed(|| minter.reserve_for(&state, &clock, 1, SHORT));
-        assert_eq!(
-            answer,
-            Err(MintError::SequenceExhausted {
-                tick: T0 + 1,
-                retry_after: Duration::from_millis(1)
-            })
-        );
+        assert_eq!(answer, Err(SPENT_AT_T0));
         // Refused once the next tick could not start before the deadline: in its last
         // millisecond, by the clock's reckoning (the tick starts 1 ms after its time).
         assert!(took + Duration::from_millis(1) >= SHORT, "refused after {took:?}");
@@ -460,13 +460,7 @@ fn the_async_wait_refuses_a_spent_tick_at_the_deadline_and_mints_once_the_clock_
     let timer = RecordingTimer::default();
     let (answer, took) =
         timed(|| block_on(minter.reserve_async(&state, &clock, 1, Until::timeout(SHORT), &timer)));
-    assert_eq!(
-        answer,
-        Err(MintError::SequenceExhausted {
-            tick: T0 + 1,
-            retry_after: Duration::from_millis(1)
-        })
-    );
+    assert_eq!(answer, Err(SPENT_AT_T0));
     assert!(took + Duration::from_millis(1) >= SHORT, "refused after {took:?}");
     // A clock that cannot tell how far the tick is: yielded for, never slept.
     assert!(timer.slept.lock().unwrap().is_empty());
