@@ -5,16 +5,12 @@ use crate::metrics::Metrics;
 use crate::rate::IdBudget;
 use crate::watch::StoreWatch;
 use atomflake::mark::StoreErrorKind;
-use atomflake::{Layout, MintError, Run, ShardedGenerator};
+use atomflake::{Layout, MintError, Run, ShardedGenerator, Sleep, Tokio};
 use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard};
 use std::fmt;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
-
-/// Waits of at most this long after a refusal yield to the runtime between clock reads
-/// until they end; longer ones sleep on its timer (whose resolution is 1 ms).
-const YIELD_BELOW: Duration = Duration::from_millis(2);
 
 /// How often [`Service::stopped`] and [`reclaim`](crate::reclaim()) look at the state.
 pub(crate) const WATCH_EVERY: Duration = Duration::from_millis(250);
@@ -419,14 +415,10 @@ impl Service {
         loop {
             match wait {
                 Turn::Done(result) => return result,
+                // The core's wait: a short one (a spent tick's) yields, reading only the
+                // clock, since a mint before it ends would be refused the same way.
+                Turn::Wait(time) => Tokio.wait(time).await,
                 Turn::Sleep(time) => tokio::time::sleep(time).await,
-                // Until the next tick, only the clock is read: a mint before it would be
-                // refused the same way, after checking the process and the state.
-                Turn::YieldUntil(next_tick) => {
-                    while Instant::now() < next_tick {
-                        tokio::task::yield_now().await;
-                    }
-                }
                 Turn::Again => {}
             }
             wait = self.turn(max, &mut unavailable_since);
@@ -513,22 +505,20 @@ impl Service {
 #[derive(Debug)]
 enum Turn {
     Done(Result<Run, Refusal>),
+    /// The wait after a transient refusal, the time the generator gives
+    /// ([`MintError::retry_after`]), waited as the core's `_async` mints wait
+    /// ([`Sleep::wait`]).
+    Wait(Duration),
+    /// A poll's sleep (the state, while nodes are claimed afresh).
     Sleep(Duration),
-    /// Yield to the runtime until this instant (a spent tick's short wait).
-    YieldUntil(Instant),
     /// Try again at once.
     Again,
 }
 
 impl Turn {
-    /// The wait after a transient `refusal`: the time the generator says
-    /// ([`MintError::retry_after`]), yielded for when it is at most [`YIELD_BELOW`],
-    /// slept for on the runtime's timer otherwise.
+    /// The wait after a transient `refusal`.
     fn after(refusal: &MintError) -> Turn {
-        match refusal.retry_after() {
-            Some(wait) if wait <= YIELD_BELOW => Turn::YieldUntil(Instant::now() + wait),
-            wait => Turn::Sleep(wait.unwrap_or(YIELD_BELOW)),
-        }
+        Turn::Wait(refusal.retry_after().unwrap_or_default())
     }
 }
 

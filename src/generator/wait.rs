@@ -229,6 +229,23 @@ pub trait Sleep {
     fn resolution(&self) -> Duration {
         Duration::from_millis(1)
     }
+
+    /// Waits `duration` by the monotonic clock, as the `_async` mints wait out a refusal's
+    /// [`retry_after`](crate::MintError::retry_after): on the timer, or, when it is shorter
+    /// than twice the [`resolution`](Self::resolution) (a timer that wakes a resolution late
+    /// would double it), yielding to the runtime between reads of the clock until it has
+    /// passed.
+    fn wait(&self, duration: Duration) -> impl Future<Output = ()> {
+        async move {
+            if duration >= self.resolution().saturating_mul(2) {
+                return self.sleep(duration).await;
+            }
+            let end = Instant::now() + duration;
+            while Instant::now() < end {
+                self.yield_now().await;
+            }
+        }
+    }
 }
 
 /// Tokio's timer (`tokio::time::sleep`, `tokio::task::yield_now`), which

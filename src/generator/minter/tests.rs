@@ -455,6 +455,20 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 }
 
 #[test]
+fn a_wait_shorter_than_twice_the_timers_resolution_yields_and_a_longer_one_sleeps() {
+    let timer = RecordingTimer::default();
+    let (_, took) = timed(|| block_on(timer.wait(Duration::from_micros(1_500))));
+    assert!(took >= Duration::from_micros(1_500), "ended after {took:?}");
+    assert!(timer.slept.lock().unwrap().is_empty());
+    assert!(timer.yields.load(std::sync::atomic::Ordering::Relaxed) > 0);
+
+    let timer = RecordingTimer::default();
+    block_on(timer.wait(Duration::from_millis(2)));
+    assert_eq!(*timer.slept.lock().unwrap(), [Duration::from_millis(2)]);
+    assert_eq!(timer.yields.load(std::sync::atomic::Ordering::Relaxed), 0);
+}
+
+#[test]
 fn the_async_wait_refuses_a_spent_tick_at_the_deadline_and_mints_once_the_clock_moves() {
     let (minter, clock, state) = spent(1, Wait::Sleep);
     let timer = RecordingTimer::default();
