@@ -40,10 +40,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-#[path = "support/adoption.rs"]
-mod adoption;
-#[path = "support/copies.rs"]
-mod copies;
+mod support;
+
+use support::{adoption, copies};
 
 /// A server with the extension preloaded and created, for `layout` (a preset name) and
 /// `node` (`None`: `atomflake.node` not set).

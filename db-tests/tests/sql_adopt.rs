@@ -22,10 +22,9 @@ use pg::Server;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-#[path = "support/adoption.rs"]
-mod adoption;
-#[path = "support/copies.rs"]
-mod copies;
+mod support;
+
+use support::{adoption, copies};
 
 use adoption::definition;
 use copies::NODE;
