@@ -18,14 +18,7 @@ console.log(`${lines.length} safe`);
 
 /// Whether `node` runs; says the test is skipped when not.
 fn has_node(test: &str) -> bool {
-    let found = Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if !found {
-        atomflake_test_servers::skip(test, "no node command (Node.js) to read the IDs");
-    }
-    found
+    atomflake_test_servers::has_command(test, "node", "--version", "(Node.js) to read the IDs")
 }
 
 /// `node -e CHECK` over `ids`.

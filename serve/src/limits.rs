@@ -807,36 +807,35 @@ mod tests {
 
     #[test]
     fn a_front_end_names_a_limit_its_own_way_with_times_in_bare_seconds() {
-        let error = Limits {
-            max_streams: 0,
-            ..Limits::DEFAULT
+        let cases = [
+            (
+                Limits {
+                    max_streams: 0,
+                    ..Limits::DEFAULT
+                },
+                "--max-streams",
+                "--max-streams 0 is out of range: allowed 1..=1048576",
+            ),
+            (
+                Limits {
+                    idle_timeout: secs(3601),
+                    ..Limits::DEFAULT
+                },
+                "--idle-timeout",
+                "--idle-timeout 3601 is out of range: allowed 1..=3600",
+            ),
+            (
+                Limits {
+                    max_connection_age: Some(Duration::ZERO),
+                    ..Limits::DEFAULT
+                },
+                "--max-connection-age",
+                "--max-connection-age 0 is out of range: allowed 1..=2592000",
+            ),
+        ];
+        for (limits, name, message) in cases {
+            assert_eq!(limits.check().unwrap_err().named(name).to_string(), message);
         }
-        .check()
-        .unwrap_err();
-        assert_eq!(
-            error.named("--max-streams").to_string(),
-            "--max-streams 0 is out of range: allowed 1..=1048576"
-        );
-        let error = Limits {
-            idle_timeout: secs(3601),
-            ..Limits::DEFAULT
-        }
-        .check()
-        .unwrap_err();
-        assert_eq!(
-            error.named("--idle-timeout").to_string(),
-            "--idle-timeout 3601 is out of range: allowed 1..=3600"
-        );
-        let error = Limits {
-            max_connection_age: Some(Duration::ZERO),
-            ..Limits::DEFAULT
-        }
-        .check()
-        .unwrap_err();
-        assert_eq!(
-            error.named("--max-connection-age").to_string(),
-            "--max-connection-age 0 is out of range: allowed 1..=2592000"
-        );
         let error = Limits::DEFAULT.check_open_files(80).unwrap_err();
         assert_eq!(error.named("--max-connections").to_string(), error.to_string());
     }

@@ -16,7 +16,7 @@ use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One member: its ports and, while it runs, its process.
 struct Member {
@@ -301,21 +301,17 @@ impl Cluster {
     ///
     /// When they do not, with the members' logs.
     pub fn wait_healthy(&self) {
-        let start = Instant::now();
         let healthy = |member: &Member| {
             member.process.is_none()
                 || http(member.health_port, "GET", "/health", "")
                     .is_some_and(|(status, body)| status == 200 && body.contains("true"))
         };
-        while !self.members.iter().all(healthy) {
-            assert!(
-                start.elapsed() < crate::HANG_GUARD,
-                "the etcd cluster is not healthy after {:?} (the hang guard):\n{}",
-                start.elapsed(),
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        crate::wait_until(
+            "the etcd cluster is not healthy",
+            Duration::from_millis(50),
+            || self.members.iter().all(healthy),
+            || self.logs(),
+        );
     }
 
     /// The last lines of every member's log.

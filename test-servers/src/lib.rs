@@ -47,6 +47,38 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// waits it replaced (a JVM's start on a busy machine).
 pub const HANG_GUARD: Duration = Duration::from_secs(90);
 
+/// Polls `attempt` every `poll` until it gives a value, for [`HANG_GUARD`] at most.
+///
+/// # Panics
+///
+/// When it gives none within the guard: the message says what did not happen (`what`),
+/// after how long, and `detail()` (a log, the last state seen).
+pub fn wait_for<T>(
+    what: &str,
+    poll: Duration,
+    mut attempt: impl FnMut() -> Option<T>,
+    detail: impl Fn() -> String,
+) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(value) = attempt() {
+            return value;
+        }
+        assert!(
+            start.elapsed() < HANG_GUARD,
+            "{what} after {:?} (the hang guard):\n{}",
+            start.elapsed(),
+            detail()
+        );
+        std::thread::sleep(poll);
+    }
+}
+
+/// [`wait_for`] a condition.
+pub fn wait_until(what: &str, poll: Duration, mut ready: impl FnMut() -> bool, detail: impl Fn() -> String) {
+    wait_for(what, poll, || ready().then_some(()), detail);
+}
+
 /// `program` in a directory of `PATH`, if there is one.
 fn on_path(program: &str) -> Option<std::path::PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
@@ -115,6 +147,19 @@ pub fn output_with_stdin(command: &mut Command, stdin: &[u8], what: &str) -> std
     child
         .wait_with_output()
         .unwrap_or_else(|error| panic!("{what} cannot be read: {error}"))
+}
+
+/// Whether `program version_arg` runs and succeeds; when not, [`skip`]s `test`, saying
+/// `why_needed` (a failure under `CI=true`).
+pub fn has_command(test: &str, program: &str, version_arg: &str, why_needed: &str) -> bool {
+    let found = Command::new(program)
+        .arg(version_arg)
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !found {
+        skip(test, &format!("no {program} command {why_needed}"));
+    }
+    found
 }
 
 /// Says loudly that `test` did not run, and why; under `CI=true` that is a failure.

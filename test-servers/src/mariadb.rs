@@ -12,7 +12,7 @@
 use crate::{is_root, skip};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A running throwaway server.
 pub struct Server {
@@ -90,19 +90,12 @@ impl Server {
     /// Waits until the `mariadb` client can connect, then creates the database; for
     /// [`HANG_GUARD`](crate::HANG_GUARD) at most.
     fn wait_ready(&self) {
-        let start = Instant::now();
-        loop {
-            if self.sql("create database if not exists atomflake").is_ok() {
-                return;
-            }
-            assert!(
-                start.elapsed() < crate::HANG_GUARD,
-                "MariaDB did not come up in {:?} (the hang guard):\n{}",
-                start.elapsed(),
-                std::fs::read_to_string(self.root.join("log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        crate::wait_until(
+            "MariaDB did not come up",
+            Duration::from_millis(100),
+            || self.sql("create database if not exists atomflake").is_ok(),
+            || std::fs::read_to_string(self.root.join("log")).unwrap_or_default(),
+        );
     }
 
     /// Runs SQL through the `mariadb` client (tab-separated, no headers).

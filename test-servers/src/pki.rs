@@ -177,12 +177,5 @@ impl Pki {
 
 /// Whether `openssl` runs; says the test is skipped when not (a failure under CI=true).
 pub fn has_openssl(test: &str) -> bool {
-    let found = Command::new("openssl")
-        .arg("version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if !found {
-        crate::skip(test, "no openssl command to make the test's certificates");
-    }
-    found
+    crate::has_command(test, "openssl", "version", "to make the test's certificates")
 }

@@ -421,20 +421,19 @@ impl Server {
         let postmaster = self.postmaster();
         run(Command::new("kill").args(["-STOP", &postmaster]));
         self.signal_all("-KILL");
-        let start = Instant::now();
-        while Command::new("kill")
-            .args(["-0", &postmaster])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success())
-        {
-            assert!(
-                start.elapsed() < crate::HANG_GUARD,
-                "the postmaster outlived SIGKILL by {:?} (the hang guard)",
-                start.elapsed()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let alive = || {
+            Command::new("kill")
+                .args(["-0", &postmaster])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|status| status.success())
+        };
+        crate::wait_until(
+            "the postmaster outlived SIGKILL",
+            Duration::from_millis(20),
+            || !alive(),
+            String::new,
+        );
     }
 
     /// Stops the WAL writer (`SIGSTOP`) while it sleeps in its main loop. Stopped at any
@@ -442,19 +441,15 @@ impl Server {
     /// flushes (a durable one) would wait for it for good.
     fn stop_wal_writer_asleep(&self) {
         // A server that has just started (or started again) may not list its WAL writer yet.
-        let listed = Instant::now();
-        let pid = loop {
-            let pid = self.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
-            if !pid.trim().is_empty() {
-                break pid;
-            }
-            assert!(
-                listed.elapsed() < crate::HANG_GUARD,
-                "no WAL writer in pg_stat_activity for {:?} (the hang guard)",
-                listed.elapsed()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
+        let pid = crate::wait_for(
+            "no WAL writer in pg_stat_activity",
+            Duration::from_millis(20),
+            || {
+                Some(self.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'"))
+                    .filter(|pid| !pid.trim().is_empty())
+            },
+            String::new,
+        );
         let pid = pid.trim();
         for _ in 0..500 {
             run(Command::new("kill").args(["-STOP", pid]));
@@ -772,15 +767,12 @@ impl Server {
             PG_CTL_WAIT_S,
             "promote",
         ]));
-        let start = Instant::now();
-        while self.in_recovery() {
-            assert!(
-                start.elapsed() < crate::HANG_GUARD,
-                "the standby is still in recovery {:?} after pg_ctl promote (the hang guard)",
-                start.elapsed()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::wait_until(
+            "the standby is still in recovery after pg_ctl promote",
+            Duration::from_millis(20),
+            || !self.in_recovery(),
+            String::new,
+        );
     }
 }
 

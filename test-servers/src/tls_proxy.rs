@@ -14,7 +14,7 @@ use crate::{free_ports, member, skip};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A running `haproxy`, killed and its directory removed when dropped.
 pub struct TlsProxy {
@@ -78,16 +78,12 @@ impl TlsProxy {
             port,
             process: Some(process),
         };
-        let start = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                start.elapsed() < crate::HANG_GUARD,
-                "haproxy does not listen after {:?} (the hang guard):\n{}",
-                start.elapsed(),
-                std::fs::read_to_string(proxy.dir.join("haproxy.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::wait_until(
+            "haproxy does not listen",
+            Duration::from_millis(20),
+            || TcpStream::connect(("127.0.0.1", port)).is_ok(),
+            || std::fs::read_to_string(proxy.dir.join("haproxy.log")).unwrap_or_default(),
+        );
         Some(proxy)
     }
 

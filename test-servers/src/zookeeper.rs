@@ -24,7 +24,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The servers' tick: the unit of their timeouts.
 pub const TICK: Duration = Duration::from_millis(200);
@@ -283,28 +283,25 @@ impl Ensemble {
     ///
     /// When they do not, with the members' logs.
     pub fn wait_serving(&self) {
-        let start = Instant::now();
-        loop {
-            let modes: Vec<Option<Mode>> = (0..self.members.len())
-                .filter(|&i| self.members[i].process.is_some())
-                .map(|i| self.mode(i))
-                .collect();
-            let leaders = modes
-                .iter()
-                .filter(|mode| matches!(mode, Some(Mode::Leader | Mode::Standalone)))
-                .count();
-            if modes.iter().all(Option::is_some) && leaders == 1 {
-                return;
-            }
-            assert!(
-                start.elapsed() < crate::HANG_GUARD,
-                "the ZooKeeper ensemble does not serve after {:?} (the hang guard {:?}; modes {modes:?}):\n{}",
-                start.elapsed(),
-                crate::HANG_GUARD,
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let modes_seen = std::cell::RefCell::new(Vec::new());
+        crate::wait_until(
+            "the ZooKeeper ensemble does not serve",
+            Duration::from_millis(100),
+            || {
+                let modes: Vec<Option<Mode>> = (0..self.members.len())
+                    .filter(|&i| self.members[i].process.is_some())
+                    .map(|i| self.mode(i))
+                    .collect();
+                let leaders = modes
+                    .iter()
+                    .filter(|mode| matches!(mode, Some(Mode::Leader | Mode::Standalone)))
+                    .count();
+                let serving = modes.iter().all(Option::is_some) && leaders == 1;
+                *modes_seen.borrow_mut() = modes;
+                serving
+            },
+            || format!("modes {:?}:\n{}", modes_seen.borrow(), self.logs()),
+        );
     }
 
     /// The last lines of every member's log.
