@@ -55,6 +55,17 @@ fn run(args: &[&str]) -> Output {
     run_with(args, "", None)
 }
 
+/// `atomflake args…`, which must exit 0 with nothing on stderr: its stdout.
+fn succeeds(args: &[&str]) -> String {
+    let output = run(args);
+    assert_eq!(
+        (output.status.code(), stderr(&output)),
+        (Some(0), ""),
+        "atomflake {args:?}"
+    );
+    stdout(&output).to_owned()
+}
+
 fn stdout(output: &Output) -> &str {
     std::str::from_utf8(&output.stdout).expect("stdout is UTF-8")
 }
@@ -349,9 +360,7 @@ fn layouts_lists_every_preset_with_its_dates() {
 
 #[test]
 fn sql_prints_the_script_for_the_layout_and_node() {
-    let output = run(&["sql", "--layout", "instagram", "--node", "5"]);
-    assert_eq!((output.status.code(), stderr(&output)), (Some(0), ""));
-    let script = stdout(&output);
+    let script = succeeds(&["sql", "--layout", "instagram", "--node", "5"]);
     assert!(script.starts_with("-- atomflake "), "{script}");
     assert!(
         script.contains(
@@ -362,7 +371,7 @@ fn sql_prints_the_script_for_the_layout_and_node() {
     let prefixed = run_with(&["sql", "--prefix", "orders"], "", Some("7"));
     assert!(stdout(&prefixed).contains("CREATE OR REPLACE FUNCTION orders_next_id()"));
     assert!(stdout(&prefixed).contains("Node: 7."));
-    let adopting = run(&[
+    let script = succeeds(&[
         "sql",
         "--node",
         "7",
@@ -371,11 +380,9 @@ fn sql_prints_the_script_for_the_layout_and_node() {
         "--adopt",
         "shop.items.id",
     ]);
-    assert_eq!((adopting.status.code(), stderr(&adopting)), (Some(0), ""));
-    let script = stdout(&adopting);
     assert!(script.contains("what text := 'orders.id';"), "{script}");
     assert!(script.contains("what text := 'shop.items.id';"), "{script}");
-    let moving = run(&[
+    let moved = succeeds(&[
         "sql",
         "--layout",
         "discord",
@@ -383,8 +390,6 @@ fn sql_prints_the_script_for_the_layout_and_node() {
         "orders",
         "--to-extension",
     ]);
-    assert_eq!((moving.status.code(), stderr(&moving)), (Some(0), ""));
-    let moved = stdout(&moving);
     assert!(
         moved.contains("set atomflake.layout = discord and restart"),
         "{moved}"

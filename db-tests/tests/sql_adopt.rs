@@ -284,24 +284,24 @@ fn minted_and_a_server_behind(test: &str) -> Option<(Server, u64, Server)> {
     Some((old, newest, behind(test)?))
 }
 
-#[test]
-fn pg_dump_and_pg_restore_into_a_server_3_s_behind_continue_past_every_id() {
-    let test = "dump-restore";
+/// `copy` of a server with IDs ahead of its clock into a server 3 s behind, whose IDs
+/// then continue past every one of them.
+fn a_copy_behind_continues_past_every_id(test: &str, copy: fn(&Server, &Server)) {
     let Some((old, newest, new)) = minted_and_a_server_behind(test) else {
         return;
     };
-    copies::pg_dump_and_pg_restore(&old, &new);
+    copy(&old, &new);
     copies::continues_past(&new, newest);
 }
 
 #[test]
+fn pg_dump_and_pg_restore_into_a_server_3_s_behind_continue_past_every_id() {
+    a_copy_behind_continues_past_every_id("dump-restore", copies::pg_dump_and_pg_restore);
+}
+
+#[test]
 fn pg_dumpall_into_a_server_3_s_behind_continues_past_every_id() {
-    let test = "dumpall";
-    let Some((old, newest, new)) = minted_and_a_server_behind(test) else {
-        return;
-    };
-    copies::pg_dumpall_and_psql(&old, &new);
-    copies::continues_past(&new, newest);
+    a_copy_behind_continues_past_every_id("dumpall", copies::pg_dumpall_and_psql);
 }
 
 #[test]

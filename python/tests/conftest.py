@@ -7,12 +7,14 @@ them. Under ``CI=true`` a test that cannot run fails instead of
 skipping.
 """
 
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
+from multiprocessing.queues import Queue
 from pathlib import Path
-from typing import NoReturn
+from typing import Callable, NoReturn
 
 import pytest
 
@@ -94,3 +96,18 @@ def at_a_tick_start(node: int) -> Generator:
     # Returns as its tick begins.
     generator.next_id()
     return generator
+
+
+def from_a_forked_worker(target: "Callable[[Queue[object]], None]", parent_node: int) -> tuple[Generator, object, int | None]:
+    """A parent's generator on Twitter's layout, node `parent_node`, that has minted (its
+    clock's thread runs), and a worker forked by `multiprocessing` that runs
+    `target(queue)`: the generator, what the worker put on the queue, and its exit code."""
+    parent = Generator(Layout.TWITTER, node=parent_node)
+    parent.next_id()
+    context = multiprocessing.get_context("fork")
+    queue: "Queue[object]" = context.Queue()
+    worker = context.Process(target=target, args=(queue,))
+    worker.start()
+    reported = queue.get(timeout=30)
+    worker.join(timeout=10)
+    return parent, reported, worker.exitcode

@@ -1,7 +1,6 @@
 """What outlives a process: a high-water file across restarts (one with its clock behind),
 and a generator copied into a child of fork()."""
 
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -16,7 +15,7 @@ import pytest
 import atomflake
 from atomflake import Layout
 
-from conftest import faketime, stepped_clock
+from conftest import faketime, from_a_forked_worker, stepped_clock
 
 MINT = """
 import sys, atomflake
@@ -139,15 +138,8 @@ def test_a_generator_built_in_a_forked_worker_mints_at_the_wall_clocks_time() ->
     # The parent's clock runs, and its thread is not copied into the worker: without a
     # thread of its own, a worker's clock runs 1% slow from at most a second after the fork,
     # 20 ms behind after 3 s.
-    parent = atomflake.Generator("twitter", node=20)
-    parent.next_id()
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    worker = context.Process(target=worker_lag, args=(queue,))
-    worker.start()
-    reported = queue.get(timeout=30)
-    worker.join(timeout=10)
-    assert worker.exitcode == 0
+    parent, reported, exitcode = from_a_forked_worker(worker_lag, parent_node=20)
+    assert exitcode == 0
     assert isinstance(reported, int) and reported <= 5, reported
     assert lag_after(parent, 0.6) <= 5
 
@@ -157,9 +149,9 @@ def test_a_generator_built_in_a_forked_worker_mints_at_the_wall_clocks_time() ->
 # the wall clock, in ms (behind the time read before the build: negative; ahead of the
 # time read after the mint: positive).
 FIRST_ID_IN_A_WORKER = """
-import multiprocessing, os, sys, time
+import os, sys, time
 import atomflake
-from conftest import step_clock
+from conftest import from_a_forked_worker, step_clock
 
 def first_id_offset(queue):
     try:
@@ -172,15 +164,9 @@ def first_id_offset(queue):
     except BaseException as error:
         queue.put(repr(error))
 
-parent = atomflake.Generator("twitter", node=22)
-parent.next_id()
-context = multiprocessing.get_context("fork")
-queue = context.Queue()
-worker = context.Process(target=first_id_offset, args=(queue,))
-worker.start()
-print(queue.get(timeout=30))
-worker.join(timeout=10)
-print(worker.exitcode)
+_, reported, exitcode = from_a_forked_worker(first_id_offset, parent_node=22)
+print(reported)
+print(exitcode)
 """
 
 
