@@ -457,7 +457,7 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 #[test]
 fn a_wait_shorter_than_twice_the_timers_resolution_yields_and_a_longer_one_sleeps() {
     let timer = RecordingTimer::default();
-    let (_, took) = timed(|| block_on(timer.wait(Duration::from_micros(1_500))));
+    let ((), took) = timed(|| block_on(timer.wait(Duration::from_micros(1_500))));
     assert!(took >= Duration::from_micros(1_500), "ended after {took:?}");
     assert!(timer.slept.lock().unwrap().is_empty());
     assert!(timer.yields.load(std::sync::atomic::Ordering::Relaxed) > 0);
