@@ -445,14 +445,7 @@ fn get_ids(server: &Server, count: u32) -> Vec<u64> {
 }
 
 fn signal(server: &Server, signal: &str) {
-    let pid = server.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args([signal, &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    atomflake_test_servers::signal(server.child.id(), signal);
 }
 
 /// A child process killed when dropped (a test that fails leaves none behind).

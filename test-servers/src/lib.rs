@@ -79,6 +79,53 @@ pub fn wait_until(what: &str, poll: Duration, mut ready: impl FnMut() -> bool, d
     wait_for(what, poll, || ready().then_some(()), detail);
 }
 
+/// Sends `signal` (`-STOP`, `-CONT`, `-KILL`...) to process `pid` with `kill`. `-STOP`
+/// returns once every thread of the process has stopped (or it has exited): `kill(2)` only
+/// queues the signal, and until each thread is scheduled and stops, it may still answer a
+/// request, write, or commit.
+///
+/// # Panics
+///
+/// When `kill` fails (no such process), or a thread has not stopped within [`HANG_GUARD`].
+pub fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {signal} {pid}: {status}");
+    if signal == "-STOP" {
+        wait_stopped(pid);
+    }
+}
+
+/// Waits until no thread of process `pid` can run: each is stopped (`T`, `t`) or dead
+/// (`Z`, `X`), or the process has gone.
+fn wait_stopped(pid: u32) {
+    wait_until(
+        &format!("process {pid} had a thread not stopped"),
+        Duration::from_millis(5),
+        || {
+            thread_states(pid)
+                .into_iter()
+                .all(|state| matches!(state, 'T' | 't' | 'Z' | 'X'))
+        },
+        || format!("its threads' states: {:?}", thread_states(pid)),
+    );
+}
+
+/// The state letter (`R`, `S`, `T`, `Z`...) of each thread of process `pid` in
+/// `/proc/PID/task/*/stat`; none when it has gone.
+fn thread_states(pid: u32) -> Vec<char> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("stat")).ok())
+        // `TID (COMM) STATE ...`, and COMM may hold spaces and parentheses.
+        .filter_map(|stat| stat.rsplit_once(')')?.1.trim_start().chars().next())
+        .collect()
+}
+
 /// `program` in a directory of `PATH`, if there is one.
 fn on_path(program: &str) -> Option<std::path::PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
@@ -244,8 +291,49 @@ fn is_root() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::free_ports;
+    use super::{free_ports, has_command, signal, thread_states};
     use std::collections::HashSet;
+    use std::process::Command;
+
+    /// Killed when dropped: a failing test leaves no spinning process behind.
+    struct Spinning(std::process::Child);
+    impl Drop for Spinning {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// `-STOP` returns with every thread stopped, though `kill(2)` returns before: a
+    /// process of 16 threads that spin, on a machine of fewer cores, has some not yet
+    /// scheduled to stop (a JVM frozen so answered a request after `kill` returned).
+    #[test]
+    fn a_stopped_process_has_every_thread_stopped_when_the_signal_returns() {
+        let test = "a_stopped_process_has_every_thread_stopped_when_the_signal_returns";
+        if !has_command(test, "python3", "--version", "to run a process of many threads") {
+            return;
+        }
+        let spin = "import threading\n\
+                    def spin():\n    while True: pass\n\
+                    [threading.Thread(target=spin).start() for _ in range(16)]\n";
+        let child = Spinning(Command::new("python3").args(["-c", spin]).spawn().unwrap());
+        let pid = child.0.id();
+        super::wait_until(
+            "the spinning threads did not start",
+            std::time::Duration::from_millis(10),
+            || thread_states(pid).len() == 17,
+            || format!("{:?}", thread_states(pid)),
+        );
+        for _ in 0..30 {
+            signal(pid, "-STOP");
+            let states = thread_states(pid);
+            signal(pid, "-CONT");
+            assert!(
+                states.len() == 17 && states.iter().all(|&state| state == 'T'),
+                "{states:?}"
+            );
+        }
+    }
 
     /// The ports are distinct, below the ephemeral range (where no outgoing connection takes
     /// them), and free: each can be bound once chosen.

@@ -37,12 +37,7 @@ pub(crate) fn kill(process: &mut Option<Child>) {
 ///
 /// When it does not run, or the signal cannot be sent.
 pub(crate) fn signal(process: Option<&Child>, signal: &str) {
-    let process = process.expect("the member runs");
-    let status = Command::new("kill")
-        .args([signal, &process.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    crate::signal(process.expect("the member runs").id(), signal);
 }
 
 /// `127.0.0.1:PORT` for each of `ports`, joined by commas: a client's list of servers.

@@ -419,7 +419,7 @@ impl Server {
         // it started would outlive it attached to the shared memory, and the server
         // would refuse to start again.
         let postmaster = self.postmaster();
-        run(Command::new("kill").args(["-STOP", &postmaster]));
+        crate::signal(postmaster.parse().unwrap(), "-STOP");
         self.signal_all("-KILL");
         let alive = || {
             Command::new("kill")
@@ -452,7 +452,7 @@ impl Server {
         );
         let pid = pid.trim();
         for _ in 0..500 {
-            run(Command::new("kill").args(["-STOP", pid]));
+            crate::signal(pid.parse().unwrap(), "-STOP");
             let waits = self.psql(&format!(
                 "SELECT wait_event FROM pg_stat_activity WHERE pid = {pid}"
             ));
@@ -484,6 +484,11 @@ impl Server {
                 .map(str::to_owned),
         );
         run(Command::new("kill").arg(signal).args(&pids));
+        if signal == "-STOP" {
+            for pid in &pids {
+                crate::wait_stopped(pid.parse().unwrap());
+            }
+        }
     }
 
     /// Runs SQL through `psql` and returns its unaligned, tuples-only output.

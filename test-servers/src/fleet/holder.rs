@@ -242,11 +242,7 @@ impl Holder {
         if !self.runs() {
             return false;
         }
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        crate::signal(self.child.id(), signal);
         true
     }
 
