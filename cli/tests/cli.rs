@@ -1,6 +1,6 @@
 //! The real `atomflake` binary, run as a user would: stdout, stderr and exit codes.
 
-use atomflake_test_servers::output_with_stdin;
+use atomflake_test_servers::{Killed, output_with_stdin};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -596,16 +596,6 @@ fn a_high_water_file_that_cannot_be_written_is_refused_naming_its_path_and_the_o
             .as_str()
         )
     );
-}
-
-/// A child killed when dropped: also when the test fails.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]

@@ -3,12 +3,12 @@
 //! minted before, or refuses it.
 
 use atomflake::{Id, Layout};
-use atomflake_test_servers::now_ms;
 use atomflake_test_servers::postgres as pg;
+use atomflake_test_servers::{Killed, now_ms};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The layout of these tests: Sonyflake's 256 IDs per 10 ms tick make a run of IDs at the
@@ -54,16 +54,6 @@ fn mint(state: &StateDir, args: &[&str], offset: Option<&str>) -> Command {
             .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
     }
     command
-}
-
-/// A child killed when dropped: also when the test fails.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn ids(output: &Output) -> Vec<u64> {

@@ -8,10 +8,10 @@ use atomflake::{Id, Layout};
 use atomflake_test_servers::clients::{
     PythonClient, curl, http_get, ids_of, metric, retry_for, spawn_piped, tls_pki,
 };
-use atomflake_test_servers::etcd;
 use atomflake_test_servers::files::{modified, replace, replace_keeping_stamp};
 use atomflake_test_servers::postgres as pg;
 use atomflake_test_servers::{HANG_GUARD, now_ms, skip};
+use atomflake_test_servers::{Killed, etcd};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -446,16 +446,6 @@ fn get_ids(server: &Server, count: u32) -> Vec<u64> {
 
 fn signal(server: &Server, signal: &str) {
     atomflake_test_servers::signal(server.child.id(), signal);
-}
-
-/// A child process killed when dropped (a test that fails leaves none behind).
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The first line `command` writes on stderr; then it is killed.

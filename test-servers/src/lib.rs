@@ -79,6 +79,17 @@ pub fn wait_until(what: &str, poll: Duration, mut ready: impl FnMut() -> bool, d
     wait_for(what, poll, || ready().then_some(()), detail);
 }
 
+/// A child process killed (and waited for) when dropped: a test that fails leaves none
+/// behind.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Sends `signal` (`-STOP`, `-CONT`, `-KILL`...) to process `pid` with `kill`. `-STOP`
 /// returns once every thread of the process has stopped (or it has exited): `kill(2)` only
 /// queues the signal, and until each thread is scheduled and stops, it may still answer a
@@ -291,18 +302,9 @@ fn is_root() -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{free_ports, has_command, signal, thread_states};
+    use super::{Killed, free_ports, has_command, signal, thread_states};
     use std::collections::HashSet;
     use std::process::Command;
-
-    /// Killed when dropped: a failing test leaves no spinning process behind.
-    struct Spinning(std::process::Child);
-    impl Drop for Spinning {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
 
     /// `-STOP` returns with every thread stopped, though `kill(2)` returns before: a
     /// process of 16 threads that spin, on a machine of fewer cores, has some not yet
@@ -316,7 +318,7 @@ mod tests {
         let spin = "import threading\n\
                     def spin():\n    while True: pass\n\
                     [threading.Thread(target=spin).start() for _ in range(16)]\n";
-        let child = Spinning(Command::new("python3").args(["-c", spin]).spawn().unwrap());
+        let child = Killed(Command::new("python3").args(["-c", spin]).spawn().unwrap());
         let pid = child.0.id();
         super::wait_until(
             "the spinning threads did not start",
