@@ -30,7 +30,7 @@
 //!
 //! Without the extension installed the tests print `SKIPPED` (a failure under `CI=true`).
 use atomflake_test_servers::postgres as pg;
-use atomflake_test_servers::{HANG_GUARD, now_ms};
+use atomflake_test_servers::{now_ms, wait_until};
 
 use atomflake::{Generator, Id, Layout};
 use atomflake_postgres::sql::PgScript;
@@ -125,16 +125,12 @@ impl Minter {
 
     /// Waits until it has minted `count` IDs, for the hang guard at most.
     fn wait_for(&self, count: usize) {
-        let start = Instant::now();
-        while self.minted.load(Ordering::Relaxed) < count {
-            assert!(
-                start.elapsed() < HANG_GUARD,
-                "the session minted {} of {count} IDs in {:?} (the hang guard)",
-                self.minted.load(Ordering::Relaxed),
-                start.elapsed()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until(
+            &format!("the session minted fewer than {count} IDs"),
+            Duration::from_millis(10),
+            || self.minted.load(Ordering::Relaxed) >= count,
+            || format!("it minted {}", self.minted.load(Ordering::Relaxed)),
+        );
     }
 }
 

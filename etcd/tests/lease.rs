@@ -18,9 +18,9 @@ use atomflake_test_servers::fleet::{
 };
 use atomflake_test_servers::postgres::can_move_clocks;
 use atomflake_test_servers::proxy::Proxy;
-use atomflake_test_servers::{HANG_GUARD, now_ms};
+use atomflake_test_servers::{HANG_GUARD, now_ms, wait_until};
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The lease time of most tests: etcd's shortest with its default election timeout.
 const TTL: Duration = Duration::from_secs(2);
@@ -188,19 +188,7 @@ fn an_etcd_lease_outlives_its_leader_killed_and_a_member_restarted() {
     cluster.kill(leader);
     let killed = now_ms();
     // A new leader is elected among the other two.
-    let start = Instant::now();
-    let new_leader = loop {
-        if let Some(new_leader) = cluster.leader() {
-            break new_leader;
-        }
-        assert!(
-            start.elapsed() < HANG_GUARD,
-            "no new leader in {:?} (the hang guard):\n{}",
-            start.elapsed(),
-            cluster.logs()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let new_leader = cluster.wait_leader();
     assert_ne!(new_leader, leader);
     holder.wait_for(HANG_GUARD, |seen| count_ids_after(seen, killed + 1_000) >= 100);
     cluster.start_member(leader);
@@ -376,15 +364,12 @@ fn a_store_applied_after_a_later_one_leaves_the_mark_where_it_is() {
     proxies[0].deliver();
     // The first member answers the held store once it has applied it (or found it stale):
     // then the mark is what it will stay.
-    let start = Instant::now();
-    while proxies[0].answered() == answered {
-        assert!(
-            start.elapsed() < HANG_GUARD,
-            "the held store got no answer in {:?} (the hang guard)",
-            start.elapsed()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(
+        "the held store got no answer",
+        Duration::from_millis(10),
+        || proxies[0].answered() != answered,
+        String::new,
+    );
     for _ in 0..10 {
         assert_eq!(mark(), base + 3_000, "a late store moved the mark");
         std::thread::sleep(Duration::from_millis(100));

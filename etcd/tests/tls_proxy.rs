@@ -12,11 +12,11 @@ use atomflake::{Builder, Id};
 use atomflake_etcd::Endpoints;
 use atomflake_etcd::lease::{self, EtcdError, Lease, LeaseError};
 use atomflake_lease::{CLAIM_TIMEOUT, CallFailed, LeaseOptions};
+use atomflake_test_servers::etcd;
 use atomflake_test_servers::fleet::layout;
 use atomflake_test_servers::pki::Pki;
 use atomflake_test_servers::proxy::Proxy;
 use atomflake_test_servers::tls_proxy::TlsProxy;
-use atomflake_test_servers::{HANG_GUARD, etcd};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -103,18 +103,7 @@ fn a_lease_passes_over_a_tls_proxy_whose_member_is_down_and_holds_on_a_healthy_o
         return;
     };
     // The proxy's member is a follower, so that stopping it leaves the leader in place.
-    let start = Instant::now();
-    let leader = loop {
-        if let Some(leader) = cluster.leader() {
-            break leader;
-        }
-        assert!(
-            start.elapsed() < HANG_GUARD,
-            "no leader in {:?} (the hang guard)",
-            start.elapsed()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let leader = cluster.wait_leader();
     let down = (leader + 1) % 3;
     let healthy = (leader + 2) % 3;
     let Some(proxy) = TlsProxy::start(test, &pki, cluster.client_port(down)) else {

@@ -11,7 +11,7 @@ use atomflake_test_servers::fleet::{
 };
 use atomflake_test_servers::postgres as pg;
 use atomflake_test_servers::proxy::Proxy;
-use atomflake_test_servers::{HANG_GUARD, now_ms};
+use atomflake_test_servers::{HANG_GUARD, now_ms, wait_until};
 
 use atomflake::mark::{MarkStore, Tenure};
 use atomflake::{BuildError, Builder, Clock, Generator, Id, Layout, ManualClock, MintError, PreciseClock};
@@ -205,23 +205,13 @@ fn renewal_survives_a_killed_connection_and_a_restart_and_never_mints_past_its_d
     // (a loaded machine) gives its connection up and the next renewal makes another; the
     // backend of the one given up lives on until the server notices the client gone, so
     // there may be two for a while. Every one is ended.
-    let start = Instant::now();
-    loop {
+    until("a lease connection to end", || {
         let terminated = server.psql(
             "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
              WHERE application_name = 'atomflake-lease') t",
         );
-        let terminated: u32 = terminated.trim().parse().unwrap();
-        if terminated >= 1 {
-            break;
-        }
-        assert!(
-            start.elapsed() < HANG_GUARD,
-            "the lease has no connection for {:?} (the hang guard)",
-            start.elapsed()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        terminated.trim().parse::<u32>().unwrap() >= 1
+    });
     // Past a renewal or two: the holder connects again.
     std::thread::sleep(Duration::from_millis(1_500));
     server.stop("fast");
@@ -1150,16 +1140,13 @@ impl Gated {
 
 /// Waits for `done`, every 10 ms, for the hang guard at most; panics naming `what`
 /// otherwise.
-fn until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < HANG_GUARD,
-            "waited {:?} for {what} (the hang guard)",
-            start.elapsed()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+fn until(what: &str, done: impl FnMut() -> bool) {
+    wait_until(
+        &format!("waited for {what}"),
+        Duration::from_millis(10),
+        done,
+        String::new,
+    );
 }
 
 /// The mark in the row of `node` in `namespace`.

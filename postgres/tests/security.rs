@@ -8,10 +8,10 @@ use atomflake::Builder;
 use atomflake_postgres::Database;
 use atomflake_postgres::lease::CLAIM_TIMEOUT;
 use atomflake_postgres::lease::{self, Lease, LeaseError, LeaseOptions, PostgresError};
-use atomflake_test_servers::HANG_GUARD;
 use atomflake_test_servers::fleet::layout;
 use atomflake_test_servers::pki::{Pki, has_openssl};
 use atomflake_test_servers::postgres::{self as pg, Server};
+use atomflake_test_servers::{HANG_GUARD, wait_until};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -114,15 +114,12 @@ fn lease_and_mint(server: &Server, database: &Database, namespace: &str) -> Vec<
     drop(generator);
     // A backend outlives its client's close by a moment: wait until it is gone, so that
     // the next lease's sessions are its own.
-    let start = Instant::now();
-    while !lease_sessions(server).is_empty() {
-        assert!(
-            start.elapsed() < HANG_GUARD,
-            "the lease's session did not end in {:?} (the hang guard)",
-            start.elapsed()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(
+        "the lease's session did not end",
+        Duration::from_millis(10),
+        || lease_sessions(server).is_empty(),
+        String::new,
+    );
     sessions
 }
 

@@ -271,6 +271,17 @@ impl Cluster {
         self.members.len()
     }
 
+    /// Waits for a member to lead, for [`HANG_GUARD`](crate::HANG_GUARD) at most (an
+    /// election after a leader is killed), and returns it.
+    pub fn wait_leader(&self) -> usize {
+        crate::wait_for(
+            "no leader",
+            Duration::from_millis(50),
+            || self.leader(),
+            || self.logs(),
+        )
+    }
+
     /// The member that is the leader now, as the running members report it; `None` while
     /// they report none. A secure cluster's members tell it in their metrics
     /// (`etcd_server_is_leader`), served over plain HTTP.

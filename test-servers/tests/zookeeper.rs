@@ -1,27 +1,9 @@
 //! Throwaway ZooKeeper servers: one serves standalone; an ensemble of three serves with one
 //! leader, elects another when its leader is killed, and takes a member back.
 
-use atomflake_test_servers::HANG_GUARD;
+use atomflake_test_servers::wait_for;
 use atomflake_test_servers::zookeeper::{Ensemble, Mode};
-use std::time::{Duration, Instant};
-
-/// Waits up to `limit` (a guard against a hang) for `ensemble` to report a leader other
-/// than `old`.
-fn new_leader(ensemble: &Ensemble, old: usize, limit: Duration) -> usize {
-    let start = Instant::now();
-    loop {
-        if let Some(leader) = ensemble.leader().filter(|&leader| leader != old) {
-            return leader;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "no new leader in {:?} (the limit {limit:?}):\n{}",
-            start.elapsed(),
-            ensemble.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use std::time::Duration;
 
 #[test]
 fn a_single_zookeeper_server_serves_standalone() {
@@ -59,7 +41,12 @@ fn a_zookeeper_ensemble_elects_a_new_leader_when_its_leader_is_killed() {
 
     ensemble.kill(leader);
     assert_eq!(ensemble.mode(leader), None);
-    let elected = new_leader(&ensemble, leader, HANG_GUARD);
+    let elected = wait_for(
+        "no new leader",
+        Duration::from_millis(100),
+        || ensemble.leader().filter(|&elected| elected != leader),
+        || ensemble.logs(),
+    );
     ensemble.wait_serving();
     // The old leader, started again on its data, rejoins as a follower.
     ensemble.restart(leader);

@@ -14,7 +14,7 @@ use atomflake_test_servers::clients::{
     http_get, ids_of, metric, spawn_piped, tls_pki,
 };
 use atomflake_test_servers::files::{replace, replace_keeping_stamp};
-use atomflake_test_servers::{HANG_GUARD, now_ms, skip};
+use atomflake_test_servers::{HANG_GUARD, now_ms, skip, wait_until};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -1238,11 +1238,12 @@ fn client_certificates_of_the_ca_alone_are_served_and_expired_ones_are_refused()
 
     // The other CA put in place by rename: its client is served, and the first CA's not.
     replace(&client_ca, std::fs::read(pki.path("other-ca.pem")).unwrap(), None);
-    let start = Instant::now();
-    while with("stranger").0 != 0 {
-        assert!(start.elapsed() < HANG_GUARD, "the new client CA is not taken");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(
+        "the new client CA is not taken",
+        Duration::from_millis(100),
+        || with("stranger").0 == 0,
+        String::new,
+    );
     assert_ne!(with("client").0, 0, "the old client CA is still trusted");
     assert_eq!(server.stop(), Drained::Finished);
 }
@@ -1384,12 +1385,17 @@ fn tokens_guard_the_id_endpoints_reload_when_asked_or_changed_and_are_never_show
     // Each request refused while waiting for a reload is counted below.
     let mut refused = 4;
     let mut wait_for = |token: &str| {
-        let start = Instant::now();
-        while get("/v1/ids?count=1", Some(token)).0 != 200 {
-            refused += 1;
-            assert!(start.elapsed() < HANG_GUARD, "{token} is not taken");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let taken = || {
+            let taken = get("/v1/ids?count=1", Some(token)).0 == 200;
+            refused += usize::from(!taken);
+            taken
+        };
+        wait_until(
+            &format!("{token} is not taken"),
+            Duration::from_millis(50),
+            taken,
+            String::new,
+        );
     };
     // The server's reload trigger.
     server.reload.send(()).unwrap();
