@@ -375,8 +375,11 @@ fn node_of(server: &Server) -> u64 {
     layout["nodes"][0].as_u64().unwrap()
 }
 
-/// The lease time of the servers on a lease here, in seconds (`--ttl`).
-const LEASE_TTL_S: u64 = 2;
+/// The flags of a server on a lease in `namespace` of the store at `url`, with a lease
+/// time of 2 s.
+fn lease_flags<'a>(url: &'a str, namespace: &'a str) -> [&'a str; 6] {
+    ["--lease", url, "--namespace", namespace, "--ttl", "2"]
+}
 
 /// The refusals a server may answer in a row: `503 cannot mint now`, while the store of
 /// its next mark is overdue, as on a busy machine whose database or disk answers late. On
@@ -553,8 +556,7 @@ fn servers_on_one_lease_namespace_never_hand_out_an_id_twice_and_a_frozen_one_st
         return;
     };
     let url = database.url();
-    let ttl = LEASE_TTL_S.to_string();
-    let lease = ["--lease", url.as_str(), "--namespace", "serve", "--ttl", &ttl];
+    let lease = lease_flags(&url, "serve");
     // It stays up once its lease is lost, so that its answers can be seen.
     let first = Server::start(&[&lease[..], &["--stay-stopped"]].concat());
     let second = Server::start(&lease);
@@ -624,8 +626,7 @@ fn with_reclaim_a_server_that_lost_its_lease_claims_a_fresh_node_and_serves_on()
         return;
     };
     let url = database.url();
-    let ttl = LEASE_TTL_S.to_string();
-    let lease = ["--lease", url.as_str(), "--namespace", "reclaim", "--ttl", &ttl];
+    let lease = lease_flags(&url, "reclaim");
     let first = Server::start(&[&lease[..], &["--reclaim"]].concat());
     let lost_node = node_of(&first);
     let mut all = get_ids(&first, 4096);
@@ -831,8 +832,7 @@ fn fleet(test: &str, mut engine: Engine) {
     use std::sync::{Arc, Mutex};
 
     let url = engine.url();
-    let ttl = LEASE_TTL_S.to_string();
-    let lease = ["--lease", url.as_str(), "--namespace", "fleet", "--ttl", &ttl];
+    let lease = lease_flags(&url, "fleet");
     let mut servers: Vec<Option<Server>> = Vec::new();
     let mut nodes = Vec::new();
     // The servers clients may call: index and address.
@@ -998,8 +998,7 @@ fn two_servers_on_one_fixed_node_hand_out_the_same_ids_and_two_on_a_lease_never_
         return;
     };
     let url = database.url();
-    let ttl = LEASE_TTL_S.to_string();
-    let lease = ["--lease", url.as_str(), "--namespace", "pair", "--ttl", &ttl];
+    let lease = lease_flags(&url, "pair");
     let (first, second) = (Server::start(&lease), Server::start(&lease));
     assert_ne!(
         node_of(&first),
