@@ -85,6 +85,18 @@ fn start_with_config(test: &str) -> Option<(Server, atomflake_postgres::Database
     Some((server, config))
 }
 
+/// [`start_with_config`], and options for `namespace` (the lease time [`TTL`]) whose
+/// table a first claim, released, has made: node 0 is free again.
+fn start_with_a_table(
+    test: &str,
+    namespace: &str,
+) -> Option<(Server, atomflake_postgres::Database, LeaseOptions)> {
+    let (server, config) = start_with_config(test)?;
+    let options = LeaseOptions::new(namespace).ttl(TTL);
+    drop(Lease::acquire(&config, &layout(), &options).unwrap());
+    Some((server, config, options))
+}
+
 fn conninfo(server: &Server) -> String {
     server.conninfo_as(LEASE_ROLE)
 }
@@ -716,12 +728,10 @@ fn leases_over_loopback_tcp_with_short_lease_times_connect_and_renew() {
 
 #[test]
 fn a_free_node_with_a_mark_far_ahead_is_passed_over_not_claimed_by_everyone() {
-    let Some((server, config)) = start_with_config("lease-ahead") else {
+    // Node 0 was released by a host whose clock ran an hour ahead.
+    let Some((server, config, options)) = start_with_a_table("lease-ahead", "ahead") else {
         return;
     };
-    let options = LeaseOptions::new("ahead").ttl(TTL);
-    // Node 0 was released by a host whose clock ran an hour ahead.
-    drop(Lease::acquire(&config, &layout(), &options).unwrap());
     let far = now_ms() + 3_600_000;
     server.psql(&format!(
         "UPDATE atomflake_lease SET high_water_ms = {far} WHERE namespace = 'ahead'"
@@ -1500,12 +1510,9 @@ fn a_call_the_server_never_answers_is_given_up_at_its_deadline_and_made_again() 
 /// new connection: the broken transaction left nothing.
 #[test]
 fn a_claim_whose_session_the_server_ends_is_made_again_on_a_new_connection() {
-    let Some((server, config)) = start_with_config("lease-broken-claim") else {
+    let Some((server, config, options)) = start_with_a_table("lease-broken-claim", "broken") else {
         return;
     };
-    let options = LeaseOptions::new("broken").ttl(TTL);
-    // The table, made by a first claim, and node 0 free again.
-    drop(Lease::acquire(&config, &layout(), &options).unwrap());
     server.psql(
         "CREATE SEQUENCE breaks; \
          CREATE FUNCTION break_once() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER AS $$ \
