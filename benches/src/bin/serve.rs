@@ -52,6 +52,7 @@
 
 use atomflake::{Id, Layout};
 use atomflake_benches::clients;
+use atomflake_test_servers::Killed;
 use atomflake_test_servers::pki::Pki;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
@@ -59,7 +60,7 @@ use http_body_util::{BodyExt, Empty};
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -97,18 +98,11 @@ struct Server {
     name: &'static str,
     /// How many nodes it mints on.
     nodes: u64,
-    child: Child,
+    child: Killed,
     address: SocketAddr,
     http: bool,
     /// Whether it serves TLS (`https://`).
     tls: bool,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Server {
@@ -171,7 +165,7 @@ impl Server {
         Ok(Server {
             name,
             nodes: nodes.split(',').count() as u64,
-            child,
+            child: Killed(child),
             address,
             http: true,
             tls: false,
@@ -205,7 +199,7 @@ impl Server {
             name,
             nodes: 0,
             address: address.parse()?,
-            child,
+            child: Killed(child),
             http: true,
             tls: false,
         })
@@ -223,7 +217,7 @@ impl Server {
         let server = Server {
             name: "ferroid-tonic-server",
             nodes: 1,
-            child,
+            child: Killed(child),
             address,
             http: false,
             tls: false,
@@ -245,7 +239,7 @@ impl Server {
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.0.id()
     }
 
     /// The CPU time the server's threads have run, from the scheduler's statistics.
