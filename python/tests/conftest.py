@@ -12,13 +12,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from multiprocessing.queues import Queue
 from pathlib import Path
 from typing import Callable, NoReturn
 
 import pytest
 
-from atomflake import Generator, Layout
+from atomflake import Generator, Layout, MintError
 
 LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
@@ -88,14 +89,20 @@ def pytest_configure(config: pytest.Config) -> None:
 HALF_SECOND = Layout(timestamp_bits=53, node_bits=10, sequence_bits=0, epoch_ms=1288834974657, tick_ms=500)
 
 
-def at_a_tick_start(node: int) -> Generator:
-    """A generator on ``HALF_SECOND`` whose tick has just begun and is spent: its next mint
-    waits for most of a tick."""
-    generator = Generator(HALF_SECOND, node=node)
+def at_a_tick_start(node: int, patience: float = 10.0) -> Generator:
+    """A generator on ``HALF_SECOND`` (waiting up to ``patience`` s for a tick) whose tick
+    has just begun and is spent: its next mint waits for most of a tick."""
+    generator = Generator(HALF_SECOND, node=node, patience=patience)
     generator.next_id()
-    # Returns as its tick begins.
-    generator.next_id()
-    return generator
+    # The first mint that succeeds after a refusal takes the one ID of a tick that has
+    # just begun: the next tick's, or, when a tick ended between the two mints, that one's.
+    while True:
+        try:
+            generator.try_next_id()
+            return generator
+        except MintError as spent:
+            assert spent.retry_after is not None
+            time.sleep(spent.retry_after)
 
 
 def from_a_forked_worker(target: "Callable[[Queue[object]], None]", parent_node: int) -> tuple[Generator, object, int | None]:

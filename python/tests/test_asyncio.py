@@ -13,7 +13,6 @@ import atomflake
 from atomflake import Generator, Layout
 from conftest import HALF_SECOND, at_a_tick_start
 
-HALF_SECOND = Layout(timestamp_bits=53, node_bits=10, sequence_bits=0, epoch_ms=1288834974657, tick_ms=500)
 # Four IDs per 500 ms tick.
 FOUR_PER_TICK = Layout(timestamp_bits=53, node_bits=8, sequence_bits=2, epoch_ms=1288834974657, tick_ms=500)
 
@@ -143,8 +142,7 @@ def test_errors_are_the_blocking_methods_errors() -> None:
         assert str(got) == "the generator is closed: its mark is stored and its lease released"
 
     # Past the patience: the transient MintError next_id() raises.
-    impatient = Generator(HALF_SECOND, node=4, patience=0.1)
-    impatient.next_id()
+    impatient = at_a_tick_start(node=4, patience=0.1)
     with pytest.raises(atomflake.MintError) as spent:
         impatient.try_next_id()
     retry_after = spent.value.retry_after
