@@ -8,6 +8,7 @@
 //! | [`ParseIdError`] | `Id`'s `FromStr`, [`Id::from_base32`](crate::Id::from_base32) |
 //! | [`LayoutError`] | [`LayoutBuilder::build`](crate::LayoutBuilder::build) |
 //! | [`RangeError`] | [`Layout::encode`](crate::Layout::encode) and the other conversions of times, fields and IDs |
+//! | [`UuidError`] | [`Id::from_uuid_u128`](crate::Id::from_uuid_u128), and `Id::from_uuid` (feature `uuid`) |
 //! | [`BuildError`] | the generators' constructors and [`Builder`](crate::Builder)'s `build*` |
 //! | [`MintError`] | `try_next_id` and the other `try_` and `_timeout` methods |
 //! | [`FillError`] | `fill_timeout` |
@@ -19,7 +20,7 @@
 //! `is_transient` says whether the same call can succeed later (transient) or never will
 //! for the same input (permanent).
 
-use crate::format::{LayoutError, ParseIdError, RangeError};
+use crate::format::{LayoutError, ParseIdError, RangeError, UuidError};
 use crate::generator::{BuildError, FillError, MintError};
 use crate::node::NodeSourceError;
 
@@ -78,6 +79,7 @@ umbrella! {
     Parse(ParseIdError),
     Layout(LayoutError),
     Range(RangeError),
+    Uuid(UuidError),
     Build(BuildError),
     Mint(MintError),
     Fill(FillError),
@@ -102,7 +104,7 @@ impl Error {
             Error::Build(error) => error.is_transient(),
             Error::Mint(error) => error.is_transient(),
             Error::Fill(error) => error.is_transient(),
-            Error::Parse(_) | Error::Layout(_) | Error::Range(_) | Error::Node(_) => false,
+            Error::Parse(_) | Error::Layout(_) | Error::Range(_) | Error::Uuid(_) | Error::Node(_) => false,
         }
     }
 }

@@ -86,6 +86,7 @@ pub use error::Error;
 pub use external::serde;
 pub use format::{
     Base32, Field, FieldOrder, Id, Layout, LayoutBuilder, LayoutError, ParseIdError, Parts, RangeError,
+    UuidError,
 };
 #[cfg(feature = "tokio")]
 pub use generator::Tokio;

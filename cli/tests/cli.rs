@@ -156,6 +156,78 @@ fn mint_base32_and_json_formats() {
     }
 }
 
+/// `mint --format uuid` writes UUIDs of version 7 that sort as the IDs and that `decode`
+/// reads back to them; a UUID of another layout, version or text is refused by name.
+#[test]
+fn mint_writes_uuids_that_decode_reads_back_and_refuses_others() {
+    let output = run(&["mint", "-n", "5", "--node", "9", "--format", "uuid"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let uuids: Vec<&str> = stdout(&output).lines().collect();
+    assert_eq!(uuids.len(), 5);
+    assert!(
+        uuids.windows(2).all(|w| w[0] < w[1]),
+        "UUIDs sort as the IDs: {uuids:?}"
+    );
+    for uuid in &uuids {
+        // Version 7 and RFC 9562's variant, in the canonical text.
+        let bytes = uuid.as_bytes();
+        assert_eq!(
+            (uuid.len(), bytes[14], bytes[8], bytes[13]),
+            (36, b'7', b'-', b'-'),
+            "{uuid}"
+        );
+        assert!(matches!(bytes[19], b'8' | b'9' | b'a' | b'b'), "{uuid}");
+    }
+    let decoded = succeeds(&[&["decode"][..], &uuids].concat());
+    let ids: Vec<u64> = decoded
+        .lines()
+        .map(|line| line.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 5, "{decoded}");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{decoded}");
+    assert!(
+        decoded.lines().all(|line| line.contains("  node 9  ")),
+        "{decoded}"
+    );
+    // Twitter's published ID, as Python's uuid module prints the UUID computed from RFC
+    // 9562's fields (src/format/uuid.rs), in each form the uuid crate parses.
+    let published = "1050118621198921728  2018-10-10T20:19:24.211Z  node 347  sequence 0\n";
+    for text in [
+        "01665fa2-4db3-7fac-8e92-c5527c95b000",
+        "01665FA24DB37FAC8E92C5527C95B000",
+        "urn:uuid:01665fa2-4db3-7fac-8e92-c5527c95b000",
+    ] {
+        assert_eq!(succeeds(&["decode", text]), published, "{text}");
+    }
+    let refused = |args: &[&str], line: &str| assert_bad_input(&run(args), line);
+    refused(
+        &[
+            "decode",
+            "--layout",
+            "discord",
+            "01665fa2-4db3-7fac-8e92-c5527c95b000",
+        ],
+        "cannot decode \"01665fa2-4db3-7fac-8e92-c5527c95b000\": uuid carries layout fingerprint 1003: \
+         this layout's is 744",
+    );
+    refused(
+        &["decode", "67e55044-10b1-426f-9247-bb680e5fe0c8"],
+        "cannot decode \"67e55044-10b1-426f-9247-bb680e5fe0c8\": uuid is of version 4: an id's uuid \
+         is of version 7",
+    );
+    refused(
+        &["decode", "01665fa2-4db3-7fac-8e92-c5527c95b00x"],
+        "cannot decode \"01665fa2-4db3-7fac-8e92-c5527c95b00x\": not a UUID (invalid character: \
+         found `x` at 35): a UUID is 32 hex digits, grouped 8-4-4-4-12 by hyphens or not",
+    );
+    // The time one ms later than the ID's.
+    refused(
+        &["decode", "01665fa2-4db4-7fac-8e92-c5527c95b000"],
+        "cannot decode \"01665fa2-4db4-7fac-8e92-c5527c95b000\": uuid's unix_ts_ms 1539202764212 is \
+         not its id's time 1539202764211 ms",
+    );
+}
+
 #[test]
 fn decode_published_vectors() {
     let output = run(&["decode", "1541815603606036480", "1050118621198921728"]);
@@ -229,8 +301,8 @@ fn decode_goes_on_after_a_bad_id() {
     assert_eq!(
         stderr(&output),
         "atomflake: cannot decode \"12x\": invalid character 'x' at byte 2 in id: ids are \
-         decimal (the digits 0-9) or base32 (13 characters: Crockford's digits 0-9 and A-Z \
-         without U, I and L read as 1, O as 0)\n\
+         decimal (the digits 0-9), base32 (13 characters: Crockford's digits 0-9 and A-Z \
+         without U, I and L read as 1, O as 0) or a UUID of version 7 (32 hex digits)\n\
          atomflake: cannot decode \"18446744073709551616\": id is out of range: ids allow \
          0..=18446744073709551615\n\
          atomflake: cannot decode \"9223372036854775808\": id 9223372036854775808 is out of \
@@ -265,8 +337,8 @@ fn decode_goes_on_after_a_line_that_is_not_utf8() {
 
 #[test]
 fn decode_bad_arguments_exit_2_with_one_line() {
-    let forms = "decimal (the digits 0-9) or base32 (13 characters: Crockford's digits 0-9 \
-                 and A-Z without U, I and L read as 1, O as 0)";
+    let forms = "decimal (the digits 0-9), base32 (13 characters: Crockford's digits 0-9 \
+                 and A-Z without U, I and L read as 1, O as 0) or a UUID of version 7 (32 hex digits)";
     assert_bad_input(
         &run(&["decode", "-5"]),
         &format!("cannot decode \"-5\": sign '-' in id: ids are unsigned, {forms}"),

@@ -6,9 +6,10 @@ mod error;
 mod field;
 pub(crate) mod id;
 pub(crate) mod layout;
+mod uuid;
 
 pub use base32::Base32;
-pub use error::{LayoutError, ParseIdError, RangeError};
+pub use error::{LayoutError, ParseIdError, RangeError, UuidError};
 pub use field::Field;
 pub use id::{Id, Parts};
 pub use layout::{FieldOrder, Layout, LayoutBuilder};

@@ -57,7 +57,7 @@ pub(crate) fn run(args: &DecodeArgs) -> Result<(), Failure> {
 
 /// Writes the decoded `text`, or reports why it does not decode; `Ok(false)` for the latter.
 fn decode_one(out: &mut impl Write, layout: Layout, json: bool, text: &str) -> Result<bool, Failure> {
-    let decoded = parse(text).and_then(|id| match layout.chrono_utc(id) {
+    let decoded = parse(layout, text).and_then(|id| match layout.chrono_utc(id) {
         Ok(time) => Ok((id, time)),
         Err(err) => Err(err.to_string()),
     });
@@ -103,13 +103,24 @@ fn reject(out: &mut impl Write, message: fmt::Arguments<'_>) -> Result<bool, Fai
 }
 
 /// The forms [`parse`] takes, as its errors name them.
-const FORMS: &str = "decimal (the digits 0-9) or base32 (13 characters: Crockford's digits 0-9 \
-                     and A-Z without U, I and L read as 1, O as 0)";
+const FORMS: &str = "decimal (the digits 0-9), base32 (13 characters: Crockford's digits 0-9 \
+                     and A-Z without U, I and L read as 1, O as 0) or a UUID of version 7 (32 hex digits)";
 
-/// Decimal, or base32 when the text is 13 characters and not all digits (a 13-digit
-/// decimal ID is read as decimal). The error is the line to report: text read as decimal
-/// that holds a letter or a sign is told both forms, as it may be base32 of a wrong length.
-fn parse(text: &str) -> Result<Id, String> {
+/// The fewest characters of a UUID's text (32 hex digits, no hyphens): more than any
+/// decimal or base32 ID has.
+const UUID_MIN_LEN: usize = 32;
+
+/// Decimal, base32 when the text is 13 characters and not all digits (a 13-digit decimal
+/// ID is read as decimal), or a UUID of version 7 of the layout when it has 32 characters
+/// or more. The error is the line to report: text read as decimal that holds a letter or a
+/// sign is told every form, as it may be base32 or a UUID of a wrong length.
+fn parse(layout: Layout, text: &str) -> Result<Id, String> {
+    if text.len() >= UUID_MIN_LEN {
+        let uuid = uuid::Uuid::parse_str(text).map_err(|err| {
+            format!("not a UUID ({err}): a UUID is 32 hex digits, grouped 8-4-4-4-12 by hyphens or not")
+        })?;
+        return Id::from_uuid(uuid, layout).map_err(|err| err.to_string());
+    }
     if text.len() == Base32::LEN && !text.bytes().all(|b| b.is_ascii_digit()) {
         return Id::from_base32(text).map_err(|err| err.to_string());
     }
