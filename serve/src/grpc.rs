@@ -273,20 +273,28 @@ impl Ids for GrpcIds {
 
     async fn decode(&self, request: Request<DecodeRequest>) -> Result<Response<DecodeResponse>, Status> {
         let start = Instant::now();
-        let id = request.get_ref().id;
-        let result = self
-            .0
-            .layout()
-            .try_decode(Id::new(id))
-            .map(|parts| {
-                let decoded = DecodeResponse {
-                    unix_ms: parts.unix_ms,
-                    node: parts.node,
-                    sequence: parts.sequence,
-                };
-                (decoded, 0)
-            })
-            .map_err(|error| Refusal::Invalid(format!("invalid ID {id}: {error}")));
+        let layout = self.0.layout();
+        let DecodeRequest { id, uuid } = request.get_ref();
+        let id = match (*id, uuid.as_str()) {
+            (id, "") => Ok(Id::new(id)),
+            (0, uuid) => Id::parse_uuid(uuid, layout)
+                .map_err(|error| Refusal::Invalid(format!("invalid UUID {uuid:?}: {error}"))),
+            (id, uuid) => Err(Refusal::Invalid(format!(
+                "both id {id} and uuid {uuid:?}: allowed one of them"
+            ))),
+        };
+        let result = id.and_then(|id| {
+            let parts = layout
+                .try_decode(id)
+                .map_err(|error| Refusal::Invalid(format!("invalid ID {id}: {error}")))?;
+            let decoded = DecodeResponse {
+                unix_ms: parts.unix_ms,
+                node: parts.node,
+                sequence: parts.sequence,
+                id: id.get(),
+            };
+            Ok((decoded, 0))
+        });
         self.answer(start, result)
     }
 }
@@ -335,6 +343,54 @@ mod tests {
         assert_eq!(nodes.into_iter().collect::<Vec<_>>(), [1, 2, 3, 4]);
         let most = ticks.values().max().copied().unwrap_or(0);
         assert_eq!(most, 4 * 4096, "a tick with every node's sequence spent");
+    }
+
+    /// `Decode` takes an ID or a UUID of version 7 of the layout, and answers the ID with
+    /// its fields; a UUID of another layout, text that is not one, or both are refused.
+    #[test]
+    fn decode_takes_an_id_or_its_uuid_and_refuses_both_or_another_layouts() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let ids = GrpcIds(one_node_service(Limits::default()));
+        let decode = |id: u64, uuid: &str| {
+            let request = Request::new(DecodeRequest {
+                id,
+                uuid: uuid.to_owned(),
+            });
+            runtime
+                .block_on(ids.decode(request))
+                .map(Response::into_inner)
+                .map_err(|status| (status.code(), status.message().to_owned()))
+        };
+        let published = DecodeResponse {
+            unix_ms: 1_539_202_764_211,
+            node: 347,
+            sequence: 0,
+            id: 1_050_118_621_198_921_728,
+        };
+        assert_eq!(decode(1_050_118_621_198_921_728, ""), Ok(published));
+        assert_eq!(decode(0, "01665fa2-4db3-7fac-8e92-c5527c95b000"), Ok(published));
+        let invalid = |message: &str| Err((tonic::Code::InvalidArgument, message.to_owned()));
+        assert_eq!(
+            decode(0, "0189b1a9-8a5f-7e8c-8e92-c5527c95b000"),
+            invalid(
+                "invalid UUID \"0189b1a9-8a5f-7e8c-8e92-c5527c95b000\": uuid carries layout fingerprint 931: \
+                 this layout's is 1003"
+            )
+        );
+        assert_eq!(
+            decode(0, "not-a-uuid"),
+            invalid(
+                "invalid UUID \"not-a-uuid\": not a UUID (invalid character: found `n` at 0): a UUID is 32 hex \
+                 digits, grouped 8-4-4-4-12 by hyphens or not"
+            )
+        );
+        assert_eq!(
+            decode(5, "01665fa2-4db3-7fac-8e92-c5527c95b000"),
+            invalid("both id 5 and uuid \"01665fa2-4db3-7fac-8e92-c5527c95b000\": allowed one of them")
+        );
     }
 
     /// A runtime of two worker threads, for a stream's tasks.

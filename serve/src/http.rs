@@ -31,7 +31,7 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
 
 /// `GET /v1/ids?count=N`: `{"ids": ["<decimal>", ...]}`, IDs as strings (JavaScript's
 /// numbers hold 53 bits); with `as=number`, `{"ids": [<decimal>, ...]}` for a layout whose
-/// every ID a JavaScript number holds exactly.
+/// every ID a JavaScript number holds exactly; with `as=uuid`, UUIDs of version 7.
 async fn ids(
     With(service): With<Arc<Service>>,
     budget: Option<Extension<IdBudget>>,
@@ -49,6 +49,8 @@ pub(crate) enum Written {
     Strings,
     /// JSON numbers (`as=number`): layouts whose IDs are at most 2^53 - 1.
     Numbers,
+    /// UUIDs of version 7 (`as=uuid`), as strings: layouts whose times end by 2^48 ms.
+    Uuids,
 }
 
 /// The answer to `GET /v1/ids` for the count and form `asked` (within the connection's ID
@@ -65,16 +67,26 @@ pub(crate) async fn ids_answer(
     };
     let (outcome, served, status, body) = match result {
         Ok((ids, written)) => {
-            let mut body = String::with_capacity(10 + ids.len() * 23);
+            let mut body = String::with_capacity(10 + ids.len() * 39);
             let mut digits = itoa::Buffer::new();
-            let quote = if written == Written::Strings { "\"" } else { "" };
+            let layout = service.layout();
+            let quote = if written == Written::Numbers { "" } else { "\"" };
             body.push_str("{\"ids\":[");
-            for (index, id) in ids.iter().enumerate() {
+            for (index, &id) in ids.iter().enumerate() {
                 if index > 0 {
                     body.push(',');
                 }
                 body.push_str(quote);
-                body.push_str(digits.format(*id));
+                match written {
+                    // A layout with UUIDs (as asked_of checks) and its IDs: never an error.
+                    Written::Uuids => match Id::new(id).to_uuid(layout) {
+                        Ok(uuid) => {
+                            let _ = write!(body, "{uuid}");
+                        }
+                        Err(_) => body.push_str(digits.format(id)),
+                    },
+                    Written::Strings | Written::Numbers => body.push_str(digits.format(id)),
+                }
                 body.push_str(quote);
             }
             body.push_str("]}");
@@ -109,9 +121,17 @@ fn asked_of(query: &HashMap<String, String>, max: u64, layout: Layout) -> Result
                 layout.max_id()
             )));
         }
+        Some("uuid") if layout.fits_uuid() => Written::Uuids,
+        Some("uuid") => {
+            return Err(Refusal::Invalid(format!(
+                "as=uuid needs a layout whose times end by 2^48 ms, which a UUID of version 7 holds: this \
+                 server's layout ({layout}) ends at {} ms; allowed as=string",
+                layout.end_unix_ms()
+            )));
+        }
         Some(other) => {
             return Err(Refusal::Invalid(format!(
-                "as {other:?} is not a form: allowed string or number"
+                "as {other:?} is not a form: allowed string, number or uuid"
             )));
         }
     };
@@ -129,22 +149,30 @@ pub(crate) fn count_in(text: Option<&str>, max: u64) -> Result<u64, Refusal> {
     Service::check_count(count, max)
 }
 
-/// `GET /v1/ids/{id}`: the ID's time, node and sequence in the served layout.
+/// The fewest characters of a UUID's text (32 hex digits, no hyphens): more than any
+/// decimal ID has.
+const UUID_MIN_LEN: usize = 32;
+
+/// `GET /v1/ids/{id}`: the ID's time, node and sequence in the served layout; `{id}` is
+/// decimal, or a UUID of version 7 of the layout (`as=uuid`'s).
 async fn decode(With(service): With<Arc<Service>>, Path(text): Path<String>) -> Response {
     let start = Instant::now();
     let layout = service.layout();
-    let decoded = text
-        .parse::<Id>()
-        .map_err(|error| format!("invalid ID {text:?}: {error}"))
-        .and_then(|id| {
-            let parts = layout
-                .try_decode(id)
-                .map_err(|error| format!("invalid ID {text:?}: {error}"))?;
-            let time = layout
-                .chrono_utc(id)
-                .map_err(|error| format!("invalid ID {text:?}: {error}"))?;
-            Ok((id, parts, time))
-        });
+    let parsed = if text.len() >= UUID_MIN_LEN {
+        Id::parse_uuid(&text, layout).map_err(|error| format!("invalid UUID {text:?}: {error}"))
+    } else {
+        text.parse::<Id>()
+            .map_err(|error| format!("invalid ID {text:?}: {error}"))
+    };
+    let decoded = parsed.and_then(|id| {
+        let parts = layout
+            .try_decode(id)
+            .map_err(|error| format!("invalid ID {text:?}: {error}"))?;
+        let time = layout
+            .chrono_utc(id)
+            .map_err(|error| format!("invalid ID {text:?}: {error}"))?;
+        Ok((id, parts, time))
+    });
     let (outcome, response) = match decoded {
         Ok((id, parts, time)) => {
             let body = serde_json::json!({

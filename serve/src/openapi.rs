@@ -26,7 +26,11 @@ pub(crate) fn document(limits: Limits) -> Value {
                     "name": "id",
                     "in": "path",
                     "required": true,
-                    "schema": {"$ref": "#/components/schemas/Id"},
+                    "description": "An ID, or its UUID of version 7 (as=uuid's).",
+                    "schema": {"oneOf": [
+                        {"$ref": "#/components/schemas/Id"},
+                        {"type": "string", "format": "uuid"},
+                    ]},
                 }],
                 "responses": {
                     "200": {
@@ -102,9 +106,11 @@ fn ids_path(limits: Limits) -> Value {
             "name": "as",
             "in": "query",
             "required": false,
-            "description": "IDs as decimal strings (any layout), or as JSON numbers: only for a layout \
-                            whose IDs are at most 2^53 - 1, which JavaScript's numbers hold exactly.",
-            "schema": {"type": "string", "enum": ["string", "number"], "default": "string"},
+            "description": "IDs as decimal strings (any layout); as JSON numbers: only for a layout \
+                            whose IDs are at most 2^53 - 1, which JavaScript's numbers hold exactly; or as \
+                            UUIDs of version 7, which sort as the IDs and decode back to them: for a layout \
+                            whose times end by 2^48 ms (every preset's).",
+            "schema": {"type": "string", "enum": ["string", "number", "uuid"], "default": "string"},
         }],
         "responses": {
             "200": {
@@ -112,10 +118,12 @@ fn ids_path(limits: Limits) -> Value {
                 "content": {"application/json": {"schema": {"oneOf": [
                     {"$ref": "#/components/schemas/Ids"},
                     {"$ref": "#/components/schemas/IdNumbers"},
+                    {"$ref": "#/components/schemas/Uuids"},
                 ]}}},
             },
-            "400": error("A count out of range, a parameter other than count and as, or as=number \
-                          for a layout whose IDs can pass 2^53 - 1."),
+            "400": error("A count out of range, a parameter other than count and as, as=number \
+                          for a layout whose IDs can pass 2^53 - 1, or as=uuid for one whose times \
+                          pass 2^48 ms."),
             "429": error("Over this connection's request rate; retry after a second."),
             "503": error("The server is draining, or cannot mint (its lease is lost or overdue)."),
         },
@@ -140,6 +148,12 @@ fn schemas() -> Value {
             "properties": {"ids": {"type": "array", "items": {
                 "type": "integer", "minimum": 0, "maximum": atomflake::Layout::JS_MAX_SAFE_INTEGER,
             }}},
+        },
+        "Uuids": {
+            "type": "object",
+            "required": ["ids"],
+            "additionalProperties": false,
+            "properties": {"ids": {"type": "array", "items": {"type": "string", "format": "uuid"}}},
         },
         "Error": {
             "type": "object",

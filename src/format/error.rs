@@ -217,6 +217,10 @@ pub enum UuidError {
     /// The ID in the UUID has bits set above the layout's width.
     #[error(transparent)]
     Range(RangeError),
+    /// Text that is not a UUID (feature `uuid`), as the `uuid` crate parses them.
+    #[cfg(feature = "uuid")]
+    #[error("not a UUID ({0}): a UUID is 32 hex digits, grouped 8-4-4-4-12 by hyphens or not")]
+    Text(uuid::Error),
     /// The UUID's `unix_ts_ms` is not the time of the ID it holds: a version 7 UUID made
     /// elsewhere, or one altered.
     #[error("uuid's unix_ts_ms {uuid_ms} is not its id's time {id_ms} ms")]

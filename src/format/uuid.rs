@@ -50,6 +50,23 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// Whether every ID of this layout has a UUID of version 7: its times end by 2^48 Unix
+    /// ms (the year 10889), as every preset's do.
+    ///
+    /// ```
+    /// use atomflake::Layout;
+    ///
+    /// assert!(Layout::PRESETS.iter().all(|(_, layout)| layout.fits_uuid()));
+    /// let long = Layout::builder().timestamp_bits(40).node_bits(0).sequence_bits(24).tick_ms(1000).build()?;
+    /// assert!(!long.fits_uuid());
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    pub const fn fits_uuid(&self) -> bool {
+        self.end_unix_ms() <= UUID_END_MS
+    }
+}
+
 impl Id {
     /// This ID of `layout` as a UUID of version 7, a 128-bit number (bit 127 first, as
     /// RFC 9562 writes it; Python's `uuid.UUID(int=...)` takes it): the start of its tick as
@@ -177,6 +194,34 @@ impl Id {
     pub fn from_uuid(uuid: uuid::Uuid, layout: Layout) -> Result<Id, UuidError> {
         Id::from_uuid_u128(uuid.as_u128(), layout)
     }
+
+    /// The ID of `layout` that the UUID written as `text` holds (feature `uuid`): 32 hex
+    /// digits in any case, with or without the hyphens, braces or `urn:uuid:` (as the `uuid`
+    /// crate parses them).
+    ///
+    /// # Errors
+    ///
+    /// [`UuidError::Text`] for text that is not a UUID; else as
+    /// [`from_uuid_u128`](Self::from_uuid_u128)'s.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{Id, Layout};
+    ///
+    /// let id = Id::parse_uuid("01665FA2-4DB3-7FAC-8E92-C5527C95B000", Layout::TWITTER)?;
+    /// assert_eq!(id, Id::new(1050118621198921728));
+    /// assert_eq!(
+    ///     Id::parse_uuid("01665fa2", Layout::TWITTER).unwrap_err().to_string(),
+    ///     "not a UUID (invalid length: found 8): a UUID is 32 hex digits, grouped 8-4-4-4-12 by hyphens \
+    ///      or not",
+    /// );
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    #[cfg(feature = "uuid")]
+    pub fn parse_uuid(text: &str, layout: Layout) -> Result<Id, UuidError> {
+        Id::from_uuid(uuid::Uuid::parse_str(text).map_err(UuidError::Text)?, layout)
+    }
 }
 
 #[cfg(test)]
@@ -222,7 +267,7 @@ mod tests {
     #[test]
     fn every_presets_span_ends_within_48_bits_of_ms() {
         for (name, layout) in Layout::PRESETS {
-            assert!(layout.end_unix_ms() <= UUID_END_MS, "{name}");
+            assert!(layout.fits_uuid(), "{name}");
             let last = Id::new(layout.max_id());
             assert!(last.to_uuid_u128(layout).is_ok(), "{name}");
         }

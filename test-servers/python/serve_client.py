@@ -9,6 +9,7 @@ the test to check for duplicates and decode.
 """
 
 import sys
+import uuid
 
 import grpc
 import jsonschema
@@ -56,6 +57,20 @@ conforms(requests.get(f"{base}/v1/ids", params={"count": 3}, timeout=10).json(),
 conforms(answer.json(), "Error")
 conforms(requests.get(f"{base}/v1/ids/{ids[0]}", timeout=10).json(), "Decoded")
 conforms(requests.get(f"{base}/v1/layout", timeout=10).json(), "Layout")
+# UUIDs of version 7, as Python's uuid module reads them: their time is the ID's, and the
+# server decodes each back to the ID.
+uuids = requests.get(f"{base}/v1/ids", params={"count": 3, "as": "uuid"}, timeout=10).json()
+conforms(uuids, "Uuids")
+uuid_ids = []
+for text in uuids["ids"]:
+    value = uuid.UUID(text)
+    assert value.version == 7 and value.variant == uuid.RFC_4122, text
+    decoded = requests.get(f"{base}/v1/ids/{value.hex}", timeout=10).json()
+    conforms(decoded, "Decoded")
+    assert value.int >> 80 == decoded["unix_ms"], (text, decoded)
+    uuid_ids.append(int(decoded["id"]))
+assert uuid_ids == sorted(uuid_ids) and uuid_ids[0] > ids[-1], (uuid_ids, ids[-1])
+ids += uuid_ids
 try:
     conforms({"ids": [ids[0]]}, "Ids")
     raise AssertionError("an ID as a JSON number conforms to the document")
@@ -78,6 +93,10 @@ for message in stub.StreamIds(ids_pb2.StreamIdsRequest(count=100_000)):
 layout = stub.GetLayout(ids_pb2.GetLayoutRequest())
 decoded = stub.Decode(ids_pb2.DecodeRequest(id=ids[-1]))
 assert decoded.node in layout.nodes, (decoded, layout)
+assert decoded.id == ids[-1], decoded
+by_uuid = stub.Decode(ids_pb2.DecodeRequest(uuid=uuids["ids"][0]))
+assert by_uuid.id == uuid_ids[0], (by_uuid, uuid_ids)
+assert uuid.UUID(uuids["ids"][0]).int >> 80 == by_uuid.unix_ms, by_uuid
 node_mask = (1 << layout.layout.node_bits) - 1
 assert (ids[-1] >> layout.layout.node_shift) & node_mask == decoded.node, (ids[-1], layout)
 health = health_pb2_grpc.HealthStub(channel).Check(

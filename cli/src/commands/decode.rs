@@ -116,10 +116,7 @@ const UUID_MIN_LEN: usize = 32;
 /// sign is told every form, as it may be base32 or a UUID of a wrong length.
 fn parse(layout: Layout, text: &str) -> Result<Id, String> {
     if text.len() >= UUID_MIN_LEN {
-        let uuid = uuid::Uuid::parse_str(text).map_err(|err| {
-            format!("not a UUID ({err}): a UUID is 32 hex digits, grouped 8-4-4-4-12 by hyphens or not")
-        })?;
-        return Id::from_uuid(uuid, layout).map_err(|err| err.to_string());
+        return Id::parse_uuid(text, layout).map_err(|err| err.to_string());
     }
     if text.len() == Base32::LEN && !text.bytes().all(|b| b.is_ascii_digit()) {
         return Id::from_base32(text).map_err(|err| err.to_string());

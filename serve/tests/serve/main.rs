@@ -271,6 +271,73 @@ fn assert_decode(ids: &[u64], layout: Layout, node: u64, from: u64, to: u64) {
         );
     }
 }
+/// `as=uuid` gives the IDs as UUIDs of version 7, which sort as the IDs and which
+/// `GET /v1/ids/{uuid}` decodes back to IDs of the server's node, after the strings asked
+/// for before them; a layout whose times pass 2^48 ms has none, and says so.
+#[test]
+fn ids_as_uuids_sort_as_the_ids_and_decode_back_to_them() {
+    let test = "ids_as_uuids_sort_as_the_ids_and_decode_back_to_them";
+    let server = Server::start(Setup::node(6));
+    let Some((status, strings)) = curl(&server.url("/v1/ids?count=3")) else {
+        skip(test, "no curl");
+        return;
+    };
+    assert_eq!(status, 200, "{strings}");
+    let (status, uuids) = curl(&server.url("/v1/ids?as=uuid&count=5")).unwrap();
+    assert_eq!(status, 200, "{uuids}");
+    let uuids: serde_json::Value = serde_json::from_str(&uuids).unwrap();
+    let uuids: Vec<&str> = uuids["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|uuid| uuid.as_str().unwrap())
+        .collect();
+    assert_eq!(uuids.len(), 5);
+    assert!(uuids.windows(2).all(|pair| pair[0] < pair[1]), "{uuids:?}");
+    let mut ids = ids_of(&strings);
+    for uuid in &uuids {
+        let (status, body) = curl(&server.url(&format!("/v1/ids/{uuid}"))).unwrap();
+        assert_eq!(status, 200, "{body}");
+        let decoded: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let id: u64 = decoded["id"].as_str().unwrap().parse().unwrap();
+        assert_eq!(Id::new(id).to_uuid(Layout::TWITTER).unwrap().to_string(), *uuid);
+        assert_eq!(decoded["node"], 6, "{body}");
+        ids.push(id);
+    }
+    assert!(
+        ids.windows(2).all(|pair| pair[0] < pair[1]),
+        "after the strings: {ids:?}"
+    );
+    let (status, body) = curl(&server.url("/v1/ids/01665fa2-4db3-7fac-8e92-c5527c95b00")).unwrap();
+    assert_eq!(
+        (status, body.as_str()),
+        (
+            400,
+            r#"{"error":"invalid UUID \"01665fa2-4db3-7fac-8e92-c5527c95b00\": not a UUID (invalid group length in group 4: expected 12, found 11): a UUID is 32 hex digits, grouped 8-4-4-4-12 by hyphens or not"}"#
+        )
+    );
+    assert_eq!(server.stop(), Drained::Finished);
+
+    // 40 bits of 1 s ticks from 1970 reach past 2^48 ms.
+    let long = Layout::builder()
+        .timestamp_bits(40)
+        .node_bits(0)
+        .sequence_bits(24)
+        .tick_ms(1000)
+        .build()
+        .unwrap();
+    let server = Server::start(Setup::node(0).layout(long));
+    assert_eq!(
+        curl(&server.url("/v1/ids?as=uuid")).unwrap(),
+        (
+            400,
+            r#"{"error":"as=uuid needs a layout whose times end by 2^48 ms, which a UUID of version 7 holds: this server's layout (40/0/24 bits, 1000 ms ticks, epoch 0 ms) ends at 1099511627776000 ms; allowed as=string"}"#
+                .to_owned()
+        )
+    );
+    assert_eq!(server.stop(), Drained::Finished);
+}
+
 /// On the JavaScript layout (53 bits), `as=number` gives the IDs as JSON numbers, each at
 /// most 2^53 - 1, after the strings asked for before them.
 #[test]
@@ -453,7 +520,7 @@ fn curl_gets_ids_that_decode_to_the_servers_node_and_the_time_of_the_request() {
         ("size=2", r#"unknown parameter \"size\": allowed count and as"#),
         (
             "as=text",
-            r#"as \"text\" is not a form: allowed string or number"#,
+            r#"as \"text\" is not a form: allowed string, number or uuid"#,
         ),
         (
             "as=number",
@@ -525,7 +592,7 @@ fn python_clients_over_http_and_grpc_get_distinct_ids_of_the_servers_nodes() {
         let before = now_ms() - CLOCK_LAG_MS;
         let ids = PythonClient::ids(client.command(&server.address, &stubs, "4096"), layout);
         let after = now_ms();
-        assert_eq!(ids.len(), 50 + 7 + 100_000, "{layout}");
+        assert_eq!(ids.len(), 50 + 3 + 7 + 100_000, "{layout}");
         let distinct: HashSet<u64> = ids.iter().copied().collect();
         assert_eq!(distinct.len(), ids.len(), "{layout}: an ID twice");
         assert!(
