@@ -30,7 +30,7 @@
 //!
 //! Without the extension installed the tests print `SKIPPED` (a failure under `CI=true`).
 use atomflake_test_servers::postgres as pg;
-use atomflake_test_servers::{now_ms, wait_until};
+use atomflake_test_servers::{now_ms, uuids, wait_until};
 
 use atomflake::{Generator, Id, Layout};
 use atomflake_postgres::sql::PgScript;
@@ -201,6 +201,35 @@ fn sql_decodes_what_rust_decodes_through_the_extension() {
                 "{name}: id {raw}"
             );
         }
+
+        // UUIDs of version 7: the extension's are Rust's (and the script's), sort as the IDs
+        // do and give them back; a UUID that is not one of the layout's is an exact error.
+        let rows = client
+            .query(
+                "SELECT atomflake_to_uuid(id)::text, atomflake_from_uuid(atomflake_to_uuid(id))
+                 FROM unnest($1::bigint[]) AS id ORDER BY atomflake_to_uuid(id)",
+                &[&as_i64],
+            )
+            .unwrap();
+        ids.sort_unstable();
+        let uuids: Vec<(String, u64)> = rows
+            .iter()
+            .map(|row| (row.get(0), u64::try_from(row.get::<_, i64>(1)).unwrap()))
+            .collect();
+        let expected: Vec<(String, u64)> = ids.iter().map(|&raw| (uuids::of(layout, raw), raw)).collect();
+        assert_eq!(uuids, expected, "{name}");
+        for (uuid, message) in uuids::refused(layout) {
+            let error = db_error(client.query(&format!("SELECT atomflake_from_uuid('{uuid}')"), &[]));
+            assert_eq!(error, message, "{name}");
+        }
+        let error = db_error(client.query("SELECT atomflake_to_uuid(-1)", &[]));
+        assert_eq!(
+            error,
+            format!(
+                "id -1 is out of range: the layout allows 0..={}",
+                layout.max_id().min(i64::MAX as u64)
+            )
+        );
     }
 }
 
@@ -802,10 +831,11 @@ fn without_shared_preload_libraries_create_extension_is_a_clear_error() {
 
 /// Every function the extension creates, and whether a role with no grants may call it:
 /// a function added later must be placed here, on purpose.
-const PUBLIC_MAY_EXECUTE: [(&str, bool); 16] = [
+const PUBLIC_MAY_EXECUTE: [(&str, bool); 18] = [
     ("atomflake_adopt(regclass,name)", true),
     ("atomflake_dump_restored()", true),
     ("atomflake_first_id_at(timestamp with time zone)", true),
+    ("atomflake_from_uuid(uuid)", true),
     ("atomflake_last_id_at(timestamp with time zone)", true),
     ("atomflake_mark()", true),
     ("atomflake_mark_in(cstring)", true),
@@ -818,6 +848,7 @@ const PUBLIC_MAY_EXECUTE: [(&str, bool); 16] = [
     ("atomflake_raise_mark(bigint)", false),
     ("atomflake_sequence(bigint)", true),
     ("atomflake_time(bigint)", true),
+    ("atomflake_to_uuid(bigint)", true),
     ("atomflake_unix_ms(bigint)", true),
 ];
 

@@ -791,10 +791,16 @@ fn mark_failed(error: &atomflake::mark::HighWaterError) -> ! {
 
 /// The layout's decoding of `id`, or the error for an ID outside it.
 fn parts(id: i64) -> atomflake::Parts {
+    let (layout, id) = of_the_layout(id);
+    layout.decode(id)
+}
+
+/// The layout and `id` in it, or the error for an ID outside it.
+fn of_the_layout(id: i64) -> (Layout, atomflake::Id) {
     require_preloaded();
     let layout = LAYOUT.get().layout();
     match u64::try_from(id) {
-        Ok(raw) if raw <= layout.max_id() => layout.decode(atomflake::Id::new(raw)),
+        Ok(raw) if raw <= layout.max_id() => (layout, atomflake::Id::new(raw)),
         _ => raise(
             PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
             format!(
@@ -877,6 +883,45 @@ fn id_at(
                 "time {ms} ms is out of range: the layout's bigint ids cover {}..{end} ms",
                 layout.epoch_ms()
             ),
+        ),
+    }
+}
+
+/// `id` as a UUID of version 7 (RFC 9562): its tick's start as the UUID's time, then the
+/// whole ID and the layout's fingerprint, so the UUIDs sort as the IDs do and
+/// `atomflake_from_uuid` gives the ID back (`Id::to_uuid_u128`).
+#[pg_extern(name = "atomflake_to_uuid", immutable, strict, parallel_safe)]
+fn to_uuid(id: i64) -> pgrx::Uuid {
+    let (layout, id) = of_the_layout(id);
+    match id.to_uuid_u128(layout) {
+        Ok(uuid) => pgrx::Uuid::from_bytes(uuid.to_be_bytes()),
+        // Only a layout whose times pass 2^48 ms: none of the presets.
+        Err(error) => raise(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            error.to_string(),
+        ),
+    }
+}
+
+/// The ID that `uuid`, a UUID of version 7 of the layout (`atomflake_to_uuid`'s), holds;
+/// an error naming why for any other UUID (`Id::from_uuid_u128`).
+#[pg_extern(name = "atomflake_from_uuid", immutable, strict, parallel_safe)]
+fn from_uuid(uuid: pgrx::Uuid) -> i64 {
+    require_preloaded();
+    let layout = LAYOUT.get().layout();
+    match atomflake::Id::from_uuid_u128(u128::from_be_bytes(*uuid.as_bytes()), layout) {
+        Ok(id) => i64::try_from(id.get()).unwrap_or_else(|_| {
+            raise(
+                PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+                format!(
+                    "uuid {uuid:-} holds id {id}, out of range for bigint: allowed 0..={}",
+                    i64::MAX
+                ),
+            )
+        }),
+        Err(error) => raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("uuid {uuid:-} is not an id's: {error}"),
         ),
     }
 }

@@ -509,6 +509,8 @@ impl PgScript {
             "time(bigint)",
             "first_id_at(timestamptz)",
             "last_id_at(timestamptz)",
+            "to_uuid(bigint)",
+            "from_uuid(uuid)",
         ]
         .map(|function| format!("'{p}_{function}'"));
         // Dropped in the reverse order: a function whose body is SQL depends on those it
@@ -682,6 +684,34 @@ impl fmt::Display for PgScript {
                 ("i64_end_ms", &number(layout.i64_end_unix_ms())),
                 ("first_of_ms", &shifted(&tick_of("ms"), ts_shift)),
                 ("below_ts", &number((1_u64 << ts_shift) - 1)),
+                ("uuid_fingerprint", &number(layout.uuid_fingerprint().into())),
+                (
+                    "uuid_version_and_fingerprint",
+                    &number(7 << 12 | u64::from(layout.uuid_fingerprint()) << 2),
+                ),
+                // An ID at or past 2^63: past the layout, or (all 64 bits) past a bigint.
+                (
+                    "uuid_past_bigint",
+                    &if layout.max_id() > i64::MAX as u64 {
+                        format!(
+                            "'uuid % holds id %, out of range for bigint: allowed 0..={}'",
+                            i64::MAX
+                        )
+                    } else {
+                        format!(
+                            "'uuid % is not an id''s: id % is out of range: the layout allows 0..={}'",
+                            layout.max_id()
+                        )
+                    },
+                ),
+                (
+                    "uuid_past_bigint_code",
+                    if layout.max_id() > i64::MAX as u64 {
+                        "'22003'"
+                    } else {
+                        "'22023'"
+                    },
+                ),
                 ("adoptions", &adoptions),
             ],
         );
@@ -805,49 +835,49 @@ mod tests {
             (
                 "twitter",
                 [
-                    "d30873f8aae40cfca4793e90f567e3b0b3d59e49ff7561de26a7cf3c0527289c",
-                    "97001f75e7801f5c50120116130e3df1fe14ba0a9596f3d729c7805419f37609",
-                    "32401fc761d63ea771692b7a44c03b5b18c487e4dae56354bf093c3fc85fbeac",
+                    "d5f89aca2a6cefe5ce04df09cdb6be333ee8cf13654cffc1e7da39fe4615a902",
+                    "66799616cfabaec541a0d2efa990b47958757e6bab8b1d0b895c197ded7cbdf1",
+                    "1a28d457abd80c80d52cd356718ea94eb635cec7aa396a35f430324cc62cd9e3",
                 ],
             ),
             (
                 "discord",
                 [
-                    "501ca4a0cb4d43bf38cf09b7e4fce57d3fb910a614f1f87d2b113f405380b074",
-                    "0ba83b3c9f64729c95bc7b25afba7500466748bac9c3ee1fc0691b96560c24dd",
-                    "323198c7eed3a9dd6abf588085d6d50cadacc43d8109e5d5a71b288da3cc9dae",
+                    "09493e7313707b66ae92e92aa4a2d74a34fe77916f73b7e38ef20db709123681",
+                    "2dead1b2c0da724c181368f132d0f336bb983b3446fce472bd1c6ac3e62e6185",
+                    "47563970055cd58cef95e7a33570cebb43f39a01bd7e4ba323a32ab995e55d61",
                 ],
             ),
             (
                 "instagram",
                 [
-                    "51b1af08e2c02e293645008a4225626f53bb4d23bc7e3df45ff6c4431abb49ce",
-                    "b2346eef055f9734574728d67cfe4f0a8840a2245cbedf97c4ca88618591a6df",
-                    "79947112c3b83bbe51c5d444f418668917e64bb19b9d73bec8b6c0d16a3fe724",
+                    "e656df1831b46cacd2d4094b29f578fa67b94d69b1929ff7fb3a425c32a485b6",
+                    "429a7f0f2701564517610246c2385c10e9286bc16d10fbb67e37c0a352703694",
+                    "a4a3c300461b008061fdc1d72b45f06713a483d3dc2feecf281be17327a6b379",
                 ],
             ),
             (
                 "sonyflake",
                 [
-                    "60b79dc08274fc43d34608b619ff82d0eba38b27f1968050852ea30b94337de4",
-                    "cbcc207813471711aa0d71d97fabba3b827eca0c0dbfc55187eaf633076348f2",
-                    "a8ebc7f5d2b679a3e5723c22b381f4df6194da4086dce5a68fffe56bc81f105e",
+                    "491f7601119b3393b0896be5c760fe402bc867638d81e4605499614b0e758b4f",
+                    "86df131ce039172a825c613cdd7aa82b74a910c8693e1d1b8bdcab39ea0cde90",
+                    "8c116cc9e3f0843fb421e59a8e08ff8027b8c48a5663d297709dfd3ccdacb8a5",
                 ],
             ),
             (
                 "mastodon",
                 [
-                    "4d0e14362aa0be6f2997adf4f6f5f0146fdaad2a4627488de96eecd74ae0b97d",
-                    "847caed16954bf617b8d9cd2e330a11414ecfe42228da64e36c65b5d13986537",
-                    "be26c38636c9f63a456c6b9bad8bc69b73d323688ff27d038a3af9b7635b3f21",
+                    "39880e6c15fef36e31d174aef1252487a2763a6ab076bf71bfb5ee92b2a3a889",
+                    "51a8b9a3f8a8a05fb7080978ce8a736c031b4945d54875cc3aac2e8379a2926e",
+                    "9180d17cca5c6afee7a7776585edd676cfdd602ad65e2001754e1b5f8e35055a",
                 ],
             ),
             (
                 "javascript",
                 [
-                    "c6dbe78050229413fe4e61dc7af748deea9f7d6696bb09a563d1084c1775dd22",
-                    "4860d62bed3b5757c90b43d48d336339d8afa647155ef7ab5abfb7e775a5dc9c",
-                    "dcc4bb200ef996f78752fc7c7ac3c749391efd6fb31c5e3132b531f9850071e4",
+                    "689bc4c7272e61d1ed15414daf3b8f279661ac441f50ddb224b6516a1036a0bc",
+                    "373519bd7079356dde72f90454a2f84fb427cbefb5d4fff55c4f3bd45005dcf4",
+                    "ad4a7d3c0c49c19cdad16504eea0c1963ff5eba2227d35da061edd1712b88f46",
                 ],
             ),
         ];

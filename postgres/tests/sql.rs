@@ -24,7 +24,7 @@
 //! - times outside the span, IDs past `i64::MAX`, negative IDs: exact errors.
 
 use atomflake_test_servers::postgres as pg;
-use atomflake_test_servers::{HANG_GUARD, now_ms};
+use atomflake_test_servers::{HANG_GUARD, now_ms, uuids};
 
 use atomflake::{Builder, Id, Layout, PreciseClock};
 use atomflake_postgres::sql::PgScript;
@@ -338,6 +338,8 @@ fn sql_decodes_what_rust_decodes_for_every_preset() {
             );
         }
 
+        uuids_agree_with_rust(&server, name, layout, &sample);
+
         // Paging bounds agree with Rust, at tick edges too.
         let t = T.max(layout.epoch_ms() + 1_000);
         for at in [layout.epoch_ms(), t, t + 1, t + 9, layout.i64_end_unix_ms() - 1] {
@@ -377,6 +379,31 @@ fn sql_decodes_what_rust_decodes_for_every_preset() {
             error.contains(&format!("id -5 is out of range: the layout allows 0..={max}")),
             "{name}: {error}"
         );
+    }
+}
+
+/// The script's UUIDs of version 7 of the IDs `sample`, in the schema `name` that holds
+/// `layout`'s script: they are Rust's, sort as the IDs do and give them back; a UUID that
+/// is not one of the layout's is an exact error.
+fn uuids_agree_with_rust(server: &Server, name: &str, layout: Layout, sample: &[u64]) {
+    let list: Vec<String> = sample.iter().map(u64::to_string).collect();
+    let uuids = rows(&server.psql(&format!(
+        "SET search_path TO {name};
+         SELECT atomflake_to_uuid(id), atomflake_from_uuid(atomflake_to_uuid(id))
+         FROM unnest('{{{}}}'::bigint[]) AS given(id) ORDER BY atomflake_to_uuid(id)",
+        list.join(",")
+    )));
+    let mut sorted = sample.to_vec();
+    sorted.sort_unstable();
+    assert_eq!(uuids.len(), sorted.len());
+    for (raw, row) in sorted.iter().zip(&uuids) {
+        assert_eq!(row, &[uuids::of(layout, *raw), raw.to_string()], "{name}: {raw}");
+    }
+    for (uuid, message) in uuids::refused(layout) {
+        let error = server.psql_error(&format!(
+            "SET search_path TO {name}; SELECT atomflake_from_uuid('{uuid}')"
+        ));
+        assert!(error.contains(&message), "{name}: {error}\nexpected: {message}");
     }
 }
 

@@ -187,5 +187,54 @@ $body$;
 CREATE OR REPLACE FUNCTION {p}_last_id_at(at timestamptz)
 RETURNS bigint LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN {p}_first_id_at(at) | {below_ts};
+
+-- IDs as UUIDs of version 7 (RFC 9562) and back, exactly: the tick's start as the UUID's
+-- time, then version 7, the layout's fingerprint ({uuid_fingerprint}) and the ID's top 2 bits, the
+-- variant and the ID's low 62 bits. The UUIDs sort as the IDs do.
+CREATE OR REPLACE FUNCTION {p}_to_uuid(id bigint)
+RETURNS uuid LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN (lpad(to_hex({p}_unix_ms(id)), 12, '0') || to_hex({uuid_version_and_fingerprint} | (id >> 62))
+    || to_hex(32768 | ((id >> 48) & 16383)) || lpad(to_hex(id & 281474976710655), 12, '0'))::uuid;
+
+CREATE OR REPLACE FUNCTION {p}_from_uuid(uuid uuid)
+RETURNS bigint LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $body$
+DECLARE
+    hex text := replace(uuid::text, '-', '');
+    ms bigint := ('x' || lpad(substr(hex, 1, 12), 16, '0'))::bit(64)::bigint;
+    -- The version (4 bits), the fingerprint (10) and the ID's top 2 bits.
+    high integer := ('x' || substr(hex, 13, 4))::bit(16)::integer;
+    -- The variant (2 bits) and the ID's low 62 bits.
+    low bigint := ('x' || substr(hex, 17, 16))::bit(64)::bigint;
+    id bigint;
+BEGIN
+    IF high >> 12 <> 7 THEN
+        RAISE EXCEPTION 'uuid % is not an id''s: uuid is of version %: an id''s uuid is of version 7',
+            uuid, high >> 12 USING ERRCODE = '22023';
+    END IF;
+    IF (low >> 62) & 3 <> 2 THEN
+        RAISE EXCEPTION 'uuid % is not an id''s: uuid has variant bits 0b%: an id''s uuid has RFC 9562''s 0b10',
+            uuid, ((low >> 62) & 3)::bit(2) USING ERRCODE = '22023';
+    END IF;
+    IF (high >> 2) & 1023 <> {uuid_fingerprint} THEN
+        RAISE EXCEPTION 'uuid % is not an id''s: uuid carries layout fingerprint %: this layout''s is {uuid_fingerprint}',
+            uuid, (high >> 2) & 1023 USING ERRCODE = '22023';
+    END IF;
+    IF high & 2 <> 0 THEN
+        RAISE EXCEPTION {uuid_past_bigint},
+            uuid, (high & 3)::numeric * 4611686018427387904 + (low & 4611686018427387903)
+            USING ERRCODE = {uuid_past_bigint_code};
+    END IF;
+    id := ((high & 3)::bigint << 62) | (low & 4611686018427387903);
+    IF id > {max_id} THEN
+        RAISE EXCEPTION 'uuid % is not an id''s: id % is out of range: the layout allows 0..={max_id}',
+            uuid, id USING ERRCODE = '22023';
+    END IF;
+    IF ms <> {p}_unix_ms(id) THEN
+        RAISE EXCEPTION 'uuid % is not an id''s: uuid''s unix_ts_ms % is not its id''s time % ms',
+            uuid, ms, {p}_unix_ms(id) USING ERRCODE = '22023';
+    END IF;
+    RETURN id;
+END
+$body$;
 {adoptions}
 COMMIT;

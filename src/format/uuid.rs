@@ -29,8 +29,15 @@ impl Layout {
     /// The 10-bit fingerprint of this layout that its UUIDs carry: the top 10 bits of
     /// FNV-1a (64-bit) over the three widths and the field order (a byte each), then the
     /// epoch and the tick (8 bytes each, big-endian). Fixed across releases: UUIDs stored
-    /// today read back tomorrow.
-    pub(crate) fn uuid_fingerprint(&self) -> u16 {
+    /// today read back tomorrow. Two layouts that differ share it with odds of 1 in 1,024;
+    /// a UUID of the other is then refused by its time, unless their IDs' times agree.
+    ///
+    /// ```
+    /// use atomflake::Layout;
+    ///
+    /// assert_eq!((Layout::TWITTER.uuid_fingerprint(), Layout::DISCORD.uuid_fingerprint()), (1003, 744));
+    /// ```
+    pub fn uuid_fingerprint(&self) -> u16 {
         const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
         const PRIME: u64 = 0x0100_0000_01b3;
         let order: u8 = match self.order() {

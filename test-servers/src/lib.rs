@@ -32,6 +32,7 @@ pub mod postgres;
 pub mod proxy;
 pub mod python;
 pub mod tls_proxy;
+pub mod uuids;
 pub mod zookeeper;
 
 use std::process::Command;
