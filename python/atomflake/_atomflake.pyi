@@ -2,6 +2,7 @@
 
 import datetime as _datetime
 import os
+import uuid as _uuid
 from array import array
 from types import TracebackType
 from typing import Literal, Optional, Union, final, overload
@@ -136,6 +137,10 @@ class Layout:
     @overload
     def encode(self, *, unix_ms: _When, node: int, sequence: int = 0) -> int:
         """The ID of these parts; a ``ValueError`` names a part out of range."""
+    def to_uuid(self, id: int) -> _uuid.UUID:
+        """The ID as a ``uuid.UUID`` of version 7 that sorts as the IDs do."""
+    def from_uuid(self, uuid: _uuid.UUID) -> int:
+        """The ID that a ``uuid.UUID`` from ``to_uuid`` holds."""
     def datetime(self, id: int) -> _datetime.datetime:
         """The start of an ID's tick, an aware ``datetime`` in UTC."""
     def first_id_at(self, when: _When) -> int:

@@ -284,6 +284,38 @@ impl PyLayout {
             .map_err(|error| PyValueError::new_err(error.to_string()))
     }
 
+    /// The ID as a `uuid.UUID` of version 7 (RFC 9562): its tick's start as the UUID's
+    /// time, then the whole ID and the layout's fingerprint, so the UUIDs sort as the IDs
+    /// do and `from_uuid` gives the ID back. A `ValueError` for an ID with bits outside the
+    /// layout.
+    #[pyo3(name = "to_uuid")]
+    fn uuid_of<'py>(&self, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let uuid = Id::new(args::id(id)?)
+            .to_uuid_u128(self.0)
+            .map_err(|error| PyValueError::new_err(error.to_string()))?;
+        let py = id.py();
+        py.import("uuid")?
+            .getattr("UUID")?
+            .call((), Some(&[("int", uuid)].into_py_dict(py)?))
+    }
+
+    /// The ID that a `uuid.UUID` from `to_uuid` holds; a `ValueError` naming why any other
+    /// UUID is not one of the layout's, a `TypeError` for anything but a `uuid.UUID`.
+    #[pyo3(name = "from_uuid")]
+    fn id_of_uuid(&self, uuid: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let py = uuid.py();
+        if !uuid.is_instance(&py.import("uuid")?.getattr("UUID")?)? {
+            return Err(PyTypeError::new_err(format!(
+                "Layout.from_uuid() takes a uuid.UUID, not {} ({})",
+                uuid.repr()?,
+                uuid.get_type().name()?
+            )));
+        }
+        Id::from_uuid_u128(uuid.getattr("int")?.extract()?, self.0)
+            .map(Id::get)
+            .map_err(|error| PyValueError::new_err(format!("uuid {uuid} is not an id's: {error}")))
+    }
+
     /// The start of an ID's tick as an aware `datetime` in UTC.
     fn datetime<'py>(&self, id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let parts = self.decode(id)?;

@@ -2,6 +2,7 @@
 
 import datetime
 import doctest
+import uuid
 from typing import Any
 
 import pytest
@@ -158,6 +159,48 @@ def test_discord_ids_agree_with_discord_py() -> None:
     now = datetime.datetime.now(UTC).replace(microsecond=123000)
     assert discord.utils.time_snowflake(now) == Layout.DISCORD.first_id_at(now)
     assert discord.utils.time_snowflake(now, high=True) == Layout.DISCORD.last_id_at(now)
+
+
+def test_ids_become_uuids_of_version_7_that_sort_as_the_ids_and_give_them_back() -> None:
+    # Twitter's published ID: the UUID the Rust crate's tests pin.
+    published = Layout.TWITTER.to_uuid(1050118621198921728)
+    assert published == uuid.UUID("01665fa2-4db3-7fac-8e92-c5527c95b000")
+    for name, layout in Layout.presets().items():
+        ids = atomflake.Generator(layout, node=min(layout.max_node, 5)).next_ids(500) + [0, layout.max_id]
+        uuids = [layout.to_uuid(id) for id in ids]
+        assert all(value.version == 7 and value.variant == uuid.RFC_4122 for value in uuids), name
+        assert sorted(uuids) == [layout.to_uuid(id) for id in sorted(ids)], name
+        assert [layout.from_uuid(value) for value in uuids] == ids, name
+        # The UUID's time (its top 48 bits) is the start of the ID's tick.
+        assert all(value.int >> 80 == layout.decode(id).unix_ms for id, value in zip(ids, uuids)), name
+
+
+def test_uuid_utils_reads_the_ids_time_from_their_uuids() -> None:
+    try:
+        import uuid_utils
+    except ImportError:
+        cannot_run("no uuid_utils (pip install uuid-utils)")
+    for id in atomflake.Generator("discord", node=9).next_ids(100):
+        theirs = uuid_utils.UUID(str(Layout.DISCORD.to_uuid(id)))
+        assert theirs.version == 7 and theirs.timestamp == Layout.DISCORD.decode(id).unix_ms
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("67e55044-10b1-426f-9247-bb680e5fe0c8", "uuid is of version 4: an id's uuid is of version 7"),
+        ("01665fa2-4db3-7fac-ce92-c5527c95b000", "uuid has variant bits 0b11: an id's uuid has RFC 9562's 0b10"),
+        ("01665fa2-4db3-7fac-8e92-c5527c95b000", "uuid carries layout fingerprint 1003: this layout's is 744"),
+        ("01665fa2-4db4-7ba0-8e92-c5527c95b000", "uuid's unix_ts_ms 1539202764212 is not its id's time 1670438189554 ms"),
+    ],
+)
+def test_a_uuid_that_is_not_the_layouts_is_a_value_error_naming_why(value: str, message: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        Layout.DISCORD.from_uuid(uuid.UUID(value))
+    assert str(raised.value) == f"uuid {value} is not an id's: {message}"
+    with pytest.raises(TypeError) as wrong:
+        Layout.DISCORD.from_uuid(value)  # type: ignore[arg-type]
+    assert str(wrong.value) == f"Layout.from_uuid() takes a uuid.UUID, not '{value}' (str)"
 
 
 def test_the_packages_docstring_example_runs() -> None:
