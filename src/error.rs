@@ -8,6 +8,7 @@
 //! | [`ParseIdError`] | `Id`'s `FromStr`, [`Id::from_base32`](crate::Id::from_base32) |
 //! | [`LayoutError`] | [`LayoutBuilder::build`](crate::LayoutBuilder::build) |
 //! | [`RangeError`] | [`Layout::encode`](crate::Layout::encode) and the other conversions of times, fields and IDs |
+//! | [`MaskKeyError`] | `Mask::from_hex` and `Mask::from_key_file` (feature `mask`) |
 //! | [`UuidError`] | [`Id::from_uuid_u128`](crate::Id::from_uuid_u128), and `Id::from_uuid` (feature `uuid`) |
 //! | [`BuildError`] | the generators' constructors and [`Builder`](crate::Builder)'s `build*` |
 //! | [`MintError`] | `try_next_id` and the other `try_` and `_timeout` methods |
@@ -20,7 +21,7 @@
 //! `is_transient` says whether the same call can succeed later (transient) or never will
 //! for the same input (permanent).
 
-use crate::format::{LayoutError, ParseIdError, RangeError, UuidError};
+use crate::format::{LayoutError, MaskKeyError, ParseIdError, RangeError, UuidError};
 use crate::generator::{BuildError, FillError, MintError};
 use crate::node::NodeSourceError;
 
@@ -80,6 +81,7 @@ umbrella! {
     Layout(LayoutError),
     Range(RangeError),
     Uuid(UuidError),
+    MaskKey(MaskKeyError),
     Build(BuildError),
     Mint(MintError),
     Fill(FillError),
@@ -104,7 +106,12 @@ impl Error {
             Error::Build(error) => error.is_transient(),
             Error::Mint(error) => error.is_transient(),
             Error::Fill(error) => error.is_transient(),
-            Error::Parse(_) | Error::Layout(_) | Error::Range(_) | Error::Uuid(_) | Error::Node(_) => false,
+            Error::Parse(_)
+            | Error::Layout(_)
+            | Error::Range(_)
+            | Error::Uuid(_)
+            | Error::MaskKey(_)
+            | Error::Node(_) => false,
         }
     }
 }

@@ -84,10 +84,7 @@ pub use clock::{Clock, ManualClock, MonotonicClock, PreciseClock};
 pub use error::Error;
 #[cfg(feature = "serde")]
 pub use external::serde;
-pub use format::{
-    Base32, Field, FieldOrder, Id, Layout, LayoutBuilder, LayoutError, ParseIdError, Parts, RangeError,
-    UuidError,
-};
+pub use format::*;
 #[cfg(feature = "tokio")]
 pub use generator::Tokio;
 pub use generator::{

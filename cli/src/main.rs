@@ -1,8 +1,10 @@
 //! `atomflake`: mint, decode and list Snowflake IDs from the command line.
 //!
 //! ```text
-//! atomflake mint [--layout NAME] [--node N [--high-water DIR | --no-high-water] | --lease URL [--namespace NS] [--ttl S]] [-n COUNT] [--format decimal|base32|json]
-//! atomflake decode [--layout NAME] [--json] [ID ...]
+//! atomflake mint [--layout NAME] [--node N [--high-water DIR | --no-high-water] | --lease URL [--namespace NS] [--ttl S]] [-n COUNT] [--format decimal|base32|json|uuid|masked [--key-file PATH]]
+//! atomflake decode [--layout NAME] [--json] [ID|UUID ...]
+//! atomflake mask --key-file PATH [ID ...]
+//! atomflake unmask --key-file PATH [ID ...]
 //! atomflake layouts
 //! atomflake sql [--layout NAME] --node N [--prefix P] [--max-wait-ms MS] [--adopt TABLE.COLUMN ...]
 //! atomflake lease list --lease URL [--namespace NS]
@@ -22,13 +24,12 @@ mod high_water;
 mod log;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use commands::{decode, layouts, lease, mint, serve, sql};
+use commands::{decode, layouts, lease, mask, mint, serve, sql};
 use std::fmt;
 use std::io;
 use std::process::ExitCode;
 
-// `lease` names these from the crate's root.
-use commands::mint::Format;
+// `lease` names this from the crate's root.
 use commands::rfc3339_ms;
 
 #[derive(Parser)]
@@ -53,6 +54,16 @@ enum Command {
     /// parse or does not fit the layout, or a line that is not UTF-8, is reported on stderr;
     /// the others are still decoded, and the exit code is 2.
     Decode(decode::DecodeArgs),
+    /// Mask IDs with a key: a keyed permutation (Speck64/128) whose output shows neither
+    /// the ID's time, its node nor the volume between two IDs, and which `unmask` takes back.
+    ///
+    /// IDs are decimal or base32, given or one per line on stdin; each masked ID is written
+    /// in decimal, one per line. An ID below 2^63 (one that fits a signed BIGINT) masks to
+    /// one below 2^63. Bad input is reported on stderr and the others still go through
+    /// (exit code 2). The key is never printed; whoever holds it unmasks every ID.
+    Mask(mask::MaskArgs),
+    /// Unmask IDs that `mask` (or `mint --format masked`) wrote with the same key.
+    Unmask(mask::MaskArgs),
     /// Serve IDs over HTTP/JSON and gRPC from one port, until SIGTERM.
     ///
     /// HTTP: `GET /v1/ids?count=N` (`{"ids": ["<decimal>", ...]}`), `GET /v1/ids/{id}`
@@ -143,6 +154,8 @@ fn main() -> ExitCode {
         Command::Lease(command) => lease::run(command),
         Command::Serve(args) => serve::run(&args),
         Command::Decode(args) => decode::run(&args),
+        Command::Mask(args) => mask::run(&args, false),
+        Command::Unmask(args) => mask::run(&args, true),
         Command::Layouts => layouts::run(),
         Command::Sql(args) => sql::run(&args),
     };

@@ -228,6 +228,123 @@ fn mint_writes_uuids_that_decode_reads_back_and_refuses_others() {
     );
 }
 
+/// A key file in `state`'s directory holding `bytes`, with the permission bits `mode`.
+fn key_file(state: &StateDir, name: &str, bytes: &[u8], mode: u32) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(&state.0).unwrap();
+    let path = state.0.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path.display().to_string()
+}
+
+/// `mask` and `unmask` give the repository's vectors (`tests/mask_vectors.txt`), from
+/// arguments and stdin, with the key as hex or as raw bytes; `mint --format masked` writes
+/// IDs that `unmask` takes back to increasing IDs of the node.
+#[test]
+fn mask_and_unmask_give_the_vectors_and_take_back_masked_mints() {
+    let state = StateDir::new();
+    let vectors = include_str!("../../tests/mask_vectors.txt");
+    let mut lines = vectors.lines().filter(|line| !line.starts_with('#'));
+    let hex = lines.next().unwrap().strip_prefix("key ").unwrap();
+    let (ids, masked): (Vec<&str>, Vec<&str>) = lines.map(|line| line.split_once(' ').unwrap()).unzip();
+    let hex_key = key_file(&state, "hex.key", format!("{hex}\n").as_bytes(), 0o600);
+    let raw: Vec<u8> = (0..16).collect();
+    let raw_key = key_file(&state, "raw.key", &raw, 0o400);
+    let with = |command: &str, key: &str, given: &[&str], stdin: &str| {
+        let output = output_with_stdin(
+            atomflake(&state).args([command, "--key-file", key]).args(given),
+            stdin.as_bytes(),
+            "the atomflake binary",
+        );
+        assert_eq!(
+            (output.status.code(), stderr(&output)),
+            (Some(0), ""),
+            "{command}"
+        );
+        stdout(&output).lines().map(str::to_owned).collect::<Vec<_>>()
+    };
+    assert_eq!(with("mask", &hex_key, &ids, ""), masked);
+    assert_eq!(with("unmask", &raw_key, &[], &(masked.join("\n") + "\n")), ids);
+
+    let output = atomflake(&state)
+        .args([
+            "mint",
+            "-n",
+            "100",
+            "--node",
+            "3",
+            "--format",
+            "masked",
+            "--key-file",
+            &hex_key,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let minted: Vec<&str> = stdout(&output).lines().collect();
+    let unmasked: Vec<u64> = with("unmask", &hex_key, &minted, "")
+        .iter()
+        .map(|id| id.parse().unwrap())
+        .collect();
+    assert_eq!(unmasked.len(), 100);
+    assert!(unmasked.windows(2).all(|w| w[0] < w[1]), "{unmasked:?}");
+    assert!(unmasked.iter().all(|&id| (id >> 12) & 1023 == 3), "{unmasked:?}");
+    let masked_sorted = minted
+        .windows(2)
+        .all(|w| w[0].parse::<u64>().unwrap() < w[1].parse::<u64>().unwrap());
+    assert!(!masked_sorted, "masked IDs keep the order: {minted:?}");
+}
+
+/// Each key file that cannot be used, each ID that does not parse, and the flags that go
+/// together is an exact error, exit code 2; the key is never in one.
+#[test]
+fn mask_refuses_bad_keys_and_ids_with_exact_errors() {
+    let state = StateDir::new();
+    let open = key_file(&state, "open.key", b"000102030405060708090a0b0c0d0e0f", 0o644);
+    let short = key_file(&state, "short.key", &[7; 15], 0o600);
+    let not_hex = key_file(&state, "not-hex.key", b"000102030405060708090a0b0c0d0e0g", 0o600);
+    let good = key_file(&state, "good.key", &[7; 16], 0o600);
+    let missing = state.0.join("missing.key").display().to_string();
+    let refused = |args: &[&str], line: &str| assert_bad_input(&run(args), line);
+    refused(
+        &["mask", "--key-file", &open, "1"],
+        &format!(
+            "key file {open} has mode 644: a key file may be read and written by its owner alone (chmod 600)"
+        ),
+    );
+    refused(
+        &["unmask", "--key-file", &short, "1"],
+        &format!(
+            "key file {short} holds 15 bytes: a key file holds 16 raw bytes, or 32 hex digits and a line end"
+        ),
+    );
+    refused(
+        &["mask", "--key-file", &not_hex, "1"],
+        "key has a character other than a hex digit at byte 31: a key is 32 hex digits (0-9, a-f, A-F)",
+    );
+    refused(
+        &["mask", "--key-file", &missing, "1"],
+        &format!("cannot read key file {missing}: No such file or directory (os error 2)"),
+    );
+    refused(
+        &["mint", "--format", "masked"],
+        "--format masked needs --key-file PATH",
+    );
+    refused(
+        &["mint", "--key-file", &good],
+        "--key-file goes with --format masked",
+    );
+    let output = run(&["mask", "--key-file", &good, "x1", "5"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(stdout(&output).lines().count(), 1, "the good ID still masked");
+    assert_eq!(
+        stderr(&output),
+        "atomflake: cannot mask \"x1\": invalid character 'x' at byte 0 in id: ids are decimal (the digits \
+         0-9) or base32 (13 characters: Crockford's digits 0-9 and A-Z without U, I and L read as 1, O as 0)\n"
+    );
+}
+
 #[test]
 fn decode_published_vectors() {
     let output = run(&["decode", "1541815603606036480", "1050118621198921728"]);

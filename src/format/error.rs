@@ -3,6 +3,7 @@
 
 use super::base32::Base32;
 use super::field::Field;
+use crate::io::IoCause;
 
 /// Text that is not an ID. Permanent.
 ///
@@ -229,5 +230,54 @@ pub enum UuidError {
         uuid_ms: u64,
         /// The time of the ID it holds.
         id_ms: u64,
+    },
+}
+
+/// A key for [`Mask`](crate::Mask) that cannot be used (feature `mask`). Permanent. It
+/// never shows the key or a character of it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MaskKeyError {
+    /// Hex text of another length than 32 digits.
+    #[error("key has {length} characters: a key is 32 hex digits (16 bytes)")]
+    HexLength {
+        /// The number of characters given.
+        length: usize,
+    },
+    /// Hex text with a character other than a hex digit.
+    #[error(
+        "key has a character other than a hex digit at byte {index}: a key is 32 hex digits (0-9, a-f, A-F)"
+    )]
+    InvalidHex {
+        /// The byte offset of the first such character.
+        index: usize,
+    },
+    /// A key file of another size than 16 raw bytes or 32 hex digits.
+    #[error(
+        "key file {path} holds {size} bytes: a key file holds 16 raw bytes, or 32 hex digits and a line end"
+    )]
+    FileSize {
+        /// The file.
+        path: String,
+        /// Its size in bytes.
+        size: u64,
+    },
+    /// A key file that the group or others may read or write.
+    #[error(
+        "key file {path} has mode {mode:o}: a key file may be read and written by its owner alone (chmod 600)"
+    )]
+    Permissions {
+        /// The file.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// A key file that cannot be read.
+    #[error("cannot read key file {path}: {cause}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The operating system's error.
+        cause: IoCause,
     },
 }

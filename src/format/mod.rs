@@ -6,11 +6,15 @@ mod error;
 mod field;
 pub(crate) mod id;
 pub(crate) mod layout;
+#[cfg(feature = "mask")]
+mod mask;
 mod uuid;
 
 pub use base32::Base32;
-pub use error::{LayoutError, ParseIdError, RangeError, UuidError};
+pub use error::{LayoutError, MaskKeyError, ParseIdError, RangeError, UuidError};
 pub use field::Field;
 pub use id::{Id, Parts};
 pub use layout::{FieldOrder, Layout, LayoutBuilder};
 pub(crate) use layout::{FieldOutOfRange, OutOfSpan};
+#[cfg(feature = "mask")]
+pub use mask::{MASK_KEY_BYTES, Mask};

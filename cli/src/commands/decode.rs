@@ -26,29 +26,43 @@ pub(crate) struct DecodeArgs {
 /// `atomflake decode`: the IDs given, else those on stdin.
 pub(crate) fn run(args: &DecodeArgs) -> Result<(), Failure> {
     let layout = args.layout.preset()?;
-    let (json, ids) = (args.json, &args.ids);
+    let json = args.json;
+    each_input(&args.ids, "decode", |out, text| {
+        decode_one(out, layout, json, text)
+    })
+}
+
+/// Runs `each` on the texts `given`, else on each line of stdin (blank lines skipped),
+/// writing to a buffered stdout; a line that is not UTF-8 is reported as what cannot be
+/// done to it (`verb`), and the lines after it still go through `each`, which answers
+/// whether its text was good. Bad input, reported, ends in [`Failure::BadInput`].
+pub(crate) fn each_input<'a>(
+    given: &[String],
+    verb: &str,
+    mut each: impl FnMut(&mut BufWriter<io::StdoutLock<'a>>, &str) -> Result<bool, Failure>,
+) -> Result<(), Failure> {
     let mut out = BufWriter::new(io::stdout().lock());
     let mut all_good = true;
-    if ids.is_empty() {
+    if given.is_empty() {
         // Lines as bytes: a line that is not UTF-8 is bad input like any other, reported
-        // while the lines after it are still decoded.
+        // while the lines after it are still read.
         for (index, line) in io::stdin().lock().split(b'\n').enumerate() {
             let line = line.map_err(|err| Failure::Other(format!("cannot read stdin: {err}")))?;
             all_good &= match std::str::from_utf8(&line) {
                 // `trim` also takes the `\r` of a `\r\n` line end.
                 Ok(text) => match text.trim() {
                     "" => true,
-                    text => decode_one(&mut out, layout, json, text)?,
+                    text => each(&mut out, text)?,
                 },
                 Err(_) => reject(
                     &mut out,
-                    format_args!("cannot decode line {}: it is not UTF-8", index + 1),
+                    format_args!("cannot {verb} line {}: it is not UTF-8", index + 1),
                 )?,
             };
         }
     } else {
-        for text in ids {
-            all_good &= decode_one(&mut out, layout, json, text)?;
+        for text in given {
+            all_good &= each(&mut out, text)?;
         }
     }
     out.flush().map_err(write_failed)?;
@@ -95,7 +109,7 @@ fn decode_one(out: &mut impl Write, layout: Layout, json: bool, text: &str) -> R
 }
 
 /// Reports bad input on stderr after what `out` holds so far; `Ok(false)`.
-fn reject(out: &mut impl Write, message: fmt::Arguments<'_>) -> Result<bool, Failure> {
+pub(crate) fn reject(out: &mut impl Write, message: fmt::Arguments<'_>) -> Result<bool, Failure> {
     // Keep stdout and stderr in input order on a terminal.
     out.flush().map_err(write_failed)?;
     report(message);
@@ -106,27 +120,36 @@ fn reject(out: &mut impl Write, message: fmt::Arguments<'_>) -> Result<bool, Fai
 const FORMS: &str = "decimal (the digits 0-9), base32 (13 characters: Crockford's digits 0-9 \
                      and A-Z without U, I and L read as 1, O as 0) or a UUID of version 7 (32 hex digits)";
 
+/// The forms [`parse_id`] takes.
+pub(crate) const ID_FORMS: &str = "decimal (the digits 0-9) or base32 (13 characters: Crockford's digits \
+                                   0-9 and A-Z without U, I and L read as 1, O as 0)";
+
 /// The fewest characters of a UUID's text (32 hex digits, no hyphens): more than any
 /// decimal or base32 ID has.
 const UUID_MIN_LEN: usize = 32;
 
-/// Decimal, base32 when the text is 13 characters and not all digits (a 13-digit decimal
-/// ID is read as decimal), or a UUID of version 7 of the layout when it has 32 characters
-/// or more. The error is the line to report: text read as decimal that holds a letter or a
-/// sign is told every form, as it may be base32 or a UUID of a wrong length.
+/// [`parse_id`], or a UUID of version 7 of the layout when the text has 32 characters or
+/// more.
 fn parse(layout: Layout, text: &str) -> Result<Id, String> {
     if text.len() >= UUID_MIN_LEN {
         return Id::parse_uuid(text, layout).map_err(|err| err.to_string());
     }
+    parse_id(text, FORMS)
+}
+
+/// Decimal, or base32 when the text is 13 characters and not all digits (a 13-digit
+/// decimal ID is read as decimal). The error is the line to report: text read as decimal
+/// that holds a letter or a sign is told the `forms` taken, as it may be another form.
+pub(crate) fn parse_id(text: &str, forms: &str) -> Result<Id, String> {
     if text.len() == Base32::LEN && !text.bytes().all(|b| b.is_ascii_digit()) {
         return Id::from_base32(text).map_err(|err| err.to_string());
     }
     text.parse().map_err(|err| match err {
         ParseIdError::InvalidDigit { found, index } => {
-            format!("invalid character {found:?} at byte {index} in id: ids are {FORMS}")
+            format!("invalid character {found:?} at byte {index} in id: ids are {forms}")
         }
         ParseIdError::SignedId { sign } => {
-            format!("sign {sign:?} in id: ids are unsigned, {FORMS}")
+            format!("sign {sign:?} in id: ids are unsigned, {forms}")
         }
         err => err.to_string(),
     })

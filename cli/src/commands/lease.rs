@@ -1,8 +1,8 @@
 //! `atomflake mint --lease` and `atomflake lease`: node IDs leased from PostgreSQL, etcd or
 //! ZooKeeper, chosen by the URL (`etcd://` for etcd, `zk://` for ZooKeeper).
 
-use crate::mint::write_ids;
-use crate::{Failure, Format, rfc3339_ms, write_failed};
+use crate::mint::{Written, write_ids};
+use crate::{Failure, rfc3339_ms, write_failed};
 use atomflake::mark::MarkStore;
 use atomflake::{Builder, Layout};
 use atomflake_lease::{AnyLeaseError, LeaseOptions, LeaseRow, PassedOver, Registry};
@@ -108,14 +108,14 @@ pub(crate) fn mint(
     url: &str,
     args: &LeaseArgs,
     count: u64,
-    format: Format,
+    written: &Written,
 ) -> Result<(), Failure> {
     let (nodes, store) = acquire(layout, url, args, 1)?;
     let generator = Builder::new(layout)
         .mark_store(store)
         .build(nodes[0])
         .map_err(|err| Failure::Other(err.to_string()))?;
-    write_ids(&generator, count, format, |generator, block| {
+    write_ids(&generator, count, written, |generator, block| {
         // At most a lease time for each ID: a spent tick, a mark being stored, a lease
         // being renewed.
         for id in block {

@@ -7,9 +7,10 @@
 use super::{LayoutArgs, lease, node_in};
 use crate::high_water::HighWaterArgs;
 use crate::{Failure, write_failed};
-use atomflake::{Clock, Generator, Id, Layout};
+use atomflake::{Clock, Generator, Id, Layout, Mask};
 use clap::{Args, ValueEnum};
 use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// IDs minted per `fill`: a Twitter tick's worth.
@@ -54,9 +55,14 @@ pub(crate) struct MintArgs {
     /// `1ASD13XH1F800`; json: one JSON string per line (JSON Lines, IDs as strings so
     /// JavaScript keeps all 64 bits): `jq` reads them as a stream, `jq -s` as an array;
     /// uuid: a UUID of version 7 that holds the ID and its time, and sorts as the IDs do
-    /// (`decode` takes it back).
+    /// (`decode` takes it back); masked: the ID masked with the key of `--key-file`, in
+    /// decimal (`atomflake unmask` takes it back).
     #[arg(long, value_enum, default_value_t = Format::Decimal)]
     format: Format,
+    /// The key of `--format masked`: a file of 16 raw bytes or 32 hex digits, readable by
+    /// its owner alone (see `atomflake mask`).
+    #[arg(long, value_name = "PATH")]
+    key_file: Option<PathBuf>,
 }
 
 /// How `mint` writes IDs.
@@ -70,11 +76,42 @@ pub(crate) enum Format {
     Json,
     /// A UUID of version 7 (RFC 9562): the tick's start as its time, then the whole ID.
     Uuid,
+    /// The ID masked with `--key-file`'s key, in decimal.
+    Masked,
+}
+
+/// How `mint` writes each ID: the format, and the mask of `--format masked`.
+pub(crate) struct Written {
+    format: Format,
+    mask: Option<Mask>,
+}
+
+impl Written {
+    /// The format, with the key file it needs, or the usage error of one without the other.
+    fn of(format: Format, key_file: Option<&Path>) -> Result<Written, Failure> {
+        let mask = match (format, key_file) {
+            (Format::Masked, Some(path)) => Some(key(path)?),
+            (Format::Masked, None) => {
+                return Err(Failure::Usage("--format masked needs --key-file PATH".to_owned()));
+            }
+            (_, Some(_)) => {
+                return Err(Failure::Usage("--key-file goes with --format masked".to_owned()));
+            }
+            (_, None) => None,
+        };
+        Ok(Written { format, mask })
+    }
+}
+
+/// The mask of the key file at `path`, or the usage error that says why it cannot be used.
+pub(crate) fn key(path: &Path) -> Result<Mask, Failure> {
+    Mask::from_key_file(path).map_err(|err| Failure::Usage(err.to_string()))
 }
 
 /// `atomflake mint`: on the node given, or on one leased with `--lease`.
 pub(crate) fn run(args: &MintArgs) -> Result<(), Failure> {
     let layout = args.layout.preset()?;
+    let written = Written::of(args.format, args.key_file.as_deref())?;
     match (&args.lease, &args.node) {
         (Some(_), Some(node)) => Err(Failure::Usage(format!(
             "--node {node} and --lease: the lease picks the node (ATOMFLAKE_NODE counts as --node)"
@@ -82,14 +119,14 @@ pub(crate) fn run(args: &MintArgs) -> Result<(), Failure> {
         (Some(url), None) => args
             .high_water
             .check_lease()
-            .and_then(|()| lease::mint(layout, url, &args.lease_options, args.count, args.format)),
+            .and_then(|()| lease::mint(layout, url, &args.lease_options, args.count, &written)),
         (None, node) => fixed(
             layout,
             &args.layout.layout,
             node.as_deref().unwrap_or("0"),
             &args.high_water,
             args.count,
-            args.format,
+            &written,
         ),
     }
 }
@@ -102,11 +139,11 @@ fn fixed(
     node: &str,
     high_water: &HighWaterArgs,
     count: u64,
-    format: Format,
+    written: &Written,
 ) -> Result<(), Failure> {
     let node = node_in(layout, node)?;
     let generator = high_water.generator(layout, name, node)?;
-    write_ids(&generator, count, format, |generator, block| {
+    write_ids(&generator, count, written, |generator, block| {
         generator.fill(block);
         Ok(())
     })
@@ -116,7 +153,7 @@ fn fixed(
 pub(crate) fn write_ids<C: Clock>(
     generator: &Generator<C>,
     count: u64,
-    format: Format,
+    written: &Written,
     mut fill: impl FnMut(&Generator<C>, &mut [Id]) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
     // `fill` panics on a clock outside the layout's span: say so cleanly instead.
@@ -135,7 +172,7 @@ pub(crate) fn write_ids<C: Clock>(
         let block = &mut ids[..usize::try_from(left).map_or(BLOCK, |left| left.min(BLOCK))];
         fill(generator, block)?;
         for &id in &*block {
-            write_id(&mut out, &mut digits, layout, id, format).map_err(write_failed)?;
+            write_id(&mut out, &mut digits, layout, id, written).map_err(write_failed)?;
         }
         left -= block.len() as u64;
         progress.show(count - left);
@@ -150,9 +187,9 @@ fn write_id(
     digits: &mut itoa::Buffer,
     layout: Layout,
     id: Id,
-    format: Format,
+    written: &Written,
 ) -> io::Result<()> {
-    match format {
+    match written.format {
         Format::Decimal => out.write_all(digits.format(id.get()).as_bytes())?,
         Format::Base32 => out.write_all(id.to_base32().as_bytes())?,
         Format::Json => {
@@ -163,6 +200,14 @@ fn write_id(
         // The generator's IDs are of its layout, a preset, whose times all end by 2^48 ms
         // (Mastodon's exactly there): never an error.
         Format::Uuid => write!(out, "{}", id.to_uuid(layout).map_err(io::Error::other)?)?,
+        Format::Masked => {
+            // `Written::of` gives the format its mask: never an error.
+            let mask = written
+                .mask
+                .as_ref()
+                .ok_or_else(|| io::Error::other("--format masked without a key"))?;
+            out.write_all(digits.format(mask.mask(id).get()).as_bytes())?;
+        }
     }
     out.write_all(b"\n")
 }

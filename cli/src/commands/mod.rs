@@ -4,6 +4,7 @@
 pub(crate) mod decode;
 pub(crate) mod layouts;
 pub(crate) mod lease;
+pub(crate) mod mask;
 pub(crate) mod mint;
 pub(crate) mod serve;
 pub(crate) mod sql;

@@ -1,0 +1,217 @@
+//! [`Mask`]: a keyed permutation of the IDs, for public IDs that show neither their time,
+//! their node nor the volume between two of them.
+//!
+//! The permutation is Speck64/128 (Beaulieu et al., "The SIMON and SPECK Families of
+//! Lightweight Block Ciphers", IACR ePrint 2013/404), the `speck-cipher` crate: a
+//! 64-bit block cipher with a 128-bit key, on the ID's eight bytes, big-endian. It is
+//! cycle-walked (Black and Rogaway, "Ciphers with Arbitrary Finite Domains", CT-RSA 2002)
+//! within each half of the `u64`s: the cipher runs again on its own output until that lies
+//! in the same half as the input, `[0, 2^63)` or `[2^63, 2^64)`. So an ID that fits a
+//! signed `BIGINT` masks to one that does too, and each half is permuted: `unmask` walks
+//! back with the inverse cipher. A walk takes two encryptions on average (each lands in
+//! either half with odds of one half); more than `k` with odds of 2^-k.
+
+use super::error::MaskKeyError;
+use super::id::Id;
+use crate::io::IoCause;
+use speck_cipher::Speck64_128;
+use speck_cipher::cipher::{Block, BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
+use std::fmt;
+use std::path::Path;
+
+/// A keyed, reversible permutation of the IDs (feature `mask`): [`mask`](Self::mask) and
+/// [`unmask`](Self::unmask) are exact inverses, and an ID below 2^63 (any ID that fits a
+/// signed `BIGINT`) masks to one below 2^63.
+///
+/// What it hides: an ID's time, node and sequence, the order of two IDs, and the number of
+/// IDs minted between them: without the key, masked IDs of consecutive IDs look unrelated.
+/// What it does not: the key's secrecy is everything (whoever holds it unmasks every ID
+/// ever masked with it, and an ID cannot be taken back); a masked ID is as unique as the ID,
+/// not a secret or a credential; the same ID always masks the same, so a masked ID can be
+/// recognized where it is seen again.
+///
+/// # Examples
+///
+/// ```
+/// use atomflake::{Id, Mask};
+///
+/// let mask = Mask::new(*b"sixteen byte key");
+/// let id = Id::new(1050118621198921728);
+/// let masked = mask.mask(id);
+/// assert_ne!(masked, id);
+/// assert!(masked.get() <= i64::MAX as u64);
+/// assert_eq!(mask.unmask(masked), id);
+/// ```
+#[derive(Clone)]
+pub struct Mask {
+    cipher: Speck64_128,
+}
+
+/// The bytes of a key.
+pub const MASK_KEY_BYTES: usize = 16;
+
+impl Mask {
+    /// A mask with the 128-bit `key`.
+    pub fn new(key: [u8; MASK_KEY_BYTES]) -> Mask {
+        Mask {
+            cipher: Speck64_128::new(&key.into()),
+        }
+    }
+
+    /// A mask with the key written as 32 hex digits (any case), as a key file holds it.
+    ///
+    /// # Errors
+    ///
+    /// [`MaskKeyError::HexLength`] or [`MaskKeyError::InvalidHex`], naming the length or
+    /// the character; the key itself is never in an error.
+    pub fn from_hex(text: &str) -> Result<Mask, MaskKeyError> {
+        if text.len() != 2 * MASK_KEY_BYTES {
+            return Err(MaskKeyError::HexLength { length: text.len() });
+        }
+        let mut key = [0; MASK_KEY_BYTES];
+        for (index, byte) in text.bytes().enumerate() {
+            let digit = char::from(byte)
+                .to_digit(16)
+                .ok_or(MaskKeyError::InvalidHex { index })?;
+            // A hex digit is below 16: one byte.
+            #[allow(clippy::cast_possible_truncation)]
+            let digit = digit as u8;
+            key[index / 2] |= digit << (4 * (1 - index % 2));
+        }
+        Ok(Mask::new(key))
+    }
+
+    /// A mask with the key in the file at `path`: 16 raw bytes, or 32 hex digits (one line
+    /// end after them is allowed). The file must be readable by its owner alone (no
+    /// permission for the group or others), as SSH requires of a private key.
+    ///
+    /// # Errors
+    ///
+    /// [`MaskKeyError::Read`] when the file cannot be read, [`MaskKeyError::Permissions`]
+    /// when others may read or write it, [`MaskKeyError::FileSize`] for any other size,
+    /// and the errors of [`from_hex`](Self::from_hex). Each names the path, never the key.
+    pub fn from_key_file(path: &Path) -> Result<Mask, MaskKeyError> {
+        let read = |error: std::io::Error| MaskKeyError::Read {
+            path: path.display().to_string(),
+            cause: IoCause::from(error),
+        };
+        let metadata = std::fs::metadata(path).map_err(read)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = metadata.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                return Err(MaskKeyError::Permissions {
+                    path: path.display().to_string(),
+                    mode,
+                });
+            }
+        }
+        let bytes = std::fs::read(path).map_err(read)?;
+        let hex = bytes
+            .strip_suffix(b"\r\n")
+            .or_else(|| bytes.strip_suffix(b"\n"))
+            .unwrap_or(&bytes);
+        match (bytes.len(), <[u8; MASK_KEY_BYTES]>::try_from(&bytes[..])) {
+            (_, Ok(key)) => Ok(Mask::new(key)),
+            _ if hex.len() == 2 * MASK_KEY_BYTES => std::str::from_utf8(hex)
+                .map_err(|error| MaskKeyError::InvalidHex {
+                    index: error.valid_up_to(),
+                })
+                .and_then(Mask::from_hex),
+            (size, Err(_)) => Err(MaskKeyError::FileSize {
+                path: path.display().to_string(),
+                size: size as u64,
+            }),
+        }
+    }
+
+    /// The masked ID of `id`: below 2^63 when `id` is.
+    #[inline]
+    pub fn mask(&self, id: Id) -> Id {
+        Id::new(walk(id.get(), |x| self.encrypt(x)))
+    }
+
+    /// The ID whose masked ID is `masked`: `unmask(mask(id)) == id` for every ID.
+    #[inline]
+    pub fn unmask(&self, masked: Id) -> Id {
+        Id::new(walk(masked.get(), |x| self.decrypt(x)))
+    }
+
+    fn encrypt(&self, x: u64) -> u64 {
+        let mut block = Block::<Speck64_128>::from(x.to_be_bytes());
+        self.cipher.encrypt_block(&mut block);
+        u64::from_be_bytes(block.into())
+    }
+
+    fn decrypt(&self, x: u64) -> u64 {
+        let mut block = Block::<Speck64_128>::from(x.to_be_bytes());
+        self.cipher.decrypt_block(&mut block);
+        u64::from_be_bytes(block.into())
+    }
+}
+
+/// `step` applied to `x` until its result lies in `x`'s half of the `u64`s: it ends, as
+/// `step` is a permutation whose cycle through `x` comes back to `x`.
+#[inline]
+fn walk(x: u64, step: impl Fn(u64) -> u64) -> u64 {
+    let mut y = step(x);
+    while (y ^ x) >> 63 != 0 {
+        y = step(y);
+    }
+    y
+}
+
+impl fmt::Debug for Mask {
+    /// Never the key.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Mask { .. }")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The paper's test vector (appendix C), as the `speck-cipher` crate's tests read it: the printed
+    /// words big-endian, the key's last word first.
+    #[test]
+    fn speck64_128_gives_the_papers_vector() {
+        let key = [
+            0x1b, 0x1a, 0x19, 0x18, 0x13, 0x12, 0x11, 0x10, 0x0b, 0x0a, 0x09, 0x08, 0x03, 0x02, 0x01, 0x00,
+        ];
+        let mask = Mask::new(key);
+        assert_eq!(mask.encrypt(0x3b72_6574_7475_432d), 0x8c6f_a548_454e_028b);
+        assert_eq!(mask.decrypt(0x8c6f_a548_454e_028b), 0x3b72_6574_7475_432d);
+        // Its output is above 2^63, so the mask walks on: the masked ID is another.
+        let masked = mask.mask(Id::new(0x3b72_6574_7475_432d));
+        assert!(masked.get() < 1 << 63);
+        assert_eq!(mask.unmask(masked), Id::new(0x3b72_6574_7475_432d));
+    }
+
+    #[test]
+    fn a_hex_key_is_the_same_key_and_bad_hex_names_the_length_or_the_place() {
+        let mask = Mask::from_hex("1B1A191813121110" /* any case */).err();
+        assert_eq!(mask, Some(MaskKeyError::HexLength { length: 16 }));
+        let hex = Mask::from_hex("1b1a1918131211100B0A090803020100").unwrap();
+        let key = [
+            0x1b, 0x1a, 0x19, 0x18, 0x13, 0x12, 0x11, 0x10, 0x0b, 0x0a, 0x09, 0x08, 0x03, 0x02, 0x01, 0x00,
+        ];
+        assert_eq!(hex.mask(Id::new(12345)), Mask::new(key).mask(Id::new(12345)));
+        assert_eq!(
+            Mask::from_hex("1b1a1918131211100b0a09080302010g").err(),
+            Some(MaskKeyError::InvalidHex { index: 31 })
+        );
+        assert_eq!(format!("{hex:?}"), "Mask { .. }");
+    }
+
+    #[test]
+    fn the_halves_ends_round_trip_and_stay_in_their_half() {
+        let mask = Mask::new(*b"0123456789abcdef");
+        for id in [0, 1, (1 << 63) - 1, 1 << 63, u64::MAX, 1 << 53, (1 << 53) - 1] {
+            let masked = mask.mask(Id::new(id));
+            assert_eq!(masked.get() >> 63, id >> 63, "{id}");
+            assert_eq!(mask.unmask(masked), Id::new(id), "{id}");
+        }
+    }
+}
