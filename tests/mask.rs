@@ -54,6 +54,27 @@ fn the_edges_of_each_half_round_trip_in_their_half() {
     }
 }
 
+/// `mask_all` and `unmask_all` give what `mask` and `unmask` give, ID by ID, in slices of
+/// every length around the chunk of 64.
+#[test]
+fn masking_a_slice_is_masking_each_id() {
+    let mask = Mask::new(KEY);
+    for length in [0, 1, 2, 63, 64, 65, 200] {
+        let ids: Vec<Id> = (0..length)
+            .map(|i: u64| Id::new(i.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+            .collect();
+        let mut masked = ids.clone();
+        mask.mask_all(&mut masked);
+        assert_eq!(
+            masked,
+            ids.iter().map(|&id| mask.mask(id)).collect::<Vec<_>>(),
+            "{length}"
+        );
+        mask.unmask_all(&mut masked);
+        assert_eq!(masked, ids, "{length}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(5000))]
 

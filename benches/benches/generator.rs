@@ -7,13 +7,15 @@
 //!   `Clock::raw()` read, the one cost it cannot avoid.
 //! - `threads`: aggregate time per ID with 1 and 2 threads, for a `ShardedGenerator`
 //!   (41/1/21: two nodes, each thread its own) and for one shared `Generator` (wide).
+//! - `forms`: an ID's other forms, per ID, beside `Generator::next_id` (Twitter's layout):
+//!   base32 text, a UUID of version 7, and `Mask::mask`/`unmask`, on consecutive IDs.
 //!
 //! Before timing, each generator's IDs are checked (`atomflake_benches::sanity`): one that
 //! fails is reported as broken and not timed.
 //!
 //! `cargo bench -p atomflake-benches --bench generator`
 
-use atomflake::{Generator, Layout, LocalGenerator, MonotonicClock, ShardedGenerator};
+use atomflake::{Generator, Layout, LocalGenerator, Mask, MonotonicClock, ShardedGenerator};
 use atomflake_benches::measure::{floor_step, on_threads};
 use atomflake_benches::peers::{two_nodes, wide};
 use atomflake_benches::sanity;
@@ -132,5 +134,38 @@ fn threads(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, blocks, local, threads);
+/// The other forms of an ID, per ID, beside minting one: each on consecutive Twitter IDs
+/// (as a generator hands them out), so that the input changes as it does in use.
+fn forms(c: &mut Criterion) {
+    let mut group = c.benchmark_group("forms");
+    group.throughput(Throughput::Elements(1));
+    let generator = Generator::new(Layout::TWITTER, 1).expect("node 1");
+    group.bench_function("atomflake Generator::next_id (twitter)", |b| {
+        b.iter(|| generator.next_id());
+    });
+    let first = generator.next_id().get();
+    let mut next = first;
+    let mut consecutive = move || {
+        next += 1;
+        atomflake::Id::new(black_box(next))
+    };
+    group.bench_function("Id::to_base32", |b| b.iter(|| consecutive().to_base32()));
+    group.bench_function("Id::to_uuid_u128 (twitter)", |b| {
+        b.iter(|| consecutive().to_uuid_u128(Layout::TWITTER));
+    });
+    let mask = Mask::new(*b"a bench's key...");
+    group.bench_function("Mask::mask", |b| b.iter(|| mask.mask(consecutive())));
+    group.bench_function("Mask::unmask", |b| b.iter(|| mask.unmask(consecutive())));
+    let mut block: Vec<atomflake::Id> = (first..first + 4096).map(atomflake::Id::new).collect();
+    group.throughput(Throughput::Elements(4096));
+    group.bench_function("Mask::mask_all(4096 IDs), per block", |b| {
+        b.iter(|| mask.mask_all(black_box(&mut block)));
+    });
+    group.bench_function("Mask::unmask_all(4096 IDs), per block", |b| {
+        b.iter(|| mask.unmask_all(black_box(&mut block)));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, blocks, local, threads, forms);
 criterion_main!(benches);

@@ -138,6 +138,21 @@ impl Mask {
         Id::new(walk(masked.get(), |x| self.decrypt(x)))
     }
 
+    /// [`mask`](Self::mask) of each ID in `ids`, in place: the same IDs as one call each,
+    /// faster in bulk, as the processor overlaps the IDs' encryptions.
+    pub fn mask_all(&self, ids: &mut [Id]) {
+        for chunk in ids.chunks_mut(CHUNK) {
+            walk_chunk(chunk, |x| self.encrypt(x));
+        }
+    }
+
+    /// [`unmask`](Self::unmask) of each ID in `ids`, in place.
+    pub fn unmask_all(&self, ids: &mut [Id]) {
+        for chunk in ids.chunks_mut(CHUNK) {
+            walk_chunk(chunk, |x| self.decrypt(x));
+        }
+    }
+
     fn encrypt(&self, x: u64) -> u64 {
         let mut block = Block::<Speck64_128>::from(x.to_be_bytes());
         self.cipher.encrypt_block(&mut block);
@@ -160,6 +175,39 @@ fn walk(x: u64, step: impl Fn(u64) -> u64) -> u64 {
         y = step(y);
     }
     y
+}
+
+/// The IDs [`walk_chunk`] takes at once.
+const CHUNK: usize = 64;
+
+/// [`walk`] of each of `ids` (at most [`CHUNK`]), in rounds: one step for every ID still
+/// out of its half, with no branch on an ID's value, so that the steps of a round, which
+/// do not depend on each other, overlap in the processor. Each round leaves about half.
+#[inline]
+fn walk_chunk(ids: &mut [Id], step: impl Fn(u64) -> u64) {
+    let mut x = [0_u64; CHUNK];
+    let mut y = [0_u64; CHUNK];
+    let mut pending = [0_usize; CHUNK];
+    let mut left = 0;
+    for (i, id) in ids.iter().enumerate() {
+        x[i] = id.get();
+        y[i] = step(x[i]);
+        pending[left] = i;
+        left += usize::from((y[i] ^ x[i]) >> 63 != 0);
+    }
+    while left > 0 {
+        let mut still = 0;
+        for j in 0..left {
+            let i = pending[j];
+            y[i] = step(y[i]);
+            pending[still] = i;
+            still += usize::from((y[i] ^ x[i]) >> 63 != 0);
+        }
+        left = still;
+    }
+    for (id, &y) in ids.iter_mut().zip(&y) {
+        *id = Id::new(y);
+    }
 }
 
 impl fmt::Debug for Mask {

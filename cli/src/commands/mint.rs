@@ -171,6 +171,9 @@ pub(crate) fn write_ids<C: Clock>(
     while left > 0 {
         let block = &mut ids[..usize::try_from(left).map_or(BLOCK, |left| left.min(BLOCK))];
         fill(generator, block)?;
+        if let Some(mask) = &written.mask {
+            mask.mask_all(block);
+        }
         for &id in &*block {
             write_id(&mut out, &mut digits, layout, id, written).map_err(write_failed)?;
         }
@@ -190,7 +193,8 @@ fn write_id(
     written: &Written,
 ) -> io::Result<()> {
     match written.format {
-        Format::Decimal => out.write_all(digits.format(id.get()).as_bytes())?,
+        // A masked block is masked before it is written (`Mask::mask_all`, in bulk).
+        Format::Decimal | Format::Masked => out.write_all(digits.format(id.get()).as_bytes())?,
         Format::Base32 => out.write_all(id.to_base32().as_bytes())?,
         Format::Json => {
             out.write_all(b"\"")?;
@@ -200,14 +204,6 @@ fn write_id(
         // The generator's IDs are of its layout, a preset, whose times all end by 2^48 ms
         // (Mastodon's exactly there): never an error.
         Format::Uuid => write!(out, "{}", id.to_uuid(layout).map_err(io::Error::other)?)?,
-        Format::Masked => {
-            // `Written::of` gives the format its mask: never an error.
-            let mask = written
-                .mask
-                .as_ref()
-                .ok_or_else(|| io::Error::other("--format masked without a key"))?;
-            out.write_all(digits.format(mask.mask(id).get()).as_bytes())?;
-        }
     }
     out.write_all(b"\n")
 }
