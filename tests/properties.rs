@@ -16,7 +16,8 @@
 //!   passes the spent tick during a wait with no deadline, and the model's exhaustion,
 //!   exactly, when the clock stands still past a short deadline; IDs strictly increase;
 //! - decimal text: every `u64` round-trips, and parsing any text never panics and succeeds
-//!   only on plain digits.
+//!   only on plain digits; base62 text round-trips every `u64`, sorts as the numbers do,
+//!   and parses only 11 alphanumeric characters.
 
 use atomflake::{
     Builder, FieldOrder, Generator, Id, Layout, LocalGenerator, ManualClock, MintError, Parts, RangeError,
@@ -80,6 +81,21 @@ proptest! {
     #[test]
     fn decimal_round_trip(raw: u64) {
         prop_assert_eq!(Id::new(raw).to_string().parse::<Id>(), Ok(Id::new(raw)));
+    }
+
+    /// Base62 round-trips every `u64`, and its text sorts as the numbers do.
+    #[test]
+    fn base62_round_trips_and_sorts_as_the_ids(a: u64, b: u64) {
+        let (ta, tb) = (Id::new(a).to_base62(), Id::new(b).to_base62());
+        prop_assert_eq!(Id::from_base62(&ta.to_string()), Ok(Id::new(a)));
+        prop_assert_eq!(ta.as_bytes().cmp(tb.as_bytes()), a.cmp(&b));
+    }
+
+    #[test]
+    fn parsing_base62_never_panics(text in "\\PC{0,12}") {
+        if Id::from_base62(&text).is_ok() {
+            prop_assert!(text.len() == 11 && text.bytes().all(|b| b.is_ascii_alphanumeric()));
+        }
     }
 
     #[test]

@@ -49,7 +49,8 @@ enum Command {
     Mint(mint::MintArgs),
     /// Decode IDs: time (RFC 3339, UTC, milliseconds), node and sequence.
     ///
-    /// IDs are decimal, or 13-character base32 (see `mint --format base32`). With no IDs
+    /// IDs are decimal, 13-character base32, 11-character base62 (see `mint --format`), or
+    /// UUIDs of version 7 of the layout (text of digits alone is decimal). With no IDs
     /// given, reads one per line from stdin (blank lines are skipped). An ID that does not
     /// parse or does not fit the layout, or a line that is not UTF-8, is reported on stderr;
     /// the others are still decoded, and the exit code is 2.
@@ -57,7 +58,7 @@ enum Command {
     /// Mask IDs with a key: a keyed permutation (Speck64/128) whose output shows neither
     /// the ID's time, its node nor the volume between two IDs, and which `unmask` takes back.
     ///
-    /// IDs are decimal or base32, given or one per line on stdin; each masked ID is written
+    /// IDs are decimal, base32 or base62, given or one per line on stdin; each masked ID is written
     /// in decimal, one per line. An ID below 2^63 (one that fits a signed BIGINT) masks to
     /// one below 2^63. Bad input is reported on stderr and the others still go through
     /// (exit code 2). The key is never printed; whoever holds it unmasks every ID.

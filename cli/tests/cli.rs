@@ -149,6 +149,27 @@ fn mint_base32_and_json_formats() {
     let decoded = run(&["decode", lines[0]]);
     assert_eq!(decoded.status.code(), Some(0), "{}", stderr(&decoded));
 
+    let output = run(&["mint", "-n", "3", "--format", "base62"]);
+    let lines: Vec<&str> = stdout(&output).lines().collect();
+    assert_eq!(lines.len(), 3);
+    assert!(lines.iter().all(|l| l.len() == 11), "{lines:?}");
+    assert!(
+        lines.windows(2).all(|w| w[0] < w[1]),
+        "base62 sorts like the number"
+    );
+    let decoded = run(&[&["decode"][..], &lines].concat());
+    assert_eq!((decoded.status.code(), stderr(&decoded)), (Some(0), ""));
+    // As an independent Python base62 in ASCII order writes the published ID.
+    assert_eq!(
+        succeeds(&["decode", "1ptWyK4WgZU"]),
+        "1541815603606036480  2022-06-28T16:07:40.105Z  node 378  sequence 0\n"
+    );
+    assert_bad_input(
+        &run(&["decode", "LygHa16AHYG"]),
+        "cannot decode \"LygHa16AHYG\": base62 id \"LygHa16AHYG\" is out of range: ids allow \
+         00000000000..=LygHa16AHYF",
+    );
+
     let output = run(&["mint", "-n", "3", "--format", "json"]);
     for line in stdout(&output).lines() {
         let digits = line.strip_prefix('"').and_then(|l| l.strip_suffix('"'));
@@ -341,7 +362,8 @@ fn mask_refuses_bad_keys_and_ids_with_exact_errors() {
     assert_eq!(
         stderr(&output),
         "atomflake: cannot mask \"x1\": invalid character 'x' at byte 0 in id: ids are decimal (the digits \
-         0-9) or base32 (13 characters: Crockford's digits 0-9 and A-Z without U, I and L read as 1, O as 0)\n"
+         0-9), base32 (13 characters: Crockford's digits 0-9 and A-Z without U, I and L read as 1, O as 0) or \
+         base62 (11 characters: 0-9, A-Z, a-z)\n"
     );
 }
 
@@ -419,7 +441,8 @@ fn decode_goes_on_after_a_bad_id() {
         stderr(&output),
         "atomflake: cannot decode \"12x\": invalid character 'x' at byte 2 in id: ids are \
          decimal (the digits 0-9), base32 (13 characters: Crockford's digits 0-9 and A-Z \
-         without U, I and L read as 1, O as 0) or a UUID of version 7 (32 hex digits)\n\
+         without U, I and L read as 1, O as 0), base62 (11 characters: 0-9, A-Z, a-z) or a UUID of \
+         version 7 (32 hex digits)\n\
          atomflake: cannot decode \"18446744073709551616\": id is out of range: ids allow \
          0..=18446744073709551615\n\
          atomflake: cannot decode \"9223372036854775808\": id 9223372036854775808 is out of \
@@ -455,7 +478,8 @@ fn decode_goes_on_after_a_line_that_is_not_utf8() {
 #[test]
 fn decode_bad_arguments_exit_2_with_one_line() {
     let forms = "decimal (the digits 0-9), base32 (13 characters: Crockford's digits 0-9 \
-                 and A-Z without U, I and L read as 1, O as 0) or a UUID of version 7 (32 hex digits)";
+                 and A-Z without U, I and L read as 1, O as 0), base62 (11 characters: 0-9, A-Z, a-z) \
+                 or a UUID of version 7 (32 hex digits)";
     assert_bad_input(
         &run(&["decode", "-5"]),
         &format!("cannot decode \"-5\": sign '-' in id: ids are unsigned, {forms}"),

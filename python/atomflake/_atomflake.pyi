@@ -20,13 +20,16 @@ __all__ = [
     "LeaseError",
     "Layout",
     "MAX_BATCH",
+    "Mask",
     "MintError",
     "Parts",
     "StartError",
     "from_base32",
+    "from_base62",
     "lease",
     "parse_id",
     "to_base32",
+    "to_base62",
 ]
 
 MAX_BATCH: int
@@ -210,6 +213,25 @@ def to_base32(id: int) -> str:
 
 def from_base32(text: str) -> int:
     """The ID of 13 characters of base32."""
+
+def to_base62(id: int) -> str:
+    """An ID as 11 characters of base62 (``0-9A-Za-z`` in ASCII order) that sort as the IDs do."""
+
+def from_base62(text: str) -> int:
+    """The ID of 11 characters of base62."""
+
+@final
+class Mask:
+    """A keyed permutation of the IDs: ``unmask(mask(id)) == id``; IDs below ``2**63`` stay below it."""
+
+    def __new__(cls, key: bytes) -> Self: ...
+    @staticmethod
+    def from_key_file(path: Union[str, os.PathLike[str]]) -> Mask:
+        """A mask with the key in a file of 16 raw bytes or 32 hex digits, readable by its owner alone."""
+    def mask(self, id: int) -> int:
+        """The masked ID of ``id``."""
+    def unmask(self, masked: int) -> int:
+        """The ID whose masked ID is ``masked``."""
 
 def parse_id(text: str) -> int:
     """The ID of decimal text."""

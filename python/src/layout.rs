@@ -411,6 +411,66 @@ pub(crate) fn from_base32(text: &str) -> PyResult<u64> {
         .map_err(|error| PyValueError::new_err(error.to_string()))
 }
 
+/// An ID as 11 characters of base62 (`0-9A-Za-z`, in ASCII order), which sort as the IDs
+/// do.
+#[pyfunction]
+pub(crate) fn to_base62(id: &Bound<'_, PyAny>) -> PyResult<String> {
+    Ok(Id::new(args::id(id)?).to_base62().to_string())
+}
+
+/// The ID of 11 characters of base62; a `ValueError` says what is wrong with the text.
+#[pyfunction]
+pub(crate) fn from_base62(text: &str) -> PyResult<u64> {
+    Id::from_base62(text)
+        .map(Id::get)
+        .map_err(|error| PyValueError::new_err(error.to_string()))
+}
+
+/// A keyed permutation of the IDs (Speck64/128, cycle-walked within each half of the
+/// 64-bit numbers): `unmask(mask(id)) == id`, and an ID below 2**63 masks to one below
+/// 2**63. The key is never shown.
+#[pyclass(frozen, module = "atomflake", name = "Mask")]
+pub(crate) struct PyMask(atomflake::Mask);
+
+#[pymethods]
+impl PyMask {
+    /// A mask with a 16-byte key (`bytes`); a `ValueError` for another length.
+    #[new]
+    fn new(key: &[u8]) -> PyResult<Self> {
+        <[u8; atomflake::MASK_KEY_BYTES]>::try_from(key)
+            .map(|key| PyMask(atomflake::Mask::new(key)))
+            .map_err(|_| PyValueError::new_err(format!("key has {} bytes: a key is 16 bytes", key.len())))
+    }
+
+    /// A mask with the key in a file of 16 raw bytes or 32 hex digits, readable by its
+    /// owner alone; a `ValueError` names the file and what is wrong with it.
+    #[staticmethod]
+    fn from_key_file(path: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let path: std::path::PathBuf = path.extract()?;
+        atomflake::Mask::from_key_file(&path)
+            .map(PyMask)
+            .map_err(|error| PyValueError::new_err(error.to_string()))
+    }
+
+    /// The masked ID of `id`.
+    fn mask(&self, id: &Bound<'_, PyAny>) -> PyResult<u64> {
+        Ok(self.0.mask(Id::new(args::id(id)?)).get())
+    }
+
+    /// The ID whose masked ID is `masked`.
+    fn unmask(&self, masked: &Bound<'_, PyAny>) -> PyResult<u64> {
+        Ok(self.0.unmask(Id::new(args::id(masked)?)).get())
+    }
+
+    #[expect(
+        clippy::unused_self,
+        reason = "Python's repr is a method; it never shows the key"
+    )]
+    fn __repr__(&self) -> &'static str {
+        "Mask(...)"
+    }
+}
+
 /// The ID of decimal text; a `ValueError` says what is wrong with the text.
 #[pyfunction]
 pub(crate) fn parse_id(text: &str) -> PyResult<u64> {

@@ -20,9 +20,12 @@ fn _atomflake(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<generator::PyGenerator>()?;
     module.add_class::<layout::PyLayout>()?;
     module.add_class::<layout::PyParts>()?;
+    module.add_class::<layout::PyMask>()?;
     module.add_function(wrap_pyfunction!(generator::lease, module)?)?;
     module.add_function(wrap_pyfunction!(layout::to_base32, module)?)?;
     module.add_function(wrap_pyfunction!(layout::from_base32, module)?)?;
+    module.add_function(wrap_pyfunction!(layout::to_base62, module)?)?;
+    module.add_function(wrap_pyfunction!(layout::from_base62, module)?)?;
     module.add_function(wrap_pyfunction!(layout::parse_id, module)?)?;
     module.add("MAX_BATCH", generator::MAX_BATCH)?;
     errors::register(py, module)?;

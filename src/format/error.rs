@@ -2,6 +2,7 @@
 //! value outside a layout's fields or span.
 
 use super::base32::Base32;
+use super::base62::Base62;
 use super::field::Field;
 use crate::io::IoCause;
 
@@ -66,6 +67,32 @@ pub enum ParseIdError {
     Base32Overflow {
         /// The text given.
         text: Base32,
+    },
+    /// Base62 text that is not 11 bytes long.
+    #[error("base62 id has {length} bytes: a base62 id has exactly {}", Base62::LEN)]
+    Base62Length {
+        /// The number of bytes given.
+        length: usize,
+    },
+    /// Base62 text holding a character other than `0-9`, `A-Z` and `a-z`.
+    #[error(
+        "invalid character {found:?} at byte {index} in base62 id: base62 ids use the digits 0-9, A-Z and a-z"
+    )]
+    InvalidBase62 {
+        /// The character found.
+        found: char,
+        /// Its byte offset in the text.
+        index: usize,
+    },
+    /// A base62 ID above `u64::MAX`.
+    #[error(
+        "base62 id \"{text}\" is out of range: ids allow {}..={}",
+        Base62::encode(0),
+        Base62::encode(u64::MAX)
+    )]
+    Base62Overflow {
+        /// The text given.
+        text: Base62,
     },
 }
 

@@ -2,6 +2,7 @@
 
 use super::error::{ParseIdError, RangeError};
 use crate::format::base32::{self, Base32};
+use crate::format::base62::{self, Base62};
 use core::fmt;
 use core::str::FromStr;
 
@@ -113,6 +114,55 @@ impl Id {
         }
         #[expect(clippy::cast_possible_wrap, reason = "checked against i64::MAX above")]
         Ok(self.0 as i64)
+    }
+}
+
+/// The base62 text form (see [`Base62`]).
+impl Id {
+    /// The ID as 11 characters of base62, `0-9A-Za-z` in ASCII order (see [`Base62`]).
+    ///
+    /// ```
+    /// use atomflake::Id;
+    ///
+    /// assert_eq!(Id::new(u64::MAX).to_base62().to_string(), "LygHa16AHYF");
+    /// assert!(Id::new(61).to_base62() < Id::new(62).to_base62()); // sorts like the number
+    /// ```
+    pub const fn to_base62(self) -> Base62 {
+        Base62::encode(self.0)
+    }
+
+    /// Parses 11 characters of base62, case-sensitive.
+    ///
+    /// # Errors
+    ///
+    /// [`ParseIdError::Base62Length`] unless the text is 11 bytes long,
+    /// [`ParseIdError::InvalidBase62`] naming the first character outside `0-9A-Za-z` and
+    /// its byte offset, [`ParseIdError::Base62Overflow`] for a value above `u64::MAX`
+    /// (above `LygHa16AHYF`).
+    ///
+    /// ```
+    /// use atomflake::{Id, ParseIdError};
+    ///
+    /// assert_eq!(Id::from_base62("0000000000z")?, Id::new(61));
+    /// assert_eq!(Id::from_base62("12"), Err(ParseIdError::Base62Length { length: 2 }));
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    pub fn from_base62(text: &str) -> Result<Id, ParseIdError> {
+        if text.len() != Base62::LEN {
+            return Err(ParseIdError::Base62Length { length: text.len() });
+        }
+        let mut value: u128 = 0;
+        for (index, found) in text.char_indices() {
+            let Some(digit) = base62::digit(found) else {
+                return Err(ParseIdError::InvalidBase62 { found, index });
+            };
+            value = value * 62 + u128::from(digit);
+        }
+        u64::try_from(value)
+            .map(Id)
+            .map_err(|_| ParseIdError::Base62Overflow {
+                text: Base62::from_checked(text.as_bytes()),
+            })
     }
 }
 

@@ -2,6 +2,7 @@
 //! text forms, and their errors.
 
 pub(crate) mod base32;
+pub(crate) mod base62;
 mod error;
 mod field;
 pub(crate) mod id;
@@ -11,6 +12,7 @@ mod mask;
 mod uuid;
 
 pub use base32::Base32;
+pub use base62::Base62;
 pub use error::{LayoutError, MaskKeyError, ParseIdError, RangeError, UuidError};
 pub use field::Field;
 pub use id::{Id, Parts};

@@ -2,7 +2,7 @@
 
 use super::{LayoutArgs, rfc3339};
 use crate::{Failure, report, write_failed};
-use atomflake::{Base32, Id, Layout, ParseIdError};
+use atomflake::{Base32, Base62, Id, Layout, ParseIdError};
 use clap::Args;
 use std::fmt;
 use std::io::{self, BufRead, BufWriter, Write};
@@ -118,11 +118,13 @@ pub(crate) fn reject(out: &mut impl Write, message: fmt::Arguments<'_>) -> Resul
 
 /// The forms [`parse`] takes, as its errors name them.
 const FORMS: &str = "decimal (the digits 0-9), base32 (13 characters: Crockford's digits 0-9 \
-                     and A-Z without U, I and L read as 1, O as 0) or a UUID of version 7 (32 hex digits)";
+                     and A-Z without U, I and L read as 1, O as 0), base62 (11 characters: 0-9, A-Z, \
+                     a-z) or a UUID of version 7 (32 hex digits)";
 
 /// The forms [`parse_id`] takes.
-pub(crate) const ID_FORMS: &str = "decimal (the digits 0-9) or base32 (13 characters: Crockford's digits \
-                                   0-9 and A-Z without U, I and L read as 1, O as 0)";
+pub(crate) const ID_FORMS: &str = "decimal (the digits 0-9), base32 (13 characters: Crockford's digits \
+                                   0-9 and A-Z without U, I and L read as 1, O as 0) or base62 (11 \
+                                   characters: 0-9, A-Z, a-z)";
 
 /// The fewest characters of a UUID's text (32 hex digits, no hyphens): more than any
 /// decimal or base32 ID has.
@@ -137,12 +139,17 @@ fn parse(layout: Layout, text: &str) -> Result<Id, String> {
     parse_id(text, FORMS)
 }
 
-/// Decimal, or base32 when the text is 13 characters and not all digits (a 13-digit
-/// decimal ID is read as decimal). The error is the line to report: text read as decimal
-/// that holds a letter or a sign is told the `forms` taken, as it may be another form.
+/// Decimal; base32 when the text is 13 characters and not all digits, base62 when it is 11
+/// and not all digits (text of digits alone is read as decimal). The error is the line to
+/// report: text read as decimal that holds a letter or a sign is told the `forms` taken, as
+/// it may be another form.
 pub(crate) fn parse_id(text: &str, forms: &str) -> Result<Id, String> {
-    if text.len() == Base32::LEN && !text.bytes().all(|b| b.is_ascii_digit()) {
+    let digits = text.bytes().all(|b| b.is_ascii_digit());
+    if text.len() == Base32::LEN && !digits {
         return Id::from_base32(text).map_err(|err| err.to_string());
+    }
+    if text.len() == Base62::LEN && !digits {
+        return Id::from_base62(text).map_err(|err| err.to_string());
     }
     text.parse().map_err(|err| match err {
         ParseIdError::InvalidDigit { found, index } => {

@@ -52,7 +52,7 @@ pub(crate) struct MintArgs {
     #[arg(short = 'n', long = "count", default_value_t = 1, value_name = "COUNT")]
     count: u64,
     /// decimal: `1541815603606036480`; base32: 13 Crockford characters,
-    /// `1ASD13XH1F800`; json: one JSON string per line (JSON Lines, IDs as strings so
+    /// `1ASD13XH1F800`; base62: 11 characters, `0-9A-Za-z`, `1ptWyK4WgZU`; json: one JSON string per line (JSON Lines, IDs as strings so
     /// JavaScript keeps all 64 bits): `jq` reads them as a stream, `jq -s` as an array;
     /// uuid: a UUID of version 7 that holds the ID and its time, and sorts as the IDs do
     /// (`decode` takes it back); masked: the ID masked with the key of `--key-file`, in
@@ -72,6 +72,8 @@ pub(crate) enum Format {
     Decimal,
     /// 13 characters of Crockford base32.
     Base32,
+    /// 11 characters of base62, `0-9A-Za-z` in ASCII order.
+    Base62,
     /// A JSON string per line.
     Json,
     /// A UUID of version 7 (RFC 9562): the tick's start as its time, then the whole ID.
@@ -196,6 +198,7 @@ fn write_id(
         // A masked block is masked before it is written (`Mask::mask_all`, in bulk).
         Format::Decimal | Format::Masked => out.write_all(digits.format(id.get()).as_bytes())?,
         Format::Base32 => out.write_all(id.to_base32().as_bytes())?,
+        Format::Base62 => out.write_all(id.to_base62().as_bytes())?,
         Format::Json => {
             out.write_all(b"\"")?;
             out.write_all(digits.format(id.get()).as_bytes())?;
