@@ -233,6 +233,61 @@ fn sql_decodes_what_rust_decodes_through_the_extension() {
     }
 }
 
+/// `atomflake_mask` and `atomflake_unmask` give the repository's vectors
+/// (`tests/mask_vectors.txt`, the same in Rust and Python) with the key as a parameter, and
+/// take back masked IDs of minted ones; a key of another length and a negative ID are exact
+/// errors that never show the key.
+#[test]
+fn masks_in_sql_are_the_repositorys_vectors_and_bad_keys_are_exact_errors() {
+    let Some(server) = server("ext-mask", "twitter", Some(7), pg::Options::default()) else {
+        return;
+    };
+    let mut client = connect(&server);
+    let vectors = include_str!("../../tests/mask_vectors.txt");
+    let mut lines = vectors.lines().filter(|line| !line.starts_with('#'));
+    let hex = lines.next().unwrap().strip_prefix("key ").unwrap();
+    let key: Vec<u8> = (0..16)
+        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let mut checked = 0;
+    for line in lines {
+        let (id, masked) = line.split_once(' ').unwrap();
+        let (Ok(id), Ok(masked)) = (id.parse::<i64>(), masked.parse::<i64>()) else {
+            continue; // IDs of 2^63 and above: not a bigint's.
+        };
+        let row = client
+            .query_one(
+                "SELECT atomflake_mask($1, $2), atomflake_unmask($3, $2)",
+                &[&id, &key, &masked],
+            )
+            .unwrap();
+        assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (masked, id));
+        checked += 1;
+    }
+    assert_eq!(checked, 5);
+    let row = client
+        .query_one(
+            "SELECT count(*), count(*) FILTER (WHERE atomflake_unmask(atomflake_mask(id, $1), $1) = id),
+                    count(*) FILTER (WHERE atomflake_mask(id, $1) >= 0)
+             FROM (SELECT atomflake_next_id() AS id FROM generate_series(1, 1000)) AS minted",
+            &[&key],
+        )
+        .unwrap();
+    assert_eq!(
+        (row.get::<_, i64>(0), row.get::<_, i64>(1), row.get::<_, i64>(2)),
+        (1000, 1000, 1000)
+    );
+    let short = vec![7_u8; 15];
+    assert_eq!(
+        db_error(client.query("SELECT atomflake_mask(1, $1)", &[&short])),
+        "key has 15 bytes: a key is 16 bytes"
+    );
+    assert_eq!(
+        db_error(client.query("SELECT atomflake_unmask(-1, $1)", &[&key])),
+        "id -1 is out of range: ids allow 0..=9223372036854775807"
+    );
+}
+
 #[test]
 fn ids_from_the_extension_and_a_rust_generator_share_a_primary_key() {
     let Some(server) = server("ext-mixed", "twitter", Some(7), pg::Options::default()) else {
@@ -831,7 +886,7 @@ fn without_shared_preload_libraries_create_extension_is_a_clear_error() {
 
 /// Every function the extension creates, and whether a role with no grants may call it:
 /// a function added later must be placed here, on purpose.
-const PUBLIC_MAY_EXECUTE: [(&str, bool); 18] = [
+const PUBLIC_MAY_EXECUTE: [(&str, bool); 20] = [
     ("atomflake_adopt(regclass,name)", true),
     ("atomflake_dump_restored()", true),
     ("atomflake_first_id_at(timestamp with time zone)", true),
@@ -840,6 +895,7 @@ const PUBLIC_MAY_EXECUTE: [(&str, bool); 18] = [
     ("atomflake_mark()", true),
     ("atomflake_mark_in(cstring)", true),
     ("atomflake_mark_out(atomflake_mark)", true),
+    ("atomflake_mask(bigint,bytea)", true),
     ("atomflake_next_id()", true),
     ("atomflake_next_id(bigint)", false),
     ("atomflake_next_id_at(bigint)", false),
@@ -850,6 +906,7 @@ const PUBLIC_MAY_EXECUTE: [(&str, bool); 18] = [
     ("atomflake_time(bigint)", true),
     ("atomflake_to_uuid(bigint)", true),
     ("atomflake_unix_ms(bigint)", true),
+    ("atomflake_unmask(bigint,bytea)", true),
 ];
 
 /// The row a dump carries is the owner's alone to write (`stranger` has no grants), and

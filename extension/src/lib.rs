@@ -925,3 +925,37 @@ fn from_uuid(uuid: pgrx::Uuid) -> i64 {
         ),
     }
 }
+
+/// `id` masked with the 16-byte `key` (`Mask::mask`): a keyed permutation of the IDs that
+/// fit a bigint, whose output shows neither the ID's time, node nor the volume between
+/// two IDs; `atomflake_unmask` with the same key gives the ID back. Pass the key as a
+/// query parameter rather than a literal, which the server's statement log would keep.
+#[pg_extern(name = "atomflake_mask", immutable, strict, parallel_safe)]
+fn mask(id: i64, key: &[u8]) -> i64 {
+    masked_with(id, key, atomflake::Mask::mask)
+}
+
+/// The ID whose `atomflake_mask` with `key` is `masked` (`Mask::unmask`).
+#[pg_extern(name = "atomflake_unmask", immutable, strict, parallel_safe)]
+fn unmask(masked: i64, key: &[u8]) -> i64 {
+    masked_with(masked, key, atomflake::Mask::unmask)
+}
+
+/// `through` (a mask's `mask` or `unmask`) of `value` with `key`, or the error for a key of
+/// another length (never showing it) or a negative value.
+fn masked_with(value: i64, key: &[u8], through: fn(&atomflake::Mask, atomflake::Id) -> atomflake::Id) -> i64 {
+    let Ok(key) = <[u8; atomflake::MASK_KEY_BYTES]>::try_from(key) else {
+        raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            format!("key has {} bytes: a key is 16 bytes", key.len()),
+        );
+    };
+    let Ok(raw) = u64::try_from(value) else {
+        raise(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("id {value} is out of range: ids allow 0..={}", i64::MAX),
+        );
+    };
+    // Below 2^63 in, below 2^63 out: the mask keeps each half.
+    bigint(through(&atomflake::Mask::new(key), atomflake::Id::new(raw)).get())
+}
