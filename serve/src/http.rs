@@ -4,7 +4,7 @@
 use crate::metrics::{Api, Outcome};
 use crate::rate::IdBudget;
 use crate::service::{Refusal, Service};
-use atomflake::{Id, Layout};
+use atomflake::{Base62, Id, Layout};
 use axum::extract::{Path, Query, State as With};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -37,7 +37,12 @@ async fn ids(
     budget: Option<Extension<IdBudget>>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Response {
-    let asked = asked_of(&query, u64::from(service.limits().max_count), service.layout());
+    let asked = asked_of(
+        &query,
+        u64::from(service.limits().max_count),
+        service.layout(),
+        service.mask().is_some(),
+    );
     let (status, body) = ids_answer(&service, asked, budget.as_ref().map(|budget| &budget.0)).await;
     json(status, body)
 }
@@ -51,6 +56,10 @@ pub(crate) enum Written {
     Numbers,
     /// UUIDs of version 7 (`as=uuid`), as strings: layouts whose times end by 2^48 ms.
     Uuids,
+    /// Base62 text (`as=base62`), 11 characters each.
+    Base62,
+    /// Masked IDs in decimal strings (`as=masked`): a service with a mask.
+    Masked,
 }
 
 /// The answer to `GET /v1/ids` for the count and form `asked` (within the connection's ID
@@ -77,15 +86,24 @@ pub(crate) async fn ids_answer(
                     body.push(',');
                 }
                 body.push_str(quote);
-                match written {
+                match (written, service.mask()) {
                     // A layout with UUIDs (as asked_of checks) and its IDs: never an error.
-                    Written::Uuids => match Id::new(id).to_uuid(layout) {
+                    (Written::Uuids, _) => match Id::new(id).to_uuid(layout) {
                         Ok(uuid) => {
                             let _ = write!(body, "{uuid}");
                         }
                         Err(_) => body.push_str(digits.format(id)),
                     },
-                    Written::Strings | Written::Numbers => body.push_str(digits.format(id)),
+                    (Written::Base62, _) => {
+                        let _ = write!(body, "{}", Id::new(id).to_base62());
+                    }
+                    // A service with a mask (as asked_of checks).
+                    (Written::Masked, Some(mask)) => {
+                        body.push_str(digits.format(mask.mask(Id::new(id)).get()));
+                    }
+                    (Written::Strings | Written::Numbers | Written::Masked, _) => {
+                        body.push_str(digits.format(id));
+                    }
                 }
                 body.push_str(quote);
             }
@@ -103,7 +121,12 @@ pub(crate) async fn ids_answer(
 
 /// The `count` (1 when missing) and `as` (`string` when missing) parameters; any other
 /// parameter is refused, and `as=number` for a `layout` whose IDs can pass 2^53 - 1.
-fn asked_of(query: &HashMap<String, String>, max: u64, layout: Layout) -> Result<(u64, Written), Refusal> {
+fn asked_of(
+    query: &HashMap<String, String>,
+    max: u64,
+    layout: Layout,
+    masked: bool,
+) -> Result<(u64, Written), Refusal> {
     if let Some(other) = query.keys().find(|key| *key != "count" && *key != "as") {
         return Err(Refusal::Invalid(format!(
             "unknown parameter {other:?}: allowed count and as"
@@ -129,9 +152,17 @@ fn asked_of(query: &HashMap<String, String>, max: u64, layout: Layout) -> Result
                 layout.end_unix_ms()
             )));
         }
+        Some("base62") => Written::Base62,
+        Some("masked") if masked => Written::Masked,
+        Some("masked") => {
+            return Err(Refusal::Invalid(
+                "as=masked needs a server started with --mask-key-file: this one has no key; allowed as=string"
+                    .to_owned(),
+            ));
+        }
         Some(other) => {
             return Err(Refusal::Invalid(format!(
-                "as {other:?} is not a form: allowed string, number or uuid"
+                "as {other:?} is not a form: allowed string, number, uuid, base62 or masked"
             )));
         }
     };
@@ -153,17 +184,47 @@ pub(crate) fn count_in(text: Option<&str>, max: u64) -> Result<u64, Refusal> {
 /// decimal ID has.
 const UUID_MIN_LEN: usize = 32;
 
-/// `GET /v1/ids/{id}`: the ID's time, node and sequence in the served layout; `{id}` is
-/// decimal, or a UUID of version 7 of the layout (`as=uuid`'s).
-async fn decode(With(service): With<Arc<Service>>, Path(text): Path<String>) -> Response {
-    let start = Instant::now();
-    let layout = service.layout();
-    let parsed = if text.len() >= UUID_MIN_LEN {
-        Id::parse_uuid(&text, layout).map_err(|error| format!("invalid UUID {text:?}: {error}"))
+/// The ID of `text` in `layout`: a UUID of version 7 when it has 32 characters or more,
+/// base62 when it has 11 and not all digits, else decimal.
+fn parse_id(text: &str, layout: Layout) -> Result<Id, String> {
+    if text.len() >= UUID_MIN_LEN {
+        Id::parse_uuid(text, layout).map_err(|error| format!("invalid UUID {text:?}: {error}"))
+    } else if text.len() == Base62::LEN && !text.bytes().all(|b| b.is_ascii_digit()) {
+        Id::from_base62(text).map_err(|error| format!("invalid ID {text:?}: {error}"))
     } else {
         text.parse::<Id>()
             .map_err(|error| format!("invalid ID {text:?}: {error}"))
-    };
+    }
+}
+
+/// `id` unmasked when the decode asks `as=masked` (the only parameter it takes), else as
+/// given.
+fn unmasked(service: &Service, query: &HashMap<String, String>, id: Id) -> Result<Id, String> {
+    if let Some(other) = query.keys().find(|key| *key != "as") {
+        return Err(format!("unknown parameter {other:?}: allowed as"));
+    }
+    match (query.get("as").map(String::as_str), service.mask()) {
+        (None, _) => Ok(id),
+        (Some("masked"), Some(mask)) => Ok(mask.unmask(id)),
+        (Some("masked"), None) => {
+            Err("as=masked needs a server started with --mask-key-file: this one has no key".to_owned())
+        }
+        (Some(other), _) => Err(format!(
+            "as {other:?} is not a form a decode takes: allowed masked"
+        )),
+    }
+}
+
+/// `GET /v1/ids/{id}`: the ID's time, node and sequence in the served layout; `{id}` is
+/// decimal, or a UUID of version 7 of the layout (`as=uuid`'s).
+async fn decode(
+    With(service): With<Arc<Service>>,
+    Path(text): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let start = Instant::now();
+    let layout = service.layout();
+    let parsed = parse_id(&text, layout).and_then(|id| unmasked(&service, &query, id));
     let decoded = parsed.and_then(|id| {
         let parts = layout
             .try_decode(id)

@@ -5,8 +5,9 @@
 //! listener, from serving to the drain at shutdown:
 //!
 //! - HTTP: `GET /v1/ids?count=N` → `{"ids": ["<decimal>", ...]}` (`&as=number`: JSON
-//!   numbers, for a layout of at most 53 bits; `&as=uuid`: UUIDs of version 7),
-//!   `GET /v1/ids/{id}` (the ID, or its UUID, decoded), `GET /v1/layout`, `GET /readyz` and `GET /healthz` (200 only while IDs
+//!   numbers, for a layout of at most 53 bits; `&as=uuid`: UUIDs of version 7; `&as=base62`;
+//!   `&as=masked`: masked by [`Service::with_mask`]'s mask), `GET /v1/ids/{id}` (the ID,
+//!   its base62 or its UUID decoded; `?as=masked`: a masked ID), `GET /v1/layout`, `GET /readyz` and `GET /healthz` (200 only while IDs
 //!   can be handed out), `GET /livez` (200 unless minting has ended for good) and
 //!   `GET /metrics` (Prometheus' text format, [`prometheus()`] of a [`Snapshot`]);
 //! - gRPC: `atomflake.v1.Ids` (`proto/atomflake/v1/ids.proto`): `GetIds`, `StreamIds`

@@ -26,11 +26,19 @@ pub(crate) fn document(limits: Limits) -> Value {
                     "name": "id",
                     "in": "path",
                     "required": true,
-                    "description": "An ID, or its UUID of version 7 (as=uuid's).",
+                    "description": "An ID: decimal, base62 (as=base62's) or its UUID of version 7 (as=uuid's).",
                     "schema": {"oneOf": [
                         {"$ref": "#/components/schemas/Id"},
+                        {"type": "string", "pattern": "^[0-9A-Za-z]{11}$"},
                         {"type": "string", "format": "uuid"},
                     ]},
+                }, {
+                    "name": "as",
+                    "in": "query",
+                    "required": false,
+                    "description": "masked: the ID is a masked one (as=masked's), unmasked before it is decoded; \
+                                    only on a server started with --mask-key-file.",
+                    "schema": {"type": "string", "enum": ["masked"]},
                 }],
                 "responses": {
                     "200": {
@@ -109,8 +117,10 @@ fn ids_path(limits: Limits) -> Value {
             "description": "IDs as decimal strings (any layout); as JSON numbers: only for a layout \
                             whose IDs are at most 2^53 - 1, which JavaScript's numbers hold exactly; or as \
                             UUIDs of version 7, which sort as the IDs and decode back to them: for a layout \
-                            whose times end by 2^48 ms (every preset's).",
-            "schema": {"type": "string", "enum": ["string", "number", "uuid"], "default": "string"},
+                            whose times end by 2^48 ms (every preset's); as 11 characters of base62 that sort \
+                            as the IDs; or masked by the server's key (--mask-key-file), decimal strings that \
+                            show neither time, node nor volume.",
+            "schema": {"type": "string", "enum": ["string", "number", "uuid", "base62", "masked"], "default": "string"},
         }],
         "responses": {
             "200": {
@@ -119,11 +129,12 @@ fn ids_path(limits: Limits) -> Value {
                     {"$ref": "#/components/schemas/Ids"},
                     {"$ref": "#/components/schemas/IdNumbers"},
                     {"$ref": "#/components/schemas/Uuids"},
+                    {"$ref": "#/components/schemas/Base62s"},
                 ]}}},
             },
             "400": error("A count out of range, a parameter other than count and as, as=number \
-                          for a layout whose IDs can pass 2^53 - 1, or as=uuid for one whose times \
-                          pass 2^48 ms."),
+                          for a layout whose IDs can pass 2^53 - 1, as=uuid for one whose times \
+                          pass 2^48 ms, or as=masked on a server with no key."),
             "429": error("Over this connection's request rate; retry after a second."),
             "503": error("The server is draining, or cannot mint (its lease is lost or overdue)."),
         },
@@ -154,6 +165,12 @@ fn schemas() -> Value {
             "required": ["ids"],
             "additionalProperties": false,
             "properties": {"ids": {"type": "array", "items": {"type": "string", "format": "uuid"}}},
+        },
+        "Base62s": {
+            "type": "object",
+            "required": ["ids"],
+            "additionalProperties": false,
+            "properties": {"ids": {"type": "array", "items": {"type": "string", "pattern": "^[0-9A-Za-z]{11}$"}}},
         },
         "Error": {
             "type": "object",

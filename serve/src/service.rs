@@ -81,6 +81,8 @@ pub struct Service {
     tls: Option<crate::Tls>,
     /// The bearer tokens the ID endpoints ask for, if any.
     tokens: Option<Arc<crate::Tokens>>,
+    /// The mask of `GET /v1/ids?as=masked`, if any.
+    mask: Option<atomflake::Mask>,
 }
 
 impl Service {
@@ -127,6 +129,7 @@ impl Service {
             metrics: Metrics::default(),
             tls: None,
             tokens: None,
+            mask: None,
         })
     }
 
@@ -144,6 +147,19 @@ impl Service {
     pub fn require_tokens(mut self, tokens: Arc<crate::Tokens>) -> Service {
         self.tokens = Some(tokens);
         self
+    }
+
+    /// Answers `GET /v1/ids?as=masked` with the IDs masked by `mask`, and decodes masked
+    /// IDs (`GET /v1/ids/{id}?as=masked`).
+    #[must_use]
+    pub fn with_mask(mut self, mask: atomflake::Mask) -> Service {
+        self.mask = Some(mask);
+        self
+    }
+
+    /// The mask of `as=masked`, if any.
+    pub fn mask(&self) -> Option<&atomflake::Mask> {
+        self.mask.as_ref()
     }
 
     /// The TLS it serves with, if any.

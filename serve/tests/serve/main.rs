@@ -34,6 +34,8 @@ struct Setup {
     tokens: Option<(PathBuf, bool)>,
     /// How long the drain waits for the requests under way.
     drain: Duration,
+    /// The mask of `as=masked`.
+    mask: Option<[u8; 16]>,
 }
 
 impl Setup {
@@ -47,6 +49,14 @@ impl Setup {
             tls: None,
             tokens: None,
             drain: Duration::from_secs(10),
+            mask: None,
+        }
+    }
+
+    fn mask(self, key: [u8; 16]) -> Setup {
+        Setup {
+            mask: Some(key),
+            ..self
         }
     }
 
@@ -162,6 +172,9 @@ impl Server {
                 }
                 if let Some((file, metrics)) = setup.tokens {
                     service = service.require_tokens(Arc::new(Tokens::from_file(&file, metrics).unwrap()));
+                }
+                if let Some(key) = setup.mask {
+                    service = service.with_mask(atomflake::Mask::new(key));
                 }
                 let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 started.send(listener.local_addr().unwrap().to_string()).unwrap();
@@ -335,6 +348,76 @@ fn ids_as_uuids_sort_as_the_ids_and_decode_back_to_them() {
                 .to_owned()
         )
     );
+    assert_eq!(server.stop(), Drained::Finished);
+}
+
+/// `as=base62` gives 11-character texts that sort as the IDs, and `as=masked` (with a
+/// mask) masked IDs that `GET /v1/ids/{id}?as=masked` decodes back to IDs of the node; a
+/// server with no key refuses `as=masked`, and the masked IDs are the repository's
+/// vectors' mask.
+#[test]
+fn ids_as_base62_and_masked_decode_back_to_the_servers_ids() {
+    let test = "ids_as_base62_and_masked_decode_back_to_the_servers_ids";
+    let key: [u8; 16] = std::array::from_fn(|i| u8::try_from(i).unwrap());
+    let server = Server::start(Setup::node(4).mask(key));
+    let Some((status, texts)) = curl(&server.url("/v1/ids?as=base62&count=5")) else {
+        skip(test, "no curl");
+        return;
+    };
+    assert_eq!(status, 200, "{texts}");
+    let texts: serde_json::Value = serde_json::from_str(&texts).unwrap();
+    let texts: Vec<&str> = texts["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        texts.iter().all(|t| t.len() == 11) && texts.windows(2).all(|w| w[0] < w[1]),
+        "{texts:?}"
+    );
+    let mut ids = Vec::new();
+    for text in &texts {
+        let (status, body) = curl(&server.url(&format!("/v1/ids/{text}"))).unwrap();
+        assert_eq!(status, 200, "{body}");
+        let decoded: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(decoded["node"], 4, "{body}");
+        ids.push(decoded["id"].as_str().unwrap().parse::<u64>().unwrap());
+    }
+    let (status, masked) = curl(&server.url("/v1/ids?as=masked&count=5")).unwrap();
+    assert_eq!(status, 200, "{masked}");
+    let mask = atomflake::Mask::new(key);
+    for masked in ids_of(&masked) {
+        let (status, body) = curl(&server.url(&format!("/v1/ids/{masked}?as=masked"))).unwrap();
+        assert_eq!(status, 200, "{body}");
+        let decoded: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let id: u64 = decoded["id"].as_str().unwrap().parse().unwrap();
+        assert_eq!(
+            (mask.mask(Id::new(id)).get(), &decoded["node"]),
+            (masked, &4.into()),
+            "{body}"
+        );
+        ids.push(id);
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "in minting order: {ids:?}");
+    assert_eq!(
+        curl(&server.url("/v1/ids/1?as=uuid")).unwrap(),
+        (
+            400,
+            r#"{"error":"as \"uuid\" is not a form a decode takes: allowed masked"}"#.to_owned()
+        )
+    );
+    assert_eq!(server.stop(), Drained::Finished);
+
+    let server = Server::start(Setup::node(4));
+    for path in ["/v1/ids?as=masked", "/v1/ids/1?as=masked"] {
+        let (status, body) = curl(&server.url(path)).unwrap();
+        assert_eq!(status, 400, "{path}");
+        assert!(
+            body.contains("as=masked needs a server started with --mask-key-file: this one has no key"),
+            "{path}: {body}"
+        );
+    }
     assert_eq!(server.stop(), Drained::Finished);
 }
 
@@ -520,7 +603,7 @@ fn curl_gets_ids_that_decode_to_the_servers_node_and_the_time_of_the_request() {
         ("size=2", r#"unknown parameter \"size\": allowed count and as"#),
         (
             "as=text",
-            r#"as \"text\" is not a form: allowed string, number or uuid"#,
+            r#"as \"text\" is not a form: allowed string, number, uuid, base62 or masked"#,
         ),
         (
             "as=number",

@@ -113,6 +113,11 @@ pub(crate) struct ServeArgs {
     /// with commas for several) call the HTTP API from a browser (CORS).
     #[arg(long, value_name = "ORIGIN", value_delimiter = ',')]
     pub(super) cors_origin: Vec<String>,
+    /// Answer `GET /v1/ids?as=masked` with IDs masked by the key in this file (16 raw bytes
+    /// or 32 hex digits, readable by its owner alone; see `atomflake mask`), and decode
+    /// masked IDs (`GET /v1/ids/{id}?as=masked`). The key is never logged.
+    #[arg(long, value_name = "PATH")]
+    pub(super) mask_key_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub(super) access: AccessArgs,
     /// When minting ends for good (the lease lost to another server, the layout's span

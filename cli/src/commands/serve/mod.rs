@@ -29,6 +29,11 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
         )),
         None => None,
     };
+    let mask = args
+        .mask_key_file
+        .as_deref()
+        .map(crate::commands::mint::key)
+        .transpose()?;
     let runtime = runtime(args.threads)?;
     // Watched before the claim: a signal during start-up is not lost, nor fatal.
     let signals = {
@@ -65,6 +70,9 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
     }
     if let Some(tokens) = tokens {
         service = service.require_tokens(tokens);
+    }
+    if let Some(mask) = mask {
+        service = service.with_mask(mask);
     }
     let result = runtime.block_on(async {
         let server = server(args, service, signals, &nodes, &marks, file_limit).await?;
