@@ -8,7 +8,8 @@
 //! - `threads`: aggregate time per ID with 1 and 2 threads, for a `ShardedGenerator`
 //!   (41/1/21: two nodes, each thread its own) and for one shared `Generator` (wide).
 //! - `forms`: an ID's other forms, per ID, beside `Generator::next_id` (Twitter's layout):
-//!   base32 text, a UUID of version 7, and `Mask::mask`/`unmask`, on consecutive IDs.
+//!   base32 and base62 text, a UUID of version 7, and `Mask::mask`/`unmask`, on
+//!   consecutive IDs.
 //!
 //! Before timing, each generator's IDs are checked (`atomflake_benches::sanity`): one that
 //! fails is reported as broken and not timed.
@@ -150,6 +151,7 @@ fn forms(c: &mut Criterion) {
         atomflake::Id::new(black_box(next))
     };
     group.bench_function("Id::to_base32", |b| b.iter(|| consecutive().to_base32()));
+    group.bench_function("Id::to_base62", |b| b.iter(|| consecutive().to_base62()));
     group.bench_function("Id::to_uuid_u128 (twitter)", |b| {
         b.iter(|| consecutive().to_uuid_u128(Layout::TWITTER));
     });

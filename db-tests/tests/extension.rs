@@ -218,6 +218,23 @@ fn sql_decodes_what_rust_decodes_through_the_extension() {
             .collect();
         let expected: Vec<(String, u64)> = ids.iter().map(|&raw| (uuids::of(layout, raw), raw)).collect();
         assert_eq!(uuids, expected, "{name}");
+        // Stored in a uuid column as its key, they read back in the IDs' order.
+        client
+            .batch_execute("CREATE TEMP TABLE keyed (key uuid PRIMARY KEY, id bigint NOT NULL)")
+            .unwrap();
+        client
+            .execute(
+                "INSERT INTO keyed SELECT atomflake_to_uuid(id), id FROM unnest($1::bigint[]) AS id",
+                &[&as_i64],
+            )
+            .unwrap();
+        let stored: Vec<u64> = client
+            .query("SELECT id FROM keyed ORDER BY key", &[])
+            .unwrap()
+            .iter()
+            .map(|row| u64::try_from(row.get::<_, i64>(0)).unwrap())
+            .collect();
+        assert_eq!(stored, ids, "{name}");
         for (uuid, message) in uuids::refused(layout) {
             let error = db_error(client.query(&format!("SELECT atomflake_from_uuid('{uuid}')"), &[]));
             assert_eq!(error, message, "{name}");
