@@ -10,7 +10,7 @@
 //! case-insensitively, with `I` and `L` as `1` and `O` as `0`; `U` and anything else is an
 //! error.
 
-use core::fmt;
+use super::text::{NOT_A_DIGIT, ascii_text, digit_in};
 
 /// The 32 digits, in value order.
 const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
@@ -27,9 +27,6 @@ const TOP_SHIFT: u32 = (CHARS - 1) * BITS;
 /// The largest value of the first character, which holds the top 4 bits: 65 bits of text
 /// carry 64 bits of ID.
 pub(crate) const MAX_FIRST: u8 = (1 << (u64::BITS - TOP_SHIFT)) - 1;
-
-/// Marks a byte that is not a base32 digit in [`DIGITS`].
-const NOT_A_DIGIT: u8 = u8::MAX;
 
 /// The value of each byte as a base32 digit, or [`NOT_A_DIGIT`].
 const DIGITS: [u8; 256] = {
@@ -53,8 +50,7 @@ const DIGITS: [u8; 256] = {
 
 /// The value of `found` as a base32 digit (look-alikes included), if it is one.
 pub(crate) fn digit(found: char) -> Option<u8> {
-    let digit = DIGITS[usize::from(u8::try_from(found).ok()?)];
-    (digit != NOT_A_DIGIT).then_some(digit)
+    digit_in(&DIGITS, found)
 }
 
 /// An ID written as 13 characters of Crockford base32, as
@@ -86,18 +82,7 @@ impl Base32 {
     }
 }
 
-impl fmt::Display for Base32 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Always ASCII (only built from the alphabet or from checked input).
-        f.pad(core::str::from_utf8(&self.0).map_err(|_| fmt::Error)?)
-    }
-}
-
-impl fmt::Debug for Base32 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Base32(\"{self}\")")
-    }
-}
+ascii_text!(Base32);
 
 impl Base32 {
     /// The text of the raw ID `raw`.
@@ -112,13 +97,6 @@ impl Base32 {
             index += 1;
             shift = shift.saturating_sub(BITS);
         }
-        Base32(text)
-    }
-
-    /// Text already checked to be 13 base32 digits, kept as given.
-    pub(crate) fn from_checked(bytes: &[u8]) -> Base32 {
-        let mut text = [0; Base32::LEN];
-        text.copy_from_slice(bytes);
         Base32(text)
     }
 }

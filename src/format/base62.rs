@@ -4,13 +4,10 @@
 //! byte; in PostgreSQL under `COLLATE "C"`). 62^10 < 2^64 < 62^11: 11 characters hold
 //! every `u64`, the largest `LygHa16AHYF`. Case-sensitive: `a` and `A` are other digits.
 
-use core::fmt;
+use super::text::{NOT_A_DIGIT, ascii_text, digit_in};
 
 /// The 62 digits, in value order (which is ASCII order).
 const ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-
-/// Marks a byte that is not a base62 digit in [`DIGITS`].
-const NOT_A_DIGIT: u8 = u8::MAX;
 
 /// The value of each byte as a base62 digit, or [`NOT_A_DIGIT`].
 const DIGITS: [u8; 256] = {
@@ -25,8 +22,7 @@ const DIGITS: [u8; 256] = {
 
 /// The value of `found` as a base62 digit, if it is one.
 pub(crate) fn digit(found: char) -> Option<u8> {
-    let digit = DIGITS[usize::from(u8::try_from(found).ok()?)];
-    (digit != NOT_A_DIGIT).then_some(digit)
+    digit_in(&DIGITS, found)
 }
 
 /// An ID written as 11 characters of base62, as [`Id::to_base62`](crate::Id::to_base62)
@@ -69,27 +65,9 @@ impl Base62 {
         }
         Base62(text)
     }
-
-    /// Text already checked to be 11 base62 digits.
-    pub(crate) fn from_checked(bytes: &[u8]) -> Base62 {
-        let mut text = [0; Base62::LEN];
-        text.copy_from_slice(bytes);
-        Base62(text)
-    }
 }
 
-impl fmt::Display for Base62 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // Always ASCII (only built from the alphabet or from checked input).
-        f.pad(core::str::from_utf8(&self.0).map_err(|_| fmt::Error)?)
-    }
-}
-
-impl fmt::Debug for Base62 {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Base62(\"{self}\")")
-    }
-}
+ascii_text!(Base62);
 
 #[cfg(test)]
 mod tests {

@@ -9,6 +9,7 @@ pub(crate) mod id;
 pub(crate) mod layout;
 #[cfg(feature = "mask")]
 mod mask;
+mod text;
 mod uuid;
 
 pub use base32::Base32;

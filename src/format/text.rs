@@ -1,0 +1,43 @@
+//! What the fixed-width text forms ([`Base32`](super::Base32), [`Base62`](super::Base62))
+//! share: a table from bytes to digit values, and their characters' formatting.
+
+/// Marks a byte that is not a digit in a digit table.
+pub(crate) const NOT_A_DIGIT: u8 = u8::MAX;
+
+/// The value of `found` in `table` (each byte's digit value, or [`NOT_A_DIGIT`]), if it is
+/// a digit.
+pub(crate) fn digit_in(table: &[u8; 256], found: char) -> Option<u8> {
+    let digit = table[usize::from(u8::try_from(found).ok()?)];
+    (digit != NOT_A_DIGIT).then_some(digit)
+}
+
+/// `Display` (the characters), `Debug` (`Name("...")`) and `from_checked` (text already
+/// checked to be the form's digits) for a text form that is a tuple struct of `LEN` ASCII
+/// bytes.
+macro_rules! ascii_text {
+    ($name:ident) => {
+        impl core::fmt::Display for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                // Always ASCII (only built from the alphabet or from checked input).
+                f.pad(core::str::from_utf8(&self.0).map_err(|_| core::fmt::Error)?)
+            }
+        }
+
+        impl core::fmt::Debug for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                write!(f, concat!(stringify!($name), "(\"{}\")"), self)
+            }
+        }
+
+        impl $name {
+            /// Text already checked to be the form's digits, kept as given.
+            pub(crate) fn from_checked(bytes: &[u8]) -> $name {
+                let mut text = [0; $name::LEN];
+                text.copy_from_slice(bytes);
+                $name(text)
+            }
+        }
+    };
+}
+
+pub(crate) use ascii_text;
