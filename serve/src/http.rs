@@ -80,29 +80,30 @@ pub(crate) async fn ids_answer(
             let mut digits = itoa::Buffer::new();
             let layout = service.layout();
             let quote = if written == Written::Numbers { "" } else { "\"" };
+            let mut ids: Vec<Id> = ids.into_iter().map(Id::new).collect();
+            if let (Written::Masked, Some(mask)) = (written, service.mask()) {
+                mask.mask_all(&mut ids);
+            }
             body.push_str("{\"ids\":[");
             for (index, &id) in ids.iter().enumerate() {
                 if index > 0 {
                     body.push(',');
                 }
                 body.push_str(quote);
-                match (written, service.mask()) {
+                match written {
                     // A layout with UUIDs (as asked_of checks) and its IDs: never an error.
-                    (Written::Uuids, _) => match Id::new(id).to_uuid(layout) {
+                    Written::Uuids => match id.to_uuid(layout) {
                         Ok(uuid) => {
                             let _ = write!(body, "{uuid}");
                         }
-                        Err(_) => body.push_str(digits.format(id)),
+                        Err(_) => body.push_str(digits.format(id.get())),
                     },
-                    (Written::Base62, _) => {
-                        let _ = write!(body, "{}", Id::new(id).to_base62());
+                    Written::Base62 => {
+                        let _ = write!(body, "{}", id.to_base62());
                     }
-                    // A service with a mask (as asked_of checks).
-                    (Written::Masked, Some(mask)) => {
-                        body.push_str(digits.format(mask.mask(Id::new(id)).get()));
-                    }
-                    (Written::Strings | Written::Numbers | Written::Masked, _) => {
-                        body.push_str(digits.format(id));
+                    // Masked above, when asked (a service with a mask, as asked_of checks).
+                    Written::Strings | Written::Numbers | Written::Masked => {
+                        body.push_str(digits.format(id.get()));
                     }
                 }
                 body.push_str(quote);

@@ -10,14 +10,21 @@
 //! signed `BIGINT` masks to one that does too, and each half is permuted: `unmask` walks
 //! back with the inverse cipher. A walk takes two encryptions on average (each lands in
 //! either half with odds of one half); more than `k` with odds of 2^-k.
+//!
+//! [`Mask::mask_all`] and [`Mask::unmask_all`] run the same cipher on 16 IDs at once: its
+//! rounds written out here from the paper, for vector instructions (AVX-512 or AVX2 where
+//! the processor has them, chosen when the program runs), and tested equal to the crate's
+//! under random keys.
 
 use super::error::MaskKeyError;
 use super::id::Id;
 use crate::io::IoCause;
+use multiversion::multiversion;
 use speck_cipher::Speck64_128;
 use speck_cipher::cipher::{Block, BlockCipherDecrypt, BlockCipherEncrypt, KeyInit};
 use std::fmt;
 use std::path::Path;
+use zeroize::Zeroize;
 
 /// A keyed, reversible permutation of the IDs (feature `mask`): [`mask`](Self::mask) and
 /// [`unmask`](Self::unmask) are exact inverses, and an ID below 2^63 (any ID that fits a
@@ -45,6 +52,7 @@ use std::path::Path;
 #[derive(Clone)]
 pub struct Mask {
     cipher: Speck64_128,
+    round_keys: RoundKeys,
 }
 
 /// The bytes of a key.
@@ -55,6 +63,7 @@ impl Mask {
     pub fn new(key: [u8; MASK_KEY_BYTES]) -> Mask {
         Mask {
             cipher: Speck64_128::new(&key.into()),
+            round_keys: RoundKeys::new(&key),
         }
     }
 
@@ -139,17 +148,17 @@ impl Mask {
     }
 
     /// [`mask`](Self::mask) of each ID in `ids`, in place: the same IDs as one call each,
-    /// faster in bulk, as the processor overlaps the IDs' encryptions.
+    /// several times faster in bulk, as 16 IDs go through the cipher's rounds at once.
     pub fn mask_all(&self, ids: &mut [Id]) {
         for chunk in ids.chunks_mut(CHUNK) {
-            walk_chunk(chunk, |x| self.encrypt(x));
+            walk_chunk(chunk, |x, y| encrypt(&self.round_keys.0, x, y));
         }
     }
 
     /// [`unmask`](Self::unmask) of each ID in `ids`, in place.
     pub fn unmask_all(&self, ids: &mut [Id]) {
         for chunk in ids.chunks_mut(CHUNK) {
-            walk_chunk(chunk, |x| self.decrypt(x));
+            walk_chunk(chunk, |x, y| decrypt(&self.round_keys.0, x, y));
         }
     }
 
@@ -177,37 +186,119 @@ fn walk(x: u64, step: impl Fn(u64) -> u64) -> u64 {
     y
 }
 
+/// Speck64/128's rounds.
+const ROUNDS: usize = 27;
+
+/// The blocks that [`RoundKeys`] encrypts at once, as words side by side (the first words
+/// of the blocks in one array, the second in another), so that each step of a round is one
+/// vector instruction for several blocks.
+const LANES: usize = 16;
+
+/// Speck64/128's round keys, for encrypting [`LANES`] blocks at once: the same cipher as the
+/// `speck-cipher` crate's, which [`Mask::mask`] runs (the tests compare the two on random
+/// keys and IDs), written so that the compiler can give each round's steps to vector
+/// instructions. A block's first word is the ID's high half, its second the low half, as
+/// the crate reads the ID's big-endian bytes. Cleared when dropped.
+#[derive(Clone)]
+struct RoundKeys([u32; ROUNDS]);
+
+impl RoundKeys {
+    /// The key schedule of the paper (section 4.2): the round function, keyed by the round's
+    /// number, run over the key's words.
+    fn new(key: &[u8; MASK_KEY_BYTES]) -> RoundKeys {
+        let word = |i: usize| u32::from_be_bytes([key[i], key[i + 1], key[i + 2], key[i + 3]]);
+        let mut k = [0_u32; ROUNDS];
+        let mut l = [word(8), word(4), word(0)];
+        k[0] = word(12);
+        for (i, number) in (0..ROUNDS - 1).zip(0_u32..) {
+            let (mut x, mut y) = ([l[i % 3]], [k[i]]);
+            round(&mut x, &mut y, number);
+            (l[i % 3], k[i + 1]) = (x[0], y[0]);
+        }
+        l.zeroize();
+        RoundKeys(k)
+    }
+}
+
+/// Speck64's encryption of each block of `x` and `y` with the round keys `keys`, compiled
+/// also for the vector instructions of AVX2 and AVX-512 and run with the widest that the
+/// processor has.
+#[multiversion(targets("x86_64+avx2+avx512f+avx512vl", "x86_64+avx2"))]
+fn encrypt(keys: &[u32; ROUNDS], x: &mut [u32; LANES], y: &mut [u32; LANES]) {
+    for &key in keys {
+        round(x, y, key);
+    }
+}
+
+/// Speck64's decryption, as [`encrypt`].
+#[multiversion(targets("x86_64+avx2+avx512f+avx512vl", "x86_64+avx2"))]
+fn decrypt(keys: &[u32; ROUNDS], x: &mut [u32; LANES], y: &mut [u32; LANES]) {
+    for &key in keys.iter().rev() {
+        for (x, y) in x.iter_mut().zip(y.iter_mut()) {
+            *y = (*y ^ *x).rotate_right(3);
+            *x = (*x ^ key).wrapping_sub(*y).rotate_left(8);
+        }
+    }
+}
+
+/// One round of Speck64 with the round key `key`, on each block of `x` and `y`.
+#[inline]
+fn round<const N: usize>(x: &mut [u32; N], y: &mut [u32; N], key: u32) {
+    for (x, y) in x.iter_mut().zip(y.iter_mut()) {
+        *x = x.rotate_right(8).wrapping_add(*y) ^ key;
+        *y = y.rotate_left(3) ^ *x;
+    }
+}
+
+impl Drop for RoundKeys {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
+
 /// The IDs [`walk_chunk`] takes at once.
-const CHUNK: usize = 64;
+const CHUNK: usize = 256;
 
 /// [`walk`] of each of `ids` (at most [`CHUNK`]), in rounds: one step for every ID still
-/// out of its half, with no branch on an ID's value, so that the steps of a round, which
-/// do not depend on each other, overlap in the processor. Each round leaves about half.
+/// out of its half, [`LANES`] IDs at a time, with no branch on an ID's value. Each round
+/// leaves about half.
 #[inline]
-fn walk_chunk(ids: &mut [Id], step: impl Fn(u64) -> u64) {
-    let mut x = [0_u64; CHUNK];
+fn walk_chunk(ids: &mut [Id], step: impl Fn(&mut [u32; LANES], &mut [u32; LANES])) {
     let mut y = [0_u64; CHUNK];
-    let mut pending = [0_usize; CHUNK];
-    let mut left = 0;
-    for (i, id) in ids.iter().enumerate() {
-        x[i] = id.get();
-        y[i] = step(x[i]);
-        pending[left] = i;
-        left += usize::from((y[i] ^ x[i]) >> 63 != 0);
+    let mut pending = [0_u8; CHUNK];
+    for ((i, id), index) in ids.iter().enumerate().zip(0..=u8::MAX) {
+        y[i] = id.get();
+        pending[i] = index;
     }
+    let mut left = ids.len();
     while left > 0 {
+        for group in pending[..left].chunks(LANES) {
+            let (mut high, mut low) = ([0_u32; LANES], [0_u32; LANES]);
+            for (lane, &i) in group.iter().enumerate() {
+                (high[lane], low[lane]) = halves(y[usize::from(i)]);
+            }
+            step(&mut high, &mut low);
+            for (lane, &i) in group.iter().enumerate() {
+                y[usize::from(i)] = u64::from(high[lane]) << 32 | u64::from(low[lane]);
+            }
+        }
         let mut still = 0;
         for j in 0..left {
-            let i = pending[j];
-            y[i] = step(y[i]);
-            pending[still] = i;
-            still += usize::from((y[i] ^ x[i]) >> 63 != 0);
+            let i = usize::from(pending[j]);
+            pending[still] = pending[j];
+            still += usize::from((y[i] ^ ids[i].get()) >> 63 != 0);
         }
         left = still;
     }
     for (id, &y) in ids.iter_mut().zip(&y) {
         *id = Id::new(y);
     }
+}
+
+/// The high and the low 32 bits of `x`.
+#[allow(clippy::cast_possible_truncation)]
+fn halves(x: u64) -> (u32, u32) {
+    ((x >> 32) as u32, x as u32)
 }
 
 impl fmt::Debug for Mask {

@@ -37,6 +37,7 @@ impl Layout {
     ///
     /// assert_eq!((Layout::TWITTER.uuid_fingerprint(), Layout::DISCORD.uuid_fingerprint()), (1003, 744));
     /// ```
+    #[inline]
     pub fn uuid_fingerprint(&self) -> u16 {
         const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
         const PRIME: u64 = 0x0100_0000_01b3;
@@ -96,6 +97,7 @@ impl Id {
     /// assert_eq!(id.to_uuid_u128(Layout::TWITTER)?, 0x01665fa2_4db3_7fac_8e92_c5527c95b000);
     /// # Ok::<(), atomflake::Error>(())
     /// ```
+    #[inline]
     pub fn to_uuid_u128(self, layout: Layout) -> Result<u128, RangeError> {
         let unix_ms = layout.try_decode(self)?.unix_ms;
         if unix_ms >= UUID_END_MS {
