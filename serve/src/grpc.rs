@@ -274,7 +274,7 @@ impl Ids for GrpcIds {
     async fn decode(&self, request: Request<DecodeRequest>) -> Result<Response<DecodeResponse>, Status> {
         let start = Instant::now();
         let layout = self.0.layout();
-        let DecodeRequest { id, uuid } = request.get_ref();
+        let DecodeRequest { id, uuid, masked } = request.get_ref();
         let id = match (*id, uuid.as_str()) {
             (id, "") => Ok(Id::new(id)),
             (0, uuid) => Id::parse_uuid(uuid, layout)
@@ -282,6 +282,13 @@ impl Ids for GrpcIds {
             (id, uuid) => Err(Refusal::Invalid(format!(
                 "both id {id} and uuid {uuid:?}: allowed one of them"
             ))),
+        };
+        let id = match (id, *masked, self.0.mask()) {
+            (Ok(id), true, Some(mask)) => Ok(mask.unmask(id)),
+            (Ok(_), true, None) => Err(Refusal::Invalid(
+                "masked needs a server started with --mask-key-file: this one has no key".to_owned(),
+            )),
+            (id, _, _) => id,
         };
         let result = id.and_then(|id| {
             let parts = layout
@@ -345,25 +352,32 @@ mod tests {
         assert_eq!(most, 4 * 4096, "a tick with every node's sequence spent");
     }
 
-    /// `Decode` takes an ID or a UUID of version 7 of the layout, and answers the ID with
-    /// its fields; a UUID of another layout, text that is not one, or both are refused.
+    /// `Decode` takes an ID or a UUID of version 7 of the layout, masked or not, and answers
+    /// the ID with its fields; a UUID of another layout, text that is not one, both, or a
+    /// masked ID at a server with no key are refused.
     #[test]
     fn decode_takes_an_id_or_its_uuid_and_refuses_both_or_another_layouts() {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
+        let mask = atomflake::Mask::new(*b"a test's key....");
+        let generator = ShardedGenerator::new(Layout::TWITTER, [1]).unwrap();
+        let service = Service::new(generator, Limits::default(), None).unwrap();
+        let masking = GrpcIds(Arc::new(service.with_mask(mask.clone())));
         let ids = GrpcIds(one_node_service(Limits::default()));
-        let decode = |id: u64, uuid: &str| {
+        let ask = |ids: &GrpcIds, id: u64, uuid: &str, masked: bool| {
             let request = Request::new(DecodeRequest {
                 id,
                 uuid: uuid.to_owned(),
+                masked,
             });
             runtime
                 .block_on(ids.decode(request))
                 .map(Response::into_inner)
                 .map_err(|status| (status.code(), status.message().to_owned()))
         };
+        let decode = |id: u64, uuid: &str| ask(&ids, id, uuid, false);
         let published = DecodeResponse {
             unix_ms: 1_539_202_764_211,
             node: 347,
@@ -390,6 +404,13 @@ mod tests {
         assert_eq!(
             decode(5, "01665fa2-4db3-7fac-8e92-c5527c95b000"),
             invalid("both id 5 and uuid \"01665fa2-4db3-7fac-8e92-c5527c95b000\": allowed one of them")
+        );
+        let masked = mask.mask(Id::new(1_050_118_621_198_921_728)).get();
+        assert_eq!(ask(&masking, masked, "", true), Ok(published));
+        assert_ne!(ask(&masking, masked, "", false), Ok(published));
+        assert_eq!(
+            ask(&ids, masked, "", true),
+            invalid("masked needs a server started with --mask-key-file: this one has no key")
         );
     }
 
