@@ -42,6 +42,12 @@ impl fmt::Display for IoCause {
     }
 }
 
+impl std::error::Error for IoCause {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
 /// Whether an operating-system error is one that trying again can get past (an
 /// interrupted call, a full disk, a timeout): what a high-water file's or a store's I/O
 /// error says about retrying, for the errors that

@@ -722,10 +722,11 @@ impl fmt::Display for PgScript {
 
 /// A layout or setting that in-database minting ([`PgScript`])
 /// cannot hold. Permanent.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SqlError {
     /// A node that does not fit the layout's node field.
+    #[error("{}", RangeError::FieldOutOfRange { field: Field::Node, value: *node, max: *max })]
     NodeOutOfRange {
         /// The node given.
         node: u64,
@@ -733,6 +734,7 @@ pub enum SqlError {
         max: u64,
     },
     /// A layout or setting out of the script's range.
+    #[error("{what} {value} is out of range for in-database minting: allowed 0..={max}")]
     SqlOutOfRange {
         /// What is out of range, with its unit.
         what: &'static str,
@@ -743,6 +745,11 @@ pub enum SqlError {
     },
     /// A prefix for the script's object names that is not 1 to 40 characters of `a-z`,
     /// `0-9` and `_` starting with a letter or `_`.
+    #[error(
+        "sql prefix {prefix:?} is not allowed: a prefix is 1..={} characters of a-z, 0-9 and _, starting with a \
+         letter or _",
+        PgScript::MAX_PREFIX_LEN
+    )]
     InvalidSqlPrefix {
         /// The prefix given.
         prefix: String,
@@ -750,6 +757,10 @@ pub enum SqlError {
     /// A layout whose state has room for fewer values past the sequence field than a
     /// server with PostgreSQL's default settings has sessions (see
     /// [`PgScript::headroom`](crate::sql::PgScript::headroom)).
+    #[error(
+        "layout {layout} leaves in-database minting a headroom of {headroom} sessions: allowed {min} and more, the \
+         sessions of a server with PostgreSQL's default settings"
+    )]
     TooLittleHeadroom {
         /// The layout given.
         layout: Layout,
@@ -760,65 +771,26 @@ pub enum SqlError {
     },
     /// A layout the extension does not mint (it mints the presets alone, by name), given
     /// to [`PgScript::to_extension`](crate::sql::PgScript::to_extension).
+    #[error(
+        "layout {layout} is none of the extension's presets ({}): the extension cannot take over this script's IDs",
+        Layout::PRESETS.map(|(name, _)| name).join(", ")
+    )]
     NoExtensionPreset {
         /// The script's layout.
         layout: Layout,
     },
     /// A column to adopt ([`PgScript::adopt`](crate::sql::PgScript::adopt)) that is not
     /// `TABLE.COLUMN` or `SCHEMA.TABLE.COLUMN` of names that need no quoting.
+    #[error(
+        "column {column:?} cannot be adopted: give TABLE.COLUMN or SCHEMA.TABLE.COLUMN, each name 1..={} characters \
+         of a-z, 0-9 and _, starting with a letter or _",
+        PgScript::MAX_NAME_LEN
+    )]
     InvalidAdoptColumn {
         /// The column given.
         column: String,
     },
 }
-
-impl fmt::Display for SqlError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SqlError::NodeOutOfRange { node, max } => fmt::Display::fmt(
-                &RangeError::FieldOutOfRange {
-                    field: Field::Node,
-                    value: *node,
-                    max: *max,
-                },
-                f,
-            ),
-            SqlError::SqlOutOfRange { what, value, max } => write!(
-                f,
-                "{what} {value} is out of range for in-database minting: allowed 0..={max}"
-            ),
-            SqlError::InvalidSqlPrefix { prefix } => write!(
-                f,
-                "sql prefix {prefix:?} is not allowed: a prefix is 1..={} \
-                 characters of a-z, 0-9 and _, starting with a letter or _",
-                PgScript::MAX_PREFIX_LEN
-            ),
-            SqlError::TooLittleHeadroom {
-                layout,
-                headroom,
-                min,
-            } => write!(
-                f,
-                "layout {layout} leaves in-database minting a headroom of {headroom} sessions: \
-                 allowed {min} and more, the sessions of a server with PostgreSQL's default settings"
-            ),
-            SqlError::NoExtensionPreset { layout } => write!(
-                f,
-                "layout {layout} is none of the extension's presets ({}): the extension \
-                 cannot take over this script's IDs",
-                Layout::PRESETS.map(|(name, _)| name).join(", ")
-            ),
-            SqlError::InvalidAdoptColumn { column } => write!(
-                f,
-                "column {column:?} cannot be adopted: give TABLE.COLUMN or SCHEMA.TABLE.COLUMN, \
-                 each name 1..={} characters of a-z, 0-9 and _, starting with a letter or _",
-                PgScript::MAX_NAME_LEN
-            ),
-        }
-    }
-}
-
-impl std::error::Error for SqlError {}
 
 #[cfg(test)]
 mod tests {

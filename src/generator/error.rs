@@ -19,10 +19,11 @@ use std::time::Duration;
 /// assert_eq!(err.to_string(), "node 1024 is out of range: the layout allows 0..=1023");
 /// assert!(!err.is_transient());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum BuildError {
     /// A node that does not fit the layout's node field. Permanent.
+    #[error("node {node} is out of range: the layout allows 0..={max}")]
     NodeOutOfRange {
         /// The node given.
         node: u64,
@@ -30,9 +31,11 @@ pub enum BuildError {
         max: u64,
     },
     /// A [`ShardedGenerator`](crate::ShardedGenerator) given no node IDs. Permanent.
+    #[error("no node ids: a sharded generator needs at least one")]
     NoNodes,
     /// A [`ShardedGenerator`](crate::ShardedGenerator) given one node ID twice: its two
     /// shards would mint the same IDs. Permanent.
+    #[error("node {node} is given twice: each shard needs its own node id")]
     DuplicateNode {
         /// The repeated node ID.
         node: u64,
@@ -40,6 +43,7 @@ pub enum BuildError {
     /// A generator on a [`MarkStore`](crate::mark::MarkStore) that holds nodes (a lease)
     /// built for a node it does not hold. Permanent: two processes could mint on that node
     /// without a fence between them.
+    #[error("node {node} is not held by the mark store, which holds {}", nodes(held))]
     NodeNotHeld {
         /// The node asked for.
         node: u64,
@@ -49,6 +53,9 @@ pub enum BuildError {
     /// A borrow-ahead lead ([`Builder::borrow_ahead`](crate::Builder::borrow_ahead)) that is
     /// not a whole number of the layout's ticks, or longer than the longest allowed (for a
     /// store whose hold ends, at most its renewal interval). Permanent.
+    #[error(
+        "borrow-ahead lead {lead:?} is out of range: allowed whole multiples of the {tick_ms} ms tick, up to {max:?}"
+    )]
     LeadOutOfRange {
         /// The lead asked for.
         lead: Duration,
@@ -58,13 +65,20 @@ pub enum BuildError {
         max: Duration,
     },
     /// The high-water file cannot be opened: locked, damaged, or an I/O error.
+    #[error(transparent)]
     HighWater(HighWaterError),
     /// The mark store failed to store the generator's first mark.
+    #[error(transparent)]
     Store(StoreError),
     /// The clock is further behind the store's mark than a generator waits for at start-up
     /// ([`Builder::MAX_RESTART_WAIT`](crate::Builder::MAX_RESTART_WAIT)): the previous
     /// holder's clock was ahead, or this one's is behind. Transient: building again once
     /// the clock has passed the mark succeeds.
+    #[error(
+        "clock is {:?} behind {store} (mark {mark_ms} ms, clock {clock_ms} ms): a generator waits at most \
+         {max_wait:?} at start-up",
+        Duration::from_millis(mark_ms.saturating_sub(*clock_ms))
+    )]
     Ahead {
         /// The store, as it describes itself ([`MarkStore::describe`](crate::mark::MarkStore::describe)).
         store: String,
@@ -77,8 +91,10 @@ pub enum BuildError {
     },
     /// The thread that keeps the mark (`atomflake-mark`) could not be spawned. Transient
     /// when the system was out of threads.
+    #[error("could not spawn the thread that keeps the high-water mark: {cause}")]
     KeeperSpawn {
         /// What the operating system reported.
+        #[source]
         cause: IoCause,
     },
 }
@@ -100,59 +116,13 @@ impl BuildError {
     }
 }
 
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::NodeOutOfRange { node, max } => {
-                write!(f, "node {node} is out of range: the layout allows 0..={max}")
-            }
-            BuildError::NoNodes => f.write_str("no node ids: a sharded generator needs at least one"),
-            BuildError::DuplicateNode { node } => {
-                write!(f, "node {node} is given twice: each shard needs its own node id")
-            }
-            BuildError::NodeNotHeld { node, held } => {
-                write!(f, "node {node} is not held by the mark store, which holds ")?;
-                for (i, held) in held.iter().enumerate() {
-                    write!(f, "{}{held}", if i == 0 { "node " } else { ", " })?;
-                }
-                Ok(())
-            }
-            BuildError::LeadOutOfRange { lead, tick_ms, max } => write!(
-                f,
-                "borrow-ahead lead {lead:?} is out of range: allowed whole multiples of the \
-                 {tick_ms} ms tick, up to {max:?}"
-            ),
-            BuildError::HighWater(error) => fmt::Display::fmt(error, f),
-            BuildError::Store(error) => fmt::Display::fmt(error, f),
-            BuildError::Ahead {
-                store,
-                mark_ms,
-                clock_ms,
-                max_wait,
-            } => write!(
-                f,
-                "clock is {:?} behind {store} (mark {mark_ms} ms, clock {clock_ms} ms): a \
-                 generator waits at most {max_wait:?} at start-up",
-                Duration::from_millis(mark_ms.saturating_sub(*clock_ms)),
-            ),
-            BuildError::KeeperSpawn { cause } => {
-                write!(
-                    f,
-                    "could not spawn the thread that keeps the high-water mark: {cause}"
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for BuildError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            BuildError::HighWater(error) => std::error::Error::source(error),
-            BuildError::Store(error) => std::error::Error::source(error),
-            BuildError::KeeperSpawn { cause } => Some(cause.get()),
-            _ => None,
-        }
+/// `node 1, 2, 3`: the nodes of [`BuildError::NodeNotHeld`].
+fn nodes(held: &[u64]) -> String {
+    let list: Vec<String> = held.iter().map(u64::to_string).collect();
+    if list.is_empty() {
+        String::new()
+    } else {
+        format!("node {}", list.join(", "))
     }
 }
 

@@ -265,26 +265,17 @@ impl Minter {
     ) -> Result<(u64, u64), MintError> {
         match self.reserve_fast(state, clock.unix_ms(), want) {
             Some(block) => Ok(block),
-            None => self.try_reserve_slow(state, clock, want),
+            None => self
+                .try_reserve_full(state, clock, want)
+                .map_err(|refusal| self.error_of(refusal)),
         }
-    }
-
-    /// [`try_reserve`](Self::try_reserve) past its fast path.
-    #[cold]
-    #[inline(never)]
-    fn try_reserve_slow<W: Windowed, C: Clock>(
-        &self,
-        state: &W,
-        clock: &C,
-        want: u64,
-    ) -> Result<(u64, u64), MintError> {
-        self.try_reserve_full(state, clock, want)
-            .map_err(|refusal| self.error_of(refusal))
     }
 
     /// The full loop, and for a spent tick once more with a precise read: what
     /// [`try_reserve`](Self::try_reserve) decides past its fast path, before the refusal
-    /// becomes an error.
+    /// becomes an error. Out of line, for the fast path's sake.
+    #[cold]
+    #[inline(never)]
     fn try_reserve_full<W: Windowed, C: Clock>(
         &self,
         state: &W,
@@ -360,6 +351,7 @@ impl Minter {
     }
 
     /// The error `try_next_id` reports for `refusal`.
+    #[cold]
     fn error_of(&self, refusal: Blocked) -> MintError {
         // A child of a fork is told so rather than asked to retry.
         if !matches!(refusal, Blocked::Fatal(_))
@@ -387,7 +379,7 @@ impl Minter {
             Ok(()) => return Ok(()),
             Err(refusal) => refusal,
         };
-        // As `try_reserve_slow`: a lagging clock is read precisely before a spent tick is
+        // As `try_reserve_full`: a lagging clock is read precisely before a spent tick is
         // reported.
         let refusal = match refusal {
             Blocked::Spent { .. } => match self.probe_at(state, clock.precise_unix_ms()) {
