@@ -2,8 +2,9 @@
 
 Tests marked ``servers`` need a PostgreSQL database, an etcd cluster and a ZooKeeper
 server, given as ``ATOMFLAKE_TEST_POSTGRES``, ``ATOMFLAKE_TEST_ETCD`` and
-``ATOMFLAKE_TEST_ZOOKEEPER``; ``db-tests/tests/python.rs`` starts throwaway ones and runs
-them. Under ``CI=true`` a test that cannot run fails instead of
+``ATOMFLAKE_TEST_ZOOKEEPER``, or an ``atomflake serve`` of node 5 (Twitter's layout), given
+as ``ATOMFLAKE_TEST_SERVE`` (``HOST:PORT``); ``db-tests/tests/python.rs`` starts throwaway
+ones and runs them. Under ``CI=true`` a test that cannot run fails instead of
 skipping.
 """
 
@@ -82,7 +83,7 @@ def step_clock(clock: Path, seconds: int) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "servers: needs the lease servers (PostgreSQL, etcd, ZooKeeper)")
+    config.addinivalue_line("markers", "servers: needs the lease servers (PostgreSQL, etcd, ZooKeeper) or atomflake serve")
 
 
 # One ID per 500 ms tick: a mint after the first in a tick waits up to half a second.
