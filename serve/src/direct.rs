@@ -4,7 +4,9 @@
 //!
 //! Only the plain form is answered here: `GET /v1/ids` with no query or `count=DIGITS`
 //! alone, and a `GetIds` whose body is one uncompressed message of at most
-//! [`MAX_REQUEST_BYTES`]. Anything else (another parameter, percent-encoding, a compressed
+//! [`MAX_REQUEST_BYTES`], whose answer is sent uncompressed (below
+//! [`COMPRESS_FROM_BYTES`](grpc::COMPRESS_FROM_BYTES), or to a client that takes no gzip or
+//! zstd). Anything else (another parameter, percent-encoding, a compressed
 //! or oversized message, more than one) goes to the router, which answers as it does for
 //! every other request; a `GetIds` body, up to 16 KiB, is read to its end first. Limits, tokens, rates, deadlines, CORS and metrics are the same
 //! either way: the connection's service applies them around both.
@@ -30,6 +32,9 @@ static GRPC_ENCODING: HeaderName = HeaderName::from_static("grpc-encoding");
 
 /// `grpc-status`, the trailer's name.
 static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+
+/// The bytes of an ID in a `GetIdsResponse` (packed `fixed64`).
+const ID_BYTES: usize = 8;
 
 /// A gRPC message's prefix: the compressed flag, then the length in 4 bytes.
 const PREFIX: usize = 5;
@@ -139,6 +144,11 @@ async fn get_ids(service: &Service, request: &mut Request<Incoming>) -> Direct {
         }
     }
     let message = (plain && ended).then(|| one_message(&read)).flatten();
+    // An answer worth compressing for a client that takes it compressed: the router's.
+    let message = message.filter(|message| {
+        message.count as usize * ID_BYTES < grpc::COMPRESS_FROM_BYTES
+            || !grpc::accepts_compression(request.headers())
+    });
     let Some(message) = message else {
         return Direct::Route(Unread {
             read: Some(Bytes::from(read)),

@@ -15,6 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_stream::{Stream, StreamExt as _};
+use tonic::codec::{CompressionEncoding, SingleMessageCompressionOverride};
 use tonic::{Request, Response, Status};
 
 /// The encoded descriptors of `ids.proto`, for reflection.
@@ -65,12 +66,48 @@ pub(crate) fn router(service: &Arc<Service>) -> (axum::Router, tokio::task::Join
         .build_v1alpha()
         .expect("the descriptors compiled from ids.proto are valid");
     // Every request message is small: a count, an ID, a service or symbol name.
-    let ids = IdsServer::new(GrpcIds(Arc::clone(service))).max_decoding_message_size(MAX_REQUEST_BYTES);
+    // Compression both ways, negotiated per call: requests in gzip or zstd are read, and an
+    // answer is compressed in one the client accepts (`grpc-accept-encoding`) from
+    // COMPRESS_FROM_BYTES on.
+    let ids = IdsServer::new(GrpcIds(Arc::clone(service)))
+        .max_decoding_message_size(MAX_REQUEST_BYTES)
+        .accept_compressed(CompressionEncoding::Gzip)
+        .accept_compressed(CompressionEncoding::Zstd)
+        .send_compressed(CompressionEncoding::Gzip)
+        .send_compressed(CompressionEncoding::Zstd);
     let routes = tonic::service::Routes::new(ids)
         .add_service(health.max_decoding_message_size(MAX_REQUEST_BYTES))
         .add_service(reflection.max_decoding_message_size(MAX_REQUEST_BYTES))
         .add_service(reflection_v1alpha.max_decoding_message_size(MAX_REQUEST_BYTES));
     (routes.into_axum_router(), health_task)
+}
+
+/// The smallest unary answer sent compressed to a client that accepts gzip or zstd: 128 IDs
+/// of `GetIds`. A smaller one is sent as it is: its compression would cost more time than the
+/// bytes it saves (`GetIds{1}` is 14 bytes, and a gzip frame alone is 18).
+pub(crate) const COMPRESS_FROM_BYTES: usize = 1024;
+
+/// Whether a call's client accepts answers in gzip or zstd (`grpc-accept-encoding`).
+pub(crate) fn accepts_compression(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get_all("grpc-accept-encoding")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|encoding| matches!(encoding.trim(), "gzip" | "zstd"))
+}
+
+/// `message` as a unary answer, compressed (when the client accepts it) only from
+/// [`COMPRESS_FROM_BYTES`] on.
+fn unary<T: prost::Message>(message: T) -> Response<T> {
+    let small = message.encoded_len() < COMPRESS_FROM_BYTES;
+    let mut response = Response::new(message);
+    if small {
+        response
+            .extensions_mut()
+            .insert(SingleMessageCompressionOverride::Disable);
+    }
+    response
 }
 
 /// The `Ids` service on a [`Service`].
@@ -213,9 +250,7 @@ async fn stream_runs(
 impl Ids for GrpcIds {
     async fn get_ids(&self, request: Request<GetIdsRequest>) -> Result<Response<GetIdsResponse>, Status> {
         let budget = request.extensions().get::<IdBudget>();
-        get_ids(&self.0, request.get_ref().count, budget)
-            .await
-            .map(Response::new)
+        get_ids(&self.0, request.get_ref().count, budget).await.map(unary)
     }
 
     type StreamIdsStream = RunStream;
@@ -256,7 +291,7 @@ impl Ids for GrpcIds {
 
     async fn get_layout(&self, _: Request<GetLayoutRequest>) -> Result<Response<GetLayoutResponse>, Status> {
         let layout = self.0.layout();
-        Ok(Response::new(GetLayoutResponse {
+        Ok(unary(GetLayoutResponse {
             layout: Some(Layout {
                 timestamp_bits: layout.timestamp_bits(),
                 timestamp_shift: layout.timestamp_shift(),
@@ -302,7 +337,7 @@ impl Ids for GrpcIds {
             };
             Ok((decoded, 0))
         });
-        self.answer(start, result)
+        answer(&self.0, start, result).map(unary)
     }
 }
 

@@ -1,0 +1,150 @@
+//! gRPC compression, negotiated per call: an answer of at least a KiB goes out in the gzip
+//! or zstd the client accepts (`grpc-accept-encoding`), a smaller one as it is, and a
+//! compressed request is read. Sent by curl over HTTP/2, read here with the flate2 and zstd
+//! crates.
+
+use super::{Server, Setup, tempdir};
+use atomflake::{Id, Layout};
+use atomflake_test_servers::HANG_GUARD;
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Command;
+
+/// `GetIdsRequest { count }`, encoded.
+fn get_ids_request(count: u32) -> Vec<u8> {
+    let mut message = vec![0x08];
+    let mut rest = count;
+    while rest >= 0x80 {
+        message.push(u8::try_from(rest & 0x7f).unwrap() | 0x80);
+        rest >>= 7;
+    }
+    message.push(u8::try_from(rest).unwrap());
+    message
+}
+
+/// `message` in gRPC's frame: the compressed flag, the length, the bytes.
+fn framed(compressed: bool, message: &[u8]) -> Vec<u8> {
+    let mut frame = vec![u8::from(compressed)];
+    frame.extend(u32::try_from(message.len()).unwrap().to_be_bytes());
+    frame.extend(message);
+    frame
+}
+
+/// A `GetIds` with `body` and `headers`, over curl: the answer's headers (lower case) and
+/// its body.
+fn call(server: &Server, scratch: &Path, body: &[u8], headers: &[&str]) -> (String, Vec<u8>) {
+    let (request, answer) = (scratch.join("request.bin"), scratch.join("answer.bin"));
+    std::fs::write(&request, body).unwrap();
+    let mut command = Command::new("curl");
+    command
+        .args(["-sS", "--http2-prior-knowledge", "--max-time"])
+        .arg(HANG_GUARD.as_secs().to_string())
+        .args(["-D", "-", "-o"])
+        .arg(&answer)
+        .args(["-H", "content-type: application/grpc", "-H", "te: trailers"]);
+    for header in headers {
+        command.args(["-H", header]);
+    }
+    let output = command
+        .arg("--data-binary")
+        .arg(format!("@{}", request.display()))
+        .arg(format!("http://{}/atomflake.v1.Ids/GetIds", server.address))
+        .output()
+        .expect("curl runs");
+    assert!(output.status.success(), "curl: {output:?}");
+    (
+        String::from_utf8_lossy(&output.stdout).to_lowercase(),
+        std::fs::read(&answer).unwrap(),
+    )
+}
+
+/// The IDs of a `GetIdsResponse` (field 1, packed fixed64).
+fn ids_of(message: &[u8]) -> Vec<u64> {
+    assert_eq!(message[0], 0x0a, "field 1, length-delimited");
+    let (mut length, mut at) = (0_usize, 1);
+    while message[at] & 0x80 != 0 {
+        length |= usize::from(message[at] & 0x7f) << (7 * (at - 1));
+        at += 1;
+    }
+    length |= usize::from(message[at]) << (7 * (at - 1));
+    let packed = &message[at + 1..];
+    assert_eq!(packed.len(), length);
+    packed
+        .chunks(8)
+        .map(|bytes| u64::from_le_bytes(bytes.try_into().unwrap()))
+        .collect()
+}
+
+/// The message of a one-message answer, decompressed as its flag and `grpc-encoding` say.
+fn message_of(headers: &str, body: &[u8]) -> (Option<&'static str>, Vec<u8>) {
+    let length = u32::from_be_bytes(body[1..5].try_into().unwrap()) as usize;
+    let message = &body[5..5 + length];
+    let encoding = ["gzip", "zstd"]
+        .into_iter()
+        .find(|encoding| headers.contains(&format!("grpc-encoding: {encoding}")));
+    match (body[0], encoding) {
+        (0, _) => (None, message.to_vec()),
+        (1, Some("gzip")) => {
+            let mut plain = Vec::new();
+            flate2::read::GzDecoder::new(message)
+                .read_to_end(&mut plain)
+                .unwrap();
+            (encoding, plain)
+        }
+        (1, Some("zstd")) => (encoding, zstd::decode_all(message).unwrap()),
+        (flag, encoding) => panic!("flag {flag} with grpc-encoding {encoding:?}: {headers}"),
+    }
+}
+
+#[test]
+fn grpc_answers_of_a_kib_or_more_go_compressed_as_the_client_accepts() {
+    let server = Server::start(Setup::node(5));
+    let scratch = tempdir("grpc-compression");
+    let mut seen = HashSet::new();
+    for (accepts, count, sent_in) in [
+        (Some("gzip"), 4096, Some("gzip")),
+        (Some("zstd"), 4096, Some("zstd")),
+        (Some("identity, deflate, gzip"), 4096, Some("gzip")),
+        (Some("gzip"), 128, Some("gzip")),
+        // Below a KiB, and to a client that takes nothing compressed: as it is.
+        (Some("gzip"), 127, None),
+        (Some("zstd"), 1, None),
+        (None, 4096, None),
+        (Some("deflate"), 4096, None),
+    ] {
+        let header = accepts.map(|accepts| format!("grpc-accept-encoding: {accepts}"));
+        let headers: Vec<&str> = header.iter().map(String::as_str).collect();
+        let (answer_headers, body) = call(
+            &server,
+            &scratch,
+            &framed(false, &get_ids_request(count)),
+            &headers,
+        );
+        let (encoding, message) = message_of(&answer_headers, &body);
+        assert_eq!(encoding, sent_in, "{accepts:?} {count}: {answer_headers}");
+        let ids = ids_of(&message);
+        assert_eq!(ids.len(), count as usize, "{accepts:?} {count}");
+        for id in ids {
+            assert_eq!(Layout::TWITTER.decode(Id::new(id)).node, 5);
+            assert!(seen.insert(id), "{id} twice");
+        }
+    }
+    // A compressed request (grpc-encoding) is read, in either encoding.
+    let request = get_ids_request(300);
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gzip.write_all(&request).unwrap();
+    for (encoding, compressed) in [
+        ("gzip", gzip.finish().unwrap()),
+        ("zstd", zstd::encode_all(&request[..], 3).unwrap()),
+    ] {
+        let sent = format!("grpc-encoding: {encoding}");
+        let (answer_headers, body) = call(&server, &scratch, &framed(true, &compressed), &[&sent]);
+        assert!(
+            answer_headers.contains("grpc-status: 0") || !body.is_empty(),
+            "{answer_headers}"
+        );
+        let (_, message) = message_of(&answer_headers, &body);
+        assert_eq!(ids_of(&message).len(), 300, "{encoding}: {answer_headers}");
+    }
+}
