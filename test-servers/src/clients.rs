@@ -136,6 +136,18 @@ pub fn curl_sequence(urls: &[String], headers: &[&str]) -> Option<Child> {
     Some(child)
 }
 
+/// The message of `GetIds` or `StreamIds` for `count` IDs: field 1 as a varint.
+pub fn count_message(count: u64) -> Vec<u8> {
+    let mut message = vec![0x08];
+    let mut rest = count;
+    while rest >= 0x80 {
+        message.push(u8::try_from(rest & 0x7f).unwrap() | 0x80);
+        rest >>= 7;
+    }
+    message.push(u8::try_from(rest).unwrap());
+    message
+}
+
 /// A gRPC call of `method` (`GetIds`, `StreamIds`: a request of one field, `count`) to the
 /// server at `address`, sent by curl over HTTP/2, with `grpc-timeout: timeout` when given
 /// (curl keeps no deadline of its own), its answer discarded. The request's body is
@@ -147,14 +159,8 @@ pub fn grpc_over_curl(
     count: u64,
     timeout: Option<&str>,
 ) -> Command {
-    // The message: field 1 (count) as a varint, in gRPC's frame (uncompressed, length).
-    let mut message = vec![0x08];
-    let mut rest = count;
-    while rest >= 0x80 {
-        message.push(u8::try_from(rest & 0x7f).unwrap() | 0x80);
-        rest >>= 7;
-    }
-    message.push(u8::try_from(rest).unwrap());
+    // The message, in gRPC's frame (uncompressed, length).
+    let message = count_message(count);
     let mut frame = vec![0];
     frame.extend(u32::try_from(message.len()).unwrap().to_be_bytes());
     frame.extend(message);

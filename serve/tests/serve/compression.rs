@@ -6,6 +6,7 @@
 use super::{Server, Setup, tempdir};
 use atomflake::{Id, Layout};
 use atomflake_test_servers::HANG_GUARD;
+use atomflake_test_servers::clients::count_message;
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::Path;
@@ -13,14 +14,7 @@ use std::process::Command;
 
 /// `GetIdsRequest { count }`, encoded.
 fn get_ids_request(count: u32) -> Vec<u8> {
-    let mut message = vec![0x08];
-    let mut rest = count;
-    while rest >= 0x80 {
-        message.push(u8::try_from(rest & 0x7f).unwrap() | 0x80);
-        rest >>= 7;
-    }
-    message.push(u8::try_from(rest).unwrap());
-    message
+    count_message(u64::from(count))
 }
 
 /// `message` in gRPC's frame: the compressed flag, the length, the bytes.
