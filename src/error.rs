@@ -21,13 +21,16 @@
 //! `is_transient` says whether the same call can succeed later (transient) or never will
 //! for the same input (permanent).
 
-use crate::format::{LayoutError, MaskKeyError, ParseIdError, RangeError, UuidError};
+#[cfg(feature = "mask")]
+use crate::format::MaskKeyError;
+use crate::format::{LayoutError, ParseIdError, RangeError, UuidError};
 use crate::generator::{BuildError, FillError, MintError};
 use crate::node::NodeSourceError;
 
 /// `From` for each error that another error holds whole, as the variant named.
 macro_rules! holds {
-    ($($outer:ident::$variant:ident($inner:ty)),* $(,)?) => {$(
+    ($($(#[$cfg:meta])* $outer:ident::$variant:ident($inner:ty)),* $(,)?) => {$(
+        $(#[$cfg])*
         impl From<$inner> for $outer {
             fn from(error: $inner) -> $outer {
                 $outer::$variant(error)
@@ -41,7 +44,7 @@ pub(crate) use holds;
 /// Declares [`Error`] with one variant per error type, each passing its `Display` and
 /// `source` through, and its `From` conversions.
 macro_rules! umbrella {
-    ($(#[$doc:meta])* $($variant:ident($error:ident)),* $(,)?) => {
+    ($(#[$doc:meta])* enum { $($(#[$cfg:meta])* $variant:ident($error:ident)),* $(,)? }) => {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
         #[non_exhaustive]
@@ -49,11 +52,12 @@ macro_rules! umbrella {
             $(
                 #[doc = concat!("See [`", stringify!($error), "`].")]
                 #[error(transparent)]
+                $(#[$cfg])*
                 $variant($error),
             )*
         }
 
-        holds!($(Error::$variant($error)),*);
+        holds!($($(#[$cfg])* Error::$variant($error)),*);
     };
 }
 
@@ -77,15 +81,18 @@ umbrella! {
     ///     "node 1024 is out of range: the layout allows 0..=1023",
     /// );
     /// ```
-    Parse(ParseIdError),
-    Layout(LayoutError),
-    Range(RangeError),
-    Uuid(UuidError),
-    MaskKey(MaskKeyError),
-    Build(BuildError),
-    Mint(MintError),
-    Fill(FillError),
-    Node(NodeSourceError),
+    enum {
+        Parse(ParseIdError),
+        Layout(LayoutError),
+        Range(RangeError),
+        Uuid(UuidError),
+        #[cfg(feature = "mask")]
+        MaskKey(MaskKeyError),
+        Build(BuildError),
+        Mint(MintError),
+        Fill(FillError),
+        Node(NodeSourceError),
+    }
 }
 
 impl Error {
@@ -106,12 +113,9 @@ impl Error {
             Error::Build(error) => error.is_transient(),
             Error::Mint(error) => error.is_transient(),
             Error::Fill(error) => error.is_transient(),
-            Error::Parse(_)
-            | Error::Layout(_)
-            | Error::Range(_)
-            | Error::Uuid(_)
-            | Error::MaskKey(_)
-            | Error::Node(_) => false,
+            #[cfg(feature = "mask")]
+            Error::MaskKey(_) => false,
+            Error::Parse(_) | Error::Layout(_) | Error::Range(_) | Error::Uuid(_) | Error::Node(_) => false,
         }
     }
 }

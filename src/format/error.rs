@@ -1,10 +1,10 @@
 //! The errors of the format: text that is not an ID, a layout that cannot be built, and a
-//! value outside a layout's fields or span.
+//! value outside a layout's fields or span. A UUID's and a mask key's errors stand beside
+//! the conversions that return them, in `uuid.rs` and `mask.rs`.
 
 use super::base32::Base32;
 use super::base62::Base62;
 use super::field::Field;
-use crate::io::IoCause;
 
 /// Text that is not an ID. Permanent.
 ///
@@ -213,98 +213,5 @@ pub enum RangeError {
         unix_ms: u64,
         /// The time type, such as `SystemTime`.
         target: &'static str,
-    },
-}
-
-/// A UUID that is not one of a layout's IDs ([`Id::from_uuid_u128`](crate::Id::from_uuid_u128)).
-/// Permanent.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum UuidError {
-    /// A UUID of another version: an ID's UUID is of version 7.
-    #[error("uuid is of version {version}: an id's uuid is of version 7")]
-    NotVersion7 {
-        /// The version field.
-        version: u8,
-    },
-    /// A UUID whose variant field is not RFC 9562's `10`.
-    #[error("uuid has variant bits {variant:#04b}: an id's uuid has RFC 9562's 0b10")]
-    NotRfc9562Variant {
-        /// The two variant bits.
-        variant: u8,
-    },
-    /// A UUID of another layout, or a version 7 UUID made elsewhere: its 10-bit layout
-    /// fingerprint is not this layout's.
-    #[error("uuid carries layout fingerprint {found}: this layout's is {expected}")]
-    OtherLayout {
-        /// The fingerprint the UUID carries.
-        found: u16,
-        /// This layout's.
-        expected: u16,
-    },
-    /// The ID in the UUID has bits set above the layout's width.
-    #[error(transparent)]
-    Range(RangeError),
-    /// Text that is not a UUID (feature `uuid`), as the `uuid` crate parses them.
-    #[cfg(feature = "uuid")]
-    #[error("not a UUID ({0}): a UUID is 32 hex digits, grouped 8-4-4-4-12 by hyphens or not")]
-    Text(uuid::Error),
-    /// The UUID's `unix_ts_ms` is not the time of the ID it holds: a version 7 UUID made
-    /// elsewhere, or one altered.
-    #[error("uuid's unix_ts_ms {uuid_ms} is not its id's time {id_ms} ms")]
-    TimeMismatch {
-        /// The UUID's `unix_ts_ms`.
-        uuid_ms: u64,
-        /// The time of the ID it holds.
-        id_ms: u64,
-    },
-}
-
-/// A key for [`Mask`](crate::Mask) that cannot be used (feature `mask`). Permanent. It
-/// never shows the key or a character of it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum MaskKeyError {
-    /// Hex text of another length than 32 digits.
-    #[error("key has {length} characters: a key is 32 hex digits (16 bytes)")]
-    HexLength {
-        /// The number of characters given.
-        length: usize,
-    },
-    /// Hex text with a character other than a hex digit.
-    #[error(
-        "key has a character other than a hex digit at byte {index}: a key is 32 hex digits (0-9, a-f, A-F)"
-    )]
-    InvalidHex {
-        /// The byte offset of the first such character.
-        index: usize,
-    },
-    /// A key file of another size than 16 raw bytes or 32 hex digits.
-    #[error(
-        "key file {path} holds {size} bytes: a key file holds 16 raw bytes, or 32 hex digits and a line end"
-    )]
-    FileSize {
-        /// The file.
-        path: String,
-        /// Its size in bytes.
-        size: u64,
-    },
-    /// A key file that the group or others may read or write.
-    #[error(
-        "key file {path} has mode {mode:o}: a key file may be read and written by its owner alone (chmod 600)"
-    )]
-    Permissions {
-        /// The file.
-        path: String,
-        /// Its permission bits.
-        mode: u32,
-    },
-    /// A key file that cannot be read.
-    #[error("cannot read key file {path}: {cause}")]
-    Read {
-        /// The file.
-        path: String,
-        /// The operating system's error.
-        cause: IoCause,
     },
 }

@@ -16,7 +16,6 @@
 //! the processor has them, chosen when the program runs), and tested equal to the crate's
 //! under random keys.
 
-use super::error::MaskKeyError;
 use super::id::Id;
 use crate::io::IoCause;
 use multiversion::multiversion;
@@ -25,6 +24,55 @@ use speck_cipher::cipher::{Block, BlockCipherDecrypt, BlockCipherEncrypt, KeyIni
 use std::fmt;
 use std::path::Path;
 use zeroize::Zeroize;
+
+/// A key for [`Mask`] that cannot be used (feature `mask`). Permanent. It
+/// never shows the key or a character of it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MaskKeyError {
+    /// Hex text of another length than 32 digits.
+    #[error("key has {length} characters: a key is 32 hex digits (16 bytes)")]
+    HexLength {
+        /// The number of characters given.
+        length: usize,
+    },
+    /// Hex text with a character other than a hex digit.
+    #[error(
+        "key has a character other than a hex digit at byte {index}: a key is 32 hex digits (0-9, a-f, A-F)"
+    )]
+    InvalidHex {
+        /// The byte offset of the first such character.
+        index: usize,
+    },
+    /// A key file of another size than 16 raw bytes or 32 hex digits.
+    #[error(
+        "key file {path} holds {size} bytes: a key file holds 16 raw bytes, or 32 hex digits and a line end"
+    )]
+    FileSize {
+        /// The file.
+        path: String,
+        /// Its size in bytes.
+        size: u64,
+    },
+    /// A key file that the group or others may read or write.
+    #[error(
+        "key file {path} has mode {mode:o}: a key file may be read and written by its owner alone (chmod 600)"
+    )]
+    Permissions {
+        /// The file.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// A key file that cannot be read.
+    #[error("cannot read key file {path}: {cause}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The operating system's error.
+        cause: IoCause,
+    },
+}
 
 /// A keyed, reversible permutation of the IDs (feature `mask`): [`mask`](Self::mask) and
 /// [`unmask`](Self::unmask) are exact inverses, and an ID below 2^63 (any ID that fits a

@@ -14,10 +14,11 @@ mod uuid;
 
 pub use base32::Base32;
 pub use base62::Base62;
-pub use error::{LayoutError, MaskKeyError, ParseIdError, RangeError, UuidError};
+pub use error::{LayoutError, ParseIdError, RangeError};
 pub use field::Field;
 pub use id::{Id, Parts};
 pub use layout::{FieldOrder, Layout, LayoutBuilder};
 pub(crate) use layout::{FieldOutOfRange, OutOfSpan};
 #[cfg(feature = "mask")]
-pub use mask::{MASK_KEY_BYTES, Mask};
+pub use mask::{MASK_KEY_BYTES, Mask, MaskKeyError};
+pub use uuid::UuidError;

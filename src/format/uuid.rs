@@ -12,9 +12,53 @@
 //! (section 6.2, method 1) lets `rand_a` and `rand_b` hold a counter; the node and sequence
 //! are one. Such a UUID is as guessable as the ID it holds (section 6.9).
 
-use super::error::{RangeError, UuidError};
+use super::error::RangeError;
 use super::id::Id;
 use super::layout::{FieldOrder, Layout};
+
+/// A UUID that is not one of a layout's IDs ([`Id::from_uuid_u128`](crate::Id::from_uuid_u128)).
+/// Permanent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UuidError {
+    /// A UUID of another version: an ID's UUID is of version 7.
+    #[error("uuid is of version {version}: an id's uuid is of version 7")]
+    NotVersion7 {
+        /// The version field.
+        version: u8,
+    },
+    /// A UUID whose variant field is not RFC 9562's `10`.
+    #[error("uuid has variant bits {variant:#04b}: an id's uuid has RFC 9562's 0b10")]
+    NotRfc9562Variant {
+        /// The two variant bits.
+        variant: u8,
+    },
+    /// A UUID of another layout, or a version 7 UUID made elsewhere: its 10-bit layout
+    /// fingerprint is not this layout's.
+    #[error("uuid carries layout fingerprint {found}: this layout's is {expected}")]
+    OtherLayout {
+        /// The fingerprint the UUID carries.
+        found: u16,
+        /// This layout's.
+        expected: u16,
+    },
+    /// The ID in the UUID has bits set above the layout's width.
+    #[error(transparent)]
+    Range(RangeError),
+    /// Text that is not a UUID (feature `uuid`), as the `uuid` crate parses them.
+    #[cfg(feature = "uuid")]
+    #[error("not a UUID ({0}): a UUID is 32 hex digits, grouped 8-4-4-4-12 by hyphens or not")]
+    Text(uuid::Error),
+    /// The UUID's `unix_ts_ms` is not the time of the ID it holds: a version 7 UUID made
+    /// elsewhere, or one altered.
+    #[error("uuid's unix_ts_ms {uuid_ms} is not its id's time {id_ms} ms")]
+    TimeMismatch {
+        /// The UUID's `unix_ts_ms`.
+        uuid_ms: u64,
+        /// The time of the ID it holds.
+        id_ms: u64,
+    },
+}
 
 /// The version field's bits: 7.
 const VERSION: u128 = 7;
