@@ -138,27 +138,18 @@ fn mint_node_from_the_environment_and_the_flag() {
 
 #[test]
 fn mint_base32_and_json_formats() {
-    let output = run(&["mint", "-n", "3", "--format", "base32"]);
-    let lines: Vec<&str> = stdout(&output).lines().collect();
-    assert_eq!(lines.len(), 3);
-    assert!(lines.iter().all(|l| l.len() == 13), "{lines:?}");
-    assert!(
-        lines.windows(2).all(|w| w[0] < w[1]),
-        "base32 sorts like the number"
-    );
-    let decoded = run(&["decode", lines[0]]);
-    assert_eq!(decoded.status.code(), Some(0), "{}", stderr(&decoded));
-
-    let output = run(&["mint", "-n", "3", "--format", "base62"]);
-    let lines: Vec<&str> = stdout(&output).lines().collect();
-    assert_eq!(lines.len(), 3);
-    assert!(lines.iter().all(|l| l.len() == 11), "{lines:?}");
-    assert!(
-        lines.windows(2).all(|w| w[0] < w[1]),
-        "base62 sorts like the number"
-    );
-    let decoded = run(&[&["decode"][..], &lines].concat());
-    assert_eq!((decoded.status.code(), stderr(&decoded)), (Some(0), ""));
+    for (format, width) in [("base32", 13), ("base62", 11)] {
+        let output = run(&["mint", "-n", "3", "--format", format]);
+        let lines: Vec<&str> = stdout(&output).lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(lines.iter().all(|l| l.len() == width), "{lines:?}");
+        assert!(
+            lines.windows(2).all(|w| w[0] < w[1]),
+            "{format} sorts like the number"
+        );
+        let decoded = run(&[&["decode"][..], &lines].concat());
+        assert_eq!((decoded.status.code(), stderr(&decoded)), (Some(0), ""));
+    }
     // As an independent Python base62 in ASCII order writes the published ID.
     assert_eq!(
         succeeds(&["decode", "1ptWyK4WgZU"]),

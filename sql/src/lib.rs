@@ -1,7 +1,5 @@
 #![doc = include_str!("../README.md")]
 
-use std::fmt;
-
 /// Declares a template: the file in `templates/`, less the newline that ends the file.
 macro_rules! template {
     ($(#[$doc:meta])* $name:ident = $file:literal) => {
@@ -171,39 +169,28 @@ pub fn fill(template: &str, values: &[(&str, &str)]) -> Result<String, FillError
 }
 
 /// Why [`fill`] could not fill a template.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FillError {
     /// A placeholder with no value.
+    #[error("the template's placeholder {{{name}}} has no value")]
     Missing {
         /// Its name.
         name: String,
     },
     /// A value that no placeholder takes.
+    #[error("the value of {name} fills no placeholder of the template")]
     Unused {
         /// Its name.
         name: String,
     },
     /// A `{` with no `}` after it.
+    #[error("the template's {{ at byte {at} is not closed")]
     Unclosed {
         /// Its byte offset in the template.
         at: usize,
     },
 }
-
-impl fmt::Display for FillError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FillError::Missing { name } => write!(f, "the template's placeholder {{{name}}} has no value"),
-            FillError::Unused { name } => {
-                write!(f, "the value of {name} fills no placeholder of the template")
-            }
-            FillError::Unclosed { at } => write!(f, "the template's {{ at byte {at} is not closed"),
-        }
-    }
-}
-
-impl std::error::Error for FillError {}
 
 #[cfg(test)]
 mod tests {

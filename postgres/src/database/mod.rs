@@ -50,20 +50,27 @@ use std::path::PathBuf;
 use tls::Tls;
 
 /// A connection string that cannot be used. No variant holds the string or a password.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
     /// The string does not parse: `reason` names the option or the place.
+    #[error("invalid connection string: {reason}")]
     Invalid {
         /// What is wrong, without the value.
         reason: String,
     },
     /// An `sslmode` that libpq does not have.
+    #[error("{}", bad_ssl_mode(value))]
     SslMode {
         /// The value given.
         value: String,
     },
     /// `verify-ca` or `verify-full` without a root certificate to verify with.
+    #[error(
+        "sslmode={mode} needs a root certificate to verify the server with: give sslrootcert=FILE (or \
+         sslrootcert=system for the system's roots); the default {} does not exist",
+        default.display()
+    )]
     NoRootCert {
         /// The mode asked for.
         mode: SslMode,
@@ -71,13 +78,19 @@ pub enum ConfigError {
         default: PathBuf,
     },
     /// `sslrootcert=system` with a mode that does not check the host name.
+    #[error(
+        "sslrootcert=system needs sslmode=verify-full, not {mode}: a public CA signs certificates for any \
+         host, so only the host name check means something"
+    )]
     SystemRootsNeedVerifyFull {
         /// The mode asked for.
         mode: SslMode,
     },
     /// `sslcert` without `sslkey`, or the other way round.
+    #[error("sslcert and sslkey go together: give both or neither")]
     ClientCertPair,
     /// A certificate or key file that cannot be read or holds nothing usable.
+    #[error("{option} {}: {reason}", path.display())]
     File {
         /// The option that names it: `sslrootcert`, `sslcert` or `sslkey`.
         option: &'static str,
@@ -87,51 +100,23 @@ pub enum ConfigError {
         reason: String,
     },
     /// rustls refused the settings (a key that does not match its certificate, say).
+    #[error("TLS settings refused: {reason}")]
     Tls {
         /// rustls' reason.
         reason: String,
     },
 }
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConfigError::Invalid { reason } => write!(f, "invalid connection string: {reason}"),
-            ConfigError::SslMode { value } => {
-                let allowed: Vec<&str> = SslMode::ALL.iter().map(|mode| mode.as_str()).collect();
-                // A value that could be anything but a misspelt mode is not shown.
-                if value.len() <= 16 && value.bytes().all(|c| c.is_ascii_lowercase() || c == b'-') {
-                    write!(f, "sslmode {value:?} is invalid: allowed {}", allowed.join(", "))
-                } else {
-                    write!(
-                        f,
-                        "sslmode is invalid (not shown): allowed {}",
-                        allowed.join(", ")
-                    )
-                }
-            }
-            ConfigError::NoRootCert { mode, default } => write!(
-                f,
-                "sslmode={mode} needs a root certificate to verify the server with: give \
-                 sslrootcert=FILE (or sslrootcert=system for the system's roots); the default \
-                 {} does not exist",
-                default.display()
-            ),
-            ConfigError::SystemRootsNeedVerifyFull { mode } => write!(
-                f,
-                "sslrootcert=system needs sslmode=verify-full, not {mode}: a public CA \
-                 signs certificates for any host, so only the host name check means something"
-            ),
-            ConfigError::ClientCertPair => {
-                f.write_str("sslcert and sslkey go together: give both or neither")
-            }
-            ConfigError::File { option, path, reason } => write!(f, "{option} {}: {reason}", path.display()),
-            ConfigError::Tls { reason } => write!(f, "TLS settings refused: {reason}"),
-        }
+/// The `sslmode` message: a value that could be anything but a misspelt mode is not shown.
+fn bad_ssl_mode(value: &str) -> String {
+    let allowed: Vec<&str> = SslMode::ALL.iter().map(|mode| mode.as_str()).collect();
+    let allowed = allowed.join(", ");
+    if value.len() <= 16 && value.bytes().all(|c| c.is_ascii_lowercase() || c == b'-') {
+        format!("sslmode {value:?} is invalid: allowed {allowed}")
+    } else {
+        format!("sslmode is invalid (not shown): allowed {allowed}")
     }
 }
-
-impl std::error::Error for ConfigError {}
 
 /// A PostgreSQL database to connect to: the client's [`postgres::Config`] and the TLS
 /// settings (see the [module docs](self)).

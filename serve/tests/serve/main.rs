@@ -297,15 +297,8 @@ fn ids_as_uuids_sort_as_the_ids_and_decode_back_to_them() {
         return;
     };
     assert_eq!(status, 200, "{strings}");
-    let (status, uuids) = curl(&server.url("/v1/ids?as=uuid&count=5")).unwrap();
-    assert_eq!(status, 200, "{uuids}");
-    let uuids: serde_json::Value = serde_json::from_str(&uuids).unwrap();
-    let uuids: Vec<&str> = uuids["ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|uuid| uuid.as_str().unwrap())
-        .collect();
+    let uuids = json_ids(&server, "/v1/ids?as=uuid&count=5");
+    let uuids: Vec<&str> = uuids.iter().map(|uuid| uuid.as_str().unwrap()).collect();
     assert_eq!(uuids.len(), 5);
     assert!(uuids.windows(2).all(|pair| pair[0] < pair[1]), "{uuids:?}");
     let mut ids = ids_of(&strings);
@@ -434,12 +427,7 @@ fn ids_as_numbers_on_the_javascript_layout_are_json_numbers_a_javascript_number_
         return;
     };
     assert_eq!(status, 200, "{strings}");
-    let (status, numbers) = curl(&server.url("/v1/ids?as=number&count=5")).unwrap();
-    assert_eq!(status, 200, "{numbers}");
-    let numbers: serde_json::Value = serde_json::from_str(&numbers).unwrap();
-    let numbers: Vec<u64> = numbers["ids"]
-        .as_array()
-        .unwrap()
+    let numbers: Vec<u64> = json_ids(&server, "/v1/ids?as=number&count=5")
         .iter()
         .map(|id| id.as_u64().unwrap_or_else(|| panic!("{id} is not a JSON number")))
         .collect();
@@ -1469,6 +1457,17 @@ fn a_client_ca_taken_out_of_trust_closes_its_clients_open_connections() {
     );
     assert_eq!(server.stop(), Drained::Finished);
     let _ = std::fs::remove_dir_all(stubs);
+}
+
+/// The `ids` of a `GET` that answers 200 with JSON, each as JSON gives it.
+fn json_ids(server: &Server, path: &str) -> Vec<serde_json::Value> {
+    let (status, body) = curl(&server.url(path)).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let mut answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    match answer["ids"].take() {
+        serde_json::Value::Array(ids) => ids,
+        other => panic!("{path} answered ids {other}"),
+    }
 }
 
 /// curl's GET of `path` with `token` as a bearer token, if any: the status, and the
