@@ -6,10 +6,12 @@
 //! alone, and a `GetIds` whose body is one uncompressed message of at most
 //! [`MAX_REQUEST_BYTES`], whose answer is sent uncompressed (below
 //! [`COMPRESS_FROM_BYTES`](grpc::COMPRESS_FROM_BYTES), or to a client that takes no gzip or
-//! zstd). Anything else (another parameter, percent-encoding, a compressed
-//! or oversized message, more than one) goes to the router, which answers as it does for
-//! every other request; a `GetIds` body, up to 16 KiB, is read to its end first. Limits, tokens, rates, deadlines, CORS and metrics are the same
-//! either way: the connection's service applies them around both.
+//! zstd), and a `GET /v1/ids` whose answer stays below that size or goes to a client that
+//! takes nothing compressed. Anything else (another parameter, percent-encoding, a
+//! compressed or oversized message, more than one) goes to the router, which answers as it
+//! does for every other request; a `GetIds` body, up to 16 KiB, is read to its end first.
+//! Limits, tokens, rates, deadlines, CORS and metrics are the same either way: the
+//! connection's service applies them around both.
 
 use crate::connections::Reply;
 use crate::grpc::{self, MAX_REQUEST_BYTES};
@@ -35,6 +37,10 @@ static GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 
 /// The bytes of an ID in a `GetIdsResponse` (packed `fixed64`).
 const ID_BYTES: usize = 8;
+
+/// The most IDs whose JSON answer, `{"ids":["<20 digits>",...]}`, is sure to stay below
+/// [`COMPRESS_FROM_BYTES`](grpc::COMPRESS_FROM_BYTES): 10 bytes around 23 for each ID.
+const SMALL_JSON_IDS: u64 = ((grpc::COMPRESS_FROM_BYTES - 10) / 23) as u64;
 
 /// A gRPC message's prefix: the compressed flag, then the length in 4 bytes.
 const PREFIX: usize = 5;
@@ -85,6 +91,13 @@ pub(crate) async fn answer(service: &Service, request: &mut Request<Incoming>) -
         let Some(count) = plain_count(request.uri().query()) else {
             return Direct::Route(Unread::NONE);
         };
+        // An answer that may reach a KiB, for a client that takes it compressed: the
+        // router's.
+        if !count.parse().is_ok_and(|count: u64| count <= SMALL_JSON_IDS)
+            && http::accepts_any(request.headers(), "accept-encoding", &["gzip", "zstd", "br"])
+        {
+            return Direct::Route(Unread::NONE);
+        }
         let max = u64::from(service.limits().max_count);
         let budget = request.extensions().get::<IdBudget>();
         let asked = http::count_in(Some(count), max).map(|count| (count, http::Written::Strings));

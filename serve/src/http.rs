@@ -1,12 +1,15 @@
 //! The HTTP/JSON API: `GET /v1/ids`, `GET /v1/ids/{id}`, `GET /v1/layout`, `GET /healthz`,
-//! `GET /readyz`, `GET /livez`, `GET /metrics` and `GET /v1/openapi.json`.
+//! `GET /readyz`, `GET /livez`, `GET /metrics` and `GET /v1/openapi.json`. An answer of
+//! [`COMPRESS_FROM_BYTES`] or more goes out in the gzip, zstd or brotli that the client
+//! accepts (`Accept-Encoding`), a smaller one as it is.
 
+use crate::grpc::COMPRESS_FROM_BYTES;
 use crate::metrics::{Api, Outcome};
 use crate::rate::IdBudget;
 use crate::service::{Refusal, Service};
 use atomflake::{Base62, Id, Layout};
 use axum::extract::{Path, Query, State as With};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Extension, Router};
@@ -14,6 +17,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Instant;
+use tower_http::compression::CompressionLayer;
+use tower_http::compression::predicate::SizeAbove;
 
 /// The HTTP routes, on `service`.
 pub(crate) fn router(service: Arc<Service>) -> Router {
@@ -27,6 +32,32 @@ pub(crate) fn router(service: Arc<Service>) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/openapi.json", get(openapi))
         .with_state(service)
+        .layer(CompressionLayer::new().compress_when(SizeAbove::new(COMPRESS_FROM)))
+}
+
+/// [`COMPRESS_FROM_BYTES`], as tower-http counts it.
+const COMPRESS_FROM: u16 = 1024;
+const _: () = assert!(COMPRESS_FROM as usize == COMPRESS_FROM_BYTES);
+
+/// Whether `header` (such as `Accept-Encoding`) names one of `codings`, with a weight
+/// above 0 (`gzip;q=0` refuses gzip).
+pub(crate) fn accepts_any(headers: &HeaderMap, header: &str, codings: &[&str]) -> bool {
+    headers
+        .get_all(header)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|item| {
+            let mut parts = item.split(';').map(str::trim);
+            let coding = parts.next().unwrap_or_default();
+            let refused = parts.any(|parameter| {
+                parameter
+                    .strip_prefix("q=")
+                    .and_then(|weight| weight.parse::<f32>().ok())
+                    .is_some_and(|weight| weight <= 0.0)
+            });
+            !refused && codings.iter().any(|wanted| coding.eq_ignore_ascii_case(wanted))
+        })
 }
 
 /// `GET /v1/ids?count=N`: `{"ids": ["<decimal>", ...]}`, IDs as strings (JavaScript's

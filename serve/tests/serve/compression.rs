@@ -1,7 +1,8 @@
-//! gRPC compression, negotiated per call: an answer of at least a KiB goes out in the gzip
+//! Compression, negotiated per call: a gRPC answer of at least a KiB goes out in the gzip
 //! or zstd the client accepts (`grpc-accept-encoding`), a smaller one as it is, and a
-//! compressed request is read. Sent by curl over HTTP/2, read here with the flate2 and zstd
-//! crates.
+//! compressed request is read; an HTTP/JSON answer of at least a KiB goes out in the gzip,
+//! zstd or brotli of `Accept-Encoding`. Sent by curl, read here with the flate2, zstd and
+//! brotli-decompressor crates.
 
 use super::{Server, Setup, tempdir};
 use atomflake::{Id, Layout};
@@ -140,5 +141,97 @@ fn grpc_answers_of_a_kib_or_more_go_compressed_as_the_client_accepts() {
         );
         let (_, message) = message_of(&answer_headers, &body);
         assert_eq!(ids_of(&message).len(), 300, "{encoding}: {answer_headers}");
+    }
+}
+
+/// A `GET` of `path` with `headers`, over curl (HTTP/1.1, nothing decoded): the answer's
+/// headers (lower case) and its body as sent.
+fn get(server: &Server, scratch: &Path, path: &str, headers: &[&str]) -> (String, Vec<u8>) {
+    let answer = scratch.join("answer.json");
+    let mut command = Command::new("curl");
+    command
+        .args(["-sS", "--max-time"])
+        .arg(HANG_GUARD.as_secs().to_string())
+        .args(["-D", "-", "-o"])
+        .arg(&answer);
+    for header in headers {
+        command.args(["-H", header]);
+    }
+    let output = command
+        .arg(format!("http://{}{path}", server.address))
+        .output()
+        .expect("curl runs");
+    assert!(output.status.success(), "curl: {output:?}");
+    (
+        String::from_utf8_lossy(&output.stdout).to_lowercase(),
+        std::fs::read(&answer).unwrap(),
+    )
+}
+
+/// `body` decoded as its `content-encoding` says, and that encoding.
+fn decoded(headers: &str, body: &[u8]) -> (Option<&'static str>, Vec<u8>) {
+    let encoding = ["gzip", "zstd", "br"]
+        .into_iter()
+        .find(|encoding| headers.contains(&format!("content-encoding: {encoding}\r\n")));
+    let mut plain = Vec::new();
+    match encoding {
+        None => plain.extend_from_slice(body),
+        Some("gzip") => {
+            flate2::read::GzDecoder::new(body)
+                .read_to_end(&mut plain)
+                .unwrap();
+        }
+        Some("zstd") => plain = zstd::decode_all(body).unwrap(),
+        Some(_) => {
+            brotli_decompressor::Decompressor::new(body, 4096)
+                .read_to_end(&mut plain)
+                .unwrap();
+        }
+    }
+    (encoding, plain)
+}
+
+#[test]
+fn http_answers_of_a_kib_or_more_go_compressed_as_the_client_accepts() {
+    let server = Server::start(Setup::node(5));
+    let scratch = tempdir("http-compression");
+    let mut seen = HashSet::new();
+    // Twitter's IDs of today have 19 digits: 22 bytes each in the JSON, 9 around them.
+    for (accepts, count, sent_in) in [
+        (Some("gzip"), 4096, Some("gzip")),
+        (Some("zstd"), 4096, Some("zstd")),
+        (Some("br"), 4096, Some("br")),
+        (Some("gzip;q=0, zstd"), 4096, Some("zstd")),
+        (Some("gzip"), 50, Some("gzip")),
+        // Below a KiB: 44 are answered beside the router, 46 by it.
+        (Some("gzip"), 46, None),
+        (Some("gzip, zstd, br"), 44, None),
+        (Some("gzip;q=0"), 4096, None),
+        (Some("identity"), 4096, None),
+        (None, 4096, None),
+    ] {
+        let header = accepts.map(|accepts| format!("accept-encoding: {accepts}"));
+        let headers: Vec<&str> = header.iter().map(String::as_str).collect();
+        let path = format!("/v1/ids?count={count}");
+        let (answer_headers, body) = get(&server, &scratch, &path, &headers);
+        assert!(answer_headers.starts_with("http/1.1 200"), "{answer_headers}");
+        let (encoding, json) = decoded(&answer_headers, &body);
+        assert_eq!(encoding, sent_in, "{accepts:?} {count}: {answer_headers}");
+        if encoding.is_some() {
+            assert!(body.len() < json.len(), "{accepts:?} {count}: no smaller");
+            assert!(answer_headers.contains("vary: accept-encoding\r\n"), "{answer_headers}");
+        }
+        let json: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        let ids: Vec<u64> = json["ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|id| id.as_str().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(ids.len(), count, "{accepts:?} {count}");
+        for id in ids {
+            assert_eq!(Layout::TWITTER.decode(Id::new(id)).node, 5);
+            assert!(seen.insert(id), "{id} twice");
+        }
     }
 }
