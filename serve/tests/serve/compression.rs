@@ -1,13 +1,13 @@
 //! Compression, negotiated per call: a gRPC answer of at least a KiB goes out in the gzip
 //! or zstd the client accepts (`grpc-accept-encoding`), a smaller one as it is, and a
 //! compressed request is read; an HTTP/JSON answer of at least a KiB goes out in the gzip,
-//! zstd or brotli of `Accept-Encoding`. Sent by curl, read here with the flate2, zstd and
-//! brotli-decompressor crates.
+//! zstd or brotli of `Accept-Encoding`. Sent by curl (and h2load, many at once), read here
+//! with the flate2, zstd and brotli-decompressor crates.
 
 use super::{Server, Setup, tempdir};
 use atomflake::{Id, Layout};
-use atomflake_test_servers::HANG_GUARD;
 use atomflake_test_servers::clients::count_message;
+use atomflake_test_servers::{HANG_GUARD, skip};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::Path;
@@ -219,7 +219,10 @@ fn http_answers_of_a_kib_or_more_go_compressed_as_the_client_accepts() {
         assert_eq!(encoding, sent_in, "{accepts:?} {count}: {answer_headers}");
         if encoding.is_some() {
             assert!(body.len() < json.len(), "{accepts:?} {count}: no smaller");
-            assert!(answer_headers.contains("vary: accept-encoding\r\n"), "{answer_headers}");
+            assert!(
+                answer_headers.contains("vary: accept-encoding\r\n"),
+                "{answer_headers}"
+            );
         }
         let json: serde_json::Value = serde_json::from_slice(&json).unwrap();
         let ids: Vec<u64> = json["ids"]
@@ -233,5 +236,72 @@ fn http_answers_of_a_kib_or_more_go_compressed_as_the_client_accepts() {
             assert_eq!(Layout::TWITTER.decode(Id::new(id)).node, 5);
             assert!(seen.insert(id), "{id} twice");
         }
+    }
+}
+
+/// h2load's count of requests that succeeded, and of the bytes of DATA frames it received.
+fn h2load_counts(report: &str) -> (u64, u64) {
+    let line = |start: &str| {
+        report
+            .lines()
+            .find(|line| line.starts_with(start))
+            .unwrap_or_else(|| panic!("no {start} in {report}"))
+    };
+    // `requests: 200 total, 200 started, 200 done, 200 succeeded, ...`
+    let (done, _) = line("requests:").split_once(" succeeded").unwrap();
+    let succeeded = done.rsplit(' ').next().unwrap().parse().unwrap();
+    // `traffic: ... total, ... headers (...), 1.19MB (1249600) data`
+    let (_, data) = line("traffic:").rsplit_once('(').unwrap();
+    let data = data.strip_suffix(") data").unwrap().parse().unwrap();
+    (succeeded, data)
+}
+
+/// 200 compressed `GetIds{4096}`, 8 at a time on each of 2 connections from h2load, each
+/// answered in the encoding it accepts: the DATA bytes per call are those of the compressed
+/// message (6 KiB in gzip, 4 KiB in zstd), not the 32 KiB of the plain one, and no call
+/// ends in an error (an error is a trailers-only answer, with no DATA).
+#[test]
+fn h2load_calls_in_gzip_and_zstd_are_read_and_answered_compressed() {
+    let test = "h2load_calls_in_gzip_and_zstd_are_read_and_answered_compressed";
+    if Command::new("h2load").arg("--version").output().is_err() {
+        skip(test, "no h2load (Debian's nghttp2-client)");
+        return;
+    }
+    let server = Server::start(Setup::node(5));
+    let scratch = tempdir("h2load-compression");
+    let request = get_ids_request(4096);
+    let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gzip.write_all(&request).unwrap();
+    let calls = 200;
+    for (encoding, body, per_call) in [
+        ("gzip", framed(true, &gzip.finish().unwrap()), 2_000..10_000),
+        (
+            "zstd",
+            framed(true, &zstd::encode_all(&request[..], 3).unwrap()),
+            2_000..10_000,
+        ),
+        ("identity", framed(false, &request), 32_777..32_778),
+    ] {
+        let file = scratch.join(format!("{encoding}.bin"));
+        std::fs::write(&file, body).unwrap();
+        let output = Command::new("h2load")
+            .args(["-n", &calls.to_string(), "-c", "2", "-m", "8", "-T"])
+            .arg(HANG_GUARD.as_secs().to_string())
+            .args(["-H", "content-type: application/grpc", "-H", "te: trailers"])
+            .args(["-H", &format!("grpc-encoding: {encoding}")])
+            .args(["-H", &format!("grpc-accept-encoding: {encoding}")])
+            .arg("-d")
+            .arg(&file)
+            .arg(format!("http://{}/atomflake.v1.Ids/GetIds", server.address))
+            .output()
+            .expect("h2load runs");
+        let report = String::from_utf8_lossy(&output.stdout);
+        let (succeeded, data) = h2load_counts(&report);
+        assert_eq!(succeeded, calls, "{encoding}: {report}");
+        assert!(
+            per_call.contains(&(data / calls)),
+            "{encoding}: {} bytes a call",
+            data / calls
+        );
     }
 }
