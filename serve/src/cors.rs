@@ -1,4 +1,5 @@
-//! Cross-origin requests from browsers (CORS) to the HTTP API, for the origins allowed.
+//! Cross-origin requests from browsers (CORS) to the HTTP API and to gRPC-Web, for the
+//! origins allowed.
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
@@ -47,7 +48,8 @@ impl Cors {
     }
 
     /// The answer to a preflight (`OPTIONS` with `Access-Control-Request-Method`) from an
-    /// allowed origin: 204, GET allowed. `None` for any other request.
+    /// allowed origin: 204, `GET` (the HTTP API) and `POST` (gRPC-Web) allowed with the
+    /// headers their clients send. `None` for any other request.
     pub(crate) fn preflight<B>(&self, request: &Request<B>) -> Option<Response<Body>> {
         let headers = request.headers();
         if request.method() != Method::OPTIONS || !headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
@@ -61,11 +63,13 @@ impl Cors {
         answer.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
         answer.insert(
             header::ACCESS_CONTROL_ALLOW_METHODS,
-            HeaderValue::from_static("GET"),
+            HeaderValue::from_static("GET, POST"),
         );
         answer.insert(
             header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static("content-type"),
+            HeaderValue::from_static(
+                "authorization, content-type, grpc-timeout, x-grpc-web, x-user-agent, grpc-accept-encoding",
+            ),
         );
         answer.insert(
             header::ACCESS_CONTROL_MAX_AGE,
@@ -75,12 +79,17 @@ impl Cors {
         Some(response)
     }
 
-    /// Lets the page of an allowed `origin` read `response`: the origin found in the
-    /// request's headers before it was routed.
+    /// Lets the page of an allowed `origin` read `response`, and a gRPC-Web client the
+    /// status of a trailers-only answer: the origin found in the request's headers before
+    /// it was routed.
     pub(crate) fn allow<B>(origin: Option<HeaderValue>, response: &mut Response<B>) {
         if let Some(origin) = origin {
             let headers = response.headers_mut();
             headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+            headers.insert(
+                header::ACCESS_CONTROL_EXPOSE_HEADERS,
+                HeaderValue::from_static("grpc-status, grpc-message, grpc-status-details-bin"),
+            );
             headers.append(header::VARY, HeaderValue::from_static("origin"));
         }
     }

@@ -3,7 +3,7 @@
 //! handlers give, with none of the routing, boxing and message framing around them.
 //!
 //! Only the plain form is answered here: `GET /v1/ids` with no query or `count=DIGITS`
-//! alone, and a `GetIds` whose body is one uncompressed message of at most
+//! alone, and a gRPC (not gRPC-Web) `GetIds` whose body is one uncompressed message of at most
 //! [`MAX_REQUEST_BYTES`], whose answer is sent uncompressed (below
 //! [`COMPRESS_FROM_BYTES`](grpc::COMPRESS_FROM_BYTES), or to a client that takes no gzip or
 //! zstd), and a `GET /v1/ids` whose answer stays below that size or goes to a client that
@@ -109,7 +109,13 @@ pub(crate) async fn answer(service: &Service, request: &mut Request<Incoming>) -
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         return Direct::Answered(response);
     }
-    if request.uri().path() == GET_IDS && request.method() == Method::POST {
+    if request.uri().path() == GET_IDS
+        && request.method() == Method::POST
+        && request
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|kind| matches!(kind.as_bytes(), b"application/grpc" | b"application/grpc+proto"))
+    {
         return get_ids(service, request).await;
     }
     Direct::Route(Unread::NONE)

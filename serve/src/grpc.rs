@@ -79,7 +79,12 @@ pub(crate) fn router(service: &Arc<Service>) -> (axum::Router, tokio::task::Join
         .add_service(health.max_decoding_message_size(MAX_REQUEST_BYTES))
         .add_service(reflection.max_decoding_message_size(MAX_REQUEST_BYTES))
         .add_service(reflection_v1alpha.max_decoding_message_size(MAX_REQUEST_BYTES));
-    (routes.into_axum_router(), health_task)
+    // gRPC-Web requests (`application/grpc-web`, `application/grpc-web-text`) are answered
+    // as gRPC ones, translated both ways; plain gRPC passes through untouched.
+    (
+        routes.into_axum_router().layer(tonic_web::GrpcWebLayer::new()),
+        health_task,
+    )
 }
 
 /// The smallest answer sent compressed to a client that accepts it: 128 IDs of `GetIds`,

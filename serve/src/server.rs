@@ -202,8 +202,8 @@ fn per_connection(
         let local = Arc::clone(&local);
         async move {
             let (router, service) = &*local;
-            let grpc = is_grpc(&request);
-            let deadline = if grpc {
+            let grpc = grpc_type(&request);
+            let deadline = if grpc.is_some() {
                 deadline::of(request.headers())
             } else {
                 None
@@ -269,15 +269,15 @@ fn admit(
 /// compact.
 #[cold]
 #[inline(never)]
-fn refuse(
-    service: &Service,
+fn refuse<'a>(
+    service: &'a Service,
     request: Request<Incoming>,
-    grpc: bool,
+    grpc: Option<&'static str>,
     refused: Refused,
-) -> Pin<Box<dyn Future<Output = Response<Reply>> + Send + '_>> {
+) -> Pin<Box<dyn Future<Output = Response<Reply>> + Send + 'a>> {
     Box::pin(async move {
         drain(request.into_body()).await;
-        let api = if grpc { Api::Grpc } else { Api::Http };
+        let api = if grpc.is_some() { Api::Grpc } else { Api::Http };
         let metrics = &service.metrics;
         match refused {
             Refused::Unauthenticated => {
@@ -288,7 +288,7 @@ fn refuse(
             Refused::Deadline(invalid) => {
                 metrics.count(Api::Grpc, Outcome::Invalid, 0, Duration::ZERO);
                 refusal(
-                    true,
+                    grpc,
                     tonic::Code::InvalidArgument,
                     StatusCode::BAD_REQUEST,
                     &invalid,
@@ -313,6 +313,7 @@ fn within<'a>(
     timeout: Duration,
 ) -> Pin<Box<dyn Future<Output = Response<Reply>> + Send + 'a>> {
     Box::pin(async move {
+        let grpc = grpc_type(&request);
         match tokio::time::timeout(timeout, respond(router, service, request)).await {
             Ok(response) => response,
             Err(_elapsed) => {
@@ -321,7 +322,7 @@ fn within<'a>(
                     .count(Api::Grpc, Outcome::DeadlineExceeded, 0, Duration::ZERO);
                 let message = "the call's deadline (grpc-timeout) passed before its answer";
                 refusal(
-                    true,
+                    grpc,
                     tonic::Code::DeadlineExceeded,
                     StatusCode::GATEWAY_TIMEOUT,
                     message,
@@ -462,15 +463,24 @@ impl Timeouts {
     }
 }
 
-fn is_grpc<B>(request: &Request<B>) -> bool {
-    request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|kind| kind.as_bytes().starts_with(b"application/grpc"))
+/// The content type that a gRPC refusal of `request` is sent with: that of its own
+/// protocol (gRPC, gRPC-Web, or gRPC-Web's base64 text), whose client reads the status from
+/// the headers of a trailers-only answer; `None` for HTTP/JSON.
+fn grpc_type<B>(request: &Request<B>) -> Option<&'static str> {
+    let kind = request.headers().get(header::CONTENT_TYPE)?.as_bytes();
+    if kind.starts_with(b"application/grpc-web-text") {
+        Some("application/grpc-web-text+proto")
+    } else if kind.starts_with(b"application/grpc-web") {
+        Some("application/grpc-web+proto")
+    } else if kind.starts_with(b"application/grpc") {
+        Some("application/grpc")
+    } else {
+        None
+    }
 }
 
 /// The answer over a connection's request rate: HTTP 429, gRPC `RESOURCE_EXHAUSTED`.
-fn limited(grpc: bool, per_second: u32) -> Response<Body> {
+fn limited(grpc: Option<&'static str>, per_second: u32) -> Response<Body> {
     let message = format!("over this connection's request rate: allowed {per_second} requests per second");
     let mut response = refusal(
         grpc,
@@ -486,7 +496,7 @@ fn limited(grpc: bool, per_second: u32) -> Response<Body> {
 
 /// The answer to a request without a valid bearer token: HTTP 401 with
 /// `WWW-Authenticate: Bearer`, gRPC `UNAUTHENTICATED`.
-fn unauthenticated(grpc: bool) -> Response<Body> {
+fn unauthenticated(grpc: Option<&'static str>) -> Response<Body> {
     let message = "a bearer token is required: Authorization: Bearer TOKEN, one of the server's --token-file";
     let mut response = refusal(
         grpc,
@@ -494,7 +504,7 @@ fn unauthenticated(grpc: bool) -> Response<Body> {
         StatusCode::UNAUTHORIZED,
         message,
     );
-    if !grpc {
+    if grpc.is_none() {
         response
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -504,7 +514,7 @@ fn unauthenticated(grpc: bool) -> Response<Body> {
 
 /// The answer to anything but a health check on a connection taken past the cap: HTTP
 /// 503, gRPC `UNAVAILABLE`.
-fn at_capacity(grpc: bool, max_connections: u32) -> Response<Body> {
+fn at_capacity(grpc: Option<&'static str>, max_connections: u32) -> Response<Body> {
     let message = format!(
         "the server has its most connections open ({max_connections}): this one answers health checks alone"
     );
@@ -516,13 +526,18 @@ fn at_capacity(grpc: bool, max_connections: u32) -> Response<Body> {
     )
 }
 
-/// A refusal: for gRPC a `code` and the message in the trailers-only answer, for HTTP a
-/// `status` and `{"error": message}`.
-fn refusal(grpc: bool, code: tonic::Code, status: StatusCode, message: &str) -> Response<Body> {
-    if grpc {
+/// A refusal: for gRPC (of content type `grpc`) a `code` and the message in the
+/// trailers-only answer, for HTTP a `status` and `{"error": message}`.
+fn refusal(
+    grpc: Option<&'static str>,
+    code: tonic::Code,
+    status: StatusCode,
+    message: &str,
+) -> Response<Body> {
+    if let Some(kind) = grpc {
         let mut response = Response::new(Body::empty());
         let headers = response.headers_mut();
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
         headers.insert("grpc-status", HeaderValue::from(code as i32));
         if let Ok(value) = HeaderValue::from_str(message) {
             headers.insert("grpc-message", value);

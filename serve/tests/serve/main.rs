@@ -6,6 +6,7 @@
 
 mod compression;
 mod connection_age;
+mod grpc_web;
 mod lifecycle;
 
 use atomflake::{Id, Layout, ShardedGenerator};
@@ -1216,7 +1217,7 @@ fn a_browser_page_of_an_allowed_origin_may_call_the_http_api() {
         "{allowed}"
     );
     assert!(
-        allowed.contains("access-control-allow-methods: get\r\n"),
+        allowed.contains("access-control-allow-methods: get, post\r\n"),
         "{allowed}"
     );
     let get = headers_of(&["-H", "origin: https://app.example.com"]).unwrap();
