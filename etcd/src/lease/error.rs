@@ -1,25 +1,27 @@
 //! What etcd itself reports to a lease.
 
 use atomflake_lease::{CallFailed, EngineError};
-use core::fmt;
 
 /// A lease that cannot be taken or kept on etcd ([`atomflake_lease::LeaseError`]
 /// with etcd's own errors).
 pub type LeaseError = atomflake_lease::LeaseError<EtcdError>;
 
 /// What etcd reported to a lease: [`LeaseError::Engine`](atomflake_lease::LeaseError::Engine).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum EtcdError {
     /// A call to etcd failed: no member answered in time, or one refused the call; the
     /// cause names the member tried last and what it said. Transient.
+    #[error("etcd {0}")]
     Call(CallFailed),
     /// etcd or this client refused a call for good: a wrong password, a user whose roles
     /// lack the namespace's prefix, a certificate not trusted, TLS files that cannot be
     /// used; the cause says what to fix. Permanent.
+    #[error("etcd {0}")]
     Refused(CallFailed),
     /// An answer that a lease's own keys cannot give: a key of the namespace was written by
     /// something else. Permanent.
+    #[error("etcd key {key:?} is not a lease's: {problem}")]
     Corrupt {
         /// The key.
         key: String,
@@ -49,16 +51,3 @@ impl EngineError for EtcdError {
         matches!(self, EtcdError::Call { .. })
     }
 }
-
-impl fmt::Display for EtcdError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EtcdError::Call(call) | EtcdError::Refused(call) => write!(f, "etcd {call}"),
-            EtcdError::Corrupt { key, problem } => {
-                write!(f, "etcd key {key:?} is not a lease's: {problem}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for EtcdError {}

@@ -26,31 +26,44 @@ fn framed(compressed: bool, message: &[u8]) -> Vec<u8> {
     frame
 }
 
-/// A `GetIds` with `body` and `headers`, over curl: the answer's headers (lower case) and
-/// its body.
-fn call(server: &Server, scratch: &Path, body: &[u8], headers: &[&str]) -> (String, Vec<u8>) {
-    let (request, answer) = (scratch.join("request.bin"), scratch.join("answer.bin"));
-    std::fs::write(&request, body).unwrap();
+/// curl's request to `path` of `server` with `headers` and `args`: the answer's headers
+/// (lower case) and its body as sent.
+fn curl(server: &Server, scratch: &Path, path: &str, headers: &[&str], args: &[&str]) -> (String, Vec<u8>) {
+    let answer = scratch.join("answer.bin");
     let mut command = Command::new("curl");
     command
-        .args(["-sS", "--http2-prior-knowledge", "--max-time"])
+        .args(["-sS", "--max-time"])
         .arg(HANG_GUARD.as_secs().to_string())
         .args(["-D", "-", "-o"])
         .arg(&answer)
-        .args(["-H", "content-type: application/grpc", "-H", "te: trailers"]);
+        .args(args);
     for header in headers {
         command.args(["-H", header]);
     }
     let output = command
-        .arg("--data-binary")
-        .arg(format!("@{}", request.display()))
-        .arg(format!("http://{}/atomflake.v1.Ids/GetIds", server.address))
+        .arg(format!("http://{}{path}", server.address))
         .output()
         .expect("curl runs");
     assert!(output.status.success(), "curl: {output:?}");
     (
         String::from_utf8_lossy(&output.stdout).to_lowercase(),
         std::fs::read(&answer).unwrap(),
+    )
+}
+
+/// A `GetIds` with `body` and `headers`, over curl (HTTP/2).
+fn call(server: &Server, scratch: &Path, body: &[u8], headers: &[&str]) -> (String, Vec<u8>) {
+    let request = scratch.join("request.bin");
+    std::fs::write(&request, body).unwrap();
+    let data = format!("@{}", request.display());
+    let grpc = ["content-type: application/grpc", "te: trailers"];
+    let args = ["--http2-prior-knowledge", "--data-binary", &data];
+    curl(
+        server,
+        scratch,
+        "/atomflake.v1.Ids/GetIds",
+        &[&grpc[..], headers].concat(),
+        &args,
     )
 }
 
@@ -144,30 +157,6 @@ fn grpc_answers_of_a_kib_or_more_go_compressed_as_the_client_accepts() {
     }
 }
 
-/// A `GET` of `path` with `headers`, over curl (HTTP/1.1, nothing decoded): the answer's
-/// headers (lower case) and its body as sent.
-fn get(server: &Server, scratch: &Path, path: &str, headers: &[&str]) -> (String, Vec<u8>) {
-    let answer = scratch.join("answer.json");
-    let mut command = Command::new("curl");
-    command
-        .args(["-sS", "--max-time"])
-        .arg(HANG_GUARD.as_secs().to_string())
-        .args(["-D", "-", "-o"])
-        .arg(&answer);
-    for header in headers {
-        command.args(["-H", header]);
-    }
-    let output = command
-        .arg(format!("http://{}{path}", server.address))
-        .output()
-        .expect("curl runs");
-    assert!(output.status.success(), "curl: {output:?}");
-    (
-        String::from_utf8_lossy(&output.stdout).to_lowercase(),
-        std::fs::read(&answer).unwrap(),
-    )
-}
-
 /// `body` decoded as its `content-encoding` says, and that encoding.
 fn decoded(headers: &str, body: &[u8]) -> (Option<&'static str>, Vec<u8>) {
     let encoding = ["gzip", "zstd", "br"]
@@ -213,7 +202,7 @@ fn http_answers_of_a_kib_or_more_go_compressed_as_the_client_accepts() {
         let header = accepts.map(|accepts| format!("accept-encoding: {accepts}"));
         let headers: Vec<&str> = header.iter().map(String::as_str).collect();
         let path = format!("/v1/ids?count={count}");
-        let (answer_headers, body) = get(&server, &scratch, &path, &headers);
+        let (answer_headers, body) = curl(&server, &scratch, &path, &headers, &[]);
         assert!(answer_headers.starts_with("http/1.1 200"), "{answer_headers}");
         let (encoding, json) = decoded(&answer_headers, &body);
         assert_eq!(encoding, sent_in, "{accepts:?} {count}: {answer_headers}");

@@ -89,6 +89,14 @@ fn run_client(dir: &Path, base_url: &str, token: Option<&str>, ca: Option<&Path>
     serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("{error}: {output:?}"))
 }
 
+/// curl, to write an answer's headers alone to its output.
+fn curl_head() -> Command {
+    let mut curl = Command::new("curl");
+    curl.args(["-sS", "--max-time", &HANG_GUARD.as_secs().to_string()])
+        .args(["-D", "-", "-o", "/dev/null"]);
+    curl
+}
+
 /// The IDs of a JSON array of decimal strings.
 fn ids(value: &serde_json::Value) -> Vec<u64> {
     value
@@ -221,16 +229,7 @@ fn a_pages_preflight_for_a_grpc_web_call_allows_its_method_and_headers() {
         cors_origins: vec![origin.to_owned()],
         ..Setup::node(7)
     });
-    let output = Command::new("curl")
-        .args([
-            "-sS",
-            "--max-time",
-            &HANG_GUARD.as_secs().to_string(),
-            "-D",
-            "-",
-            "-o",
-            "/dev/null",
-        ])
+    let output = curl_head()
         .args(["-X", "OPTIONS", "-H", &format!("origin: {origin}")])
         .args(["-H", "access-control-request-method: POST"])
         .args([
@@ -287,16 +286,7 @@ fn a_grpc_web_client_needs_a_token_and_works_over_tls() {
         ("application/grpc-web", "application/grpc-web+proto"),
         ("application/grpc-web-text", "application/grpc-web-text+proto"),
     ] {
-        let output = Command::new("curl")
-            .args([
-                "-sS",
-                "--max-time",
-                &HANG_GUARD.as_secs().to_string(),
-                "-D",
-                "-",
-                "-o",
-                "/dev/null",
-            ])
+        let output = curl_head()
             .arg("--cacert")
             .arg(&ca)
             .args(["-H", &format!("content-type: {sent}"), "--data-binary", ""])

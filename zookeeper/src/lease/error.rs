@@ -1,7 +1,6 @@
 //! What ZooKeeper itself reports to a lease.
 
 use atomflake_lease::{CallFailed, EngineError};
-use core::fmt;
 use std::time::Duration;
 
 /// A lease that cannot be taken or kept on ZooKeeper
@@ -10,15 +9,20 @@ pub type LeaseError = atomflake_lease::LeaseError<ZooKeeperError>;
 
 /// What ZooKeeper reported to a lease:
 /// [`LeaseError::Engine`](atomflake_lease::LeaseError::Engine).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ZooKeeperError {
     /// A call failed: no server answered in time, the connection was lost, or a server
     /// refused the call. Transient.
+    #[error("ZooKeeper {0}")]
     Call(CallFailed),
     /// The ensemble gave the session a shorter timeout than the lease time (its
     /// `maxSessionTimeout` is lower): the ensemble would end a claim before its holder
     /// stops minting. Permanent: lower the lease time, or raise `maxSessionTimeout`.
+    #[error(
+        "the ZooKeeper ensemble gave a session timeout of {negotiated:?}, shorter than the lease time {ttl:?}: \
+         lower the lease time or raise the servers' maxSessionTimeout"
+    )]
     SessionTimeout {
         /// The lease time asked for.
         ttl: Duration,
@@ -26,6 +30,7 @@ pub enum ZooKeeperError {
         negotiated: Duration,
     },
     /// A node of the namespace that no lease wrote. Permanent.
+    #[error("ZooKeeper node {path:?} is not a lease's: {problem}")]
     Corrupt {
         /// The node's path.
         path: String,
@@ -47,21 +52,3 @@ impl EngineError for ZooKeeperError {
         matches!(self, ZooKeeperError::Call { .. })
     }
 }
-
-impl fmt::Display for ZooKeeperError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ZooKeeperError::Call(call) => write!(f, "ZooKeeper {call}"),
-            ZooKeeperError::SessionTimeout { ttl, negotiated } => write!(
-                f,
-                "the ZooKeeper ensemble gave a session timeout of {negotiated:?}, shorter than the lease \
-                 time {ttl:?}: lower the lease time or raise the servers' maxSessionTimeout"
-            ),
-            ZooKeeperError::Corrupt { path, problem } => {
-                write!(f, "ZooKeeper node {path:?} is not a lease's: {problem}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for ZooKeeperError {}
