@@ -7,7 +7,7 @@ use crate::grpc::COMPRESS_FROM_BYTES;
 use crate::metrics::{Api, Outcome};
 use crate::rate::IdBudget;
 use crate::service::{Refusal, Service};
-use atomflake::{Base62, Id, Layout};
+use atomflake::{Id, Layout};
 use axum::extract::{Path, Query, State as With};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -213,19 +213,16 @@ pub(crate) fn count_in(text: Option<&str>, max: u64) -> Result<u64, Refusal> {
 }
 
 /// The fewest characters of a UUID's text (32 hex digits, no hyphens): more than any
-/// decimal ID has.
+/// decimal, base32 or base62 ID has.
 const UUID_MIN_LEN: usize = 32;
 
 /// The ID of `text` in `layout`: a UUID of version 7 when it has 32 characters or more,
-/// base62 when it has 11 and not all digits, else decimal.
+/// else decimal, base32 or base62 ([`Id::from_any_form`]).
 fn parse_id(text: &str, layout: Layout) -> Result<Id, String> {
     if text.len() >= UUID_MIN_LEN {
         Id::parse_uuid(text, layout).map_err(|error| format!("invalid UUID {text:?}: {error}"))
-    } else if text.len() == Base62::LEN && !text.bytes().all(|b| b.is_ascii_digit()) {
-        Id::from_base62(text).map_err(|error| format!("invalid ID {text:?}: {error}"))
     } else {
-        text.parse::<Id>()
-            .map_err(|error| format!("invalid ID {text:?}: {error}"))
+        Id::from_any_form(text).map_err(|error| format!("invalid ID {text:?}: {error}"))
     }
 }
 
@@ -248,7 +245,7 @@ fn unmasked(service: &Service, query: &HashMap<String, String>, id: Id) -> Resul
 }
 
 /// `GET /v1/ids/{id}`: the ID's time, node and sequence in the served layout; `{id}` is
-/// decimal, or a UUID of version 7 of the layout (`as=uuid`'s).
+/// decimal, base32, base62, or a UUID of version 7 of the layout (`as=uuid`'s).
 async fn decode(
     With(service): With<Arc<Service>>,
     Path(text): Path<String>,

@@ -26,7 +26,7 @@ pub(crate) fn document(limits: Limits) -> Value {
                     "name": "id",
                     "in": "path",
                     "required": true,
-                    "description": "An ID: decimal, base62 (as=base62's) or its UUID of version 7 (as=uuid's).",
+                    "description": "An ID: decimal, base32 (13 characters, Crockford's), base62 (as=base62's) or its UUID of version 7 (as=uuid's).",
                     "schema": {"oneOf": [
                         {"$ref": "#/components/schemas/Id"},
                         {"type": "string", "pattern": "^[0-9A-Za-z]{11}$"},

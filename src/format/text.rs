@@ -1,5 +1,45 @@
-//! What the fixed-width text forms ([`Base32`](super::Base32), [`Base62`](super::Base62))
-//! share: a table from bytes to digit values, and their characters' formatting.
+//! What the fixed-width text forms ([`Base32`], [`Base62`])
+//! share: a table from bytes to digit values, and their characters' formatting; and
+//! [`Id::from_any_form`], which tells the forms apart.
+
+use super::base32::Base32;
+use super::base62::Base62;
+use super::error::ParseIdError;
+use super::id::Id;
+
+impl Id {
+    /// An ID in any of its text forms, told apart by length: base32 when the text has 13
+    /// characters and not all are digits ([`from_base32`](Id::from_base32)), base62 when it
+    /// has 11 and not all are digits ([`from_base62`](Id::from_base62)), else decimal
+    /// (`FromStr`). Text of digits alone is always decimal. What reads IDs that a person
+    /// pastes (`atomflake decode`, `GET /v1/ids/{id}`).
+    ///
+    /// # Errors
+    ///
+    /// The form's own [`ParseIdError`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::Id;
+    ///
+    /// let id = Id::new(175928847299117063);
+    /// for text in ["175928847299117063", "04W86BB0G4007", "0Czks0tP37X"] {
+    ///     assert_eq!(Id::from_any_form(text)?, id);
+    /// }
+    /// # Ok::<(), atomflake::Error>(())
+    /// ```
+    pub fn from_any_form(text: &str) -> Result<Id, ParseIdError> {
+        let digits = text.bytes().all(|b| b.is_ascii_digit());
+        if text.len() == Base32::LEN && !digits {
+            Id::from_base32(text)
+        } else if text.len() == Base62::LEN && !digits {
+            Id::from_base62(text)
+        } else {
+            text.parse()
+        }
+    }
+}
 
 /// Marks a byte that is not a digit in a digit table.
 pub(crate) const NOT_A_DIGIT: u8 = u8::MAX;

@@ -2,7 +2,7 @@
 
 use super::{LayoutArgs, rfc3339};
 use crate::{Failure, report, write_failed};
-use atomflake::{Base32, Base62, Id, Layout, ParseIdError};
+use atomflake::{Id, Layout, ParseIdError};
 use clap::Args;
 use std::fmt;
 use std::io::{self, BufRead, BufWriter, Write};
@@ -139,19 +139,10 @@ fn parse(layout: Layout, text: &str) -> Result<Id, String> {
     parse_id(text, FORMS)
 }
 
-/// Decimal; base32 when the text is 13 characters and not all digits, base62 when it is 11
-/// and not all digits (text of digits alone is read as decimal). The error is the line to
-/// report: text read as decimal that holds a letter or a sign is told the `forms` taken, as
-/// it may be another form.
+/// [`Id::from_any_form`], with an error that is the line to report: text read as decimal
+/// that holds a letter or a sign is told the `forms` taken, as it may be another form.
 pub(crate) fn parse_id(text: &str, forms: &str) -> Result<Id, String> {
-    let digits = text.bytes().all(|b| b.is_ascii_digit());
-    if text.len() == Base32::LEN && !digits {
-        return Id::from_base32(text).map_err(|err| err.to_string());
-    }
-    if text.len() == Base62::LEN && !digits {
-        return Id::from_base62(text).map_err(|err| err.to_string());
-    }
-    text.parse().map_err(|err| match err {
+    Id::from_any_form(text).map_err(|err| match err {
         ParseIdError::InvalidDigit { found, index } => {
             format!("invalid character {found:?} at byte {index} in id: ids are {forms}")
         }
