@@ -1,5 +1,7 @@
 //! Base32 parsing: never panics; an `Ok` ID writes back to the same text, normalised
-//! (upper case, `I`/`L` as `1`, `O` as `0`); every `u64` round trips through its text.
+//! (upper case, `I`/`L` as `1`, `O` as `0`); every `u64` round trips through its text,
+//! and `Id::from_any_form` reads back each of its texts that is not all digits (text of
+//! digits alone is decimal).
 #![no_main]
 
 use atomflake::{Id, ParseIdError};
@@ -9,6 +11,10 @@ fuzz_target!(|input: (u64, &str)| {
     let (raw, text) = input;
     let id = Id::new(raw);
     assert_eq!(Id::from_base32(&id.to_base32().to_string()), Ok(id));
+    for form in [id.to_string(), id.to_base32().to_string(), id.to_base62().to_string()] {
+        let expected = if form.bytes().all(|b| b.is_ascii_digit()) { form.parse() } else { Ok(id) };
+        assert_eq!(Id::from_any_form(&form), expected, "{form:?}");
+    }
 
     match Id::from_base32(text) {
         Ok(parsed) => {
