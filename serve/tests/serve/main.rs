@@ -1138,8 +1138,11 @@ fn a_stream_whose_client_stops_reading_ends_at_the_stall_timeout_and_frees_its_p
     // full, the next send waits, and the stall timeout runs from there. So the place is
     // free within the stall timeout of the count's last change, give or take what this
     // loop cannot see: one turn of it (a metrics read, a stream asked for, a pause).
+    // The server's own timer and the tasks that end the stream run late on a machine the
+    // test shares (CI's, beside other tests and loads): half a second of that is allowed,
+    // far below what a stream that kept its place would show.
     let ids_counted = || metric(&server.address, "atomflake_ids_served_total{api=\"grpc\"}");
-    let pause = Duration::from_millis(100);
+    let (pause, late) = (Duration::from_millis(100), Duration::from_millis(500));
     let (mut count, mut changed) = (ids_counted(), Instant::now());
     let mut longest_turn = Duration::ZERO;
     let freed = loop {
@@ -1163,7 +1166,7 @@ fn a_stream_whose_client_stops_reading_ends_at_the_stall_timeout_and_frees_its_p
         std::thread::sleep(pause);
         longest_turn = longest_turn.max(turn.elapsed());
         assert!(
-            changed.elapsed() < stall + 2 * longest_turn + pause,
+            changed.elapsed() < stall + 2 * longest_turn + pause + late,
             "the stream not read still holds its place {:?} after its last IDs were counted (stall \
              timeout {stall:?}, longest turn of this loop {longest_turn:?})",
             changed.elapsed()
@@ -1172,9 +1175,9 @@ fn a_stream_whose_client_stops_reading_ends_at_the_stall_timeout_and_frees_its_p
     // The count's last change was seen within one turn after it happened, and the place
     // freed is seen within one turn after it is.
     assert!(
-        freed <= stall + 2 * longest_turn,
-        "freed {freed:?} after the last IDs were counted: past the stall timeout {stall:?} and two \
-         turns of this loop ({longest_turn:?} each)"
+        freed <= stall + 2 * longest_turn + late,
+        "freed {freed:?} after the last IDs were counted: past the stall timeout {stall:?}, two turns \
+         of this loop ({longest_turn:?} each) and {late:?} late"
     );
     println!(
         "a new stream served {freed:?} after the first one's last IDs were counted (stall timeout {stall:?}, \
