@@ -347,9 +347,9 @@ fn ids_as_uuids_sort_as_the_ids_and_decode_back_to_them() {
 }
 
 /// `as=base62` gives 11-character texts that sort as the IDs, which decode back as their
-/// base32 texts do, and `as=masked` (with a mask) masked IDs that `GET /v1/ids/{id}?as=masked` decodes back to IDs of the node; a
-/// server with no key refuses `as=masked`, and the masked IDs are the repository's
-/// vectors' mask.
+/// base32 texts do, and `as=masked` (with a mask) masked IDs that
+/// `GET /v1/ids/{id}?as=masked` decodes back to IDs of the node; a server with no key
+/// refuses `as=masked`, and the masked IDs are the repository's vectors' mask.
 #[test]
 fn ids_as_base62_and_masked_decode_back_to_the_servers_ids() {
     let test = "ids_as_base62_and_masked_decode_back_to_the_servers_ids";
