@@ -36,7 +36,8 @@ pub(crate) fn init(format: LogFormat) {
         LogFormat::Json => layer
             .json()
             .flatten_event(true)
-            .with_current_span(false)
+            // A traced request's lines carry its span, `request`, with its `trace_id`.
+            .with_current_span(true)
             .with_span_list(false)
             .boxed(),
     };

@@ -133,6 +133,16 @@ enum Failure {
     Other(String),
 }
 
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::BadInput => f.write_str("bad input"),
+            Failure::Closed => f.write_str("stdout closed"),
+            Failure::Usage(message) | Failure::Other(message) => f.write_str(message),
+        }
+    }
+}
+
 /// A write error as a [`Failure`]: a closed pipe is not one.
 #[expect(clippy::needless_pass_by_value, reason = "called as map_err(write_failed)")]
 fn write_failed(err: io::Error) -> Failure {

@@ -20,6 +20,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[path = "serve/otlp.rs"]
+mod otlp;
+
 /// A running `atomflake serve` on a free loopback port, killed when dropped.
 struct Server {
     child: Child,

@@ -305,13 +305,20 @@ impl HttpBody for Reply {
 pub(crate) struct Tracked {
     reply: Reply,
     _in_flight: InFlight,
+    /// The request's span, when it is traced: ended with the answer.
+    span: Option<Box<crate::otlp::RequestSpan>>,
 }
 
 impl Tracked {
-    pub(crate) fn new(reply: Reply, in_flight: InFlight) -> Tracked {
+    pub(crate) fn new(
+        reply: Reply,
+        in_flight: InFlight,
+        span: Option<Box<crate::otlp::RequestSpan>>,
+    ) -> Tracked {
         Tracked {
             reply,
             _in_flight: in_flight,
+            span,
         }
     }
 }
@@ -324,7 +331,13 @@ impl HttpBody for Tracked {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.reply).poll_frame(cx)
+        let polled = Pin::new(&mut self.reply).poll_frame(cx);
+        if let (Some(span), Poll::Ready(Some(Ok(frame)))) = (&mut self.span, &polled)
+            && let Some(trailers) = frame.trailers_ref()
+        {
+            span.grpc_status(trailers);
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

@@ -29,6 +29,7 @@ mod lifecycle;
 mod limits;
 mod metrics;
 mod openapi;
+pub mod otlp;
 mod prometheus;
 mod rate;
 mod reclaim;
@@ -57,7 +58,8 @@ pub use limits::{
     Limit, Limits, LimitsError, MAX_WORKER_THREADS, RESERVED_FILES, check_worker_threads,
     max_connections_within,
 };
-pub use metrics::{ApiSnapshot, ConnectionsSnapshot, Snapshot, StoreSnapshot};
+pub use metrics::{ApiSnapshot, ConnectionsSnapshot, OtlpSnapshot, Snapshot, StoreSnapshot};
+pub use otlp::Otlp;
 pub use prometheus::prometheus;
 pub use reclaim::reclaim;
 pub use server::{Drained, serve};

@@ -81,6 +81,7 @@ pub struct Server {
     stay_stopped: bool,
     claim: Option<Claim>,
     reloads: Option<(Triggers, &'static str)>,
+    otlp: Option<crate::Otlp>,
 }
 
 impl Server {
@@ -99,6 +100,7 @@ impl Server {
             stay_stopped: false,
             claim: None,
             reloads: None,
+            otlp: None,
         }
     }
 
@@ -165,6 +167,15 @@ impl Server {
         self
     }
 
+    /// Pushes the service's metrics and spans to an OpenTelemetry collector with `otlp`
+    /// while it serves, and once more when the drain has ended (within the export
+    /// timeout); requests are traced as its sampler decides.
+    #[must_use]
+    pub fn export_otlp(mut self, otlp: crate::Otlp) -> Server {
+        self.otlp = Some(otlp);
+        self
+    }
+
     /// The address it listens on.
     ///
     /// # Errors
@@ -192,6 +203,7 @@ impl Server {
             stay_stopped,
             claim,
             reloads,
+            otlp,
         } = self;
         if claim.is_some() {
             service = service.reclaiming();
@@ -201,6 +213,12 @@ impl Server {
         background.spawn(reload(Arc::clone(&service), reloads));
         if let Some(claim) = claim {
             background.spawn(crate::reclaim(Arc::clone(&service), claim));
+        }
+        let (stop_exports, exports_stop) = tokio::sync::watch::channel(false);
+        let mut exports = tokio::task::JoinSet::new();
+        let last_exports = otlp.as_ref().map(crate::Otlp::timeout);
+        if let Some(otlp) = otlp {
+            otlp.start(&service, &mut exports, &exports_stop);
         }
         // Set when the drain begins, before the drain's end is asked for.
         let cause = Arc::new(OnceLock::new());
@@ -242,6 +260,11 @@ impl Server {
         })
         .await?;
         background.abort_all();
+        if let Some(timeout) = last_exports {
+            let _ = stop_exports.send(true);
+            // Each last export is held to the timeout; this bound is a backstop.
+            let _ = tokio::time::timeout(timeout + Duration::from_secs(1), exports.join_all()).await;
+        }
         Ok(Ended {
             cause: cause.get().cloned().unwrap_or(DrainCause::Shutdown),
             drained,

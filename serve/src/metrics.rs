@@ -126,6 +126,8 @@ pub(crate) struct Metrics {
     accept_errors: AtomicU64,
     /// TLS handshakes that failed or did not finish within the header timeout.
     failed_handshakes: AtomicU64,
+    /// The OTLP exporter's counts, once it runs.
+    otlp: std::sync::OnceLock<std::sync::Arc<crate::otlp::Counters>>,
 }
 
 impl Default for Metrics {
@@ -153,6 +155,7 @@ impl Metrics {
             closed_expired: AtomicU64::default(),
             accept_errors: AtomicU64::default(),
             failed_handshakes: AtomicU64::default(),
+            otlp: std::sync::OnceLock::new(),
         }
     }
 
@@ -231,6 +234,11 @@ impl Metrics {
         self.failed_handshakes.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Shows `counters`, an OTLP exporter's, in each snapshot from now on.
+    pub(crate) fn export_counts(&self, counters: std::sync::Arc<crate::otlp::Counters>) {
+        let _ = self.otlp.set(counters);
+    }
+
     /// Every counter added up, with the service's `serving` state and its mark store's
     /// counts `(stored, failed)` when it has a store.
     pub(crate) fn snapshot(&self, serving: bool, store: Option<(u64, u64)>) -> Snapshot {
@@ -277,6 +285,7 @@ impl Metrics {
                 failed_handshakes: load(&self.failed_handshakes),
             },
             serving,
+            otlp: self.otlp.get().map(|counters| counters.snapshot()),
         }
     }
 }
@@ -297,6 +306,19 @@ pub struct Snapshot {
     pub connections: ConnectionsSnapshot,
     /// Whether IDs are handed out now.
     pub serving: bool,
+    /// The OTLP exporter's counts, when it runs.
+    pub otlp: Option<OtlpSnapshot>,
+}
+
+/// An OTLP exporter's counts in a [`Snapshot`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OtlpSnapshot {
+    /// Spans dropped because the export queue was full (a collector down or slow).
+    pub spans_dropped: u64,
+    /// Exports that failed or did not finish within the timeout, by signal: `metrics`,
+    /// `traces`.
+    pub export_failures: [(&'static str, u64); 2],
 }
 
 /// One API's requests in a [`Snapshot`].

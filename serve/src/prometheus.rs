@@ -67,6 +67,27 @@ pub fn prometheus(snapshot: &Snapshot) -> String {
         write_store(&mut out, store);
     }
     write_connections(&mut out, &snapshot.connections);
+    if let Some(otlp) = &snapshot.otlp {
+        single(
+            &mut out,
+            "atomflake_otlp_spans_dropped_total",
+            "counter",
+            "Spans dropped because the OTLP export queue was full.",
+            otlp.spans_dropped,
+        );
+        header(
+            &mut out,
+            "atomflake_otlp_export_failures_total",
+            "counter",
+            "OTLP exports that failed or did not finish within the export timeout, by signal.",
+        );
+        for (signal, count) in otlp.export_failures {
+            let _ = writeln!(
+                out,
+                "atomflake_otlp_export_failures_total{{signal=\"{signal}\"}} {count}"
+            );
+        }
+    }
     single(
         &mut out,
         "atomflake_serving",

@@ -42,7 +42,12 @@ where
         loop {
             let attempt = {
                 let claim = Arc::clone(&claim);
-                tokio::task::spawn_blocking(move || claim()).await
+                let traces = service.traces().cloned();
+                tokio::task::spawn_blocking(move || match traces {
+                    Some(traces) => traces.lease("lease.reclaim", "", || claim()),
+                    None => claim(),
+                })
+                .await
             };
             let (generator, watch) = match attempt {
                 Ok(Ok(claimed)) => claimed,

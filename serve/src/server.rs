@@ -200,7 +200,18 @@ fn per_connection(
             request.extensions_mut().insert(ids.clone());
         }
         let local = Arc::clone(&local);
-        async move {
+        let service = &local.1;
+        let mut span = service
+            .traces()
+            .and_then(|traces| traces.request(&request, service.tls().is_some()));
+        // The log lines of a traced request carry its trace ID.
+        let log = match &span {
+            Some(span) => {
+                tracing::info_span!(target: "atomflake serve", "request", trace_id = %span.trace_id())
+            }
+            None => tracing::Span::none(),
+        };
+        let answer = async move {
             let (router, service) = &*local;
             let grpc = grpc_type(&request);
             let deadline = if grpc.is_some() {
@@ -224,8 +235,12 @@ fn per_connection(
                 }
             };
             Cors::allow(origin, &mut response);
-            Ok::<_, Infallible>(response.map(|reply| Tracked::new(reply, in_flight)))
-        }
+            if let Some(span) = &mut span {
+                span.answered(response.status(), response.headers());
+            }
+            Ok::<_, Infallible>(response.map(|reply| Tracked::new(reply, in_flight, span)))
+        };
+        tracing::Instrument::instrument(answer, log)
     })
 }
 
@@ -466,7 +481,7 @@ impl Timeouts {
 /// The content type that a gRPC refusal of `request` is sent with: that of its own
 /// protocol (gRPC, gRPC-Web, or gRPC-Web's base64 text), whose client reads the status from
 /// the headers of a trailers-only answer; `None` for HTTP/JSON.
-fn grpc_type<B>(request: &Request<B>) -> Option<&'static str> {
+pub(crate) fn grpc_type<B>(request: &Request<B>) -> Option<&'static str> {
     let kind = request.headers().get(header::CONTENT_TYPE)?.as_bytes();
     if kind.starts_with(b"application/grpc-web-text") {
         Some("application/grpc-web-text+proto")

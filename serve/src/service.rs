@@ -83,6 +83,8 @@ pub struct Service {
     tokens: Option<Arc<crate::Tokens>>,
     /// The mask of `GET /v1/ids?as=masked`, if any.
     mask: Option<atomflake::Mask>,
+    /// The tracers of the OTLP exporter, once it runs.
+    traces: OnceLock<Arc<crate::otlp::Traces>>,
 }
 
 impl Service {
@@ -130,6 +132,7 @@ impl Service {
             tls: None,
             tokens: None,
             mask: None,
+            traces: OnceLock::new(),
         })
     }
 
@@ -240,7 +243,23 @@ impl Service {
         if let Some(before) = &minting.store {
             store.count_on_from(before);
         }
+        if let Some(traces) = self.traces.get() {
+            store.trace_with(Arc::clone(traces));
+        }
         std::mem::replace(&mut *minting, Minting::new(generator, Some(store))).generator
+    }
+
+    /// Traces requests and lease operations with `traces` from now on.
+    pub(crate) fn trace_with(&self, traces: Arc<crate::otlp::Traces>) {
+        if let Some(store) = self.store() {
+            store.trace_with(Arc::clone(&traces));
+        }
+        let _ = self.traces.set(traces);
+    }
+
+    /// The tracers of the OTLP exporter, when it runs.
+    pub(crate) fn traces(&self) -> Option<&Arc<crate::otlp::Traces>> {
+        self.traces.get()
     }
 
     /// The limits requests are held to, [checked](Limits::check).

@@ -233,7 +233,7 @@ fn server_config(files: &TlsFiles) -> Result<Config, String> {
 }
 
 /// The PEM certificates in `path`, at least one.
-fn certificates(path: &Path, option: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+pub(crate) fn certificates(path: &Path, option: &str) -> Result<Vec<CertificateDer<'static>>, String> {
     let shown = path.display();
     let certs = CertificateDer::pem_file_iter(path)
         .and_then(Iterator::collect::<Result<Vec<_>, _>>)

@@ -10,6 +10,8 @@ pub struct StoreWatch {
     stored: AtomicU64,
     failed: AtomicU64,
     lost: OnceLock<String>,
+    /// The tracers of the OTLP exporter, which make each store a `lease.renew` span.
+    traces: OnceLock<Arc<crate::otlp::Traces>>,
 }
 
 impl StoreWatch {
@@ -26,6 +28,11 @@ impl StoreWatch {
     /// Why the store was lost (another holder has its node), once it was.
     pub fn lost(&self) -> Option<&str> {
         self.lost.get().map(String::as_str)
+    }
+
+    /// Makes each store from now on a `lease.renew` span of `traces`.
+    pub(crate) fn trace_with(&self, traces: Arc<crate::otlp::Traces>) {
+        let _ = self.traces.set(traces);
     }
 
     /// Adds the counts of the watch on the store before (a lease lost, claimed afresh):
@@ -64,7 +71,19 @@ impl<S: MarkStore> MarkStore for Watched<S> {
     }
 
     fn store(&mut self, unix_ms: u64) -> Result<(), StoreError> {
-        let result = self.inner.store(unix_ms);
+        let result = match self.watch.traces.get() {
+            Some(traces) => {
+                let nodes = self
+                    .inner
+                    .nodes()
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",");
+                traces.lease("lease.renew", &nodes, || self.inner.store(unix_ms))
+            }
+            None => self.inner.store(unix_ms),
+        };
         match &result {
             Ok(()) => self.watch.stored.fetch_add(1, Ordering::Relaxed),
             Err(error) => {

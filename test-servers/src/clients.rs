@@ -310,6 +310,7 @@ impl PythonClient {
                     "grpcio-health-checking",
                     "grpcio-reflection",
                     "openapi-spec-validator",
+                    "opentelemetry-proto",
                 ],
             )
         });
@@ -321,6 +322,13 @@ impl PythonClient {
         }
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python").join(name);
         python.clone().map(|python| PythonClient { python, script })
+    }
+
+    /// The script with `args` alone.
+    pub fn plain(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.python);
+        command.arg(&self.script).args(args);
+        command
     }
 
     /// `SCRIPT ADDRESS PROTO STUBS ARG`: the script against the server at `address`, its

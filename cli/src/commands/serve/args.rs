@@ -131,6 +131,12 @@ pub(crate) struct ServeArgs {
     /// again every second. The new nodes start past their marks, as at start.
     #[arg(long, requires = "lease")]
     pub(super) reclaim: bool,
+    /// Push metrics and spans to the OpenTelemetry collector at this URL (OTLP; as
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`, which it overrides). The other `OTEL_*` variables
+    /// set the protocol (`grpc`, `http/protobuf`), the interval, the sampler and the
+    /// resource; `OTEL_SDK_DISABLED=true` turns the export off.
+    #[arg(long, value_name = "URL")]
+    pub(super) otlp_endpoint: Option<String>,
     /// How log lines are written on stderr: `text` (`atomflake serve: listening on …`) or
     /// `json`, one object per line with `timestamp`, `level`, `message`, `event`
     /// (`listening`, `claimed`, `draining`, `stopped_minting`, `released`, …) and the

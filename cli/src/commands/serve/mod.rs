@@ -40,7 +40,13 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
         let _context = runtime.enter();
         count_signals()
     };
-    let (generator, store) = generator(layout, args)?;
+    // Read before anything is claimed; the claim is its first span.
+    let otlp = atomflake_serve::Otlp::from_env(args.otlp_endpoint.as_deref(), layout)
+        .map_err(|error| Failure::Usage(error.to_string()))?;
+    let (generator, store) = match &otlp {
+        Some(otlp) if args.lease.is_some() => otlp.claim(|| generator(layout, args))?,
+        _ => generator(layout, args)?,
+    };
     let nodes = listed(generator.nodes());
     let leased = store.is_some();
     if *signals.borrow() > 0 {
@@ -75,7 +81,10 @@ pub(crate) fn run(args: &ServeArgs) -> Result<(), Failure> {
         service = service.with_mask(mask);
     }
     let result = runtime.block_on(async {
-        let server = server(args, service, signals, &nodes, &marks, file_limit).await?;
+        let mut server = server(args, service, signals, &nodes, &marks, file_limit).await?;
+        if let Some(otlp) = otlp {
+            server = server.export_otlp(otlp);
+        }
         server
             .run()
             .await
@@ -184,10 +193,7 @@ async fn server(
     if let (true, Some(url)) = (args.reclaim, &args.lease) {
         let (url, options, count) = (url.clone(), args.lease_options.clone(), args.nodes);
         server = server.reclaim_with(move || {
-            leased(layout, &url, &options, count).map_err(|failure| match failure {
-                Failure::Usage(error) | Failure::Other(error) => error,
-                Failure::BadInput | Failure::Closed => "the claim failed".to_owned(),
-            })
+            leased(layout, &url, &options, count).map_err(|failure| failure.to_string())
         });
     }
     Ok(server)
