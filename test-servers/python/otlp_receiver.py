@@ -1,9 +1,13 @@
 """An OTLP receiver for the tests: the collector services of PyPI's `opentelemetry-proto`
 (gRPC with `grpcio`, and OTLP/HTTP's protobuf POSTs with the same classes). Each export
 received is written to the file given, one JSON object a line; a line `ready GRPC HTTP`
-on stdout gives the ports."""
+on stdout gives the ports.
+
+`otlp_receiver.py FILE [CERT KEY CLIENT_CA]`: with a certificate, both ports take TLS
+alone and ask for a client certificate signed by CLIENT_CA."""
 
 import json
+import ssl
 import sys
 import threading
 from concurrent import futures
@@ -106,8 +110,19 @@ class Http(BaseHTTPRequestHandler):
 server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
 metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
 trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
-grpc_port = server.add_insecure_port("127.0.0.1:0")
-server.start()
 http = ThreadingHTTPServer(("127.0.0.1", 0), Http)
+if len(sys.argv) > 2:
+    cert, key, client_ca = sys.argv[2:5]
+    with open(cert, "rb") as c, open(key, "rb") as k, open(client_ca, "rb") as ca:
+        credentials = grpc.ssl_server_credentials([(k.read(), c.read())], ca.read(), require_client_auth=True)
+    grpc_port = server.add_secure_port("127.0.0.1:0", credentials)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    context.load_verify_locations(client_ca)
+    context.verify_mode = ssl.CERT_REQUIRED
+    http.socket = context.wrap_socket(http.socket, server_side=True)
+else:
+    grpc_port = server.add_insecure_port("127.0.0.1:0")
+server.start()
 print(f"ready {grpc_port} {http.server_address[1]}", flush=True)
 http.serve_forever()

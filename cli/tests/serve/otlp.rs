@@ -17,9 +17,16 @@ struct Receiver {
 
 impl Receiver {
     fn start(test: &str) -> Option<Receiver> {
+        Receiver::start_with(test, &[])
+    }
+
+    /// A receiver started with `tls` (`CERT KEY CLIENT_CA`, or none).
+    fn start_with(test: &str, tls: &[&str]) -> Option<Receiver> {
         let python = PythonClient::new(test, &venv(), "otlp_receiver.py")?;
         let file = tempdir(&format!("otlp-{test}")).join("received.jsonl");
-        let (child, _stdin, mut stdout) = spawn_piped(&mut python.plain(&[file.to_str().unwrap()]));
+        let mut args = vec![file.to_str().unwrap()];
+        args.extend_from_slice(tls);
+        let (child, _stdin, mut stdout) = spawn_piped(&mut python.plain(&args));
         let ready = stdout.next().expect("the receiver says it is ready").unwrap();
         let ports: Vec<u16> = ready
             .split_whitespace()
@@ -35,8 +42,12 @@ impl Receiver {
     }
 
     fn endpoint(&self, protocol: &str) -> String {
+        self.url("http", protocol)
+    }
+
+    fn url(&self, scheme: &str, protocol: &str) -> String {
         let port = if protocol == "grpc" { self.grpc } else { self.http };
-        format!("http://127.0.0.1:{port}")
+        format!("{scheme}://127.0.0.1:{port}")
     }
 
     /// Every export received so far of `signal`.
@@ -411,4 +422,131 @@ fn a_collector_that_stops_answering_costs_counted_span_drops_never_a_request() {
         answered + 1,
         "exported {exported}, dropped {dropped}"
     );
+}
+
+#[test]
+fn exports_to_a_collector_over_mutual_tls_with_the_ca_given_and_fail_counted_without_it() {
+    let test = "exports_to_a_collector_over_mutual_tls_with_the_ca_given_and_fail_counted_without_it";
+    let Some(pki) = tls_pki(test) else {
+        return;
+    };
+    let path = |name: &str| pki.path(name).to_str().unwrap().to_owned();
+    let (cert, key, ca) = (path("server.crt"), path("server.key"), path("ca.pem"));
+    let Some(receiver) = Receiver::start_with(test, &[&cert, &key, &ca]) else {
+        return;
+    };
+    let (client_cert, client_key) = (path("client.crt"), path("client.key"));
+    for protocol in ["grpc", "http/protobuf"] {
+        let url = receiver.url("https", protocol);
+        let env = |ca: &str| {
+            [
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", url.clone()),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol.to_owned()),
+                ("OTEL_METRIC_EXPORT_INTERVAL", "100".to_owned()),
+                ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.to_owned()),
+                ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", client_cert.clone()),
+                ("OTEL_EXPORTER_OTLP_CLIENT_KEY", client_key.clone()),
+            ]
+        };
+        let seen = receiver.received("metrics").len();
+        let trusted = env(&ca);
+        let trusted: Vec<(&str, &str)> = trusted
+            .iter()
+            .map(|(name, value)| (*name, value.as_str()))
+            .collect();
+        let server = Server::start_with(&["--node", "1"], &trusted);
+        wait_until(
+            "a metrics export over TLS",
+            Duration::from_millis(50),
+            || receiver.received("metrics").len() > seen,
+            || server.url("/metrics"),
+        );
+        let (status, _) = server.stop();
+        assert!(status.success(), "{protocol}: {status}");
+        // A collector whose certificate the CA given did not sign: refused, counted.
+        let stranger = env(&path("other-ca.pem"));
+        let stranger: Vec<(&str, &str)> = stranger
+            .iter()
+            .map(|(name, value)| (*name, value.as_str()))
+            .collect();
+        let server = Server::start_with(&["--node", "1"], &stranger);
+        let failures = "atomflake_otlp_export_failures_total{signal=\"metrics\"}";
+        wait_until(
+            "a failed export counted",
+            Duration::from_millis(50),
+            || metric(&server.address, failures) > 0,
+            String::new,
+        );
+        let (status, stderr) = server.stop();
+        assert!(status.success(), "{protocol}: {status}");
+        assert!(
+            stderr.contains("an OTLP export of metrics failed"),
+            "{protocol}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn lease_claims_renewals_and_reclaims_are_spans_of_their_own() {
+    let test = "lease_claims_renewals_and_reclaims_are_spans_of_their_own";
+    let Some(database) = pg::Server::start("serve-otlp-lease") else {
+        return;
+    };
+    let Some(receiver) = Receiver::start(test) else {
+        return;
+    };
+    let url = database.url();
+    let lease = lease_flags(&url, "otlp");
+    let endpoint = receiver.endpoint("grpc");
+    // No request is traced: lease spans are kept whatever the ratio, unless sampling is off.
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_TRACES_SAMPLER_ARG", "0"),
+    ];
+    let first = Server::start_with(&[&lease[..], &["--reclaim"]].concat(), &env);
+    let lost = node_of(&first);
+    let named = |name: &str| -> Vec<Value> {
+        receiver
+            .spans()
+            .into_iter()
+            .filter(|span| span["name"] == name)
+            .collect()
+    };
+    let node = lost.to_string();
+    let renewed = |span: &Value| span["attributes"]["atomflake.nodes"] == node && span["status"] == 0;
+    wait_until(
+        "a renewal's span",
+        Duration::from_millis(100),
+        || named("lease.renew").iter().any(renewed),
+        || format!("{:?}", receiver.spans()),
+    );
+    let last_id = *get_ids(&first, 16).last().unwrap();
+    let (successor, _) = frozen_past_its_lease(&first, &lease, lost, last_id);
+    signal(&first, "-CONT");
+    wait_until(
+        "a lease.reclaim span",
+        Duration::from_millis(100),
+        || !named("lease.reclaim").is_empty(),
+        || format!("{:?}", receiver.spans()),
+    );
+    // SPAN_KIND_INTERNAL; status 0: unset, 2: error.
+    let claims = named("lease.claim");
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert_eq!(
+        (claims[0]["kind"].as_u64(), claims[0]["status"].as_u64()),
+        (Some(1), Some(0))
+    );
+    let renewals = named("lease.renew");
+    assert!(
+        renewals.iter().any(|span| span["status"] == 2),
+        "the renewal that found the lease lost is an error: {renewals:?}"
+    );
+    assert!(
+        receiver.spans().iter().all(|span| span["kind"] == 1),
+        "no request span at a ratio of 0"
+    );
+    drop(successor);
+    let (status, _) = first.stop();
+    assert!(status.success());
 }
