@@ -205,12 +205,9 @@ fn per_connection(
             .traces()
             .and_then(|traces| traces.request(&request, service.tls().is_some()));
         // The log lines of a traced request carry its trace ID.
-        let log = match &span {
-            Some(span) => {
-                tracing::info_span!(target: "atomflake serve", "request", trace_id = %span.trace_id())
-            }
-            None => tracing::Span::none(),
-        };
+        let log = span
+            .as_ref()
+            .map_or_else(tracing::Span::none, |span| span.log_span());
         let answer = async move {
             let (router, service) = &*local;
             let grpc = grpc_type(&request);

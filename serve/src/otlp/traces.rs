@@ -51,10 +51,14 @@ impl SpanProcessor for Queue {
 /// The tracers of one exporter.
 #[derive(Debug)]
 pub(crate) struct Traces {
-    /// Request spans, as the sampler decides.
+    /// Spans of requests with a parent, as the sampler decides.
     requests: SdkTracer,
-    /// Lease spans: a few a minute, kept unless sampling is off.
-    lease: SdkTracer,
+    /// Spans kept whatever their parent: root requests that [`roots`](Self::roots) drew,
+    /// and lease spans (a few a minute); unless sampling is off.
+    always: SdkTracer,
+    /// How root requests (no `traceparent`) are sampled: drawn here, so that the many a
+    /// ratio leaves out cost a header lookup and a draw, not a span of the SDK's.
+    roots: RootSampling,
     providers: [SdkTracerProvider; 2],
 }
 
@@ -87,12 +91,17 @@ impl Traces {
             Sampling::Ratio(ratio) => Sampler::TraceIdRatioBased(ratio),
             Sampling::ParentBased(inner) => Sampler::ParentBased(Box::new(root(inner))),
         };
-        let lease = if sampling.is_off() {
+        let always = if sampling.is_off() {
             Sampler::AlwaysOff
         } else {
             Sampler::AlwaysOn
         };
-        let providers = [provider(sampler), provider(lease)];
+        let roots = match sampling {
+            Sampling::Always(on) => RootSampling::Always(on),
+            Sampling::Ratio(ratio) => RootSampling::Ratio(ratio),
+            Sampling::ParentBased(root) => root,
+        };
+        let providers = [provider(sampler), provider(always)];
         let scope = || {
             opentelemetry::InstrumentationScope::builder("atomflake-serve")
                 .with_version(env!("CARGO_PKG_VERSION"))
@@ -100,7 +109,8 @@ impl Traces {
         };
         let traces = Traces {
             requests: providers[0].tracer_with_scope(scope()),
-            lease: providers[1].tracer_with_scope(scope()),
+            always: providers[1].tracer_with_scope(scope()),
+            roots,
             providers,
         };
         (traces, receiver)
@@ -109,13 +119,24 @@ impl Traces {
     /// The span of `request` when it is recorded or its caller sent a trace, else `None`
     /// (at the cost of reading `traceparent` and asking the sampler).
     pub(crate) fn request<B>(&self, request: &http::Request<B>, tls: bool) -> Option<Box<RequestSpan>> {
-        let parent = TraceContextPropagator::new().extract(&Headers(request.headers()));
+        let headers = request.headers();
+        let parent = if headers.contains_key("traceparent") {
+            TraceContextPropagator::new().extract(&Headers(headers))
+        } else {
+            Context::new()
+        };
         let remote = parent.span().span_context().is_valid();
-        let mut span = self
-            .requests
+        let tracer = if remote {
+            &self.requests
+        } else if self.draw_root() {
+            &self.always
+        } else {
+            return None;
+        };
+        let mut span = tracer
             .span_builder("request")
             .with_kind(SpanKind::Server)
-            .start_with_context(&self.requests, &parent);
+            .start_with_context(tracer, &parent);
         let sampled = span.span_context().is_sampled();
         if !sampled && !remote {
             return None;
@@ -155,6 +176,15 @@ impl Traces {
         Some(Box::new(RequestSpan { span, grpc }))
     }
 
+    /// Whether a root request is traced: as the sampler's ratio of them, drawn at random
+    /// (as `traceidratio` draws by the random trace ID).
+    fn draw_root(&self) -> bool {
+        match self.roots {
+            RootSampling::Always(on) => on,
+            RootSampling::Ratio(ratio) => ratio >= 1.0 || rand::random::<f64>() < ratio,
+        }
+    }
+
     /// Runs `operation` (named `lease.claim`, `lease.renew`, `lease.reclaim`) in a span of
     /// its own, its error the span's status.
     pub(crate) fn lease<T, E: std::fmt::Display>(
@@ -164,10 +194,10 @@ impl Traces {
         operation: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, E> {
         let mut span = self
-            .lease
+            .always
             .span_builder(name)
             .with_kind(SpanKind::Internal)
-            .start_with_context(&self.lease, &Context::new());
+            .start_with_context(&self.always, &Context::new());
         let result = operation();
         if !nodes.is_empty() {
             span.set_attribute(KeyValue::new("atomflake.nodes", nodes.to_owned()));
@@ -219,6 +249,12 @@ impl RequestSpan {
     /// The trace the request is in.
     pub(crate) fn trace_id(&self) -> TraceId {
         self.span.span_context().trace_id()
+    }
+
+    /// The `tracing` span that the request is answered in: its log lines carry its trace
+    /// ID.
+    pub(crate) fn log_span(&self) -> tracing::Span {
+        tracing::info_span!(target: "atomflake serve", "request", trace_id = %self.trace_id())
     }
 
     /// Records the answer's head: the HTTP status, or a gRPC status sent in the head.
@@ -291,6 +327,78 @@ impl Extractor for Headers<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Log lines written into a buffer.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn traces(sampling: Sampling) -> Traces {
+        let (traces, _queue) = Traces::new(sampling, &Resource::builder_empty().build(), &Arc::default());
+        traces
+    }
+
+    fn with_traceparent(flags: &str) -> http::Request<()> {
+        http::Request::get("/v1/ids")
+            .header(
+                "traceparent",
+                format!("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-{flags}"),
+            )
+            .body(())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_requests_log_lines_carry_the_trace_id_its_caller_sent() {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_current_span(true)
+            .with_writer(move || writer.clone())
+            .finish();
+        let span = traces(Sampling::ParentBased(RootSampling::Ratio(0.0)))
+            .request(&with_traceparent("01"), false)
+            .expect("a sampled caller's request is traced");
+        tracing::subscriber::with_default(subscriber, || {
+            let _in = span.log_span().entered();
+            tracing::error!(target: "atomflake serve", "a line while answering");
+        });
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            text.contains(r#""span":{"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","name":"request"}"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn roots_are_drawn_at_the_ratio_and_callers_are_followed() {
+        let sampled = |span: Option<Box<RequestSpan>>| span.expect("a span").span.span_context().is_sampled();
+        let ratio = traces(Sampling::ParentBased(RootSampling::Ratio(0.25)));
+        let root = http::Request::get("/v1/ids").body(()).unwrap();
+        let drawn = (0..4000)
+            .filter(|_| ratio.request(&root, false).is_some())
+            .count();
+        assert!((800..1200).contains(&drawn), "{drawn} of 4000 at 0.25");
+        // A caller's trace is followed as its flag says: logged either way, recorded if
+        // sampled.
+        assert!(sampled(ratio.request(&with_traceparent("01"), false)));
+        assert!(!sampled(ratio.request(&with_traceparent("00"), false)));
+        let off = traces(Sampling::Always(false));
+        assert!(off.request(&root, false).is_none());
+        assert!(!sampled(off.request(&with_traceparent("01"), false)));
+        assert!(sampled(traces(Sampling::Always(true)).request(&root, false)));
+    }
 
     #[test]
     fn routes_and_status_names() {

@@ -4,7 +4,7 @@
 //!
 //! ```sh
 //! cargo build --release -p atomflake-cli -p atomflake-floor
-//! target/release/instructions [--requests N] [--max-ratio R] [--keep DIR]
+//! target/release/instructions [--requests N] [--max-ratio R] [--keep DIR] [--otlp]
 //! ```
 //!
 //! Each server runs under `valgrind --tool=callgrind`. For each row, h2load (Debian
@@ -22,6 +22,13 @@
 //! shape. The table gives instructions per request and their ratio. With `--max-ratio R`,
 //! a row whose ratio is above `R` fails the run (exit status 1). With `--keep DIR`, the
 //! callgrind files stay in `DIR` for `callgrind_annotate`.
+//!
+//! With `--otlp`, `atomflake serve` is counted twice more, exporting to a collector (a
+//! second floor, which answers each OTLP/HTTP post with a 200): with metrics pushed every
+//! second (`OTEL_METRIC_EXPORT_INTERVAL=1000`, no traces) and with traces at the default
+//! ratio of 1 % (no metrics); a second table gives each beside the server without it.
+//! Under callgrind a run lasts many times longer than it would, so the pushes of metrics,
+//! one a second, weigh on each request many times more than they would.
 //!
 //! `--floor-server ADDR` makes this binary the floor itself (the child it starts).
 
@@ -89,7 +96,11 @@ impl Counted {
     fn start(command: &Command, out: &Path) -> Result<Counted, Error> {
         let program = command.get_program().to_owned();
         let args: Vec<_> = command.get_args().map(ToOwned::to_owned).collect();
+        let envs = command
+            .get_envs()
+            .filter_map(|(name, value)| Some((name, value?)));
         let mut child = Command::new("valgrind")
+            .envs(envs)
             .arg("--tool=callgrind")
             .arg(format!("--callgrind-out-file={}", out.display()))
             .args(["--dump-instr=no", "--dump-line=no"])
@@ -223,6 +234,7 @@ fn start() -> Result<(), Error> {
     let mut requests = 5_000;
     let mut max_ratio = None;
     let mut keep = None;
+    let mut otlp = false;
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match arg.as_str() {
@@ -230,9 +242,10 @@ fn start() -> Result<(), Error> {
             "--requests" => requests = value("--requests")?.parse()?,
             "--max-ratio" => max_ratio = Some(value("--max-ratio")?.parse::<f64>()?),
             "--keep" => keep = Some(PathBuf::from(value("--keep")?)),
+            "--otlp" => otlp = true,
             other => {
                 return Err(format!(
-                    "unknown argument {other:?}: allowed --requests N, --max-ratio R, --keep DIR"
+                    "unknown argument {other:?}: allowed --requests N, --max-ratio R, --keep DIR, --otlp"
                 )
                 .into());
             }
@@ -246,14 +259,14 @@ fn start() -> Result<(), Error> {
     std::fs::create_dir_all(&dir)?;
     let body = dir.join("get-ids.bin");
     std::fs::write(&body, GET_IDS_BODY)?;
-    let result = run(&dir, requests, &body, max_ratio);
+    let result = run(&dir, requests, &body, max_ratio, otlp);
     if keep.is_none() {
         let _ = std::fs::remove_dir_all(&scratch);
     }
     result
 }
 
-fn run(dir: &Path, requests: u64, body: &Path, max_ratio: Option<f64>) -> Result<(), Error> {
+fn run(dir: &Path, requests: u64, body: &Path, max_ratio: Option<f64>, otlp: bool) -> Result<(), Error> {
     let here = std::env::current_exe()?;
     let atomflake = here.with_file_name("atomflake");
     if !atomflake.exists() {
@@ -270,6 +283,11 @@ fn run(dir: &Path, requests: u64, body: &Path, max_ratio: Option<f64>) -> Result
     serve
         .args(["serve", "--node", "1", "--listen", "127.0.0.1:0", "--high-water"])
         .arg(dir.join("high-water"));
+    let exporting = if otlp {
+        Some(with_otlp(&serve, dir, requests, body)?)
+    } else {
+        None
+    };
     let serve = per_request(&serve, dir, "serve", requests, body)?;
 
     println!(
@@ -279,12 +297,27 @@ fn run(dir: &Path, requests: u64, body: &Path, max_ratio: Option<f64>) -> Result
     println!("| row | atomflake serve | hyper floor | ratio |");
     println!("|---|---:|---:|---:|");
     let mut over = Vec::new();
-    for ((row, serve), floor) in ROWS.iter().zip(serve).zip(floor) {
+    for ((row, serve), floor) in ROWS.iter().zip(&serve).zip(floor) {
+        let serve = *serve;
         #[allow(clippy::cast_precision_loss)]
         let ratio = serve as f64 / floor as f64;
         println!("| {} | {serve} | {floor} | {ratio:.2} |", row.name);
         if max_ratio.is_some_and(|max| ratio > max) {
             over.push(format!("{}: {ratio:.2}", row.name));
+        }
+    }
+    if let Some([metrics, traces]) = exporting {
+        println!("\n| row | OpenTelemetry off | metrics every 1 s | ratio | traces at 1 % | ratio |");
+        println!("|---|---:|---:|---:|---:|---:|");
+        for (((row, off), metrics), traces) in ROWS.iter().zip(&serve).zip(metrics).zip(traces) {
+            #[allow(clippy::cast_precision_loss)]
+            let ratio = |on: u64| on as f64 / *off as f64;
+            println!(
+                "| {} | {off} | {metrics} | {:.3} | {traces} | {:.3} |",
+                row.name,
+                ratio(metrics),
+                ratio(traces)
+            );
         }
     }
     if let Some(max) = max_ratio
@@ -297,4 +330,46 @@ fn run(dir: &Path, requests: u64, body: &Path, max_ratio: Option<f64>) -> Result
         .into());
     }
     Ok(())
+}
+
+/// The instructions per request of `serve` exporting to a collector: with metrics every
+/// second, and with traces at 1 %. The collector is a floor (not counted), which answers
+/// OTLP/HTTP's posts with a 200.
+fn with_otlp(serve: &Command, dir: &Path, requests: u64, body: &Path) -> Result<[Vec<u64>; 2], Error> {
+    let mut sink = Command::new(std::env::current_exe()?)
+        .args(["--floor-server", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut line = String::new();
+    BufReader::new(sink.stdout.take().expect("piped")).read_line(&mut line)?;
+    let address = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_default()
+        .to_owned();
+    let endpoint = format!("http://{address}");
+    let variant = |name: &str, env: &[(&str, &str)]| {
+        let mut command = Command::new(serve.get_program());
+        command
+            .args(serve.get_args())
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+            .envs(env.iter().copied());
+        per_request(&command, dir, name, requests, body)
+    };
+    let result = (|| {
+        Ok([
+            variant(
+                "serve-metrics",
+                &[
+                    ("OTEL_METRIC_EXPORT_INTERVAL", "1000"),
+                    ("OTEL_TRACES_EXPORTER", "none"),
+                ],
+            )?,
+            variant("serve-traces", &[("OTEL_METRICS_EXPORTER", "none")])?,
+        ])
+    })();
+    let _ = sink.kill();
+    let _ = sink.wait();
+    result
 }
