@@ -75,18 +75,13 @@ pub fn prometheus(snapshot: &Snapshot) -> String {
             "Spans dropped because the OTLP export queue was full.",
             otlp.spans_dropped,
         );
-        header(
+        labelled(
             &mut out,
             "atomflake_otlp_export_failures_total",
-            "counter",
             "OTLP exports that failed or did not finish within the export timeout, by signal.",
+            "signal",
+            &otlp.export_failures,
         );
-        for (signal, count) in otlp.export_failures {
-            let _ = writeln!(
-                out,
-                "atomflake_otlp_export_failures_total{{signal=\"{signal}\"}} {count}"
-            );
-        }
     }
     single(
         &mut out,
@@ -163,18 +158,13 @@ fn write_connections(out: &mut String, connections: &ConnectionsSnapshot) {
         "Connections taken for health checks alone, every other slot being taken.",
         connections.health_only,
     );
-    header(
+    labelled(
         out,
         "atomflake_connections_closed_total",
-        "counter",
         "Connections the server closed: no first request head within the header timeout, idle past the idle timeout, taken past the cap for health checks and at the end of their 2 s, a client certificate the client CA reloaded no longer trusts, at the maximum connection age, or a client certificate that expired while open.",
+        "reason",
+        &connections.closed,
     );
-    for (reason, count) in connections.closed {
-        let _ = writeln!(
-            out,
-            "atomflake_connections_closed_total{{reason=\"{reason}\"}} {count}"
-        );
-    }
     single(
         out,
         "atomflake_accept_errors_total",
@@ -199,6 +189,14 @@ fn seconds(time: Duration) -> String {
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// A counter of one value for each value of its one label.
+fn labelled(out: &mut String, name: &str, help: &str, label: &str, counts: &[(&str, u64)]) {
+    header(out, name, "counter", help);
+    for (value, count) in counts {
+        let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {count}");
+    }
 }
 
 /// A metric of one value, without labels.

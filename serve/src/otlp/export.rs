@@ -104,29 +104,29 @@ impl Exporter {
 
     /// Sends `request` to the metrics service, within the timeout.
     pub(crate) async fn metrics(&self, request: ExportMetricsServiceRequest) -> Result<(), String> {
-        self.within(async {
-            match self.channel() {
-                Some(channel) => MetricsServiceClient::new(channel)
-                    .export(self.call(request))
-                    .await
-                    .map(drop)
-                    .map_err(|status| status.to_string()),
-                None => self.post(prost::Message::encode_to_vec(&request)).await,
-            }
-        })
-        .await
+        let grpc = async |channel, call| MetricsServiceClient::new(channel).export(call).await.map(drop);
+        self.send(request, grpc).await
     }
 
     /// Sends `request` to the trace service, within the timeout.
     pub(crate) async fn traces(&self, request: ExportTraceServiceRequest) -> Result<(), String> {
+        let grpc = async |channel, call| TraceServiceClient::new(channel).export(call).await.map(drop);
+        self.send(request, grpc).await
+    }
+
+    /// Sends `request` as `grpc` calls its service over the channel, or as an OTLP/HTTP
+    /// post, within the timeout.
+    async fn send<M: prost::Message>(
+        &self,
+        request: M,
+        grpc: impl AsyncFnOnce(Channel, tonic::Request<M>) -> Result<(), tonic::Status>,
+    ) -> Result<(), String> {
         self.within(async {
             match self.channel() {
-                Some(channel) => TraceServiceClient::new(channel)
-                    .export(self.call(request))
+                Some(channel) => grpc(channel, self.call(request))
                     .await
-                    .map(drop)
                     .map_err(|status| status.to_string()),
-                None => self.post(prost::Message::encode_to_vec(&request)).await,
+                None => self.post(request.encode_to_vec()).await,
             }
         })
         .await
