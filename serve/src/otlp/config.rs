@@ -98,8 +98,9 @@ pub struct TlsFiles {
     pub client: Option<(PathBuf, PathBuf)>,
 }
 
-/// Every setting of the exporter.
-#[derive(Clone, Debug, PartialEq)]
+/// Every setting of the exporter. Its `Debug` shows the headers' names, not their values
+/// (credentials).
+#[derive(Clone, PartialEq)]
 pub struct Settings {
     /// Where metrics go; `None`: not exported (`OTEL_METRICS_EXPORTER=none`).
     pub metrics: Option<Target>,
@@ -120,6 +121,23 @@ pub struct Settings {
     pub attributes: Vec<(String, String)>,
     /// TLS to the collector, for `https://` URLs.
     pub tls: TlsFiles,
+}
+
+impl std::fmt::Debug for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<&str> = self.headers.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("Settings")
+            .field("metrics", &self.metrics)
+            .field("traces", &self.traces)
+            .field("headers", &headers)
+            .field("timeout", &self.timeout)
+            .field("interval", &self.interval)
+            .field("sampling", &self.sampling)
+            .field("service_name", &self.service_name)
+            .field("attributes", &self.attributes)
+            .field("tls", &self.tls)
+            .finish()
+    }
 }
 
 impl Settings {
@@ -320,15 +338,19 @@ fn sampling(name: Option<&str>, arg: Option<&str>) -> Result<Sampling, OtlpError
 /// `key=value,key=value` with percent-encoded values (W3C Baggage's form, which
 /// `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_EXPORTER_OTLP_HEADERS` take).
 fn pairs(name: &str, list: &str) -> Result<Vec<(String, String)>, OtlpError> {
+    // Headers hold credentials: their errors show where, not what.
+    let secret = name == "OTEL_EXPORTER_OTLP_HEADERS";
     list.split(',')
         .filter(|pair| !pair.trim().is_empty())
-        .map(|pair| {
+        .enumerate()
+        .map(|(index, pair)| {
             let bad = || {
-                OtlpError::new(
-                    name,
-                    list,
-                    format!("key=value pairs split by commas; {pair:?} is not one"),
-                )
+                let (value, which) = if secret {
+                    ("(not shown)".to_owned(), format!("pair {} is not one", index + 1))
+                } else {
+                    (list.to_owned(), format!("{pair:?} is not one"))
+                };
+                OtlpError::new(name, &value, format!("key=value pairs split by commas; {which}"))
             };
             let (key, value) = pair.split_once('=').ok_or_else(bad)?;
             let key = key.trim();
@@ -486,6 +508,21 @@ mod tests {
             (Duration::from_millis(2500), Duration::from_secs(1))
         );
         assert_eq!(on(&[AT, ("OTEL_SERVICE_NAME", "named")]).service_name, "named");
+    }
+
+    #[test]
+    fn header_values_are_never_shown() {
+        let secret = "Bearer%20s3cr3t";
+        let settings = on(&[
+            AT,
+            ("OTEL_EXPORTER_OTLP_HEADERS", &format!("authorization={secret}")),
+        ]);
+        assert!(!format!("{settings:?}").contains("s3cr3t"), "{settings:?}");
+        assert!(format!("{settings:?}").contains("authorization"), "{settings:?}");
+        assert_eq!(
+            refused(&[AT, ("OTEL_EXPORTER_OTLP_HEADERS", "a=1,s3cr3t")]),
+            "OTEL_EXPORTER_OTLP_HEADERS=\"(not shown)\": key=value pairs split by commas; pair 2 is not one"
+        );
     }
 
     #[test]

@@ -48,13 +48,17 @@ impl Exporter {
     ) -> Result<Exporter, OtlpError> {
         let mut map = HeaderMap::new();
         for (name, value) in headers {
+            // The value holds credentials: the error names the header alone.
             let bad = || OtlpError {
                 variable: "OTEL_EXPORTER_OTLP_HEADERS".to_owned(),
-                value: format!("{name}={value}"),
+                value: format!("{name}=(not shown)"),
                 allowed: "header names and values that HTTP allows".to_owned(),
             };
             let name = HeaderName::try_from(name.as_str()).map_err(|_| bad())?;
-            map.append(name, HeaderValue::try_from(value.as_str()).map_err(|_| bad())?);
+            let mut value = HeaderValue::try_from(value.as_str()).map_err(|_| bad())?;
+            // Shown as `Sensitive` by `Debug`, and kept out of HTTP/2's header table.
+            value.set_sensitive(true);
+            map.append(name, value);
         }
         let tls = if target.url.scheme_str() == Some("https") {
             let alpn: &[u8] = match target.protocol {

@@ -318,3 +318,24 @@ async fn send_spans(
         send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH))).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exporters_debug_never_shows_its_headers_values() {
+        let vars = |name: &str| match name {
+            "OTEL_EXPORTER_OTLP_ENDPOINT" => Some("http://127.0.0.1:4318".to_owned()),
+            "OTEL_EXPORTER_OTLP_HEADERS" => Some("authorization=Bearer%20s3cr3t".to_owned()),
+            _ => None,
+        };
+        let settings = Settings::from_vars(&vars, None).unwrap().unwrap();
+        let otlp = Otlp::new(settings, Layout::TWITTER).unwrap();
+        let shown = format!("{otlp:?}");
+        assert!(
+            shown.contains("authorization") && !shown.contains("s3cr3t"),
+            "{shown}"
+        );
+    }
+}
