@@ -3,7 +3,7 @@
 //! same classes), in `test-servers/python/otlp_receiver.py`.
 
 use super::*;
-use atomflake_test_servers::clients::{curl_sequence, grpc_body_over_curl};
+use atomflake_test_servers::clients::{curl_sequence, grpc_over_curl};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -193,20 +193,8 @@ fn otlp_metrics_are_what_the_metrics_endpoint_says_over_grpc_and_over_http() {
                 http_get(&server.address, &format!("/v1/ids?count={count}"), HANG_GUARD).unwrap();
             assert_eq!(status, 200);
         }
-        let grpc = grpc_body_over_curl(
-            &server.address,
-            &{
-                let body = tempdir(&format!("otlp-grpc-{}", protocol.len())).join("get-ids.bin");
-                let message = atomflake_test_servers::clients::count_message(5);
-                let mut frame = vec![0];
-                frame.extend(u32::try_from(message.len()).unwrap().to_be_bytes());
-                frame.extend(message);
-                std::fs::write(&body, frame).unwrap();
-                body
-            },
-            "GetIds",
-            &[],
-        );
+        let scratch = tempdir(&format!("otlp-grpc-{}", protocol.len()));
+        let grpc = grpc_over_curl(&server.address, &scratch, "GetIds", 5, None);
         assert_eq!(
             atomflake_test_servers::clients::grpc_status(test, grpc)
                 .unwrap()
@@ -306,18 +294,9 @@ fn a_callers_traceparent_is_the_parent_of_its_request_span_over_http_and_grpc() 
     ]);
     let out = traced.arg(server.url("/v1/ids?count=3")).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
-    let body = tempdir("otlp-trace-grpc").join("get-ids.bin");
-    let message = atomflake_test_servers::clients::count_message(2);
-    let mut frame = vec![0];
-    frame.extend(u32::try_from(message.len()).unwrap().to_be_bytes());
-    frame.extend(message);
-    std::fs::write(&body, frame).unwrap();
-    let grpc = grpc_body_over_curl(
-        &server.address,
-        &body,
-        "GetIds",
-        std::slice::from_ref(&traceparent),
-    );
+    // curl takes the header after the URL as before it.
+    let mut grpc = grpc_over_curl(&server.address, &tempdir("otlp-trace-grpc"), "GetIds", 2, None);
+    grpc.args(["-H", &traceparent]);
     assert_eq!(
         atomflake_test_servers::clients::grpc_status(test, grpc)
             .unwrap()
