@@ -1,0 +1,20 @@
+local function now_ms()                         -- the server's clock: expiry only
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function num(v) return (v and tonumber(v)) or 0 end   -- HGET of a missing field is false
+local function str(n) return string.format('%.0f', n) end
+-- The server's epoch: the process (run_id changes on every start) and its replication
+-- history (master_replid changes when a replica is promoted: REPLICAOF NO ONE / Sentinel).
+-- INFO is allowed in scripts (flags: random, loading, stale, sentinel; no `noscript`), and
+-- Redis 7 replicates a script's effects, so the values recorded are the master's.
+local function epoch(now)
+  local info = redis.call('INFO', 'server', 'replication')   -- several sections: 7.0+
+  local id = string.match(info, 'run_id:(%x+)') .. ':' .. string.match(info, 'master_replid:(%x+)')
+  local seen = redis.call('HMGET', KEYS[4], 'id', 'seen')
+  if seen[1] ~= id then
+    redis.call('HSET', KEYS[4], 'id', id, 'seen', str(now))
+    return now
+  end
+  return tonumber(seen[2])
+end
