@@ -10,7 +10,8 @@ for i = 4, #ARGV do
     if exact or mark > old then redis.call('HSET', KEYS[2], node, str(mark)) end
     e.e = str(now); redis.call('HSET', KEYS[1], node, cjson.encode(e))   -- free at once
   else
-    if mark > old then redis.call('HSET', KEYS[2], node, str(mark)) end   -- raise only
+    -- Forgotten: the mark raised only (as a store does); another claim's: untouched.
+    if not e and mark > old then redis.call('HSET', KEYS[2], node, str(mark)) end
     lost[#lost + 1] = i - 4
   end
 end

@@ -23,7 +23,7 @@ fn a_script_runs_by_its_hash_and_reads_the_servers_run_id() {
         ("1", true, "2")
     );
     assert_eq!(
-        server.cli(&["SCRIPT", "EXISTS", &script.get_hash()]).as_deref(),
+        server.cli(&["SCRIPT", "EXISTS", script.get_hash()]).as_deref(),
         Ok("1")
     );
 }

@@ -37,7 +37,8 @@ pub(crate) struct MintArgs {
     high_water: HighWaterArgs,
     /// Take the node from a lease in this PostgreSQL database (a URL,
     /// `postgres://user@host/db`, or `key=value` connection settings), etcd cluster
-    /// (`etcd://HOST:PORT[,HOST:PORT...]`) or ZooKeeper ensemble
+    /// (`etcd://HOST:PORT[,HOST:PORT...]`), Redis server
+    /// (`redis://[USER:PASSWORD@]HOST:PORT[/DB][?replicas=N]`) or ZooKeeper ensemble
     /// (`zk://HOST:PORT[,HOST:PORT...][/CHROOT]`): the lowest free node of the layout, held
     /// while minting, released at exit. The IDs start past every ID minted on that node
     /// before. PostgreSQL: TLS as libpq's `sslmode` says (`sslmode=verify-full
