@@ -126,3 +126,45 @@ fn a_redis_restarted_empty_under_a_holder_never_hands_its_node_out_twice() {
         fleet::lease_lines(&first)
     );
 }
+
+/// A replica promoted that never had a minting holder's claim or marks (cut off from its
+/// primary while the holder claimed and minted, and its primary died): a claimant on it for the
+/// holder's node waits out the promotion, by when the holder, cut off from its primary,
+/// has stopped at its deadline; the claimant's IDs are past the holder's. Without the wait
+/// both mint on the node at once.
+#[test]
+fn a_replica_promoted_without_a_holders_claim_never_hands_its_node_out_twice() {
+    let test = "redis-promoted";
+    let Some(mut primary) = Server::start(test, Persistence::AppendEverySec) else {
+        return;
+    };
+    let Some(mut replica) = Server::replica(test, &primary) else {
+        return;
+    };
+    // Cut off: a replica of a port where nothing listens, keeping what it had.
+    assert_eq!(replica.cli(&["REPLICAOF", "127.0.0.1", "1"]).as_deref(), Ok("OK"));
+    let mut first = Holders::new(primary.url(), "redis_child", TTL)
+        .mint("promoted")
+        .node(0)
+        .clock(HolderClock::Precise)
+        .spawn();
+    first.wait_for_ids(1_000);
+    primary.kill();
+    replica.promote();
+    let mut second = Holders::new(replica.url(), "redis_child", TTL)
+        .mint("promoted")
+        .node(0)
+        .clock(HolderClock::Precise)
+        .spawn();
+    second.wait_for_ids(1_000);
+    let (first, second) = (first.finish_killed(), second.finish_killed());
+    let (before, after) = (fleet::minted(&first), fleet::minted(&second));
+    let all: Vec<u64> = before.iter().chain(&after).copied().collect();
+    fleet::assert_unique(&all);
+    assert!(
+        after.first() > before.last(),
+        "the claimant started at {:?}, below the holder's last ID {:?}",
+        after.first(),
+        before.last()
+    );
+}
