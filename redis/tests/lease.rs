@@ -168,3 +168,43 @@ fn a_replica_promoted_without_a_holders_claim_never_hands_its_node_out_twice() {
         before.last()
     );
 }
+
+/// Every client connection killed (`CLIENT KILL`) twenty times in two seconds under a
+/// minting holder: each call is made again on a new connection (every script can run twice
+/// to the same effect), the holder keeps its node and mints on, and its IDs stay unique
+/// and in order.
+#[test]
+fn connections_killed_under_a_holder_cost_it_nothing() {
+    let Some(server) = Server::start("redis-client-kill", Persistence::AppendEverySec) else {
+        return;
+    };
+    let mut holder = holders(&server)
+        .mint("killed")
+        .clock(HolderClock::Precise)
+        .spawn();
+    holder.wait_for_ids(1_000);
+    let mut killed = 0;
+    for _ in 0..20 {
+        killed += server
+            .cli(&["CLIENT", "KILL", "TYPE", "normal"])
+            .unwrap()
+            .parse::<u32>()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The holder's is the only other client: its connection was made again and killed.
+    assert!(killed >= 3, "{killed} connections killed");
+    // It mints on past the kills: a thousand IDs more within the hang guard.
+    holder.wait_for_ids(2_000);
+    let lines = holder.finish_killed();
+    let ids = fleet::minted(&lines);
+    fleet::assert_unique(&ids);
+    assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "in order");
+    assert!(
+        !fleet::lease_lines(&lines)
+            .iter()
+            .any(|(_, why)| why.contains("lost") || why.contains("deadline")),
+        "the holder kept its lease: {:?}",
+        fleet::lease_lines(&lines)
+    );
+}
