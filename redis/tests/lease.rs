@@ -5,7 +5,8 @@
 
 use atomflake_redis::RedisUrl;
 use atomflake_redis::lease;
-use atomflake_test_servers::fleet::{self, HolderClock, Holders};
+use atomflake_test_servers::clock::step_clock;
+use atomflake_test_servers::fleet::{self, Dice, Faults, HolderClock, Holders};
 use atomflake_test_servers::redis::{Persistence, Server};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -207,4 +208,128 @@ fn connections_killed_under_a_holder_cost_it_nothing() {
         "the holder kept its lease: {:?}",
         fleet::lease_lines(&lines)
     );
+}
+
+/// A directory of this test process for clock files, removed when dropped.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("atomflake-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The server's clock stepped an hour ahead under a minting holder: to the server its
+/// claim has expired, and a claimant for its node takes the node at once. The holder's
+/// next store finds another token on the node and it stops; the claimant starts past the
+/// holder's mark, which is past every ID the holder minted. The expiry is the server's
+/// clock; the IDs rest on the token and the mark.
+#[test]
+fn a_server_clock_stepped_ahead_hands_a_node_out_early_but_no_id_twice() {
+    let test = "redis-clock-ahead";
+    let scratch = Scratch::new(test);
+    let clock = scratch.0.join("server-clock");
+    let Some(server) = Server::start_on_clock(test, Persistence::AppendEverySec, &clock) else {
+        return;
+    };
+    let holders = holders(&server);
+    let mut first = holders.mint("ahead").node(0).clock(HolderClock::Precise).spawn();
+    first.wait_for_ids(1_000);
+    step_clock(&clock, "+3600");
+    let mut second = holders.mint("ahead").node(0).clock(HolderClock::Precise).spawn();
+    second.wait_for_ids(1_000);
+    let (first, second) = (first.finish_killed(), second.finish_killed());
+    let (before, after) = (fleet::minted(&first), fleet::minted(&second));
+    let all: Vec<u64> = before.iter().chain(&after).copied().collect();
+    fleet::assert_unique(&all);
+    assert!(
+        after.first() > before.last(),
+        "the claimant started at {:?}, below the holder's last ID {:?}",
+        after.first(),
+        before.last()
+    );
+    assert!(
+        fleet::lease_lines(&first)
+            .iter()
+            .any(|(_, why)| why.contains("lost")),
+        "the holder found its claim lost: {:?}",
+        fleet::lease_lines(&first)
+    );
+}
+
+/// The nemesis's faults on Redis: every client connection killed; the server killed and
+/// started again, with its append-only file (synced every second) or with nothing; the
+/// server's clock stepped up to 3 s either way. A step waits until the claim gate of the
+/// last restart (a lease time and a second, by the server's clock) has passed: a step
+/// forward within it shortens the gate by the step (the README's failure table).
+struct RedisFaults<'a> {
+    server: &'a mut Server,
+    clock: &'a std::path::Path,
+    restarted: std::time::Instant,
+}
+
+impl Faults for RedisFaults<'_> {
+    fn strike(&mut self, which: u64, dice: &mut Dice) -> Option<String> {
+        Some(match which {
+            0 => {
+                let killed = self.server.cli(&["CLIENT", "KILL", "TYPE", "normal"]).unwrap();
+                format!("kill {killed} client connections")
+            }
+            1 => {
+                self.restarted = std::time::Instant::now();
+                if dice.below(2) == 0 {
+                    self.server.restart();
+                    "restart the server (SIGKILL; its append-only file kept)".to_owned()
+                } else {
+                    self.server.restart_empty();
+                    "restart the server empty (SIGKILL; its files removed)".to_owned()
+                }
+            }
+            _ => {
+                if self.restarted.elapsed() < TTL + Duration::from_secs(2) {
+                    return None;
+                }
+                let offset = format!("{:+}", i64::try_from(dice.below(7)).unwrap() - 3);
+                step_clock(self.clock, &offset);
+                format!("step the server's clock to {offset} s")
+            }
+        })
+    }
+
+    /// A server restarted empty counts each node's claims from 1 again.
+    fn generations_kept(&self) -> bool {
+        false
+    }
+}
+
+/// The fleet of [`fleet::nemesis`] on 2 s leases, under its faults and those of
+/// [`RedisFaults`]. The history must show no ID twice, each process's IDs strictly
+/// increasing, and on each node every holder's IDs past every earlier holder's.
+/// `ATOMFLAKE_NEMESIS_SEED` replays a schedule's choices; `ATOMFLAKE_NEMESIS_STEPS` sets
+/// its length.
+#[test]
+fn a_fleet_on_redis_under_a_seeded_nemesis_never_mints_an_id_twice() {
+    let test = "redis-nemesis";
+    let scratch = Scratch::new(test);
+    let clock = scratch.0.join("server-clock");
+    let Some(mut server) = Server::start_on_clock(test, Persistence::AppendEverySec, &clock) else {
+        return;
+    };
+    let holders = holders(&server);
+    let mut faults = RedisFaults {
+        server: &mut server,
+        clock: &clock,
+        restarted: std::time::Instant::now(),
+    };
+    let run = fleet::nemesis("redis", &holders, &scratch.0, &mut faults);
+    let (seed, total) = (run.seed, run.ids);
+    assert!(total > 1_000, "seed {seed}: the fleet minted only {total} ids");
 }

@@ -31,21 +31,39 @@ pub struct Server {
     port: u16,
     persistence: Persistence,
     replica_of: Option<u16>,
+    /// The stepped clock the server runs on ([`crate::clock`]), if any.
+    clock: Option<PathBuf>,
     child: Option<Child>,
 }
 
 impl Server {
     /// A fresh, empty server, or `None` (printed as a skip).
     pub fn start(test: &str, persistence: Persistence) -> Option<Server> {
-        Server::launch(test, persistence, None)
+        Server::launch(test, persistence, None, None)
+    }
+
+    /// A fresh, empty server whose wall clock is the stepped clock in `file`
+    /// ([`crate::clock::step_clock`] moves it), or `None` (printed as a skip; also when
+    /// the clock's library cannot be built).
+    pub fn start_on_clock(test: &str, persistence: Persistence, file: &Path) -> Option<Server> {
+        if let Err(why) = crate::clock::library() {
+            skip(test, why);
+            return None;
+        }
+        Server::launch(test, persistence, None, Some(file.to_owned()))
     }
 
     /// A fresh server replicating `primary`, or `None` (printed as a skip).
     pub fn replica(test: &str, primary: &Server) -> Option<Server> {
-        Server::launch(test, primary.persistence, Some(primary.port))
+        Server::launch(test, primary.persistence, Some(primary.port), None)
     }
 
-    fn launch(test: &str, persistence: Persistence, replica_of: Option<u16>) -> Option<Server> {
+    fn launch(
+        test: &str,
+        persistence: Persistence,
+        replica_of: Option<u16>,
+        clock: Option<PathBuf>,
+    ) -> Option<Server> {
         if Command::new("redis-server").arg("--version").output().is_err() {
             skip(test, "no Redis server (Debian package redis-server)");
             return None;
@@ -57,6 +75,7 @@ impl Server {
             port,
             persistence,
             replica_of,
+            clock,
             child: None,
         };
         server.run();
@@ -83,8 +102,10 @@ impl Server {
         );
         let path = self.root.join("redis.conf");
         std::fs::write(&path, config).unwrap();
+        let clock = self.clock.as_deref().map(crate::clock::environment);
         let child = Command::new("redis-server")
             .arg(&path)
+            .envs(clock.into_iter().flatten())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -151,6 +172,14 @@ impl Server {
         self.run();
     }
 
+    /// Kills it, removes its append-only files, and starts it again empty on the same port
+    /// and directory: a crash that lost every write.
+    pub fn restart_empty(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(self.root.join("appendonlydir"));
+        self.run();
+    }
+
     /// Makes a replica the primary, as Sentinel does on a failover (`REPLICAOF NO ONE`).
     pub fn promote(&mut self) {
         assert_eq!(self.cli(&["REPLICAOF", "NO", "ONE"]).as_deref(), Ok("OK"));
@@ -187,6 +216,12 @@ mod tests {
         assert_eq!(primary.cli(&["GET", "k"]).as_deref(), Ok("1"));
         replica.promote();
         assert_eq!(replica.cli(&["SET", "k", "2"]).as_deref(), Ok("OK"));
+        primary.restart_empty();
+        assert_eq!(
+            primary.cli(&["EXISTS", "k"]).as_deref(),
+            Ok("0"),
+            "its append-only files removed"
+        );
         let root = primary.root().to_owned();
         drop(primary);
         assert!(!root.exists(), "its directory is removed");
@@ -200,6 +235,19 @@ mod tests {
             empty.cli(&["EXISTS", "k"]).as_deref(),
             Ok("0"),
             "no persistence: nothing kept"
+        );
+
+        let clock = empty.root().join("clock");
+        crate::clock::step_clock(&clock, "+3600");
+        let Some(ahead) = Server::start_on_clock(test, Persistence::None, &clock) else {
+            return;
+        };
+        let time = ahead.cli(&["TIME"]).unwrap();
+        let seconds: u64 = time.lines().next().unwrap().parse().unwrap();
+        let real = crate::now_ms() / 1000;
+        assert!(
+            (real + 3590..real + 3610).contains(&seconds),
+            "TIME says {seconds}, the real time is {real}"
         );
     }
 }
