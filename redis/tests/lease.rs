@@ -333,3 +333,84 @@ fn a_fleet_on_redis_under_a_seeded_nemesis_never_mints_an_id_twice() {
     let (seed, total) = (run.seed, run.ids);
     assert!(total > 1_000, "seed {seed}: the fleet minted only {total} ids");
 }
+
+/// Copies directory `from` (flat) to `to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+/// Redis restarted on an append-only file that lost its last writes: a copy of the file
+/// taken while a holder minted, put back after the holder was killed (its claim kept, the
+/// marks it stored in its last 2.5 s gone). The node's next holder runs on a clock 5 s
+/// behind: it starts past the mark that survived, which is past every ID the holder minted
+/// since: a mark is ahead of the IDs, and every store adds the loss window (2 s). Without
+/// the window the successor mints IDs the holder minted.
+#[test]
+fn a_redis_that_lost_its_last_writes_never_hands_out_an_id_twice() {
+    let test = "redis-lost-writes";
+    let scratch = Scratch::new(test);
+    let Some(mut server) = Server::start(test, Persistence::AppendEverySec) else {
+        return;
+    };
+    let holders = holders(&server);
+    let mut first = holders.mint("lost").node(0).clock(HolderClock::Precise).spawn();
+    first.wait_for_ids(1_000);
+    // What the file holds once synced: the claim and the marks stored so far.
+    std::thread::sleep(Duration::from_millis(1_200));
+    let aof = server.root().join("appendonlydir");
+    let copy = scratch.0.join("appendonlydir");
+    copy_dir(&aof, &copy);
+    std::thread::sleep(Duration::from_millis(2_500));
+    let first = first.finish_killed();
+    server.kill();
+    std::fs::remove_dir_all(&aof).unwrap();
+    copy_dir(&copy, &aof);
+    server.restart();
+    let clock = scratch.0.join("successor-clock");
+    step_clock(&clock, "-5");
+    let mut second = holders
+        .mint("lost")
+        .node(0)
+        .clock(HolderClock::Precise)
+        .faketime(&clock)
+        .spawn();
+    second.wait_for_ids(1_000);
+    let second = second.finish_killed();
+    let (before, after) = (fleet::minted(&first), fleet::minted(&second));
+    let all: Vec<u64> = before.iter().chain(&after).copied().collect();
+    fleet::assert_unique(&all);
+    assert!(
+        after.first() > before.last(),
+        "the successor started at {:?}, below the holder's last ID {:?}",
+        after.first(),
+        before.last()
+    );
+}
+
+/// With `?replicas=1`, a claim counts once a replica has it (`WAIT`): with the replica cut
+/// off, a claim fails at the claim timeout saying how many replicas acknowledged it.
+#[test]
+fn with_replicas_1_a_claim_no_replica_acknowledged_fails() {
+    use atomflake_lease::LeaseOptions;
+    let test = "redis-replicas";
+    let Some(primary) = Server::start(test, Persistence::AppendEverySec) else {
+        return;
+    };
+    let Some(replica) = Server::replica(test, &primary) else {
+        return;
+    };
+    let url: RedisUrl = format!("{}?replicas=1", primary.url()).parse().unwrap();
+    let options = |namespace: &str| LeaseOptions::new(namespace).ttl(TTL);
+    let lease = lease::Lease::acquire(&url, &fleet::layout(), &options("replicated")).unwrap();
+    assert_eq!(lease.node(), 0);
+    assert_eq!(replica.cli(&["REPLICAOF", "127.0.0.1", "1"]).as_deref(), Ok("OK"));
+    let error = lease::Lease::acquire(&url, &fleet::layout(), &options("cut")).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "Redis: 0 of the 1 replicas asked for acknowledged the write in time"
+    );
+}
