@@ -414,3 +414,32 @@ fn with_replicas_1_a_claim_no_replica_acknowledged_fails() {
         "Redis: 0 of the 1 replicas asked for acknowledged the write in time"
     );
 }
+
+/// On a server just started, a claim waits out the claim gate (the namespace's longest
+/// lease time and a second) even past the claim timeout of 10 s; a gate longer than a
+/// minute is an error that says how long it has left.
+#[test]
+fn a_claim_on_a_fresh_server_waits_out_the_gate_up_to_a_minute() {
+    use atomflake_lease::LeaseOptions;
+    use std::time::Instant;
+    let Some(server) = Server::start("redis-gate", Persistence::None) else {
+        return;
+    };
+    let started = Instant::now();
+    let long = LeaseOptions::new("long").ttl(Duration::from_secs(100));
+    match lease::Lease::acquire(&url(&server), &fleet::layout(), &long) {
+        Err(lease::LeaseError::Engine(lease::RedisError::Restarted { wait })) => assert!(
+            wait > Duration::from_secs(90) && wait <= Duration::from_secs(101),
+            "{wait:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let ten = LeaseOptions::new("ten").ttl(Duration::from_secs(10));
+    let lease = lease::Lease::acquire(&url(&server), &fleet::layout(), &ten).unwrap();
+    assert_eq!(lease.node(), 0);
+    assert!(
+        started.elapsed() >= Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}

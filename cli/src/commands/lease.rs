@@ -33,9 +33,10 @@ impl LeaseArgs {
 
 #[derive(Subcommand)]
 pub(crate) enum LeaseCommand {
-    /// List the leases of a namespace: node, generation (PostgreSQL: how many times it was
-    /// claimed; etcd: the claim's revision; ZooKeeper: the claim's zxid), whether it is
-    /// live, when it expires (PostgreSQL), the node's high-water mark, and the holder.
+    /// List the leases of a namespace: node, generation (PostgreSQL and Redis: how many
+    /// times it was claimed; etcd: the claim's revision; ZooKeeper: the claim's zxid),
+    /// whether it is live, when it expires (PostgreSQL and Redis), the node's high-water
+    /// mark, and the holder.
     List {
         /// Where the leases are: a PostgreSQL database (a URL or `key=value` settings), an
         /// etcd cluster (`etcd://HOST:PORT[,HOST:PORT...]`, or over TLS

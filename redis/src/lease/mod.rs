@@ -25,12 +25,18 @@
 //!
 //! Redis acknowledges a write before it is on disk, and before its replicas have it. Each
 //! script reads the server's `run_id` and `master_replid` (a restart changes the first, a
-//! promotion the second) and records when it first saw them. Until the namespace's longest
-//! lease time and a second have passed since then, **claims wait**: every holder
-//! from before the restart or failover either renews on the new server (its store puts
-//! its mark back, and its claim if the claim was lost is found lost: it stops) or stops at
-//! its own deadline, a lease time after its last acknowledged store at most. With
+//! promotion the second) and records since when the server may have forgotten: its start
+//! (from its uptime), or the first script after a promotion. Until the namespace's longest
+//! lease time and a second have passed since then, **claims wait** (a claim sits out up to
+//! a minute of it, past its own timeout; a longer wait is [`RedisError::Restarted`]): every
+//! holder from before the restart or failover either renews on the new server (its store
+//! puts its mark back, and its claim if the claim was lost is found lost: it stops) or stops
+//! at its own deadline, a lease time after its last acknowledged store at most. With
 //! `?replicas=N`, each write also waits for `N` replicas (`WAIT`).
+//!
+//! The wait is measured by the server's clock, as expiry is: a step of that clock forward
+//! within a lease time of a restart shortens it by the step. A node's generation counts
+//! the claims the server remembers, and can repeat after lost writes; the token fences.
 
 mod error;
 
@@ -68,6 +74,10 @@ const LOSS_WINDOW_MS: u64 = 2_000;
 /// a lease time of the restart by the server's while the clocks' rates differ by less than
 /// a quarter (the kernel's own assumption), and this second more.
 const RESTART_MARGIN_MS: u64 = 1_000;
+
+/// The longest wait for the claim gate that a claim sits out; a longer one (a namespace
+/// whose lease time is longer than a minute) is an error that says how long.
+const LONGEST_GATE_WAIT: Duration = Duration::from_secs(61);
 
 /// The largest mark a Lua number holds exactly (2^53 - 1).
 const MAX_LUA_EXACT: u64 = (1 << 53) - 1;
@@ -330,11 +340,15 @@ impl Engine for Redis {
         match items.first().and_then(text) {
             Some("gated") => {
                 let wait = Duration::from_millis(number(1).ok_or_else(|| bad("no wait"))?);
-                if Instant::now() + wait >= request.deadline {
+                if wait > LONGEST_GATE_WAIT {
                     return Err(RedisError::Restarted { wait });
                 }
+                // The gate is waited out whatever the claim's deadline, which then counts
+                // from its end.
                 std::thread::sleep(wait);
-                Ok(Attempt::Raced)
+                let mut request = request.clone();
+                request.deadline += wait;
+                self.claim(&request)
             }
             Some("short") => {
                 let held = number(1).ok_or_else(|| bad("no count held"))?;
