@@ -26,3 +26,13 @@ local function epoch(now)
   end
   return tonumber(seen[2])
 end
+-- Calls f(node, claim) for each node of ARGV[first..] with its claim entry (false when the
+-- server has none); the places (from 0) of the nodes for which f says lost.
+local function each_node(first, f)
+  local lost = {}
+  for i = first, #ARGV do
+    local raw = redis.call('HGET', KEYS[1], ARGV[i])
+    if f(ARGV[i], raw and cjson.decode(raw)) then lost[#lost + 1] = i - first end
+  end
+  return lost
+end

@@ -1,10 +1,6 @@
 local token, ttl, mark = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local now = now_ms(); epoch(now)
-local lost = {}
-for i = 4, #ARGV do
-  local node = ARGV[i]
-  local raw = redis.call('HGET', KEYS[1], node)
-  local e = raw and cjson.decode(raw)
+return each_node(4, function(node, e)
   -- Ours: the mark raised (never lowered) and the claim renewed, even if expired (nobody
   -- took it). Forgotten (a restart or a promotion lost the claim): lost, but the mark is
   -- raised, so that the holder's high-water knowledge is back before any claimant. Another
@@ -15,8 +11,7 @@ for i = 4, #ARGV do
   end
   if e and e.t == token then
     e.e = str(now + ttl); redis.call('HSET', KEYS[1], node, cjson.encode(e))
-  else
-    lost[#lost + 1] = i - 4
+    return false
   end
-end
-return lost
+  return true
+end)

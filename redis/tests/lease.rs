@@ -94,38 +94,10 @@ fn a_redis_restarted_empty_under_a_holder_never_hands_its_node_out_twice() {
     let Some(mut server) = Server::start("redis-restart-empty", Persistence::None) else {
         return;
     };
-    let holders = holders(&server);
-    let mut first = holders
-        .mint("restart")
-        .node(0)
-        .clock(HolderClock::Precise)
-        .spawn();
-    first.wait_for_ids(1_000);
-    server.kill();
-    server.restart();
-    let mut second = holders
-        .mint("restart")
-        .node(0)
-        .clock(HolderClock::Precise)
-        .spawn();
-    second.wait_for_ids(1_000);
-    let (first, second) = (first.finish_killed(), second.finish_killed());
-    let (before, after) = (fleet::minted(&first), fleet::minted(&second));
-    let all: Vec<u64> = before.iter().chain(&after).copied().collect();
-    fleet::assert_unique(&all);
-    assert!(
-        after.first() > before.last(),
-        "the claimant started at {:?}, below the holder's last ID {:?}",
-        after.first(),
-        before.last()
-    );
-    assert!(
-        fleet::lease_lines(&first)
-            .iter()
-            .any(|(_, why)| why.contains("lost")),
-        "the holder found its claim lost: {:?}",
-        fleet::lease_lines(&first)
-    );
+    handed_over(&holders(&server), "restart", || {
+        server.kill();
+        server.restart();
+    });
 }
 
 /// A replica promoted that never had a minting holder's claim or marks (cut off from its
@@ -144,30 +116,14 @@ fn a_replica_promoted_without_a_holders_claim_never_hands_its_node_out_twice() {
     };
     // Cut off: a replica of a port where nothing listens, keeping what it had.
     assert_eq!(replica.cli(&["REPLICAOF", "127.0.0.1", "1"]).as_deref(), Ok("OK"));
-    let mut first = Holders::new(primary.url(), "redis_child", TTL)
-        .mint("promoted")
-        .node(0)
-        .clock(HolderClock::Precise)
-        .spawn();
+    let mut first = on_node_0(&Holders::new(primary.url(), "redis_child", TTL), "promoted").spawn();
     first.wait_for_ids(1_000);
     primary.kill();
     replica.promote();
-    let mut second = Holders::new(replica.url(), "redis_child", TTL)
-        .mint("promoted")
-        .node(0)
-        .clock(HolderClock::Precise)
-        .spawn();
+    let mut second = on_node_0(&Holders::new(replica.url(), "redis_child", TTL), "promoted").spawn();
     second.wait_for_ids(1_000);
     let (first, second) = (first.finish_killed(), second.finish_killed());
-    let (before, after) = (fleet::minted(&first), fleet::minted(&second));
-    let all: Vec<u64> = before.iter().chain(&after).copied().collect();
-    fleet::assert_unique(&all);
-    assert!(
-        after.first() > before.last(),
-        "the claimant started at {:?}, below the holder's last ID {:?}",
-        after.first(),
-        before.last()
-    );
+    assert_successor_past(&first, &second);
 }
 
 /// Every client connection killed (`CLIENT KILL`) twenty times in two seconds under a
@@ -210,6 +166,45 @@ fn connections_killed_under_a_holder_cost_it_nothing() {
     );
 }
 
+/// A holder that mints on node 0 of `namespace`, on the precise clock.
+fn on_node_0(holders: &Holders, namespace: &str) -> fleet::Spawn {
+    holders.mint(namespace).node(0).clock(HolderClock::Precise)
+}
+
+/// The checks of a node handed from a holder to its successor (their lines): no ID twice,
+/// and the successor's first ID past the holder's last.
+fn assert_successor_past(first: &[String], second: &[String]) {
+    let (before, after) = (fleet::minted(first), fleet::minted(second));
+    let all: Vec<u64> = before.iter().chain(&after).copied().collect();
+    fleet::assert_unique(&all);
+    assert!(
+        after.first() > before.last(),
+        "the successor started at {:?}, below the holder's last ID {:?}",
+        after.first(),
+        before.last()
+    );
+}
+
+/// A holder on node 0 of `namespace` mints 1,000 IDs, `fault` strikes, and a successor
+/// claims node 0 and mints 1,000: [`assert_successor_past`], and the holder found its claim
+/// lost.
+fn handed_over(holders: &Holders, namespace: &str, fault: impl FnOnce()) {
+    let mut first = on_node_0(holders, namespace).spawn();
+    first.wait_for_ids(1_000);
+    fault();
+    let mut second = on_node_0(holders, namespace).spawn();
+    second.wait_for_ids(1_000);
+    let (first, second) = (first.finish_killed(), second.finish_killed());
+    assert_successor_past(&first, &second);
+    assert!(
+        fleet::lease_lines(&first)
+            .iter()
+            .any(|(_, why)| why.contains("lost")),
+        "the holder found its claim lost: {:?}",
+        fleet::lease_lines(&first)
+    );
+}
+
 /// A directory of this test process for clock files, removed when dropped.
 struct Scratch(std::path::PathBuf);
 
@@ -240,29 +235,9 @@ fn a_server_clock_stepped_ahead_hands_a_node_out_early_but_no_id_twice() {
     let Some(server) = Server::start_on_clock(test, Persistence::AppendEverySec, &clock) else {
         return;
     };
-    let holders = holders(&server);
-    let mut first = holders.mint("ahead").node(0).clock(HolderClock::Precise).spawn();
-    first.wait_for_ids(1_000);
-    step_clock(&clock, "+3600");
-    let mut second = holders.mint("ahead").node(0).clock(HolderClock::Precise).spawn();
-    second.wait_for_ids(1_000);
-    let (first, second) = (first.finish_killed(), second.finish_killed());
-    let (before, after) = (fleet::minted(&first), fleet::minted(&second));
-    let all: Vec<u64> = before.iter().chain(&after).copied().collect();
-    fleet::assert_unique(&all);
-    assert!(
-        after.first() > before.last(),
-        "the claimant started at {:?}, below the holder's last ID {:?}",
-        after.first(),
-        before.last()
-    );
-    assert!(
-        fleet::lease_lines(&first)
-            .iter()
-            .any(|(_, why)| why.contains("lost")),
-        "the holder found its claim lost: {:?}",
-        fleet::lease_lines(&first)
-    );
+    handed_over(&holders(&server), "ahead", || {
+        step_clock(&clock, "+3600");
+    });
 }
 
 /// The nemesis's faults on Redis: every client connection killed; the server killed and
@@ -357,7 +332,7 @@ fn a_redis_that_lost_its_last_writes_never_hands_out_an_id_twice() {
         return;
     };
     let holders = holders(&server);
-    let mut first = holders.mint("lost").node(0).clock(HolderClock::Precise).spawn();
+    let mut first = on_node_0(&holders, "lost").spawn();
     first.wait_for_ids(1_000);
     // What the file holds once synced: the claim and the marks stored so far.
     std::thread::sleep(Duration::from_millis(1_200));
@@ -372,23 +347,10 @@ fn a_redis_that_lost_its_last_writes_never_hands_out_an_id_twice() {
     server.restart();
     let clock = scratch.0.join("successor-clock");
     step_clock(&clock, "-5");
-    let mut second = holders
-        .mint("lost")
-        .node(0)
-        .clock(HolderClock::Precise)
-        .faketime(&clock)
-        .spawn();
+    let mut second = on_node_0(&holders, "lost").faketime(&clock).spawn();
     second.wait_for_ids(1_000);
     let second = second.finish_killed();
-    let (before, after) = (fleet::minted(&first), fleet::minted(&second));
-    let all: Vec<u64> = before.iter().chain(&after).copied().collect();
-    fleet::assert_unique(&all);
-    assert!(
-        after.first() > before.last(),
-        "the successor started at {:?}, below the holder's last ID {:?}",
-        after.first(),
-        before.last()
-    );
+    assert_successor_past(&first, &second);
 }
 
 /// With `?replicas=1`, a claim counts once a replica has it (`WAIT`): with the replica cut
