@@ -100,10 +100,27 @@ function checkWorkload(file, workload, docs) {
       fail(where, `its serviceName ${workload.spec.serviceName} is no headless Service here`);
     }
   } else {
-    if (!/^etcds?:\/\//.test(flag(args, "--lease") || "")) fail(where, "a Deployment's server takes no --lease etcd://");
+    const lease = flag(args, "--lease") || leaseFromEnv(where, container, other);
+    if (!/^(etcds?|rediss?):\/\//.test(lease || "")) {
+      fail(where, `a Deployment's server takes no lease of etcd or Redis (--lease or ATOMFLAKE_LEASE): its scheme is ${JSON.stringify((lease || "").split(":")[0])}`);
+    }
     if (args.includes("--reclaim") && args.includes("--stay-stopped")) fail(where, "--reclaim and --stay-stopped both");
   }
   return container;
+}
+
+// The URL of the container's ATOMFLAKE_LEASE: its value, or the key of a Secret of the
+// same file that it names.
+function leaseFromEnv(where, container, docs) {
+  const env = (container.env || []).find((e) => e.name === "ATOMFLAKE_LEASE");
+  if (!env) return undefined;
+  if (env.value !== undefined) return env.value;
+  const ref = (env.valueFrom || {}).secretKeyRef;
+  if (!ref) fail(where, "ATOMFLAKE_LEASE has neither a value nor a secretKeyRef");
+  const secret = docs.find((doc) => doc.kind === "Secret" && doc.metadata.name === ref.name);
+  const value = secret && (secret.stringData || {})[ref.key];
+  if (value === undefined) fail(where, `ATOMFLAKE_LEASE names key ${ref.key} of Secret ${ref.name}, which this file does not hold`);
+  return value;
 }
 
 function main(command, files) {

@@ -391,11 +391,12 @@ impl PyGenerator {
 static LEASES: Registry = Registry::new(&[
     atomflake_postgres::lease::DRIVER,
     atomflake_etcd::lease::DRIVER,
+    atomflake_redis::lease::DRIVER,
     atomflake_zookeeper::lease::DRIVER,
 ]);
 
-/// Leases nodes from PostgreSQL, etcd or ZooKeeper, chosen by `url` (`etcd://` or
-/// `etcds://` for etcd, `zk://` for ZooKeeper, else a PostgreSQL URL or `key=value`
+/// Leases nodes from PostgreSQL, etcd, Redis or ZooKeeper, chosen by `url` (`etcd://` or
+/// `etcds://` for etcd, `redis://` or `rediss://` for Redis, `zk://` for ZooKeeper, else a PostgreSQL URL or `key=value`
 /// settings), and returns a generator on the leased node. Use it as a context manager:
 /// leaving it stores the exact mark and releases the node.
 #[pyfunction]

@@ -31,6 +31,7 @@ pub mod pki;
 pub mod postgres;
 pub mod proxy;
 pub mod python;
+pub mod redis;
 pub mod tls_proxy;
 pub mod uuids;
 pub mod zookeeper;

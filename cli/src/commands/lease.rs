@@ -1,5 +1,6 @@
-//! `atomflake mint --lease` and `atomflake lease`: node IDs leased from PostgreSQL, etcd or
-//! ZooKeeper, chosen by the URL (`etcd://` for etcd, `zk://` for ZooKeeper).
+//! `atomflake mint --lease` and `atomflake lease`: node IDs leased from PostgreSQL, etcd,
+//! Redis or ZooKeeper, chosen by the URL (`etcd://` for etcd, `redis://` for Redis, `zk://`
+//! for ZooKeeper).
 
 use crate::mint::{Written, write_ids};
 use crate::{Failure, rfc3339_ms, write_failed};
@@ -32,13 +33,15 @@ impl LeaseArgs {
 
 #[derive(Subcommand)]
 pub(crate) enum LeaseCommand {
-    /// List the leases of a namespace: node, generation (PostgreSQL: how many times it was
-    /// claimed; etcd: the claim's revision; ZooKeeper: the claim's zxid), whether it is
-    /// live, when it expires (PostgreSQL), the node's high-water mark, and the holder.
+    /// List the leases of a namespace: node, generation (PostgreSQL and Redis: how many
+    /// times it was claimed; etcd: the claim's revision; ZooKeeper: the claim's zxid),
+    /// whether it is live, when it expires (PostgreSQL and Redis), the node's high-water
+    /// mark, and the holder.
     List {
         /// Where the leases are: a PostgreSQL database (a URL or `key=value` settings), an
         /// etcd cluster (`etcd://HOST:PORT[,HOST:PORT...]`, or over TLS
-        /// `etcds://[USER:PASSWORD@]HOST:PORT[,...][?cacert=PATH&cert=PATH&key=PATH]`) or a
+        /// `etcds://[USER:PASSWORD@]HOST:PORT[,...][?cacert=PATH&cert=PATH&key=PATH]`), a
+        /// Redis server (`redis://[USER:PASSWORD@]HOST:PORT[/DB]`, over TLS `rediss://…`) or a
         /// ZooKeeper ensemble (`zk://HOST:PORT[,HOST:PORT...][/CHROOT]`).
         #[arg(long, env = "ATOMFLAKE_LEASE", hide_env_values = true, value_name = "URL")]
         lease: String,
@@ -55,6 +58,7 @@ pub(crate) enum LeaseCommand {
 static LEASES: Registry = Registry::new(&[
     atomflake_postgres::lease::DRIVER,
     atomflake_etcd::lease::DRIVER,
+    atomflake_redis::lease::DRIVER,
     atomflake_zookeeper::lease::DRIVER,
 ]);
 

@@ -37,13 +37,15 @@ pub(crate) struct MintArgs {
     high_water: HighWaterArgs,
     /// Take the node from a lease in this PostgreSQL database (a URL,
     /// `postgres://user@host/db`, or `key=value` connection settings), etcd cluster
-    /// (`etcd://HOST:PORT[,HOST:PORT...]`) or ZooKeeper ensemble
+    /// (`etcd://HOST:PORT[,HOST:PORT...]`), Redis server
+    /// (`redis://[USER:PASSWORD@]HOST:PORT[/DB][?replicas=N]`) or ZooKeeper ensemble
     /// (`zk://HOST:PORT[,HOST:PORT...][/CHROOT]`): the lowest free node of the layout, held
     /// while minting, released at exit. The IDs start past every ID minted on that node
     /// before. PostgreSQL: TLS as libpq's `sslmode` says (`sslmode=verify-full
     /// sslrootcert=ca.pem`). etcd over TLS, with a client certificate and a user:
-    /// `etcds://[USER:PASSWORD@]HOST:PORT[,...][?cacert=PATH&cert=PATH&key=PATH]`. No error
-    /// shows the password; give it in `ATOMFLAKE_LEASE` to keep it off the command line.
+    /// `etcds://[USER:PASSWORD@]HOST:PORT[,...][?cacert=PATH&cert=PATH&key=PATH]`; Redis
+    /// over TLS: `rediss://…` with the same files. No error shows the password; give it in
+    /// `ATOMFLAKE_LEASE` to keep it off the command line.
     #[arg(long, env = "ATOMFLAKE_LEASE", hide_env_values = true, value_name = "URL")]
     lease: Option<String>,
     #[command(flatten)]

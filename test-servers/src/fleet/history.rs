@@ -11,8 +11,15 @@ pub fn assert_unique(all: &[u64]) {
 
 /// Checks a fleet's history (every process's lines, in spawn order): no ID twice, each
 /// process's IDs strictly increasing, and on each node every holder's IDs past every
-/// earlier holder's. The number of IDs.
-pub fn check_fleet_history(seed: u64, schedule: &[String], histories: &[Vec<String>]) -> usize {
+/// earlier holder's. With `generations_kept`, the holders of a node are ordered by their
+/// claims' generations, each larger than the last; without (an engine that can forget
+/// claims counts them again from what it kept), by their first IDs. The number of IDs.
+pub fn check_fleet_history(
+    seed: u64,
+    schedule: &[String],
+    histories: &[Vec<String>],
+    generations_kept: bool,
+) -> usize {
     let mut owner = HashMap::new();
     // node -> (generation, process, ids)
     let mut tenures: Vec<(u64, i64, usize, Vec<u64>)> = Vec::new();
@@ -41,13 +48,17 @@ pub fn check_fleet_history(seed: u64, schedule: &[String], histories: &[Vec<Stri
             ));
         }
     }
-    tenures.sort_by_key(|&(node, generation, ..)| (node, generation));
+    if generations_kept {
+        tenures.sort_by_key(|&(node, generation, ..)| (node, generation));
+    } else {
+        tenures.sort_by_key(|(node, _, _, minted)| (*node, minted.first().copied()));
+    }
     // Per node, in claim order: the largest id of the earlier holders, and which.
     let mut before: HashMap<u64, (i64, usize, u64)> = HashMap::new();
     for (node, generation, process, minted) in &tenures {
         if let (Some(&(earlier, holder, last)), Some(first)) = (before.get(node), minted.first()) {
             assert!(
-                earlier < *generation,
+                !generations_kept || earlier < *generation,
                 "seed {seed}: node {node} claimed twice as generation {generation}"
             );
             assert!(

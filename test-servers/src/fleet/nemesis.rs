@@ -36,6 +36,12 @@ pub trait Faults {
 
     /// At the end: ends every fault still in force.
     fn heal(&mut self) {}
+
+    /// Whether a node's claims keep counting up through these faults (their generations
+    /// never repeat); not where a fault makes the engine forget claims.
+    fn generations_kept(&self) -> bool {
+        true
+    }
 }
 
 /// What a [`nemesis`] run did.
@@ -119,7 +125,7 @@ pub fn nemesis(engine: &str, holders: &Holders, dir: &Path, faults: &mut impl Fa
         .into_iter()
         .map(|member| member.holder.finish_killed())
         .collect();
-    let ids = check_fleet_history(seed, &schedule, &histories);
+    let ids = check_fleet_history(seed, &schedule, &histories, faults.generations_kept());
     NemesisRun { seed, schedule, ids }
 }
 

@@ -32,9 +32,8 @@ pub(crate) struct ServeArgs {
     pub(super) statefulset: bool,
     #[command(flatten)]
     pub(super) high_water: HighWaterArgs,
-    /// Take the nodes from a lease in this PostgreSQL database, etcd cluster or ZooKeeper
-    /// ensemble (as
-    /// `mint --lease`): held while serving, released at shutdown with the exact mark. A
+    /// Take the nodes from a lease in this PostgreSQL database, etcd cluster, Redis server or
+    /// ZooKeeper ensemble (as `mint --lease`): held while serving, released at shutdown with the exact mark. A
     /// lost lease stops serving at once and health goes red.
     #[arg(long, env = "ATOMFLAKE_LEASE", hide_env_values = true, value_name = "URL")]
     pub(super) lease: Option<String>,
