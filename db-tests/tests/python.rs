@@ -1,6 +1,7 @@
 //! The Python package's tests that need servers: its lease tests (`python/tests/test_leases.py`)
-//! against a throwaway PostgreSQL server, etcd cluster and ZooKeeper server, and its gRPC
-//! stubs (`python/tests/test_grpc.py`) against an `atomflake serve` on loopback, run here.
+//! against a throwaway PostgreSQL server, etcd cluster, ZooKeeper server and Redis server,
+//! and its gRPC stubs (`python/tests/test_grpc.py`) against an `atomflake serve` on
+//! loopback, run here.
 //!
 //! They need a Python with the `atomflake` wheel and pytest installed, named by
 //! `ATOMFLAKE_PYTHON`: `.ci/run` builds the wheel with maturin, installs it into a venv and
@@ -9,6 +10,7 @@
 
 use atomflake_test_servers::etcd::Cluster;
 use atomflake_test_servers::postgres::Server;
+use atomflake_test_servers::redis;
 use atomflake_test_servers::skip;
 use atomflake_test_servers::zookeeper::Ensemble;
 use std::path::Path;
@@ -35,6 +37,9 @@ fn python_leases_on_every_engine_hand_out_distinct_nodes_and_release_the_exact_m
     let Some(zookeeper) = Ensemble::start("python_leases", 1) else {
         return;
     };
+    let Some(redis) = redis::Server::start("python_leases", redis::Persistence::AppendEverySec) else {
+        return;
+    };
     let serve = Serve::start();
     let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("../python/tests");
     let run = Command::new(python)
@@ -47,6 +52,7 @@ fn python_leases_on_every_engine_hand_out_distinct_nodes_and_release_the_exact_m
             "ATOMFLAKE_TEST_ZOOKEEPER",
             format!("zk://{}", zookeeper.connect_string()),
         )
+        .env("ATOMFLAKE_TEST_REDIS", redis.url())
         .env("ATOMFLAKE_TEST_SERVE", serve.address.to_string())
         .output()
         .expect("the Python of ATOMFLAKE_PYTHON runs");
@@ -58,7 +64,7 @@ fn python_leases_on_every_engine_hand_out_distinct_nodes_and_release_the_exact_m
     println!("{output}");
     assert!(run.status.success(), "pytest failed:\n{output}");
     // Every test ran: none skipped, none deselected away.
-    assert!(output.contains("13 passed"), "not every test ran:\n{output}");
+    assert!(output.contains("17 passed"), "not every test ran:\n{output}");
     assert!(!output.contains("skipped"), "a test skipped:\n{output}");
 }
 

@@ -39,6 +39,7 @@ ENGINES = {
     "PostgreSQL": "ATOMFLAKE_TEST_POSTGRES",
     "etcd": "ATOMFLAKE_TEST_ETCD",
     "ZooKeeper": "ATOMFLAKE_TEST_ZOOKEEPER",
+    "Redis": "ATOMFLAKE_TEST_REDIS",
 }
 
 
@@ -155,6 +156,9 @@ def test_bad_lease_arguments_are_value_errors_that_never_show_a_password(url: st
         "etcd://HOST:PORT[,HOST:PORT...]; a user, a password and TLS files go in an etcds:// URL, "
         "etcds://[USER:PASSWORD@]HOST:PORT[,...][?cacert=PATH&cert=PATH&key=PATH] (no path or fragment)"
     )
+    with pytest.raises(ValueError) as raised:
+        atomflake.lease("redis://app:s3cret@127.0.0.1:6379/x")
+    assert str(raised.value) == 'invalid lease URL: the Redis URL names the database "x": allowed 0 to 65535'
     with pytest.raises(ValueError) as raised:
         atomflake.lease("postgresql://app:s3cret@127.0.0.1:99999/app")
     assert str(raised.value) == "invalid lease URL: invalid connection string: invalid value for option `port`"

@@ -25,6 +25,30 @@ pub enum Persistence {
     None,
 }
 
+/// The password of user `app` of [`Server::start_secure`]: no error or `Debug` may show it.
+pub const PASSWORD: &str = "s3cret-Pw0rd";
+
+/// The password of user `admin` (every right), which [`Server::cli`] uses on a secure
+/// server.
+const ADMIN_PASSWORD: &str = "admin-Pw0rd";
+
+/// The rights of user `app` of [`Server::start_secure`]: the lease's keys, and the commands
+/// its scripts and `lease list` run, no more.
+pub const APP_RIGHTS: &str = "~atomflake:lease:* resetchannels -@all +ping +evalsha +eval \
+                              +script|load +info +time +wait +hget +hset +hmget +hgetall +multi +exec";
+
+/// A secure server's TLS files: its CA, its certificate for 127.0.0.1, and the client
+/// certificate the tests present.
+#[derive(Clone, Debug)]
+pub struct Tls {
+    /// The CA that signed the server's and the clients' certificates.
+    pub ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+    /// A client certificate the server accepts, and its key.
+    pub client: (PathBuf, PathBuf),
+}
+
 /// A running throwaway server.
 pub struct Server {
     root: PathBuf,
@@ -33,6 +57,8 @@ pub struct Server {
     replica_of: Option<u16>,
     /// The stepped clock the server runs on ([`crate::clock`]), if any.
     clock: Option<PathBuf>,
+    /// TLS only, clients with certificates, users `app` and `admin`; the default user off.
+    tls: Option<Tls>,
     child: Option<Child>,
 }
 
@@ -53,6 +79,34 @@ impl Server {
         Server::launch(test, persistence, None, Some(file.to_owned()))
     }
 
+    /// A fresh server that speaks TLS alone (its certificate for 127.0.0.1 and the CA in
+    /// `pki`, made here), asks every client for a certificate of that CA, and knows two
+    /// users: `app` ([`PASSWORD`], [`APP_RIGHTS`]) and `admin`; the default user is off.
+    /// `None` (a skip) without `redis-server` or openssl.
+    pub fn start_secure(test: &str, pki: &crate::pki::Pki) -> Option<Server> {
+        if !crate::pki::has_openssl(test) {
+            return None;
+        }
+        let ca = pki.ca("ca");
+        let (cert, key) = pki.leaf("server", "ca", "127.0.0.1", "IP:127.0.0.1");
+        let client = pki.leaf("client", "ca", "app", "");
+        let tls = Tls {
+            ca,
+            cert,
+            key,
+            client,
+        };
+        let mut server = Server::prepare(test, Persistence::None, None, None)?;
+        server.tls = Some(tls);
+        server.run();
+        Some(server)
+    }
+
+    /// The TLS files of a server of [`start_secure`](Server::start_secure).
+    pub fn tls(&self) -> Option<&Tls> {
+        self.tls.as_ref()
+    }
+
     /// A fresh server replicating `primary`, or `None` (printed as a skip).
     pub fn replica(test: &str, primary: &Server) -> Option<Server> {
         Server::launch(test, primary.persistence, Some(primary.port), None)
@@ -64,21 +118,33 @@ impl Server {
         replica_of: Option<u16>,
         clock: Option<PathBuf>,
     ) -> Option<Server> {
+        let mut server = Server::prepare(test, persistence, replica_of, clock)?;
+        server.run();
+        Some(server)
+    }
+
+    /// The server, not started yet: its port and directory.
+    fn prepare(
+        test: &str,
+        persistence: Persistence,
+        replica_of: Option<u16>,
+        clock: Option<PathBuf>,
+    ) -> Option<Server> {
         if Command::new("redis-server").arg("--version").output().is_err() {
             skip(test, "no Redis server (Debian package redis-server)");
             return None;
         }
         let port = crate::free_ports(1)[0];
         let root = crate::fresh_dir(&format!("redis-{test}-{port}"));
-        let mut server = Server {
+        let server = Server {
             root,
             port,
             persistence,
             replica_of,
             clock,
+            tls: None,
             child: None,
         };
-        server.run();
         Some(server)
     }
 
@@ -93,10 +159,21 @@ impl Server {
             .replica_of
             .map(|port| format!("replicaof 127.0.0.1 {port}\n"))
             .unwrap_or_default();
+        let listen = match &self.tls {
+            None => format!("port {}\n", self.port),
+            Some(tls) => format!(
+                "port 0\ntls-port {}\ntls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\n\
+                 tls-auth-clients yes\nuser default off\nuser admin on >{ADMIN_PASSWORD} ~* &* +@all\n\
+                 user app on >{PASSWORD} {APP_RIGHTS}\n",
+                self.port,
+                tls.cert.display(),
+                tls.key.display(),
+                tls.ca.display(),
+            ),
+        };
         let config = format!(
-            "bind 127.0.0.1\nport {port}\nprotected-mode no\ndir {dir}\nlogfile {log}\nsave \"\"\n\
+            "bind 127.0.0.1\n{listen}protected-mode no\ndir {dir}\nlogfile {log}\nsave \"\"\n\
              {append}{replica}daemonize no\nenable-debug-command local\n",
-            port = self.port,
             dir = self.root.display(),
             log = self.root.join("log").display(),
         );
@@ -136,6 +213,24 @@ impl Server {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// `rediss://USERINFO@127.0.0.1:PORT?cacert=…&cert=…&key=…` of a secure server, its
+    /// client certificate presented; `USERINFO` is `user:password` (or empty for none).
+    ///
+    /// # Panics
+    ///
+    /// When the server is not secure.
+    pub fn rediss_url(&self, userinfo: &str) -> String {
+        let tls = self.tls.as_ref().expect("a secure server");
+        let at = if userinfo.is_empty() { "" } else { "@" };
+        format!(
+            "rediss://{userinfo}{at}127.0.0.1:{}?cacert={}&cert={}&key={}",
+            self.port,
+            tls.ca.display(),
+            tls.client.0.display(),
+            tls.client.1.display()
+        )
+    }
+
     /// The server's directory (its configuration, log and append-only files).
     pub fn root(&self) -> &Path {
         &self.root
@@ -143,8 +238,18 @@ impl Server {
 
     /// Runs a command through `redis-cli`: its answer, trimmed, or the error it printed.
     pub fn cli(&self, args: &[&str]) -> Result<String, String> {
-        let output = Command::new("redis-cli")
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+        let mut command = Command::new("redis-cli");
+        command.args(["-h", "127.0.0.1", "-p", &self.port.to_string()]);
+        if let Some(tls) = &self.tls {
+            command.arg("--tls").arg("--cacert").arg(&tls.ca);
+            command
+                .arg("--cert")
+                .arg(&tls.client.0)
+                .arg("--key")
+                .arg(&tls.client.1);
+            command.args(["--user", "admin", "--pass", ADMIN_PASSWORD, "--no-auth-warning"]);
+        }
+        let output = command
             .args(args)
             .stdin(Stdio::null())
             .output()

@@ -23,7 +23,7 @@ pub enum RedisError {
     /// The server started (or restarted, or a replica took over) so recently that a
     /// holder from before may still mint on a node whose claim the server does not have:
     /// claims wait until every such holder has stopped, the namespace's longest lease time
-    /// and a second after the start. A claim sits out a wait of up to a minute; this is a
+    /// and 11 s after the start. A claim sits out a wait of up to a minute; this is a
     /// longer one (a namespace whose lease time is over a minute). Transient.
     #[error(
         "the Redis server started, restarted or failed over less than a lease time ago: claims wait {wait:?} more, until every holder from before it has stopped"

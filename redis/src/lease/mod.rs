@@ -27,12 +27,14 @@
 //! script reads the server's `run_id` and `master_replid` (a restart changes the first, a
 //! promotion the second) and records since when the server may have forgotten: its start
 //! (from its uptime), or the first script after a promotion. Until the namespace's longest
-//! lease time and a second have passed since then, **claims wait** (a claim sits out up to
+//! lease time and 11 s have passed since then, **claims wait** (a claim sits out up to
 //! a minute of it, past its own timeout; a longer wait is [`RedisError::Restarted`]): every
 //! holder from before the restart or failover either renews on the new server (its store
 //! puts its mark back, and its claim if the claim was lost is found lost: it stops) or stops
-//! at its own deadline, a lease time after its last acknowledged store at most. With
-//! `?replicas=N`, each write also waits for `N` replicas (`WAIT`).
+//! at its own deadline, a lease time after its last acknowledged store at most; and a
+//! successor whose clock is up to 10 s behind a holder's mints past the holder's IDs even
+//! where the server forgot the holder's mark. With `?replicas=N`, each write also waits for
+//! `N` replicas (`WAIT`).
 //!
 //! The wait is measured by the server's clock, as expiry is: a step of that clock forward
 //! within a lease time of a restart shortens it by the step. A node's generation counts
@@ -69,15 +71,29 @@ impl atomflake_lease::UrlEngine for Redis {
 /// loss still covers what was minted under the marks that were lost.
 const LOSS_WINDOW_MS: u64 = 2_000;
 
-/// What a restart's wait adds to the namespace's longest lease time. A holder stops
-/// minting 0.8 lease times after its last acknowledged store began, by its own clock: within
-/// a lease time of the restart by the server's while the clocks' rates differ by less than
-/// a quarter (the kernel's own assumption), and this second more.
-const RESTART_MARGIN_MS: u64 = 1_000;
+/// What a restart's wait adds to the namespace's longest lease time.
+///
+/// A holder stops minting 0.8 lease times after its last acknowledged store began, by its
+/// own clock: within a lease time of the restart by the server's while the clocks' rates
+/// differ by less than a quarter (the kernel's own assumption); a second more for that.
+///
+/// And a holder's IDs carry its own clock's time, which may be ahead of its successor's.
+/// Where a server kept the holder's mark, the successor starts past it; where it forgot the
+/// mark, only time covers them: the successor mints no earlier than this wait after the
+/// holder stopped, so its clock may be behind the holder's by as much as a generator ever
+/// waits for its clock to pass a mark
+/// ([`MAX_RESTART_WAIT`](atomflake::Builder::MAX_RESTART_WAIT), 10 s).
+const RESTART_MARGIN_MS: u64 = 1_000 + 10_000;
+const _: () =
+    assert!(atomflake::Builder::<atomflake::MonotonicClock>::MAX_RESTART_WAIT.as_millis() == 10_000);
 
 /// The longest wait for the claim gate that a claim sits out; a longer one (a namespace
 /// whose lease time is longer than a minute) is an error that says how long.
 const LONGEST_GATE_WAIT: Duration = Duration::from_secs(61);
+
+/// What a `WAIT` leaves for its answer to arrive before the call's deadline (half the time
+/// left, when that is less).
+const WAIT_ANSWER_TIME: Duration = Duration::from_secs(1);
 
 /// The largest mark a Lua number holds exactly (2^53 - 1).
 const MAX_LUA_EXACT: u64 = (1 << 53) - 1;
@@ -192,7 +208,12 @@ impl Redis {
             }
             let value: Value = invocation.invoke(connection).map_err(RedisError::call(action))?;
             if replicas > 0 {
-                let wait_ms = u64::try_from(left(deadline).as_millis()).unwrap_or(u64::MAX);
+                // WAIT answers when its own time is up: it gets less than the socket's
+                // timeout, so that a slow replica reads as too few acknowledgements rather
+                // than as a lost connection. At least 1 ms: `WAIT N 0` blocks for ever.
+                let socket = left(deadline);
+                let wait = socket.saturating_sub((socket / 2).min(WAIT_ANSWER_TIME));
+                let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX).max(1);
                 let acknowledged: u32 = redis::cmd("WAIT")
                     .arg(replicas)
                     .arg(wait_ms)
@@ -325,9 +346,8 @@ impl Engine for Redis {
         let answer = match self.run("claim", &CLAIM, &args, request.deadline) {
             Ok(answer) => answer,
             // The claim may have landed: the next attempt, with the same token, finds it.
-            Err(RedisError::Call(_) | RedisError::Unreplicated { .. })
-                if Instant::now() < request.deadline =>
-            {
+            // (Too few replicas is final: `WAIT` has had all but the last moments.)
+            Err(RedisError::Call(_)) if Instant::now() < request.deadline => {
                 return Ok(Attempt::Raced);
             }
             Err(error) => return Err(error),
