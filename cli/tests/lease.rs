@@ -465,7 +465,8 @@ fn a_bad_etcd_or_zookeeper_url_ttl_or_namespace_is_a_usage_error() {
         (
             &["lease", "list", "--lease", "mysql://root:secret@db:3306"][..],
             "atomflake: invalid --lease: the lease URL's scheme \"mysql\" names no engine: allowed \
-             postgres://, postgresql://, etcd://, etcds://, zk:// or PostgreSQL key=value settings\n",
+             postgres://, postgresql://, etcd://, etcds://, redis://, rediss://, zk:// or PostgreSQL key=value \
+             settings\n",
         ),
         (
             &["mint", "--lease", "etcd://root:pw@h:2379"][..],
