@@ -94,7 +94,7 @@ fn a_redis_restarted_empty_under_a_holder_never_hands_its_node_out_twice() {
     let Some(mut server) = Server::start("redis-restart-empty", Persistence::None) else {
         return;
     };
-    handed_over(&holders(&server), "restart", || {
+    handed_over(&holders(&server), "restart", |_| {
         server.kill();
         server.restart();
     });
@@ -188,21 +188,22 @@ fn assert_successor_past(first: &[String], second: &[String]) {
 /// A holder on node 0 of `namespace` mints 1,000 IDs, `fault` strikes, and a successor
 /// claims node 0 and mints 1,000: [`assert_successor_past`], and the holder found its claim
 /// lost.
-fn handed_over(holders: &Holders, namespace: &str, fault: impl FnOnce()) {
+fn handed_over(holders: &Holders, namespace: &str, fault: impl FnOnce(&mut fleet::Holder)) {
     let mut first = on_node_0(holders, namespace).spawn();
     first.wait_for_ids(1_000);
-    fault();
+    fault(&mut first);
     let mut second = on_node_0(holders, namespace).spawn();
     second.wait_for_ids(1_000);
+    // A holder the fault froze goes on: its next store finds its claim lost.
+    first.signal("-CONT");
+    let lost = |seen: &[String]| {
+        fleet::lease_lines(seen)
+            .iter()
+            .any(|(_, why)| why.contains("lost"))
+    };
+    first.wait_for(Duration::from_secs(30), lost);
     let (first, second) = (first.finish_killed(), second.finish_killed());
     assert_successor_past(&first, &second);
-    assert!(
-        fleet::lease_lines(&first)
-            .iter()
-            .any(|(_, why)| why.contains("lost")),
-        "the holder found its claim lost: {:?}",
-        fleet::lease_lines(&first)
-    );
 }
 
 /// A directory of this test process for clock files, removed when dropped.
@@ -235,7 +236,10 @@ fn a_server_clock_stepped_ahead_hands_a_node_out_early_but_no_id_twice() {
     let Some(server) = Server::start_on_clock(test, Persistence::AppendEverySec, &clock) else {
         return;
     };
-    handed_over(&holders(&server), "ahead", || {
+    // Frozen across the step, so that its renewals cannot make the claim live again before
+    // the successor claims.
+    handed_over(&holders(&server), "ahead", |first| {
+        first.signal("-STOP");
         step_clock(&clock, "+3600");
     });
 }
