@@ -88,7 +88,7 @@ export interface GeneratorOptions {
  * in one process (in any worker thread) mints from one generator: no ID twice. */
 export declare class Generator {
   constructor(layout: Layout | PresetName, options: GeneratorOptions);
-  /** The next ID. Waits for a spent tick at most (one tick); else throws a MintError. */
+  /** The next ID. Waits out a spent tick and no more; else throws a MintError. */
   nextId(): bigint;
   /** The next ID as decimal text, as JSON APIs send IDs. */
   nextIdString(): string;
@@ -98,6 +98,8 @@ export declare class Generator {
   tryNextId(): bigint;
   /** `n` IDs in increasing order: the fastest way to take many. */
   nextIds(n: number): BigUint64Array;
+  /** Fills `ids` with IDs in increasing order and returns it: a batch with no allocation. */
+  fillIds(ids: BigUint64Array): BigUint64Array;
   /** The next ID, never blocking the event loop: waits with timers, for at most patienceMs. */
   nextIdAsync(): Promise<bigint>;
   /** `n` IDs in increasing order, never blocking the event loop. */
@@ -106,8 +108,9 @@ export declare class Generator {
   readonly layout: Layout;
   /** Whether close() was called. */
   readonly closed: boolean;
-  /** Stops minting with this generator; the last one open on its node stores the mark that
-   * covers exactly the IDs minted and releases its lease, off the event loop. */
+  /** Stops minting with this generator; the last one open on its node, with a high-water
+   * file or a lease, stores the mark that covers exactly the IDs minted and releases them,
+   * off the event loop. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }

@@ -231,6 +231,15 @@ function patienceOf(value) {
   return value;
 }
 
+/** A batch's size, checked. */
+function batchOf(n) {
+  mustBe('number', n, 'n');
+  if (!(Number.isInteger(n) && n >= 0 && n <= MAX_BATCH)) {
+    throw new RangeError(`n ${n} is out of range: one call returns 0..=${MAX_BATCH} ids`);
+  }
+  return n;
+}
+
 const GENERATOR_OPTIONS = ['node', 'highWater', 'borrowAheadMs', 'patienceMs'];
 
 /**
@@ -259,13 +268,13 @@ class Generator {
     const highWater = given.highWater === undefined ? undefined : mustBe('string', given.highWater, 'highWater');
     const lead = mustBe('number', given.borrowAheadMs ?? 0, 'borrowAheadMs');
     this.#patience = patienceOf(given.patienceMs ?? 10_000);
-    this.#native = checked(() => new native.NativeGenerator(chosen[NATIVE], node, highWater, lead));
+    this.#native = checked(() => native.openGenerator(chosen[NATIVE], node, highWater, lead));
   }
 
-  /** The next ID, a bigint. Waits for a spent tick at most; else throws a MintError. */
+  /** The next ID, a bigint. Waits out a spent tick and no more; else throws a MintError. */
   nextId() {
     try {
-      return this.#native.nextId();
+      return native.nextId(this.#native);
     } catch (error) {
       throw translated(error);
     }
@@ -274,7 +283,7 @@ class Generator {
   /** The next ID as decimal text, as JSON APIs send IDs. */
   nextIdString() {
     try {
-      return this.#native.nextIdString();
+      return native.nextIdString(this.#native);
     } catch (error) {
       throw translated(error);
     }
@@ -283,7 +292,7 @@ class Generator {
   /** The next ID as a number: on layouts of at most 53 bits (Layout.JAVASCRIPT) alone. */
   nextIdNumber() {
     try {
-      return this.#native.nextIdNumber();
+      return native.nextIdNumber(this.#native);
     } catch (error) {
       throw translated(error);
     }
@@ -292,7 +301,7 @@ class Generator {
   /** The next ID now, or a MintError at once (a spent tick: transient, with retryAfter). */
   tryNextId() {
     try {
-      return this.#native.tryNextId();
+      return native.tryNextId(this.#native);
     } catch (error) {
       throw translated(error);
     }
@@ -300,30 +309,38 @@ class Generator {
 
   /** `n` IDs in increasing order, as a BigUint64Array: the fastest way to take many. */
   nextIds(n) {
-    mustBe('number', n, 'n');
-    return checked(() => this.#native.nextIds(n));
+    const ids = new BigUint64Array(batchOf(n));
+    checked(() => native.nextIdsInto(this.#native, ids));
+    return ids;
+  }
+
+  /** Fills `ids`, a BigUint64Array of at most MAX_BATCH, with IDs in increasing order and
+   * returns it: a batch with no allocation, for a buffer used again. */
+  fillIds(ids) {
+    if (!(ids instanceof BigUint64Array)) {
+      throw new TypeError(`ids must be a BigUint64Array, not ${describe(ids)}`);
+    }
+    batchOf(ids.length);
+    checked(() => native.nextIdsInto(this.#native, ids));
+    return ids;
   }
 
   /** The next ID, never blocking the event loop: a spent tick is waited out with a timer,
    * for at most `patienceMs`. */
   nextIdAsync() {
     try {
-      return Promise.resolve(this.#native.tryNextId());
+      return Promise.resolve(native.tryNextId(this.#native));
     } catch (error) {
-      return this.#waited(error, () => this.#native.tryNextId());
+      return this.#waited(error, () => native.tryNextId(this.#native));
     }
   }
 
   /** `n` IDs in increasing order, as a BigUint64Array, never blocking the event loop. */
   async nextIdsAsync(n) {
-    mustBe('number', n, 'n');
-    if (!(Number.isInteger(n) && n >= 0 && n <= MAX_BATCH)) {
-      throw new RangeError(`n ${n} is out of range: one call returns 0..=${MAX_BATCH} ids`);
-    }
-    const ids = new BigUint64Array(n);
+    const ids = new BigUint64Array(batchOf(n));
     let filled = 0;
     while (filled < n) {
-      const run = await this.#waited(undefined, () => this.#native.tryNextRun(n - filled));
+      const run = await this.#waited(undefined, () => native.tryNextRun(this.#native, n - filled));
       ids.set(run, filled);
       filled += run.length;
     }
@@ -353,25 +370,27 @@ class Generator {
 
   /** The node this generator mints on. */
   get node() {
-    return this.#native.node;
+    return checked(() => native.generatorNode(this.#native));
   }
 
   /** The generator's layout. */
   get layout() {
-    this.#layout ??= new Layout(this.#native.layout);
+    this.#layout ??= new Layout(native.generatorLayout(this.#native));
     return this.#layout;
   }
 
   /** Whether `close()` was called. */
   get closed() {
-    return this.#native.closed;
+    return native.generatorClosed(this.#native);
   }
 
-  /** Stops minting with this generator. The last one open on its node stores the mark
-   * that covers exactly the IDs minted and releases the lease, off the event loop; the
-   * promise resolves when that is done. A second close does nothing. */
+  /** Stops minting with this generator. The last one open on its node, with a high-water
+   * file or a lease, stores the mark that covers exactly the IDs minted and releases them,
+   * off the event loop; the promise resolves when that is done. (One with neither stays in
+   * the process: a Generator built on its node again goes on from it.) A second close
+   * does nothing. */
   close() {
-    return this.#native.close();
+    return native.closeGenerator(this.#native);
   }
 
   async [Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose')]() {

@@ -1,18 +1,24 @@
-//! `NativeGenerator` and `lease()`.
+//! Generators, their handles, and `lease()`.
 //!
 //! Every generator on one node of one layout is one Rust generator per process: a worker
 //! thread that asks for a node this process already mints on gets that generator, shared,
 //! so the workers of one process never mint an ID twice and need one node between them.
-//! Each handle (a `NativeGenerator`, one per `new Generator`) holds it through an `Arc`;
-//! the last handle to close (or to be collected) drops it, which stores the mark that
-//! covers exactly what it minted and releases its lease. Every `Arc` of the registry is
-//! made and dropped with the registry locked, so that a generator on a node is built only
-//! once the one before it on that node is dropped.
+//! Each handle (a [`Handle`], one per `new Generator`) holds it through an `Arc`,
+//! and the registry holds one more. A generator with a mark store (a high-water file, a
+//! lease) is dropped when its last handle closes (or is collected): that stores the mark
+//! that covers exactly what it minted, unlocks the file, releases the lease; the next
+//! generator on its node starts past that mark. One without a mark store has nothing that
+//! would tell its successor where it stopped (a new one would mint its last tick's IDs
+//! again), so the registry keeps it for the life of the process, and a later `new
+//! Generator` on its node goes on from it. Every `Arc` of the registry is made and dropped
+//! with the registry locked, so that a generator on a node is built only once the one
+//! before it on that node is dropped.
 
 use crate::args;
 use crate::errors::{Refusal, build_error, lease_error, range};
-use crate::layout::NativeLayout;
-use atomflake::{Builder, Generator, Id, Layout, MonotonicClock};
+use crate::layout::{NativeLayout, number};
+use crate::raw::{HandleArg, HandleBox};
+use atomflake::{Builder, Generator, Id, Layout, MintError, MonotonicClock};
 use atomflake_lease::{LeaseOptions, Registry};
 use napi::bindgen_prelude::{AsyncTask, BigUint64Array};
 use napi::{Env, Task};
@@ -20,7 +26,7 @@ use napi_derive::napi;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// The most IDs one `nextIds` call returns: 512 MiB as a `BigUint64Array`.
@@ -38,10 +44,12 @@ pub struct Shared {
     high_water: Option<PathBuf>,
     /// Whether its node is leased.
     leased: bool,
+    /// How far it may mint ahead of its clock.
+    lead: Duration,
 }
 
 /// The generators of this process, by layout and node.
-type Generators = HashMap<(Layout, u64), Weak<Shared>>;
+type Generators = HashMap<(Layout, u64), Arc<Shared>>;
 
 /// The registry, locked.
 fn generators() -> MutexGuard<'static, Generators> {
@@ -49,22 +57,23 @@ fn generators() -> MutexGuard<'static, Generators> {
     GENERATORS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Drops a handle's `Arc`: the last one removes the generator from the registry and drops
-/// it (storing its mark, releasing its lease) with the registry locked.
+/// Drops a handle's `Arc` with the registry locked: the last one of a generator with a mark
+/// store removes it from the registry, which drops it (storing its mark, releasing its
+/// lease).
 fn release(shared: Arc<Shared>) {
     let mut generators = generators();
-    if Arc::strong_count(&shared) == 1 {
+    // The registry's `Arc` and this one: the last handle.
+    if Arc::strong_count(&shared) == 2 && (shared.leased || shared.high_water.is_some()) {
         generators.remove(&(shared.layout, shared.node));
-        drop(shared);
     }
+    drop(shared);
 }
 
-/// A handle on a generator of this process.
-#[napi]
-pub struct NativeGenerator {
+/// A handle on a generator of this process: what a JavaScript `Generator` holds, as an
+/// external value (`crate::raw`).
+pub struct Handle {
     /// The generator, until this handle is closed. (A cell: a handle lives on its
-    /// JavaScript thread alone, and `close()` must not borrow it mutably, as napi-rs would
-    /// hold that borrow until the close's promise settles.)
+    /// JavaScript thread alone.)
     shared: RefCell<Option<Arc<Shared>>>,
     layout: Layout,
     node: u64,
@@ -72,9 +81,9 @@ pub struct NativeGenerator {
     tick: Duration,
 }
 
-impl NativeGenerator {
-    fn handle(shared: Arc<Shared>) -> NativeGenerator {
-        NativeGenerator {
+impl Handle {
+    fn new(shared: Arc<Shared>) -> Handle {
+        Handle {
             layout: shared.layout,
             node: shared.node,
             tick: Duration::from_millis(shared.layout.tick_ms()),
@@ -94,21 +103,29 @@ impl NativeGenerator {
         }
     }
 
-    /// The next ID, waiting at most one tick (a spent tick); any other refusal at once.
+    /// The next ID, waiting out spent ticks; any other refusal at once.
     #[inline]
     fn mint(&self) -> Result<u64, Refusal> {
         self.with(|generator| match generator.try_next_id() {
             Ok(id) => Ok(id.get()),
-            Err(_) => self.mint_slowly(generator),
+            Err(_) => self.spent_ticks_waited(|| generator.next_id_timeout(self.tick).map(Id::get)),
         })
     }
 
+    /// `attempt` (which waits at most a tick) until it succeeds, as long as it is refused for
+    /// a spent tick alone: a tick whose IDs are all taken, ending within a tick. (Other
+    /// threads may take the next tick's IDs first.) Any other refusal is the caller's at
+    /// once: a wait longer than a tick (a restart's clock behind the stored mark, a mark
+    /// being stored) is never taken on the event loop.
     #[cold]
-    fn mint_slowly(&self, generator: &Generator<MonotonicClock>) -> Result<u64, Refusal> {
-        generator
-            .next_id_timeout(self.tick)
-            .map(Id::get)
-            .map_err(Refusal::Mint)
+    fn spent_ticks_waited<T>(&self, mut attempt: impl FnMut() -> Result<T, MintError>) -> Result<T, Refusal> {
+        loop {
+            match attempt() {
+                Ok(minted) => return Ok(minted),
+                Err(MintError::SequenceExhausted { retry_after, .. }) if retry_after <= self.tick => {}
+                Err(refusal) => return Err(Refusal::Mint(refusal)),
+            }
+        }
     }
 
     /// `n` checked against [`MAX_BATCH`].
@@ -127,76 +144,19 @@ fn room(n: u64) -> Vec<u64> {
     Vec::with_capacity(usize::try_from(n).unwrap_or(0))
 }
 
-#[napi]
-impl NativeGenerator {
-    /// The generator of `layout` on `node` in this process: the one already minting there,
-    /// shared, or a new one, with `highWater` (a file that keeps the mark of minted time)
-    /// and `borrowAheadMs` (ticks a burst may mint into ahead of the clock).
-    #[napi(constructor)]
-    pub fn new(
-        layout: &NativeLayout,
-        node: f64,
-        high_water: Option<String>,
-        borrow_ahead_ms: f64,
-    ) -> napi::Result<Self> {
-        let layout = layout.0;
-        let node = args::unsigned(
-            node,
-            "node",
-            layout.max_node(),
-            &format!("the layout allows 0..={}", layout.max_node()),
-        )?;
-        let lead = args::millis(
-            borrow_ahead_ms,
-            "borrowAheadMs",
-            Builder::<MonotonicClock>::MAX_LEAD,
-        )?;
-        let high_water = high_water.map(PathBuf::from);
-        let mut generators = generators();
-        if let Some(shared) = generators.get(&(layout, node)).and_then(Weak::upgrade) {
-            if high_water.is_some() && high_water != shared.high_water {
-                return Err(range(format!(
-                    "node {node} already mints in this process with {}: ask for it without highWater, or with the same file",
-                    match (&shared.high_water, shared.leased) {
-                        (Some(path), _) => format!("the high-water file {}", path.display()),
-                        (None, true) => "a lease".to_owned(),
-                        (None, false) => "no high-water file".to_owned(),
-                    }
-                )));
-            }
-            return Ok(NativeGenerator::handle(shared));
-        }
-        let mut builder = Builder::new(layout).borrow_ahead(lead);
-        if let Some(path) = &high_water {
-            builder = builder.high_water_file(path);
-        }
-        let generator = builder.build(node).map_err(|error| build_error(&error))?;
-        let shared = Arc::new(Shared {
-            generator,
-            layout,
-            node,
-            high_water,
-            leased: false,
-        });
-        generators.insert((layout, node), Arc::downgrade(&shared));
-        Ok(NativeGenerator::handle(shared))
-    }
-
+impl Handle {
     /// The next ID, waiting at most one tick.
-    #[napi]
-    pub fn next_id(&self) -> napi::Result<u64> {
+    pub(crate) fn next_id(&self) -> napi::Result<u64> {
         Ok(self.mint()?)
     }
 
     /// The next ID as decimal text, waiting at most one tick.
-    #[napi]
-    pub fn next_id_string(&self) -> napi::Result<String> {
+    pub(crate) fn next_id_string(&self) -> napi::Result<String> {
         Ok(self.mint()?.to_string())
     }
 
     /// The next ID as a number, waiting at most one tick: on layouts of at most 53 bits.
-    #[napi]
-    pub fn next_id_number(&self) -> napi::Result<f64> {
+    pub(crate) fn next_id_number(&self) -> napi::Result<f64> {
         if !self.layout.fits_js_number() {
             return Err(range(format!(
                 "nextIdNumber() needs a layout whose IDs are numbers exactly (at most 53 bits, as Layout.JAVASCRIPT): {} has {}-bit IDs; take nextId() (a bigint) or nextIdString()",
@@ -208,72 +168,135 @@ impl NativeGenerator {
         Ok(self.mint()? as f64)
     }
 
-    /// The next ID now, else the refusal (a spent tick: transient, with the ms to wait).
-    #[napi]
-    pub fn try_next_id(&self) -> napi::Result<u64> {
-        Ok(self.with(|generator| generator.try_next_id().map(Id::get).map_err(Refusal::Mint))?)
-    }
-
-    /// `n` IDs in increasing order, a tick's run at a time, each waited for at most a tick.
-    #[napi]
-    pub fn next_ids(&self, n: f64) -> napi::Result<BigUint64Array> {
-        let n = Self::batch(n)?;
-        let ids = self.with(|generator| {
-            let mut ids = room(n);
-            while (ids.len() as u64) < n {
-                let run = generator
-                    .next_run_timeout(n - ids.len() as u64, self.tick)
-                    .map_err(Refusal::Mint)?;
-                ids.extend(run.into_iter().map(Id::get));
-            }
-            Ok(ids)
-        })?;
-        Ok(BigUint64Array::new(ids))
-    }
-
-    /// Up to `n` IDs of the current tick now, else the refusal.
-    #[napi]
-    pub fn try_next_run(&self, n: f64) -> napi::Result<BigUint64Array> {
-        let n = Self::batch(n)?;
-        if n == 0 {
-            return Ok(BigUint64Array::new(Vec::new()));
+    /// `ids` filled with IDs in increasing order, a tick's run at a time, spent ticks
+    /// waited out.
+    pub(crate) fn fill(&self, ids: &mut [u64]) -> napi::Result<()> {
+        if ids.len() as u64 > MAX_BATCH {
+            return Err(range(format!(
+                "n {} is out of range: one call returns 0..={MAX_BATCH} ids",
+                ids.len()
+            )));
         }
-        let run = self.with(|generator| generator.try_next_run(n).map_err(Refusal::Mint))?;
-        let mut ids = room(run.len());
-        ids.extend(run.into_iter().map(Id::get));
-        Ok(BigUint64Array::new(ids))
+        Ok(self.with(|generator| {
+            let mut slots = ids.iter_mut();
+            while slots.len() > 0 {
+                let run =
+                    self.spent_ticks_waited(|| generator.next_run_timeout(slots.len() as u64, self.tick))?;
+                // The run first: a zip takes from its first iterator before it finds the
+                // second empty.
+                for (id, slot) in run.into_iter().zip(slots.by_ref()) {
+                    *slot = id.get();
+                }
+            }
+            Ok(())
+        })?)
     }
 
-    /// The node this generator mints on.
-    #[napi(getter)]
-    pub fn node(&self) -> u32 {
-        // Every layout's node fits 32 bits where a node has a generator: a generator
-        // checks its node against the layout, which has at most 2^32 nodes in practice;
-        // a wider one is shown saturated.
-        u32::try_from(self.node).unwrap_or(u32::MAX)
-    }
-
-    /// The generator's layout.
-    #[napi(getter)]
-    pub fn layout(&self) -> NativeLayout {
-        NativeLayout(self.layout)
-    }
-
-    /// Whether this handle was closed.
-    #[napi(getter)]
-    pub fn closed(&self) -> bool {
-        self.shared.borrow().is_none()
-    }
-
-    /// Closes this handle; when it is the last on its generator, stores the mark that
-    /// covers exactly the IDs minted and releases the lease, off the event loop.
-    #[napi]
-    pub fn close(&self) -> AsyncTask<Closing> {
-        AsyncTask::new(Closing(self.shared.borrow_mut().take()))
+    /// The next ID now, else the refusal (a spent tick: transient, with the ms to wait).
+    pub(crate) fn try_next_id(&self) -> napi::Result<u64> {
+        Ok(self.with(|generator| generator.try_next_id().map(Id::get).map_err(Refusal::Mint))?)
     }
 }
 
-impl Drop for NativeGenerator {
+/// The generator of `layout` on `node` in this process: the one already minting there,
+/// shared, or a new one, with `highWater` (a file that keeps the mark of minted time) and
+/// `borrowAheadMs` (ticks a burst may mint into ahead of the clock).
+#[napi]
+pub fn open_generator(
+    layout: &NativeLayout,
+    node: f64,
+    high_water: Option<String>,
+    borrow_ahead_ms: f64,
+) -> napi::Result<HandleBox> {
+    let layout = layout.0;
+    let node = args::unsigned(
+        node,
+        "node",
+        layout.max_node(),
+        &format!("the layout allows 0..={}", layout.max_node()),
+    )?;
+    let lead = args::millis(
+        borrow_ahead_ms,
+        "borrowAheadMs",
+        Builder::<MonotonicClock>::MAX_LEAD,
+    )?;
+    let high_water = high_water.map(PathBuf::from);
+    let mut generators = generators();
+    if let Some(shared) = generators.get(&(layout, node)).cloned() {
+        if high_water.is_some() && high_water != shared.high_water {
+            return Err(range(format!(
+                "node {node} already mints in this process with {}: ask for it without highWater, or with the same file",
+                match (&shared.high_water, shared.leased) {
+                    (Some(path), _) => format!("the high-water file {}", path.display()),
+                    (None, true) => "a lease".to_owned(),
+                    (None, false) => "no high-water file".to_owned(),
+                }
+            )));
+        }
+        if lead != shared.lead {
+            return Err(range(format!(
+                "node {node} already mints in this process with borrowAheadMs {}: ask for it with the same",
+                shared.lead.as_millis()
+            )));
+        }
+        return Ok(HandleBox(Handle::new(shared)));
+    }
+    let mut builder = Builder::new(layout).borrow_ahead(lead);
+    if let Some(path) = &high_water {
+        builder = builder.high_water_file(path);
+    }
+    let generator = builder.build(node).map_err(|error| build_error(&error))?;
+    let shared = Arc::new(Shared {
+        generator,
+        layout,
+        node,
+        high_water,
+        leased: false,
+        lead,
+    });
+    generators.insert((layout, node), Arc::clone(&shared));
+    Ok(HandleBox(Handle::new(shared)))
+}
+
+/// Up to `n` IDs of the current tick now, else the refusal.
+#[napi]
+pub fn try_next_run(handle: HandleArg, n: f64) -> napi::Result<BigUint64Array> {
+    let n = Handle::batch(n)?;
+    if n == 0 {
+        return Ok(BigUint64Array::new(Vec::new()));
+    }
+    let run = handle.with(|generator| generator.try_next_run(n).map_err(Refusal::Mint))?;
+    let mut ids = room(run.len());
+    ids.extend(run.into_iter().map(Id::get));
+    Ok(BigUint64Array::new(ids))
+}
+
+/// The node the generator mints on.
+#[napi]
+pub fn generator_node(handle: HandleArg) -> napi::Result<f64> {
+    number(handle.node, "node")
+}
+
+/// The generator's layout.
+#[napi]
+pub fn generator_layout(handle: HandleArg) -> NativeLayout {
+    NativeLayout(handle.layout)
+}
+
+/// Whether the handle was closed.
+#[napi]
+pub fn generator_closed(handle: HandleArg) -> bool {
+    handle.shared.borrow().is_none()
+}
+
+/// Closes the handle; when it is the last on a generator with a mark store, stores the
+/// mark that covers exactly the IDs minted and releases the lease, off the event loop.
+#[napi]
+pub fn close_generator(handle: HandleArg) -> AsyncTask<Closing> {
+    AsyncTask::new(Closing(handle.shared.borrow_mut().take()))
+}
+
+impl Drop for Handle {
     fn drop(&mut self) {
         if let Some(shared) = self.shared.get_mut().take() {
             release(shared);
@@ -318,7 +341,7 @@ pub struct Leasing {
 
 impl Task for Leasing {
     type Output = Arc<Shared>;
-    type JsValue = NativeGenerator;
+    type JsValue = HandleBox;
 
     fn compute(&mut self) -> napi::Result<Arc<Shared>> {
         let options = self
@@ -335,16 +358,12 @@ impl Task for Leasing {
             .build(node)
             .map_err(|error| build_error(&error))?;
         let mut generators = generators();
-        if generators
-            .get(&(self.layout, node))
-            .and_then(Weak::upgrade)
-            .is_some()
-        {
+        if generators.get(&(self.layout, node)).is_some() {
             // Dropped with the registry unlocked: it releases the lease.
             drop(generators);
             drop(generator);
             return Err(range(format!(
-                "the lease gave node {node}, on which this process already mints with a generator of its own: lease nodes apart from fixed ones"
+                "the lease gave node {node}, on which this process mints (or minted) with a generator of its own: lease nodes apart from fixed ones"
             )));
         }
         let shared = Arc::new(Shared {
@@ -353,13 +372,14 @@ impl Task for Leasing {
             node,
             high_water: None,
             leased: true,
+            lead: self.lead,
         });
-        generators.insert((self.layout, node), Arc::downgrade(&shared));
+        generators.insert((self.layout, node), Arc::clone(&shared));
         Ok(shared)
     }
 
-    fn resolve(&mut self, _: Env, shared: Arc<Shared>) -> napi::Result<NativeGenerator> {
-        Ok(NativeGenerator::handle(shared))
+    fn resolve(&mut self, _: Env, shared: Arc<Shared>) -> napi::Result<HandleBox> {
+        Ok(HandleBox(Handle::new(shared)))
     }
 }
 

@@ -24,7 +24,7 @@ pub(crate) fn id_of(id: &BigInt) -> napi::Result<u64> {
 }
 
 /// `value` as a JavaScript number, if it is one exactly.
-fn number(value: u64, what: &str) -> napi::Result<f64> {
+pub(crate) fn number(value: u64, what: &str) -> napi::Result<f64> {
     if value > MAX_SAFE_INTEGER {
         return Err(range(format!(
             "{what} {value} is beyond JavaScript's exact integers (0..={MAX_SAFE_INTEGER})"

@@ -13,3 +13,4 @@ mod args;
 pub mod errors;
 pub mod generator;
 pub mod layout;
+pub mod raw;

@@ -44,6 +44,11 @@ test('strings, batches and single IDs continue one sequence', () => {
   assert.ok(increasing(together));
   assert.match(text, /^[1-9][0-9]*$/);
   assert.equal(generator.nextIds(0).length, 0);
+  // A buffer filled again and again goes on with the sequence.
+  const buffer = new BigUint64Array(5000);
+  const refilled = [...generator.fillIds(buffer)];
+  assert.ok(generator.fillIds(buffer) === buffer && increasing([together.at(-1), ...refilled, ...buffer]));
+  assert.throws(() => generator.fillIds(new BigInt64Array(5)), { name: 'TypeError', message: 'ids must be a BigUint64Array, not BigInt64Array' });
 });
 
 test('tryNextId() refuses a spent tick at once with a transient MintError and the ms to wait', () => {
@@ -117,6 +122,26 @@ test('two generators on one node of one layout in a process mint from one: no ID
   // Another layout's node 11 is a generator of its own.
   const discord = new Generator('discord', { node: 11 });
   assert.equal(Layout.DISCORD.decode(discord.nextId()).node, 11);
+});
+
+test('a generator built again on a node after its last close goes on past its IDs', async () => {
+  let last = 0n;
+  for (let round = 0; round < 200; round++) {
+    const generator = new Generator('twitter', { node: 16 });
+    const ids = generator.nextIds(10);
+    assert.ok(ids[0] > last, `round ${round}: ${ids[0]} after ${last}`);
+    last = ids[9];
+    await generator.close();
+  }
+});
+
+test('a node asked for again with another borrowAheadMs is a RangeError naming the first', () => {
+  const first = new Generator('twitter', { node: 17, borrowAheadMs: 1000 });
+  assert.throws(() => new Generator('twitter', { node: 17 }), {
+    name: 'RangeError',
+    message: 'node 17 already mints in this process with borrowAheadMs 1000: ask for it with the same',
+  });
+  assert.ok(first.nextId() < new Generator('twitter', { node: 17, borrowAheadMs: 1000 }).nextId());
 });
 
 const WORKER = `

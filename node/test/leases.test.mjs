@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import { createInterface } from 'node:readline';
-import { Layout, LeaseError, lease } from '../index.mjs';
+import { Generator, Layout, LeaseError, lease } from '../index.mjs';
 import { fakeTime, serverUrl, startScript } from './helpers.mjs';
 
 // Two nodes, so that a third claimant finds none free.
@@ -52,7 +52,10 @@ for (const [engine, variable] of Object.entries(ENGINES)) {
     const first = await lease(url, { namespace: ns, ttl: 5, layout: TWO_NODES });
     const second = await lease(url, { namespace: ns, ttl: 5, layout: TWO_NODES });
     assert.deepEqual(new Set([first.node, second.node]), new Set([0, 1]));
-    const ids = [...first.nextIds(5000), ...second.nextIds(5000)];
+    // Asked for by its node, a leased generator is shared, as a worker thread would ask.
+    const shared = new Generator(TWO_NODES, { node: first.node });
+    const ids = [...first.nextIds(2500), ...shared.nextIds(2500), ...second.nextIds(5000)];
+    await shared.close();
     assert.equal(new Set(ids).size, 10_000);
     assert.deepEqual(new Set(ids.map((id) => TWO_NODES.decode(id).node)), new Set([0, 1]));
     await assert.rejects(lease(url, { namespace: ns, ttl: 5, layout: TWO_NODES }), (error) => {
