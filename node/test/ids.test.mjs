@@ -8,7 +8,13 @@ import { increasing } from './helpers.mjs';
 
 const WIDE = new Layout({ timestampBits: 41, nodeBits: 0, sequenceBits: 22, epochMs: 1288834974657 });
 
-test('a published Discord ID decodes to its documented parts', () => {
+test("published IDs decode to their documented parts (the Rust crate's vectors, tests/vectors.rs)", () => {
+  // X (Twitter) developer docs, Tweet object example: created_at "Wed Oct 10 20:19:24 +0000 2018".
+  assert.deepEqual(Layout.TWITTER.decode(1050118621198921728n), {
+    unixMs: 1539202764211, node: 347, sequence: 0, date: new Date('2018-10-10T20:19:24.211Z'),
+  });
+  assert.equal(Layout.TWITTER.encode({ unixMs: 1539202764211, node: 347 }), 1050118621198921728n);
+
   // Discord's developer docs, API reference, Snowflakes: 175928847299117063 is
   // 2016-04-30 11:18:25.796 UTC, worker 1, process 0, increment 7.
   const parts = Layout.DISCORD.decode(175928847299117063n);
