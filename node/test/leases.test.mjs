@@ -90,13 +90,14 @@ for (const [engine, variable] of Object.entries(ENGINES)) {
     const last = BigInt(printed.at(-1));
     // This process's clock is 2 s behind that mark: it waits until its clock passes it,
     // and no longer, as the mark is just past the last ID (a mark kept ahead for minting
-    // would be 0.5 s to 1.5 s further).
+    // would be 0.5 s to 1.5 s further). The wait is a timer's, which a busy machine fires
+    // late (202 ms late, once, beside two busy loops): 450 ms still tells the two apart.
     const successor = await lease(url, { namespace: ns, ttl: 5, layout: TWO_NODES, node: 0 });
     const first = await successor.nextIdAsync();
     await successor.close();
     assert.ok(first > last);
     const gap = TWO_NODES.decode(first).unixMs - TWO_NODES.decode(last).unixMs;
-    assert.ok(gap >= 0 && gap < 200, `${gap} ms`);
+    assert.ok(gap >= 0 && gap < 450, `${gap} ms`);
   });
 
   test(`${engine}: a killed holder's node is claimed again after its lease time, past every ID`, async (t) => {
