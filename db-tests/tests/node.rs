@@ -6,11 +6,8 @@
 //! it with `.ci/node`). Without it, or without Node.js, the test skips, and under
 //! `CI=true` fails.
 
-use atomflake_test_servers::etcd::Cluster;
-use atomflake_test_servers::postgres::Server;
-use atomflake_test_servers::redis;
+use atomflake_test_servers::engines::LeaseEngines;
 use atomflake_test_servers::skip;
-use atomflake_test_servers::zookeeper::Ensemble;
 use std::path::Path;
 use std::process::Command;
 
@@ -25,28 +22,13 @@ fn node_leases_on_every_engine_hand_out_distinct_nodes_and_release_the_exact_mar
         );
         return;
     }
-    let Some(postgres) = Server::start("node_leases") else {
-        return;
-    };
-    let Some(etcd) = Cluster::start("node_leases", 1) else {
-        return;
-    };
-    let Some(zookeeper) = Ensemble::start("node_leases", 1) else {
-        return;
-    };
-    let Some(redis) = redis::Server::start("node_leases", redis::Persistence::AppendEverySec) else {
+    let Some(engines) = LeaseEngines::start("node_leases") else {
         return;
     };
     let run = Command::new("node")
         .args(["--test", "test/leases.test.mjs"])
         .current_dir(&package)
-        .env("ATOMFLAKE_TEST_POSTGRES", postgres.conninfo())
-        .env("ATOMFLAKE_TEST_ETCD", etcd.url())
-        .env(
-            "ATOMFLAKE_TEST_ZOOKEEPER",
-            format!("zk://{}", zookeeper.connect_string()),
-        )
-        .env("ATOMFLAKE_TEST_REDIS", redis.url())
+        .envs(engines.env())
         .output();
     let run = match run {
         Ok(run) => run,

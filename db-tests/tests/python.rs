@@ -8,11 +8,8 @@
 //! sets it (see `python/README.md` for doing it by hand). Without it the test skips, and
 //! under `CI=true` fails.
 
-use atomflake_test_servers::etcd::Cluster;
-use atomflake_test_servers::postgres::Server;
-use atomflake_test_servers::redis;
+use atomflake_test_servers::engines::LeaseEngines;
 use atomflake_test_servers::skip;
-use atomflake_test_servers::zookeeper::Ensemble;
 use std::path::Path;
 use std::process::Command;
 
@@ -28,16 +25,7 @@ fn python_leases_on_every_engine_hand_out_distinct_nodes_and_release_the_exact_m
     };
     // The server's directory is named after its first argument: a short name keeps its
     // socket's path within 107 bytes.
-    let Some(postgres) = Server::start("python_leases") else {
-        return;
-    };
-    let Some(etcd) = Cluster::start("python_leases", 1) else {
-        return;
-    };
-    let Some(zookeeper) = Ensemble::start("python_leases", 1) else {
-        return;
-    };
-    let Some(redis) = redis::Server::start("python_leases", redis::Persistence::AppendEverySec) else {
+    let Some(engines) = LeaseEngines::start("python_leases") else {
         return;
     };
     let serve = Serve::start();
@@ -46,13 +34,7 @@ fn python_leases_on_every_engine_hand_out_distinct_nodes_and_release_the_exact_m
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "servers"])
         .arg(&tests)
         .current_dir(&tests)
-        .env("ATOMFLAKE_TEST_POSTGRES", postgres.conninfo())
-        .env("ATOMFLAKE_TEST_ETCD", etcd.url())
-        .env(
-            "ATOMFLAKE_TEST_ZOOKEEPER",
-            format!("zk://{}", zookeeper.connect_string()),
-        )
-        .env("ATOMFLAKE_TEST_REDIS", redis.url())
+        .envs(engines.env())
         .env("ATOMFLAKE_TEST_SERVE", serve.address.to_string())
         .output()
         .expect("the Python of ATOMFLAKE_PYTHON runs");

@@ -22,6 +22,7 @@
 
 pub mod clients;
 pub mod clock;
+pub mod engines;
 pub mod etcd;
 pub mod files;
 pub mod fleet;
