@@ -422,7 +422,8 @@ async function lease(url, settings = undefined) {
   const layout = layoutOf(given.layout ?? 'twitter');
   const node = given.node === undefined ? undefined : mustBe('number', given.node, 'node');
   const lead = mustBe('number', given.borrowAheadMs ?? 0, 'borrowAheadMs');
-  const patience = patienceOf(given.patienceMs ?? Math.min(ttl * 1000, MAX_PATIENCE_MS));
+  // The lease time unless given (the addon checks `ttl` itself, and names it).
+  const patience = patienceOf(given.patienceMs ?? (ttl > 0 ? Math.min(ttl * 1000, MAX_PATIENCE_MS) : 0));
   const task = checked(() => native.lease(url, namespace, ttl, layout[NATIVE], node, lead));
   let leased;
   try {

@@ -167,5 +167,9 @@ test('lease URLs and options are checked before any server is asked', async () =
     name: 'RangeError',
     message: 'ttl 3601 s is out of range: 0..=3600 s',
   });
+  await assert.rejects(lease('zk://127.0.0.1:2181', { ttl: -1 }), {
+    name: 'RangeError',
+    message: 'ttl -1 s is out of range: 0..=3600 s',
+  });
   await assert.rejects(lease(5), { name: 'TypeError', message: 'url must be a string, not number' });
 });
