@@ -66,23 +66,10 @@ impl From<Refusal> for napi::Error {
 
 /// A build error: bad input is a `RangeError`, the rest a `StartError`.
 pub(crate) fn build_error(error: &BuildError) -> napi::Error {
-    match error {
-        BuildError::NodeOutOfRange { .. }
-        | BuildError::NoNodes
-        | BuildError::DuplicateNode { .. }
-        | BuildError::NodeNotHeld { .. }
-        | BuildError::LeadOutOfRange { .. } => range(error),
-        _ => {
-            let retry = match error {
-                BuildError::Ahead {
-                    mark_ms, clock_ms, ..
-                } => Some(Duration::from_millis(mark_ms.saturating_sub(*clock_ms))),
-                _ if error.is_transient() => Some(Duration::from_secs(1)),
-                _ => None,
-            };
-            thrown("StartError", error.is_transient(), retry, error)
-        }
+    if error.is_invalid_input() {
+        return range(error);
     }
+    thrown("StartError", error.is_transient(), error.retry_after(), error)
 }
 
 /// A lease error: a bad URL or bad options are a `RangeError`, the rest a `LeaseError`.

@@ -64,17 +64,7 @@ pub struct NativeParts {
 impl NativeLayout {
     /// The preset of that name, else a `RangeError` that lists the presets.
     pub(crate) fn preset_layout(name: &str) -> napi::Result<Layout> {
-        Layout::PRESETS
-            .iter()
-            .find(|(preset, _)| *preset == name)
-            .map(|&(_, layout)| layout)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Layout::PRESETS.iter().map(|(preset, _)| *preset).collect();
-                range(format!(
-                    "unknown layout {name:?}: the presets are {}",
-                    names.join(", ")
-                ))
-            })
+        Layout::preset_named(name).map_err(range)
     }
 }
 
@@ -116,10 +106,7 @@ impl NativeLayout {
     /// The preset's name, if this layout is one.
     #[napi(getter)]
     pub fn name(&self) -> Option<&'static str> {
-        Layout::PRESETS
-            .iter()
-            .find(|(_, preset)| *preset == self.0)
-            .map(|(name, _)| *name)
+        self.0.preset_name()
     }
 
     /// Bits of the timestamp.

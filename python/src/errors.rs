@@ -113,23 +113,14 @@ impl From<Refusal> for PyErr {
 /// A build error: bad input is a `ValueError`, the rest a `StartError`.
 pub(crate) fn build_error(error: &BuildError) -> PyErr {
     let message = error.to_string();
-    match error {
-        BuildError::NodeOutOfRange { .. }
-        | BuildError::NoNodes
-        | BuildError::DuplicateNode { .. }
-        | BuildError::NodeNotHeld { .. }
-        | BuildError::LeadOutOfRange { .. } => PyValueError::new_err(message),
-        _ => {
-            let retry = match error {
-                BuildError::Ahead {
-                    mark_ms, clock_ms, ..
-                } => Some(Duration::from_millis(mark_ms.saturating_sub(*clock_ms))),
-                _ if error.is_transient() => Some(Duration::from_secs(1)),
-                _ => None,
-            };
-            with_retry(StartError::new_err(message), error.is_transient(), retry)
-        }
+    if error.is_invalid_input() {
+        return PyValueError::new_err(message);
     }
+    with_retry(
+        StartError::new_err(message),
+        error.is_transient(),
+        error.retry_after(),
+    )
 }
 
 /// A lease error: a bad URL or bad options are a `ValueError`, the rest a `LeaseError`.

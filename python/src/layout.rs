@@ -12,14 +12,6 @@ use pyo3::types::{IntoPyDict, PyDict};
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct PyLayout(pub(crate) Layout);
 
-/// A preset's name, if `layout` is one.
-fn preset_name(layout: Layout) -> Option<&'static str> {
-    Layout::PRESETS
-        .iter()
-        .find(|(_, preset)| *preset == layout)
-        .map(|(name, _)| *name)
-}
-
 /// What `Layout.encode` takes, as its `TypeError`s name it.
 const ENCODE_FORMS: &str =
     "a Parts (as decode returns) or the keywords unix_ms and node (and sequence, 0 unless given)";
@@ -83,17 +75,7 @@ pub(crate) fn datetime_of(py: Python<'_>, unix_ms: u64) -> PyResult<Bound<'_, Py
 impl PyLayout {
     /// The preset of that name, else a `ValueError` that lists the presets.
     pub(crate) fn preset_layout(name: &str) -> PyResult<Layout> {
-        Layout::PRESETS
-            .iter()
-            .find(|(preset, _)| *preset == name)
-            .map(|&(_, layout)| layout)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Layout::PRESETS.iter().map(|(preset, _)| *preset).collect();
-                PyValueError::new_err(format!(
-                    "unknown layout {name:?}: the presets are {}",
-                    names.join(", ")
-                ))
-            })
+        Layout::preset_named(name).map_err(|error| PyValueError::new_err(error.to_string()))
     }
 }
 
@@ -347,7 +329,7 @@ impl PyLayout {
 impl PyLayout {
     /// `Layout.TWITTER` for a preset, else the constructor call that makes it.
     pub(crate) fn describe(&self) -> String {
-        match preset_name(self.0) {
+        match self.0.preset_name() {
             Some(name) => format!("Layout.{}", name.to_uppercase()),
             None => format!(
                 "Layout(timestamp_bits={}, node_bits={}, sequence_bits={}, epoch_ms={}, tick_ms={})",

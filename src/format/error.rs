@@ -140,6 +140,19 @@ pub enum LayoutError {
         /// The layout's timestamp width: the span is `2^timestamp_bits` ticks.
         timestamp_bits: u32,
     },
+    /// A preset name that is none of [`Layout::PRESETS`](crate::Layout::PRESETS)'
+    /// ([`Layout::preset_named`](crate::Layout::preset_named)).
+    #[error("unknown layout {name:?}: the presets are {}", preset_names())]
+    UnknownPreset {
+        /// The name given.
+        name: String,
+    },
+}
+
+/// The presets' names, comma-separated.
+fn preset_names() -> String {
+    let names: Vec<&str> = crate::Layout::PRESETS.iter().map(|(name, _)| *name).collect();
+    names.join(", ")
 }
 
 /// A value outside what a layout, an integer type or a time type can hold. Permanent.

@@ -102,6 +102,55 @@ impl Layout {
         ("javascript", Layout::JAVASCRIPT),
     ];
 
+    /// The preset named `name`, as [`Layout::PRESETS`] names them: `"twitter"`,
+    /// `"discord"`, `"instagram"`, `"sonyflake"`, `"mastodon"` or `"javascript"`.
+    ///
+    /// # Errors
+    ///
+    /// [`LayoutError::UnknownPreset`] for any other name; its message lists the presets.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{Layout, LayoutError};
+    ///
+    /// assert_eq!(Layout::preset_named("discord"), Ok(Layout::DISCORD));
+    /// let error = Layout::preset_named("Twitter").unwrap_err();
+    /// assert_eq!(error, LayoutError::UnknownPreset { name: "Twitter".into() });
+    /// assert_eq!(
+    ///     error.to_string(),
+    ///     r#"unknown layout "Twitter": the presets are twitter, discord, instagram, sonyflake, mastodon, javascript"#,
+    /// );
+    /// ```
+    pub fn preset_named(name: &str) -> Result<Layout, LayoutError> {
+        Layout::PRESETS
+            .iter()
+            .find(|(preset, _)| *preset == name)
+            .map(|&(_, layout)| layout)
+            .ok_or_else(|| LayoutError::UnknownPreset {
+                name: name.to_owned(),
+            })
+    }
+
+    /// The name of the preset this layout is, if it is one of [`Layout::PRESETS`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::Layout;
+    ///
+    /// assert_eq!(Layout::SONYFLAKE.preset_name(), Some("sonyflake"));
+    /// let custom = Layout::builder().timestamp_bits(41).node_bits(12).sequence_bits(10).build()?;
+    /// assert_eq!(custom.preset_name(), None);
+    /// # Ok::<(), atomflake::LayoutError>(())
+    /// ```
+    pub fn preset_name(self) -> Option<&'static str> {
+        Layout::PRESETS
+            .iter()
+            .find(|(_, preset)| *preset == self)
+            .map(|(name, _)| *name)
+    }
+
     const fn preset(
         timestamp_bits: u32,
         node_bits: u32,

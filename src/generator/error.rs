@@ -100,6 +100,10 @@ pub enum BuildError {
 }
 
 impl BuildError {
+    /// How long a transient error's caller waits before building again when nothing says
+    /// when it may succeed: a store or file out of reach for now, a thread not spawned.
+    pub const RETRY_AFTER_UNKNOWN: Duration = Duration::from_secs(1);
+
     /// Whether building again can succeed: a store that failed for now, a clock that has
     /// yet to pass the mark, a thread that could not be spawned. Bad input is permanent.
     pub fn is_transient(&self) -> bool {
@@ -112,6 +116,62 @@ impl BuildError {
             | BuildError::DuplicateNode { .. }
             | BuildError::NodeNotHeld { .. }
             | BuildError::LeadOutOfRange { .. } => false,
+        }
+    }
+
+    /// Whether the error is the caller's input (a node, the nodes of a sharded generator,
+    /// a borrow-ahead lead), rather than the world's: the file, the store, the clock or
+    /// the system. Bad input is permanent; bindings report it as their own kind of bad
+    /// argument.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::{Generator, Layout};
+    ///
+    /// assert!(Generator::new(Layout::TWITTER, 1024).unwrap_err().is_invalid_input());
+    /// ```
+    pub fn is_invalid_input(&self) -> bool {
+        match self {
+            BuildError::NodeOutOfRange { .. }
+            | BuildError::NoNodes
+            | BuildError::DuplicateNode { .. }
+            | BuildError::NodeNotHeld { .. }
+            | BuildError::LeadOutOfRange { .. } => true,
+            BuildError::HighWater(_)
+            | BuildError::Store(_)
+            | BuildError::Ahead { .. }
+            | BuildError::KeeperSpawn { .. } => false,
+        }
+    }
+
+    /// When to build again, for every transient error: for [`Ahead`](BuildError::Ahead),
+    /// the time until the clock passes the mark; for the others, which say nothing of when
+    /// they may end, [`RETRY_AFTER_UNKNOWN`](BuildError::RETRY_AFTER_UNKNOWN). `None` for
+    /// a permanent one.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use atomflake::BuildError;
+    /// use std::time::Duration;
+    ///
+    /// let ahead = BuildError::Ahead {
+    ///     store: "high-water file ids.mark".into(),
+    ///     mark_ms: 1_700_000_030_000,
+    ///     clock_ms: 1_700_000_000_000,
+    ///     max_wait: Duration::from_secs(10),
+    /// };
+    /// assert_eq!(ahead.retry_after(), Some(Duration::from_secs(30)));
+    /// assert_eq!(BuildError::NoNodes.retry_after(), None);
+    /// ```
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            BuildError::Ahead {
+                mark_ms, clock_ms, ..
+            } => Some(Duration::from_millis(mark_ms.saturating_sub(*clock_ms))),
+            _ if self.is_transient() => Some(BuildError::RETRY_AFTER_UNKNOWN),
+            _ => None,
         }
     }
 }

@@ -24,18 +24,7 @@ pub(crate) struct LayoutArgs {
 impl LayoutArgs {
     /// The preset named, or a usage error that lists the presets.
     pub(crate) fn preset(&self) -> Result<Layout, Failure> {
-        Layout::PRESETS
-            .iter()
-            .find(|(preset, _)| *preset == self.layout)
-            .map(|&(_, layout)| layout)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Layout::PRESETS.iter().map(|(preset, _)| *preset).collect();
-                Failure::Usage(format!(
-                    "unknown layout {:?}: the presets are {}",
-                    self.layout,
-                    names.join(", ")
-                ))
-            })
+        Layout::preset_named(&self.layout).map_err(|error| Failure::Usage(error.to_string()))
     }
 }
 

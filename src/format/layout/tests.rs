@@ -10,6 +10,30 @@ fn presets_pass_validation() {
 }
 
 #[test]
+fn each_preset_is_found_by_its_name_and_names_itself() {
+    for (name, layout) in Layout::PRESETS {
+        assert_eq!(Layout::preset_named(name), Ok(layout));
+        assert_eq!(layout.preset_name(), Some(name));
+    }
+    let custom = Layout::builder()
+        .timestamp_bits(41)
+        .node_bits(12)
+        .sequence_bits(10)
+        .build()
+        .unwrap();
+    assert_eq!(custom.preset_name(), None);
+    // Names are exact: no case folding, no trimming.
+    for name in ["", "Twitter", " twitter", "twitter ", "snowflake"] {
+        assert_eq!(
+            Layout::preset_named(name),
+            Err(LayoutError::UnknownPreset {
+                name: name.to_owned()
+            })
+        );
+    }
+}
+
+#[test]
 fn preset_widths_epochs_and_ticks() {
     let table = [
         (Layout::TWITTER, 41, 10, 12, 1, 1_288_834_974_657, 63),
@@ -337,7 +361,11 @@ fn display() {
 
 #[test]
 fn each_format_error_names_the_value_and_the_allowed_range() {
-    let cases: [(Box<dyn std::error::Error>, &str); 6] = [
+    let cases: [(Box<dyn std::error::Error>, &str); 7] = [
+        (
+            Box::new(LayoutError::UnknownPreset { name: "x".into() }),
+            "unknown layout \"x\": the presets are twitter, discord, instagram, sonyflake, mastodon, javascript",
+        ),
         (
             Box::new(LayoutError::LayoutTooWide {
                 timestamp_bits: 42,

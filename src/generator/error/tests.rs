@@ -90,11 +90,21 @@ fn each_error_says_whether_retrying_can_help() {
         BuildError::HighWater(high_water(io::ErrorKind::PermissionDenied)),
         BuildError::Store(StoreError::lost("taken")),
     ];
+    // Each transient one says when to build again: the clock's lag behind the mark, or
+    // the default when nothing says.
+    let retry_after: Vec<_> = transient.iter().map(BuildError::retry_after).collect();
+    let unknown = Some(BuildError::RETRY_AFTER_UNKNOWN);
+    assert_eq!(retry_after, [unknown, unknown, ms(1), unknown]);
     for error in &transient {
         assert!(error.is_transient(), "{error:?}");
+        assert!(!error.is_invalid_input(), "{error:?}");
     }
     for error in &permanent {
         assert!(!error.is_transient(), "{error:?}");
         assert!(!crate::Error::from(error.clone()).is_transient(), "{error:?}");
+        assert_eq!(error.retry_after(), None, "{error:?}");
     }
+    // The caller's input: the first five; a locked, unwritable or lost store is the world's.
+    let invalid_input: Vec<bool> = permanent.iter().map(BuildError::is_invalid_input).collect();
+    assert_eq!(invalid_input, [true, true, true, true, true, false, false, false]);
 }
