@@ -402,11 +402,11 @@ fn pgbench_sessions_and_64_shards_mint_no_duplicate() {
     );
 }
 
-fn faked(test: &str) -> (pg::Options, std::path::PathBuf) {
-    let file = std::env::temp_dir().join(format!("atomflake-faketime-{test}-{}", std::process::id()));
-    pg::step_clock(&file, "+0");
+/// Options for a server whose clock follows a clock file, and that file (at the real time).
+fn faked(test: &str) -> (pg::Options, pg::ClockFile) {
+    let file = pg::ClockFile::new(test);
     let options = pg::Options {
-        faketime_file: Some(file.clone()),
+        faketime_file: Some(file.to_path_buf()),
         ..pg::Options::default()
     };
     (options, file)
@@ -448,7 +448,6 @@ fn the_servers_clock_stepped_back_and_a_restart_repeat_nothing() {
         "after the restart {after} ({} ms) is not past {before} ({before_ms} ms)",
         Layout::TWITTER.decode(Id::new(after)).unix_ms
     );
-    let _ = std::fs::remove_file(&faketime);
 }
 
 #[test]
@@ -526,7 +525,6 @@ fn an_immediate_stop_and_a_killed_backend_give_no_id_back() {
             .contains("terminated by signal 9"),
         "the server saw its backend killed"
     );
-    let _ = std::fs::remove_file(&faketime);
 }
 
 #[test]
@@ -795,7 +793,6 @@ fn a_wait_for_the_clock_ends_on_a_cancel_and_a_clock_far_behind_is_an_error() {
         .get(0);
     let ms = Layout::TWITTER.decode(self::id(id)).unix_ms;
     assert!(ms.abs_diff(now_ms()) < 5_000, "{ms}");
-    let _ = std::fs::remove_file(&faketime);
 }
 
 #[test]

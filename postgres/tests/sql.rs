@@ -31,7 +31,6 @@ use atomflake_postgres::sql::PgScript;
 use pg::Server;
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -74,15 +73,14 @@ fn installed(test: &str, layout: Layout, node: u64) -> Option<Server> {
     Some(server)
 }
 
-/// A fresh server whose clock follows a libfaketime file, and that file (written `+0`, the
-/// real time) for [`pg::step_clock`].
-fn faked(test: &str) -> Option<(Server, PathBuf)> {
-    let faketime = std::env::temp_dir().join(format!("atomflake-faketime-{test}-{}", std::process::id()));
-    pg::step_clock(&faketime, "+0");
+/// A fresh server whose clock follows a clock file, and that file (at the real time) for
+/// [`pg::step_clock`].
+fn faked(test: &str) -> Option<(Server, pg::ClockFile)> {
+    let faketime = pg::ClockFile::new(test);
     let server = Server::start_with(
         test,
         pg::Options {
-            faketime_file: Some(faketime.clone()),
+            faketime_file: Some(faketime.to_path_buf()),
             ..pg::Options::default()
         },
     )?;
@@ -90,7 +88,7 @@ fn faked(test: &str) -> Option<(Server, PathBuf)> {
 }
 
 /// [`faked`], with the script for node 7 of `layout` in `public`.
-fn faked_installed(test: &str, layout: Layout) -> Option<(Server, PathBuf)> {
+fn faked_installed(test: &str, layout: Layout) -> Option<(Server, pg::ClockFile)> {
     let (server, faketime) = faked(test)?;
     install(&server, "public", &PgScript::new(layout, 7).unwrap());
     Some((server, faketime))
@@ -600,17 +598,15 @@ fn a_clock_moving_back_continues_the_last_tick_and_a_spent_tick_is_an_exact_erro
             "time {end} ms is past the end of atomflake's ids: ids are minted for times before {end} ms"
         ),
     );
-    let _ = std::fs::remove_file(&faketime);
 }
 
 #[test]
 fn the_servers_own_clock_stepped_back_repeats_and_reorders_nothing() {
-    let faketime = std::env::temp_dir().join(format!("atomflake-faketime-{}", std::process::id()));
-    pg::step_clock(&faketime, "+0");
+    let faketime = pg::ClockFile::new("stepback");
     let Some(server) = Server::start_with(
         "stepback",
         pg::Options {
-            faketime_file: Some(faketime.clone()),
+            faketime_file: Some(faketime.to_path_buf()),
             ..pg::Options::default()
         },
     ) else {
@@ -622,7 +618,6 @@ fn the_servers_own_clock_stepped_back_repeats_and_reorders_nothing() {
     );
     // Each transaction on a new connection, as a pool that recycles them would.
     server.step_back_while_writing(&faketime, &["-C"]);
-    let _ = std::fs::remove_file(&faketime);
     // The server's clock did step back: its readings go back somewhere. (By 2 s less the
     // time between the two rows around the step, which a loaded machine can stretch: any
     // reading that goes back shows the step.)
@@ -715,7 +710,6 @@ fn next_id_at_mints_at_most_5_s_ahead_so_next_id_stays_at_the_servers_clock() {
         );
     }
     assert_eq!(server.unix_ms(), stopped, "the server's clock stood still");
-    let _ = std::fs::remove_file(&faketime);
 }
 
 #[test]
@@ -789,7 +783,6 @@ fn calls_cancelled_or_killed_while_they_wait_take_nothing_and_no_id_repeats() {
     minted.sort_unstable();
     minted.dedup();
     assert_eq!(minted.len(), all, "duplicates");
-    let _ = std::fs::remove_file(&faketime);
 }
 
 #[test]

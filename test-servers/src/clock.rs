@@ -102,6 +102,39 @@ pub fn step_clock(file: &Path, clock: &str) {
     }
 }
 
+/// A clock file of a test's own for [`step_clock`], in the temporary directory
+/// (`atomflake-faketime-NAME-PID`), written `+0` (the real time) and removed when dropped,
+/// also when the test fails. It derefs to its path.
+#[derive(Debug)]
+pub struct ClockFile(PathBuf);
+
+impl ClockFile {
+    /// The file for `name` (a test's), at the real time.
+    ///
+    /// # Panics
+    ///
+    /// When the file cannot be written.
+    pub fn new(name: &str) -> ClockFile {
+        let path = std::env::temp_dir().join(format!("atomflake-faketime-{name}-{}", std::process::id()));
+        step_clock(&path, "+0");
+        ClockFile(path)
+    }
+}
+
+impl std::ops::Deref for ClockFile {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ClockFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// The file's word for `clock` (see `clock/stepped_clock.c`): `(value << 1) | stopped`.
 fn word(clock: &str) -> Option<i64> {
     if let Some(seconds) = clock.strip_suffix('s').unwrap_or(clock).strip_prefix(['+', '-']) {
@@ -154,13 +187,26 @@ mod tests {
     }
 
     #[test]
+    fn a_clock_file_is_removed_when_dropped_also_by_a_failing_test() {
+        let file = ClockFile::new("removed");
+        let path = file.to_path_buf();
+        assert_eq!(std::fs::read(&path).unwrap(), 0_i64.to_ne_bytes(), "written +0");
+        let failed = std::panic::catch_unwind(move || {
+            step_clock(&file, "+5");
+            panic!("a failing test");
+        });
+        assert!(failed.is_err());
+        assert!(!path.exists(), "{} is left", path.display());
+    }
+
+    #[test]
     fn a_process_reads_the_clock_as_stepped() {
         let test = "a_process_reads_the_clock_as_stepped";
         if let Err(why) = library() {
             crate::skip(test, why);
             return;
         }
-        let file = std::env::temp_dir().join(format!("atomflake-stepped-clock-test-{}", std::process::id()));
+        let file = ClockFile::new(test);
         for (clock, expected) in [("-20", -20), ("+3600s", 3_600), ("+0", 0)] {
             step_clock(&file, clock);
             let before = real_ms() / 1000;
@@ -173,7 +219,6 @@ mod tests {
         }
         step_clock(&file, "2040-01-01 00:00:00");
         assert_eq!(date_seconds(&file), 2_208_988_800);
-        let _ = std::fs::remove_file(&file);
     }
 
     #[test]

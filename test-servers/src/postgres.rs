@@ -131,7 +131,7 @@ fn bin_dir() -> Option<PathBuf> {
     dir.join("pg_ctl").exists().then_some(dir)
 }
 
-pub use crate::clock::step_clock;
+pub use crate::clock::{ClockFile, step_clock};
 
 /// Whether the server's library directory holds the shared library `name` (an extension
 /// installed with `cargo pgrx install`); says it is skipping `test` when not.
