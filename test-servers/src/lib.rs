@@ -1,7 +1,8 @@
 //! Throwaway servers for atomflake's tests: PostgreSQL ([`postgres::Server`]) and MariaDB
 //! ([`mariadb::Server`]), each started in a fresh temporary directory on a Unix socket, and
 //! etcd clusters ([`etcd::Cluster`]) and ZooKeeper ensembles ([`zookeeper::Ensemble`]) on
-//! loopback ports; each is stopped and removed when dropped, also when the test panics. A
+//! loopback ports; each is stopped and removed when dropped, also when the test panics (and
+//! what a test process killed by a signal leaves, the next one to start a server sweeps away). A
 //! [`proxy::Proxy`] cuts a client's connections, and a [`tls_proxy::TlsProxy`] (`haproxy`)
 //! terminates TLS in front of a server; [`fleet`] runs lease holders as processes
 //! for every lease engine. [`clients`] are the clients of `atomflake serve`'s tests, and
@@ -28,6 +29,7 @@ pub mod files;
 pub mod fleet;
 pub mod mariadb;
 mod member;
+mod orphans;
 pub mod pki;
 pub mod postgres;
 pub mod proxy;
@@ -282,12 +284,14 @@ fn free_ports(count: usize) -> Vec<u16> {
 }
 
 /// An empty directory `atomflake-NAME` in the system's temporary directory, this process's
-/// ID after `atomflake-`: whatever an earlier run left there is removed.
+/// ID after `atomflake-`: whatever an earlier run left there is removed. The first one a
+/// process makes sweeps away what killed test processes left (`orphans`).
 ///
 /// # Panics
 ///
 /// When the directory cannot be made.
 fn fresh_dir(name: &str) -> std::path::PathBuf {
+    orphans::sweep_once();
     let dir = std::env::temp_dir().join(format!("atomflake-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|error| panic!("{}: {error}", dir.display()));
