@@ -66,6 +66,14 @@ export declare class Layout {
   firstIdAt(when: Date | number): bigint;
   /** The last ID of the tick of `when`. */
   lastIdAt(when: Date | number): bigint;
+  /**
+   * The ID as the text of a UUID of version 7 (RFC 9562, lowercase): its tick's start as the
+   * UUID's time, then the whole ID and the layout's fingerprint. The UUIDs sort as the IDs
+   * do, and `fromUuid` gives the ID back.
+   */
+  toUuid(id: IdLike): string;
+  /** The ID that a UUID's text from `toUuid` holds (32 hex digits, either case, with or without hyphens, braces or urn:uuid:); a RangeError names why any other is not. */
+  fromUuid(text: string): bigint;
   equals(other: unknown): boolean;
   toString(): string;
 }
@@ -149,6 +157,22 @@ export declare function parseId(text: string): bigint;
 /** The most IDs one nextIds call returns. */
 export declare const MAX_BATCH: number;
 
+/**
+ * A keyed permutation of the IDs (Speck64/128): `unmask(mask(id)) === id`, and an ID below
+ * 2^63 masks to one below 2^63. The key is never shown.
+ */
+export declare class Mask {
+  /** A mask with a 16-byte key. */
+  constructor(key: Uint8Array);
+  /** A mask with the key in a file of 16 raw bytes or 32 hex digits, readable by its owner alone. */
+  static fromKeyFile(path: string): Mask;
+  /** The masked ID of `id`. */
+  mask(id: IdLike): bigint;
+  /** The ID whose masked ID is `masked`. */
+  unmask(masked: IdLike): bigint;
+  toString(): string;
+}
+
 /** The base of every atomflake error but bad input (TypeError, RangeError). */
 export declare class AtomflakeError extends Error {
   /** Whether trying again may succeed. */
@@ -174,6 +198,7 @@ declare const atomflake: {
   toBase62: typeof toBase62;
   fromBase62: typeof fromBase62;
   parseId: typeof parseId;
+  Mask: typeof Mask;
   AtomflakeError: typeof AtomflakeError;
   MintError: typeof MintError;
   ClosedError: typeof ClosedError;

@@ -43,7 +43,7 @@ class StartError extends AtomflakeError {}
 /** No node could be leased: none is free, or the engine is out of reach or refuses. */
 class LeaseError extends AtomflakeError {}
 
-const CLASSES = { MintError, ClosedError, StartError, LeaseError, RangeError, TypeError };
+const CLASSES = { AtomflakeError, MintError, ClosedError, StartError, LeaseError, RangeError, TypeError };
 const SEPARATOR = '\u001f';
 
 /** The addon's error as the package's class (src/errors.rs says how it is written). */
@@ -193,6 +193,22 @@ class Layout {
   lastIdAt(when) {
     const ms = unixMsOf(when, 'when');
     return checked(() => this[NATIVE].lastIdAt(ms));
+  }
+
+  /**
+   * The ID as the text of a UUID of version 7 (RFC 9562, lowercase): its tick's start as the
+   * UUID's time, then the whole ID and the layout's fingerprint. The UUIDs sort as the IDs
+   * do, and `fromUuid` gives the ID back.
+   */
+  toUuid(id) {
+    const value = idOf(id);
+    return checked(() => this[NATIVE].toUuid(value));
+  }
+
+  /** The ID that a UUID's text from `toUuid` holds: 32 hex digits, either case, with or without hyphens, braces or urn:uuid:. */
+  fromUuid(text) {
+    mustBe('string', text, 'a uuid');
+    return checked(() => this[NATIVE].fromUuid(text));
   }
 
   equals(other) {
@@ -464,6 +480,51 @@ function parseId(text) {
   return checked(() => native.parseId(text));
 }
 
+/**
+ * A keyed permutation of the IDs (Speck64/128, cycle-walked within each half of the 64-bit
+ * numbers): `unmask(mask(id)) === id`, and an ID below 2^63 masks to one below 2^63. The
+ * key is never shown.
+ */
+class Mask {
+  /** A mask with a 16-byte key (a Uint8Array or Buffer). */
+  constructor(key) {
+    if (key instanceof native.NativeMask) {
+      this[NATIVE] = key;
+      return;
+    }
+    if (!(key instanceof Uint8Array)) {
+      throw new TypeError(`a mask key must be a Uint8Array of 16 bytes, not ${describe(key)}`);
+    }
+    this[NATIVE] = checked(() => new native.NativeMask(key));
+  }
+
+  /** A mask with the key in a file of 16 raw bytes or 32 hex digits, readable by its owner alone. */
+  static fromKeyFile(path) {
+    mustBe('string', path, 'a key file path');
+    return new Mask(checked(() => native.NativeMask.fromKeyFile(path)));
+  }
+
+  /** The masked ID of `id`. */
+  mask(id) {
+    const value = idOf(id);
+    return checked(() => this[NATIVE].mask(value));
+  }
+
+  /** The ID whose masked ID is `masked`. */
+  unmask(masked) {
+    const value = idOf(masked, 'masked id');
+    return checked(() => this[NATIVE].unmask(value));
+  }
+
+  toString() {
+    return 'Mask(...)';
+  }
+
+  [inspect.custom]() {
+    return this.toString();
+  }
+}
+
 module.exports = {
   Generator,
   Layout,
@@ -473,6 +534,7 @@ module.exports = {
   toBase62,
   fromBase62,
   parseId,
+  Mask,
   AtomflakeError,
   MintError,
   ClosedError,

@@ -1,10 +1,11 @@
-//! `NativeLayout` and the ID text forms: decimal, 13 characters of sortable base32 and 11 of
-//! base62. IDs are `bigint`s, checked by `index.js` to be in `0..=2^64-1`.
+//! `NativeLayout`, the ID text forms (decimal, 13 characters of sortable base32, 11 of
+//! base62, and UUIDs of version 7) and `NativeMask`. IDs are `bigint`s, checked by
+//! `index.js` to be in `0..=2^64-1`.
 
 use crate::args;
-use crate::errors::range;
-use atomflake::{Id, Layout, Parts};
-use napi::bindgen_prelude::BigInt;
+use crate::errors::{range, thrown};
+use atomflake::{Id, Layout, MaskKeyError, Parts};
+use napi::bindgen_prelude::{BigInt, Uint8Array};
 use napi_derive::napi;
 
 /// The largest integer a JavaScript number holds exactly: 2^53 - 1.
@@ -208,6 +209,26 @@ impl NativeLayout {
             .map_err(range)
     }
 
+    /// The ID as the text of a UUID of version 7 (RFC 9562; lowercase, 8-4-4-4-12): its
+    /// tick's start as the UUID's time, then the whole ID and the layout's fingerprint, so
+    /// the UUIDs sort as the IDs do and `from_uuid` gives the ID back. A `RangeError` for
+    /// an ID with bits outside the layout.
+    #[napi]
+    pub fn to_uuid(&self, id: BigInt) -> napi::Result<String> {
+        let uuid = Id::new(id_of(&id)?).to_uuid(self.0).map_err(range)?;
+        Ok(uuid.to_string())
+    }
+
+    /// The ID that a UUID's text from `to_uuid` holds (32 hex digits in either case, with or
+    /// without hyphens, braces or `urn:uuid:`); a `RangeError` naming why any other text is
+    /// not one of the layout's.
+    #[napi]
+    pub fn from_uuid(&self, text: String) -> napi::Result<u64> {
+        Id::parse_uuid(&text, self.0)
+            .map(Id::get)
+            .map_err(|error| range(format!("invalid UUID {text:?}: {error}")))
+    }
+
     /// The layout as `index.js` shows it: `Layout.TWITTER`, or its fields.
     #[napi]
     pub fn describe(&self) -> String {
@@ -228,6 +249,48 @@ impl NativeLayout {
     #[napi]
     pub fn equals(&self, other: &NativeLayout) -> bool {
         self.0 == other.0
+    }
+}
+
+/// A keyed permutation of the IDs (Speck64/128, cycle-walked within each half of the
+/// 64-bit numbers): `unmask(mask(id)) == id`, and an ID below 2^63 masks to one below 2^63.
+/// The key is never shown.
+#[napi]
+pub struct NativeMask(atomflake::Mask);
+
+#[napi]
+impl NativeMask {
+    /// A mask with a 16-byte key; a `RangeError` for another length.
+    #[napi(constructor)]
+    pub fn new(key: Uint8Array) -> napi::Result<Self> {
+        <[u8; atomflake::MASK_KEY_BYTES]>::try_from(&key[..])
+            .map(|bytes| NativeMask(atomflake::Mask::new(bytes)))
+            .map_err(|_| range(format!("key has {} bytes: a key is 16 bytes", key.len())))
+    }
+
+    /// A mask with the key in a file of 16 raw bytes or 32 hex digits, readable by its
+    /// owner alone. A file that cannot be read is an `AtomflakeError`; one that holds no
+    /// key, or that others may read, a `RangeError`: each names the file.
+    #[napi(factory)]
+    pub fn from_key_file(path: String) -> napi::Result<Self> {
+        atomflake::Mask::from_key_file(std::path::Path::new(&path))
+            .map(NativeMask)
+            .map_err(|error| match error {
+                MaskKeyError::Read { .. } => thrown("AtomflakeError", false, None, &error),
+                _ => range(error),
+            })
+    }
+
+    /// The masked ID of `id`.
+    #[napi]
+    pub fn mask(&self, id: BigInt) -> napi::Result<u64> {
+        Ok(self.0.mask(Id::new(id_of(&id)?)).get())
+    }
+
+    /// The ID whose masked ID is `masked`.
+    #[napi]
+    pub fn unmask(&self, masked: BigInt) -> napi::Result<u64> {
+        Ok(self.0.unmask(Id::new(id_of(&masked)?)).get())
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! - [`generator`]: `NativeGenerator` and `lease()`; every generator on one node of one
 //!   layout is one Rust generator per process, shared by the worker threads that ask for it.
-//! - [`layout`]: `NativeLayout` and the ID text forms.
+//! - [`layout`]: `NativeLayout`, the ID text forms and `NativeMask`.
 //! - [`errors`]: how each Rust error reaches `index.js`, which throws the package's classes.
 
 #![deny(unsafe_code)]

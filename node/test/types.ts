@@ -1,6 +1,6 @@
 // Type-checked by `npm run check-types` (tsc --strict), never run: the declarations
 // (index.d.ts) accept the package's uses and refuse wrong ones.
-import atomflake, { Generator, Layout, lease, toBase32, fromBase32, MintError, type Parts } from 'atomflake';
+import atomflake, { Generator, Layout, Mask, lease, toBase32, fromBase32, MintError, type Parts } from 'atomflake';
 
 async function uses(): Promise<void> {
   const generator = new Generator('twitter', { node: 7 });
@@ -15,6 +15,11 @@ async function uses(): Promise<void> {
   const leased = await lease('postgres://app@db/app', { namespace: 'orders', ttl: 10 });
   await leased.close();
   const back: bigint = fromBase32(toBase32(id));
+  const uuid: string = Layout.TWITTER.toUuid(id);
+  const fromUuid: bigint = Layout.TWITTER.fromUuid(uuid);
+  const mask = Mask.fromKeyFile('ids.key');
+  const hidden: bigint = new Mask(new Uint8Array(16)).mask(id);
+  const shown: bigint = mask.unmask(hidden);
   try {
     wide.tryNextId();
   } catch (error) {
@@ -23,9 +28,11 @@ async function uses(): Promise<void> {
       void wait;
     }
   }
-  void [text, ids, later, when, back, atomflake.Layout.DISCORD];
+  void [text, ids, later, when, back, fromUuid, shown, atomflake.Mask];
   // @ts-expect-error: a generator needs its node.
   new Generator('twitter', {});
+  // @ts-expect-error: a mask's key is bytes, not text.
+  new Mask('00010203040506070809');
   // @ts-expect-error: nextId() is a bigint, not a number.
   const wrong: number = generator.nextId();
   void wrong;
