@@ -171,12 +171,11 @@ impl Handle {
     /// `ids` filled with IDs in increasing order, a tick's run at a time, spent ticks
     /// waited out.
     pub(crate) fn fill(&self, ids: &mut [u64]) -> napi::Result<()> {
-        if ids.len() as u64 > MAX_BATCH {
-            return Err(range(format!(
-                "n {} is out of range: one call returns 0..={MAX_BATCH} ids",
-                ids.len()
-            )));
-        }
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "a length past 2^53 is past MAX_BATCH either way"
+        )]
+        Self::batch(ids.len() as f64)?;
         Ok(self.with(|generator| {
             let mut slots = ids.iter_mut();
             while slots.len() > 0 {
